@@ -1,0 +1,263 @@
+//! File formats of the v2 tree. All are JSON objects with stable field names.
+//!
+//! Readers ignore unknown fields (forward compatibility) and reject files that
+//! do not parse: a file written in place by a backend without atomic replace
+//! can be seen half-written, and a truncated JSON object never parses, so a
+//! reader never acts on a partial file (it retries on its next poll).
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::TaskId;
+use crate::name::{Name, NodeId};
+
+/// Largest file compactd reads from the tree; anything larger is reported as
+/// malformed instead of being loaded into memory.
+pub const MAX_FILE_BYTES: usize = 4 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    #[error("file is {0} bytes, over the {MAX_FILE_BYTES}-byte limit")]
+    TooLarge(usize),
+    #[error("malformed JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Parses a tree file of a known format.
+pub fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, FormatError> {
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(FormatError::TooLarge(bytes.len()));
+    }
+    Ok(serde_json::from_slice(bytes)?)
+}
+
+/// Serializes a tree file. Pretty-printed: ops read these with `cat`.
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut v = serde_json::to_vec_pretty(value).expect("tree formats always serialize");
+    v.push(b'\n');
+    v
+}
+
+/// `RepeatInfo` of the seed's task info.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepeatInfo {
+    #[serde(rename = "repeatCount", default)]
+    pub repeat_count: u32,
+    /// Interval between rounds, in milliseconds.
+    #[serde(rename = "repeatInterval", default)]
+    pub repeat_interval: u64,
+}
+
+/// `ResultInfo` of the seed's task info.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResultInfo {
+    #[serde(rename = "successCount", default)]
+    pub success_count: u64,
+    #[serde(rename = "failedCount", default)]
+    pub failed_count: u64,
+}
+
+/// `TaskInfo.pc.db`: the seed's task info fields, as JSON with the seed's
+/// names. The state is duplicated from the `Status.<State>` marker for
+/// readers that only fetch this file; the marker is authoritative.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskInfo {
+    #[serde(rename = "CompactTaskId")]
+    pub id: TaskId,
+    #[serde(rename = "CompactTaskState")]
+    pub state: String,
+    pub repeat_flag: bool,
+    pub sub_task_flag: bool,
+    #[serde(rename = "RepeatInfo", default)]
+    pub repeat: RepeatInfo,
+    #[serde(rename = "ResultInfo", default)]
+    pub result: ResultInfo,
+    pub db_name: Name,
+    pub schema_name: Name,
+    pub table_name: Name,
+    /// Empty for a main task that covers a whole table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_name: Option<Name>,
+}
+
+/// `Registry/Nodes/<node>`: a node's heartbeat, rewritten every interval.
+///
+/// Liveness is judged by observers on their own monotonic clock from changes
+/// of `beat`; `wall_ms` is informational only (clocks are never compared
+/// across nodes).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub node: NodeId,
+    /// Changes every time the node (re)joins; offline declarations name it.
+    pub incarnation: u64,
+    /// Incremented by every heartbeat write of this incarnation.
+    pub beat: u64,
+    pub session_timeout_ms: u64,
+    pub heartbeat_ms: u64,
+    /// The writer's wall clock, for humans only.
+    pub wall_ms: u64,
+    pub pid: u32,
+    pub version: String,
+    /// The monitor epoch this node holds, if it is the monitor.
+    #[serde(default)]
+    pub monitor_epoch: Option<u64>,
+    /// Monitor actions this node refused to take because it found itself
+    /// fenced (its lease lapsed or a higher epoch existed).
+    #[serde(default)]
+    pub fenced_actions: u64,
+    /// Last change event this node has consumed (its cursor in the log).
+    #[serde(default)]
+    pub event_cursor: u64,
+}
+
+/// One member as the monitor sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub node: NodeId,
+    pub incarnation: u64,
+    pub session_timeout_ms: u64,
+}
+
+/// `Election/Lease.<epoch>`: the monitor's lease for one epoch.
+///
+/// Created once with atomic create (that is the election), then rewritten by
+/// its holder every renewal. It also carries the monitor's membership view, so
+/// a follower learns both "is the monitor alive" and "who is alive" from one
+/// read per poll.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    pub epoch: u64,
+    pub holder: NodeId,
+    pub holder_incarnation: u64,
+    /// Incremented by every renewal; followers watch it change.
+    pub renewal: u64,
+    pub lease_ms: u64,
+    /// The writer's wall clock, for humans only.
+    pub wall_ms: u64,
+    /// Nodes the monitor considers alive, sorted by node id.
+    #[serde(default)]
+    pub members: Vec<Member>,
+    /// Incarnations declared offline and not yet purged.
+    #[serde(default)]
+    pub offline: Vec<Member>,
+    /// Sequence number of the newest change event.
+    #[serde(default)]
+    pub last_event: u64,
+}
+
+/// `Registry/Offline/<node>.<incarnation>`: the monitor's declaration that an
+/// incarnation is offline. Created once with atomic create (so a node is
+/// declared offline exactly once, even across monitor failover), then
+/// rewritten when the follow-up steps are done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OfflineRecord {
+    pub node: NodeId,
+    pub incarnation: u64,
+    /// The epoch of the monitor that declared it.
+    pub epoch: u64,
+    pub declared_by: NodeId,
+    pub wall_ms: u64,
+    /// Set once the event is logged and the node's ephemeral state removed.
+    #[serde(default)]
+    pub cleaned: bool,
+    #[serde(default)]
+    pub event_seq: Option<u64>,
+}
+
+/// What a change event reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum EventKind {
+    NodeJoined {
+        node: NodeId,
+        incarnation: u64,
+    },
+    NodeOffline {
+        node: NodeId,
+        incarnation: u64,
+    },
+    NodeLeft {
+        node: NodeId,
+        incarnation: u64,
+    },
+    MonitorElected {
+        node: NodeId,
+        epoch: u64,
+    },
+    /// An event kind written by a newer version; readers skip it.
+    #[serde(other)]
+    Unknown,
+}
+
+/// `Registry/Events/<seq>`: one entry of the append-only change log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub seq: u64,
+    /// The monitor epoch that wrote it.
+    pub epoch: u64,
+    pub wall_ms: u64,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_info_uses_the_seed_field_names() {
+        let info = TaskInfo {
+            id: TaskId::parse("aaaaffff.16176931.56000000.0").unwrap(),
+            state: "Init".into(),
+            repeat_flag: false,
+            sub_task_flag: false,
+            repeat: RepeatInfo::default(),
+            result: ResultInfo {
+                success_count: 3,
+                failed_count: 1,
+            },
+            db_name: Name::parse("db").unwrap(),
+            schema_name: Name::parse("s").unwrap(),
+            table_name: Name::parse("t").unwrap(),
+            partition_name: None,
+        };
+        let text = String::from_utf8(encode(&info)).unwrap();
+        for key in [
+            "CompactTaskId",
+            "CompactTaskState",
+            "repeat_flag",
+            "sub_task_flag",
+            "RepeatInfo",
+            "ResultInfo",
+            "successCount",
+            "db_name",
+        ] {
+            assert!(text.contains(key), "{key} missing in {text}");
+        }
+        assert_eq!(decode::<TaskInfo>(text.as_bytes()).unwrap(), info);
+    }
+
+    #[test]
+    fn truncated_and_hostile_files_are_rejected() {
+        let hb = br#"{"node":"n1","incarnation":1,"beat":2,"session_timeout_ms":1,"heartbeat_ms":1,"wall_ms":1,"pid":1,"version":"x"}"#;
+        assert!(decode::<Heartbeat>(hb).is_ok());
+        for cut in 0..hb.len() {
+            assert!(
+                decode::<Heartbeat>(&hb[..cut]).is_err(),
+                "prefix {cut} parsed"
+            );
+        }
+        let evil = br#"{"node":"../etc","incarnation":1,"beat":2,"session_timeout_ms":1,"heartbeat_ms":1,"wall_ms":1,"pid":1,"version":"x"}"#;
+        assert!(decode::<Heartbeat>(evil).is_err());
+        assert!(matches!(
+            decode::<Heartbeat>(&vec![b' '; MAX_FILE_BYTES + 1]),
+            Err(FormatError::TooLarge(_))
+        ));
+    }
+
+    #[test]
+    fn unknown_event_kinds_are_skipped_not_fatal() {
+        let e: Event =
+            decode(br#"{"seq":1,"epoch":1,"wall_ms":0,"kind":"FromTheFuture","x":1}"#).unwrap();
+        assert_eq!(e.kind, EventKind::Unknown);
+    }
+}

@@ -1,0 +1,156 @@
+//! The v2 tree (`<root>/Compaction_V2/…`) as typed paths.
+//!
+//! ```text
+//! Compaction_V2/
+//!   Scheduler/<TaskId>/Status.<TaskState>        state marker (empty)
+//!   Scheduler/<TaskId>/TaskInfo.pc.db            task info (JSON, TaskInfo)
+//!   Scheduler/Compress/<archive>                 compressed history
+//!   TaskAssigned/<NodeId>/<SubtaskId>/Status.<SubtaskState>
+//!   TaskAssigned/<NodeId>/<SubtaskId>/TaskInfo.pc.db
+//!   TaskUpgradeLock/<v1 task file name>.lock     upgrade marks (see migrate)
+//!   Registry/Nodes/<NodeId>                      heartbeat (JSON, Heartbeat)
+//!   Registry/Offline/<NodeId>.<incarnation>      offline declaration (JSON)
+//!   Registry/Events/<seq, 20 digits>             change event (JSON, Event)
+//!   Election/Lease.<epoch, 20 digits>            monitor lease (JSON, Lease)
+//! ```
+//!
+//! All functions return paths relative to the store root, with `/` separators
+//! and a trailing `/` for folders (the convention of the store layer).
+
+use crate::id::TaskId;
+use crate::name::{Name, NodeId};
+use crate::state::{SubtaskState, TaskState};
+
+pub const ROOT: &str = "Compaction_V2/";
+pub const SCHEDULER: &str = "Compaction_V2/Scheduler/";
+pub const COMPRESS: &str = "Compaction_V2/Scheduler/Compress/";
+pub const TASK_ASSIGNED: &str = "Compaction_V2/TaskAssigned/";
+pub const UPGRADE_LOCKS: &str = "Compaction_V2/TaskUpgradeLock/";
+pub const REGISTRY: &str = "Compaction_V2/Registry/";
+pub const NODES: &str = "Compaction_V2/Registry/Nodes/";
+pub const OFFLINE: &str = "Compaction_V2/Registry/Offline/";
+pub const EVENTS: &str = "Compaction_V2/Registry/Events/";
+pub const ELECTION: &str = "Compaction_V2/Election/";
+
+pub const TASK_INFO: &str = "TaskInfo.pc.db";
+pub const LEASE_PREFIX: &str = "Lease.";
+pub const COMPRESS_DIR: &str = "Compress";
+
+/// Every top-level folder of the v2 tree; anything else below `Compaction_V2/`
+/// is reported by `compactd check`.
+pub const TOP_LEVEL: &[&str] = &[
+    "Scheduler/",
+    "TaskAssigned/",
+    "TaskUpgradeLock/",
+    "Registry/",
+    "Election/",
+];
+
+pub fn task_dir(task: &TaskId) -> String {
+    format!("{SCHEDULER}{task}/")
+}
+
+pub fn task_info(task: &TaskId) -> String {
+    format!("{SCHEDULER}{task}/{TASK_INFO}")
+}
+
+pub fn task_status(task: &TaskId, state: TaskState) -> String {
+    format!("{SCHEDULER}{task}/{}", state.file_name())
+}
+
+pub fn node_assigned_dir(node: &NodeId) -> String {
+    format!("{TASK_ASSIGNED}{node}/")
+}
+
+pub fn subtask_dir(node: &NodeId, subtask: &Name) -> String {
+    format!("{TASK_ASSIGNED}{node}/{subtask}/")
+}
+
+pub fn subtask_info(node: &NodeId, subtask: &Name) -> String {
+    format!("{TASK_ASSIGNED}{node}/{subtask}/{TASK_INFO}")
+}
+
+pub fn subtask_status(node: &NodeId, subtask: &Name, state: SubtaskState) -> String {
+    format!("{TASK_ASSIGNED}{node}/{subtask}/{}", state.file_name())
+}
+
+pub fn upgrade_lock(v1_file_name: &Name) -> String {
+    format!("{UPGRADE_LOCKS}{v1_file_name}.lock")
+}
+
+pub fn heartbeat(node: &NodeId) -> String {
+    format!("{NODES}{node}")
+}
+
+pub fn offline_marker(node: &NodeId, incarnation: u64) -> String {
+    format!("{OFFLINE}{node}.{incarnation}")
+}
+
+/// Parses an offline marker's file name back into node and incarnation.
+pub fn parse_offline_marker(file_name: &str) -> Option<(NodeId, u64)> {
+    let (node, inc) = file_name.rsplit_once('.')?;
+    if inc.is_empty() || !inc.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((NodeId::parse(node).ok()?, inc.parse().ok()?))
+}
+
+pub fn event(seq: u64) -> String {
+    format!("{EVENTS}{seq:020}")
+}
+
+pub fn parse_event_name(file_name: &str) -> Option<u64> {
+    (file_name.len() == 20 && file_name.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| file_name.parse().ok())?
+}
+
+pub fn lease(epoch: u64) -> String {
+    format!("{ELECTION}{LEASE_PREFIX}{epoch:020}")
+}
+
+pub fn parse_lease_name(file_name: &str) -> Option<u64> {
+    parse_event_name(file_name.strip_prefix(LEASE_PREFIX)?)
+}
+
+/// The last segment of a store path (`a/b/` → `b`, `a/b` → `b`).
+pub fn file_name(path: &str) -> &str {
+    path.trim_end_matches('/').rsplit('/').next().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_match_the_documented_tree() {
+        let t = TaskId::parse("aaaaffff.16176931.56000000.0").unwrap();
+        assert_eq!(
+            task_status(&t, TaskState::Init),
+            "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Status.Init"
+        );
+        assert_eq!(
+            task_info(&t),
+            "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/TaskInfo.pc.db"
+        );
+        let n = NodeId::parse("xcloud24_9876").unwrap();
+        assert_eq!(heartbeat(&n), "Compaction_V2/Registry/Nodes/xcloud24_9876");
+        assert_eq!(
+            lease(7),
+            "Compaction_V2/Election/Lease.00000000000000000007"
+        );
+        assert_eq!(parse_lease_name("Lease.00000000000000000007"), Some(7));
+        assert_eq!(parse_lease_name("Lease.7"), None);
+        assert_eq!(parse_event_name("00000000000000000042"), Some(42));
+        assert_eq!(
+            parse_offline_marker("xcloud24_9876.17"),
+            Some((n.clone(), 17))
+        );
+        assert_eq!(parse_offline_marker("../x.17"), None);
+        assert_eq!(file_name("a/b/"), "b");
+        let lock = upgrade_lock(&Name::parse("compct.xcloud24_9876.0.1617693156000").unwrap());
+        assert_eq!(
+            lock,
+            "Compaction_V2/TaskUpgradeLock/compct.xcloud24_9876.0.1617693156000.lock"
+        );
+    }
+}

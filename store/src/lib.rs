@@ -1,0 +1,387 @@
+//! All backend access: the only module that touches OpenDAL.
+//!
+//! The store offers the few operations compactd's protocol is built on:
+//! atomic create (create-if-not-exists, exactly one winner among racers),
+//! replace (whole-object overwrite), read, stat, one-level and streamed
+//! recursive list, and idempotent delete. Paths are relative to the root,
+//! `/`-separated, with a trailing `/` for folders.
+//!
+//! Invariants:
+//! - [`Store::open`] refuses a backend on which atomic create is not safe,
+//!   naming the backend and the missing capability; there is no fallback to
+//!   check-then-write.
+//! - On fs, creates use `O_CREAT|O_EXCL` (race-safe, but the content is then
+//!   written in place) and replaces go through a temp file and a rename
+//!   (readers see the old or the new file, never a mix). Readers of created
+//!   files therefore treat a file that does not parse as "not yet written"
+//!   (every format is a JSON object, and a truncated object never parses).
+//! - "Lost the race" is one result, [`Created::Exists`], whether the backend
+//!   said `ConditionNotMatch` or (S3 under contention) `Conflict`.
+
+pub mod layers;
+mod uri;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt, TryStreamExt};
+use opendal::{ErrorKind, Operator};
+
+pub use uri::{RootUri, UriError};
+
+/// Folder below the fs root where replaces stage their temp files; ignored by
+/// listings of the tree and by `compactd check`.
+pub const FS_TMP_DIR: &str = ".compactd-tmp";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(transparent)]
+    Uri(#[from] UriError),
+    #[error("backend {backend}: {op} {path:?} failed: {source}")]
+    Backend {
+        backend: String,
+        op: &'static str,
+        path: String,
+        source: opendal::Error,
+    },
+    #[error("backend {backend} is not safe for compactd: it lacks {capability} ({why})")]
+    Unsafe {
+        backend: String,
+        capability: &'static str,
+        why: String,
+    },
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Outcome of an atomic create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    /// This call created the object.
+    Created,
+    /// The object already existed (another writer won the race).
+    Exists,
+}
+
+/// A listed object or folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Full path from the root; folders end in `/`.
+    pub path: String,
+    pub is_dir: bool,
+}
+
+impl Entry {
+    /// Last path segment, without a trailing `/`.
+    pub fn name(&self) -> &str {
+        self.path
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or("")
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Meta {
+    pub len: u64,
+    pub etag: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Store {
+    uri: RootUri,
+    /// Reads, lists, deletes and atomic creates.
+    op: Operator,
+    /// Whole-object replaces (fs: temp file + rename).
+    replace_op: Operator,
+}
+
+impl Store {
+    /// Opens the backend named by `uri` and checks that it is safe to use.
+    pub async fn open(uri: &RootUri) -> Result<Store> {
+        Self::open_with(uri, |op| op).await
+    }
+
+    /// Like [`Store::open`], applying `wrap` (OpenDAL layers: operation
+    /// counting, fault injection) to every operator of the store.
+    pub async fn open_with(uri: &RootUri, wrap: impl Fn(Operator) -> Operator) -> Result<Store> {
+        let fail = |e: opendal::Error| StoreError::Backend {
+            backend: uri.to_string(),
+            op: "open",
+            path: String::new(),
+            source: e,
+        };
+        let (op, replace_op) = match uri {
+            RootUri::Fs { root } => {
+                let root = root.to_string_lossy().into_owned();
+                let tmp = format!("{}/{FS_TMP_DIR}", root.trim_end_matches('/'));
+                let op = Operator::new(opendal::services::Fs::default().root(&root)).map_err(fail)?;
+                let replace = Operator::new(opendal::services::Fs::default().root(&root).atomic_write_dir(&tmp)).map_err(fail)?;
+                (op, replace)
+            }
+            RootUri::Memory => {
+                let op = Operator::new(opendal::services::Memory::default()).map_err(fail)?;
+                (op.clone(), op)
+            }
+            RootUri::S3 { bucket, prefix, endpoint, region } => {
+                let mut b = opendal::services::S3::default().bucket(bucket).root(&format!("/{prefix}")).region(region);
+                if let Some(e) = endpoint {
+                    b = b.endpoint(e);
+                }
+                if let (Ok(id), Ok(secret)) = (std::env::var("AWS_ACCESS_KEY_ID"), std::env::var("AWS_SECRET_ACCESS_KEY")) {
+                    b = b.access_key_id(&id).secret_access_key(&secret).disable_config_load().disable_ec2_metadata();
+                    if let Ok(token) = std::env::var("AWS_SESSION_TOKEN") {
+                        b = b.session_token(&token);
+                    }
+                }
+                let op = Operator::new(b).map_err(fail)?;
+                (op.clone(), op)
+            }
+            RootUri::Webhdfs { endpoint, root } => {
+                let op = Operator::new(opendal::services::Webhdfs::default().endpoint(endpoint).root(root)).map_err(fail)?;
+                (op.clone(), op)
+            }
+            RootUri::Hdfs { .. } => {
+                return Err(StoreError::Unsafe {
+                    backend: uri.to_string(),
+                    capability: "atomic create (write_with_if_not_exists)",
+                    why: "none of OpenDAL's HDFS services (hdfs, hdfs-native) can create a file only if it does not exist; \
+                          compactd's elections and declarations would race. Not built into this binary"
+                        .into(),
+                })
+            }
+        };
+        let store = Store {
+            uri: uri.clone(),
+            op: wrap(op),
+            replace_op: wrap(replace_op),
+        };
+        store.check_capabilities()?;
+        Ok(store)
+    }
+
+    /// Builds a store over one in-memory operator, shared by every clone:
+    /// several in-process nodes can use it as one cluster backend.
+    pub async fn memory() -> Store {
+        Self::open(&RootUri::Memory)
+            .await
+            .expect("the memory backend always opens")
+    }
+
+    pub fn uri(&self) -> &RootUri {
+        &self.uri
+    }
+
+    fn check_capabilities(&self) -> Result<()> {
+        let cap = self.op.info().capability();
+        let need: &[(bool, &'static str, &str)] = &[
+            (cap.write_with_if_not_exists, "atomic create (write_with_if_not_exists)", "elections, offline declarations and task claims need exactly one winner among concurrent creators"),
+            (cap.list, "list", "the tree is read by listing"),
+            (cap.read, "read", "state files are read"),
+            (cap.delete, "delete", "finished work is removed"),
+            (cap.stat, "stat", "fencing re-checks use stat"),
+        ];
+        for (ok, capability, why) in need {
+            if !ok {
+                return Err(StoreError::Unsafe {
+                    backend: self.uri.to_string(),
+                    capability,
+                    why: (*why).to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Proves atomic create on the live backend, so that a server which
+    /// advertises conditional writes but ignores them is refused at start-up:
+    /// creates a scratch object, checks that a second create loses, races
+    /// `racers` creates of a fresh key and checks exactly one wins.
+    pub async fn probe_atomic_create(&self, scratch: &str, racers: usize) -> Result<()> {
+        let a = format!("{scratch}/a");
+        let b = format!("{scratch}/b");
+        let _ = self.delete(&a).await;
+        let _ = self.delete(&b).await;
+        let first = self.create(&a, b"{}".to_vec()).await?;
+        let second = self.create(&a, b"{}".to_vec()).await?;
+        let race =
+            futures::future::join_all((0..racers).map(|_| self.create(&b, b"{}".to_vec()))).await;
+        let winners = race
+            .iter()
+            .filter(|r| matches!(r, Ok(Created::Created)))
+            .count();
+        let _ = self.delete(&a).await;
+        let _ = self.delete(&b).await;
+        if first != Created::Created || second != Created::Exists || winners != 1 {
+            return Err(StoreError::Unsafe {
+                backend: self.uri.to_string(),
+                capability: "working atomic create",
+                why: format!(
+                    "probe at {scratch}: first create {first:?}, second create {second:?} (expected Exists), \
+                     {winners} of {racers} racing creates won (expected 1); the server ignores or races conditional writes"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn err(&self, op: &'static str, path: &str, source: opendal::Error) -> StoreError {
+        StoreError::Backend {
+            backend: self.uri.to_string(),
+            op,
+            path: path.to_string(),
+            source,
+        }
+    }
+
+    /// Creates `path` with `bytes` unless it exists. Of N concurrent callers
+    /// exactly one gets [`Created::Created`].
+    pub async fn create(&self, path: &str, bytes: impl Into<Bytes>) -> Result<Created> {
+        match self
+            .op
+            .write_with(path, bytes.into())
+            .if_not_exists(true)
+            .await
+        {
+            Ok(_) => Ok(Created::Created),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::ConditionNotMatch | ErrorKind::AlreadyExists | ErrorKind::Conflict
+                ) =>
+            {
+                Ok(Created::Exists)
+            }
+            Err(e) => Err(self.err("create", path, e)),
+        }
+    }
+
+    /// Writes `path` whole, replacing any previous content. Readers see the
+    /// old or the new content (fs: temp file and rename; S3: single PUT).
+    pub async fn put(&self, path: &str, bytes: impl Into<Bytes>) -> Result<()> {
+        self.replace_op
+            .write(path, bytes.into())
+            .await
+            .map(|_| ())
+            .map_err(|e| self.err("put", path, e))
+    }
+
+    /// Reads a whole object; `None` if it does not exist.
+    pub async fn read(&self, path: &str) -> Result<Option<Bytes>> {
+        match self.op.read(path).await {
+            Ok(buf) => Ok(Some(buf.to_bytes())),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) if e.kind() == ErrorKind::IsADirectory => {
+                Err(self.err("read (a folder stands where a file is expected)", path, e))
+            }
+            Err(e) => Err(self.err("read", path, e)),
+        }
+    }
+
+    /// Metadata of an object; `None` if it does not exist.
+    pub async fn stat(&self, path: &str) -> Result<Option<Meta>> {
+        match self.op.stat(path).await {
+            Ok(m) => Ok(Some(Meta {
+                len: m.content_length(),
+                etag: m.etag().map(str::to_string),
+            })),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.err("stat", path, e)),
+        }
+    }
+
+    /// True if `path` exists (one stat).
+    pub async fn exists(&self, path: &str) -> Result<bool> {
+        Ok(self.stat(path).await?.is_some())
+    }
+
+    /// Lists the direct children of folder `dir` (which ends in `/`), sorted
+    /// by path. A missing folder lists as empty.
+    pub async fn list(&self, dir: &str) -> Result<Vec<Entry>> {
+        let mut out: Vec<Entry> = self.list_stream(dir, false).try_collect().await?;
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// Streams the entries below `dir` page by page, without holding the
+    /// whole listing in memory. With `recursive`, only objects are yielded.
+    pub fn list_stream<'a>(
+        &'a self,
+        dir: &'a str,
+        recursive: bool,
+    ) -> impl Stream<Item = Result<Entry>> + 'a {
+        let dir_owned = dir.to_string();
+        futures::stream::once(async move {
+            match self.op.lister_with(dir).recursive(recursive).await {
+                Ok(l) => Ok(l.map_err(move |e| self.err("list", dir, e)).boxed()),
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(futures::stream::empty().boxed()),
+                Err(e) => Err(self.err("list", dir, e)),
+            }
+        })
+        .try_flatten()
+        .try_filter_map(move |e| {
+            let path = e.path().to_string();
+            let keep = path != dir_owned
+                && !path.starts_with(FS_TMP_DIR)
+                && !(recursive && path.ends_with('/'));
+            futures::future::ready(Ok(keep.then(|| Entry {
+                is_dir: path.ends_with('/'),
+                path,
+            })))
+        })
+    }
+
+    /// Deletes an object; deleting a missing object succeeds.
+    pub async fn delete(&self, path: &str) -> Result<()> {
+        match self.op.delete(path).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(self.err("delete", path, e)),
+        }
+    }
+
+    /// Deletes a folder and everything below it.
+    pub async fn delete_all(&self, dir: &str) -> Result<()> {
+        debug_assert!(dir.ends_with('/'));
+        match self.op.delete_with(dir).recursive(true).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(self.err("delete_all", dir, e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn memory_basics() {
+        let s = Store::memory().await;
+        assert_eq!(
+            s.create("a/b", b"1".to_vec()).await.unwrap(),
+            Created::Created
+        );
+        assert_eq!(
+            s.create("a/b", b"2".to_vec()).await.unwrap(),
+            Created::Exists
+        );
+        assert_eq!(&s.read("a/b").await.unwrap().unwrap()[..], b"1");
+        s.put("a/b", b"3".to_vec()).await.unwrap();
+        assert_eq!(&s.read("a/b").await.unwrap().unwrap()[..], b"3");
+        assert!(s.read("a/c").await.unwrap().is_none());
+        s.put("a/d/e", b"x".to_vec()).await.unwrap();
+        let names: Vec<_> = s
+            .list("a/")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name().to_string(), e.is_dir))
+            .collect();
+        assert_eq!(names, vec![("b".into(), false), ("d".into(), true)]);
+        s.delete("a/b").await.unwrap();
+        s.delete("a/b").await.unwrap();
+        s.delete_all("a/").await.unwrap();
+        assert!(s.list("a/").await.unwrap().is_empty());
+        assert!(s.list("missing/").await.unwrap().is_empty());
+    }
+}
