@@ -142,6 +142,10 @@ pub struct Lease {
     /// Sequence number of the newest change event.
     #[serde(default)]
     pub last_event: u64,
+    /// Set by a monitor that leaves cleanly: followers take over at once
+    /// instead of waiting for the lease to run out.
+    #[serde(default)]
+    pub released: bool,
 }
 
 /// `Registry/Offline/<node>.<incarnation>`: the monitor's declaration that an
@@ -179,9 +183,9 @@ pub enum EventKind {
         node: NodeId,
         incarnation: u64,
     },
+    /// The event's own `epoch` is the epoch won.
     MonitorElected {
         node: NodeId,
-        epoch: u64,
     },
     /// An event kind written by a newer version; readers skip it.
     #[serde(other)]
@@ -260,4 +264,46 @@ mod tests {
             decode(br#"{"seq":1,"epoch":1,"wall_ms":0,"kind":"FromTheFuture","x":1}"#).unwrap();
         assert_eq!(e.kind, EventKind::Unknown);
     }
+}
+
+/// `Scheduler/<TaskId>/TaskInfo.pc.db` of a task made by `compactd upgrade`
+/// from a v1 task: the [`TaskInfo`] fields plus the upgrade's own. Readers
+/// that decode a plain [`TaskInfo`] ignore the extra fields.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpgradedTaskInfo {
+    #[serde(flatten)]
+    pub info: TaskInfo,
+    /// Partitions of the v1 subtasks that were still open: the v2 manager
+    /// re-runs these. Empty means the whole table (or `partition_name`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<Name>,
+    /// The v1 task file (`compct.<node>.<n>.<ms>[.<State>]`) it was made from.
+    pub upgraded_from: Name,
+}
+
+/// Phase of the v1 → v2 upgrade, in `TaskUpgradeLock/UpgradeState.json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpgradePhase {
+    /// An upgrade wrote v2 tasks and has not yet completed a clean pass:
+    /// `compactd run` refuses to start.
+    Running,
+    /// Every v1 task had its v2 task and lock at the end of a pass or verify.
+    Complete,
+    /// `--finalize` is removing the v1 tree and the locks.
+    Finalizing,
+}
+
+/// `TaskUpgradeLock/UpgradeState.json`: the upgrade's state marker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpgradeState {
+    pub state: UpgradePhase,
+    /// The writer's wall clock, for humans only.
+    pub wall_ms: u64,
+    /// Host and pid of the writer, for humans only.
+    #[serde(default)]
+    pub by: String,
+    /// v1 tasks seen by the pass that wrote this marker.
+    #[serde(default)]
+    pub v1_tasks: u64,
 }

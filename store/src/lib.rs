@@ -22,7 +22,8 @@ pub mod layers;
 mod uri;
 
 use bytes::Bytes;
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use opendal::{ErrorKind, Operator};
 
 pub use uri::{RootUri, UriError};
@@ -40,7 +41,7 @@ pub enum StoreError {
         backend: String,
         op: &'static str,
         path: String,
-        source: opendal::Error,
+        source: Box<opendal::Error>,
     },
     #[error("backend {backend} is not safe for compactd: it lacks {capability} ({why})")]
     Unsafe {
@@ -104,11 +105,15 @@ impl Store {
     /// Like [`Store::open`], applying `wrap` (OpenDAL layers: operation
     /// counting, fault injection) to every operator of the store.
     pub async fn open_with(uri: &RootUri, wrap: impl Fn(Operator) -> Operator) -> Result<Store> {
+        // HTTP services (S3, WebHDFS) need a process-wide transport; without
+        // the `auto-register-services` feature nobody installs one for us.
+        // First install wins, so calling it on every open is harmless.
+        opendal::install_default();
         let fail = |e: opendal::Error| StoreError::Backend {
             backend: uri.to_string(),
             op: "open",
             path: String::new(),
-            source: e,
+            source: Box::new(e),
         };
         let (op, replace_op) = match uri {
             RootUri::Fs { root } => {
@@ -209,8 +214,9 @@ impl Store {
             .iter()
             .filter(|r| matches!(r, Ok(Created::Created)))
             .count();
-        let _ = self.delete(&a).await;
-        let _ = self.delete(&b).await;
+        let _ = self
+            .delete_all(&format!("{}/", scratch.trim_end_matches('/')))
+            .await;
         if first != Created::Created || second != Created::Exists || winners != 1 {
             return Err(StoreError::Unsafe {
                 backend: self.uri.to_string(),
@@ -229,7 +235,7 @@ impl Store {
             backend: self.uri.to_string(),
             op,
             path: path.to_string(),
-            source,
+            source: Box::new(source),
         }
     }
 
@@ -308,7 +314,7 @@ impl Store {
         &'a self,
         dir: &'a str,
         recursive: bool,
-    ) -> impl Stream<Item = Result<Entry>> + 'a {
+    ) -> BoxStream<'a, Result<Entry>> {
         let dir_owned = dir.to_string();
         futures::stream::once(async move {
             match self.op.lister_with(dir).recursive(recursive).await {
@@ -328,6 +334,7 @@ impl Store {
                 path,
             })))
         })
+        .boxed()
     }
 
     /// Deletes an object; deleting a missing object succeeds.

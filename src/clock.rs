@@ -1,0 +1,80 @@
+//! Time, injected.
+//!
+//! Liveness and leases are judged on a monotonic clock local to each node
+//! ([`Clock::mono`]); wall time ([`Clock::wall_ms`]) is only written into
+//! files for humans and for id generation, never compared across nodes.
+//! Tests use [`ManualClock`] to move time without sleeping.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
+    /// Monotonic time since an arbitrary origin. Keeps running while the
+    /// process is stopped (SIGSTOP), which is what lets a paused node notice,
+    /// on resume, that its lease and session may have lapsed.
+    fn mono(&self) -> Duration;
+    /// Wall-clock Unix milliseconds.
+    fn wall_ms(&self) -> u64;
+}
+
+pub type SharedClock = Arc<dyn Clock>;
+
+#[derive(Debug)]
+pub struct SystemClock {
+    origin: Instant,
+}
+
+impl SystemClock {
+    pub fn shared() -> SharedClock {
+        Arc::new(SystemClock {
+            origin: Instant::now(),
+        })
+    }
+}
+
+impl Clock for SystemClock {
+    fn mono(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    fn wall_ms(&self) -> u64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    }
+}
+
+/// A clock that moves only when told to.
+#[derive(Debug)]
+pub struct ManualClock {
+    mono_ns: AtomicU64,
+    wall_ms: AtomicU64,
+}
+
+impl ManualClock {
+    pub fn new() -> Arc<ManualClock> {
+        Arc::new(ManualClock {
+            mono_ns: AtomicU64::new(0),
+            wall_ms: AtomicU64::new(1_700_000_000_000),
+        })
+    }
+
+    pub fn advance(&self, d: Duration) {
+        self.mono_ns
+            .fetch_add(d.as_nanos() as u64, Ordering::SeqCst);
+        self.wall_ms
+            .fetch_add(d.as_millis() as u64, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn mono(&self) -> Duration {
+        Duration::from_nanos(self.mono_ns.load(Ordering::SeqCst))
+    }
+
+    fn wall_ms(&self) -> u64 {
+        self.wall_ms.load(Ordering::SeqCst)
+    }
+}

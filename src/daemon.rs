@@ -1,0 +1,92 @@
+//! The `compactd run` loop: start-up checks, then one [`Node::tick`] per
+//! interval until the shutdown token fires, then a clean leave.
+
+use std::time::Duration;
+
+use layouts::formats::{self, Heartbeat};
+use layouts::v2;
+use store::Store;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::SharedClock;
+use crate::node::{Node, NodeConfig};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("node id {node} is in use by a live process (pid {pid}, incarnation {incarnation}): its heartbeat is still advancing; pick another --node-id")]
+    NodeIdInUse {
+        node: String,
+        pid: u32,
+        incarnation: u64,
+    },
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+/// Validates timing settings so that the protocol's assumptions hold.
+pub fn validate(cfg: &NodeConfig) -> Result<(), DaemonError> {
+    if cfg.session_timeout <= cfg.heartbeat {
+        return Err(DaemonError::Config(format!(
+            "--session-timeout ({:?}) must be longer than --heartbeat ({:?}), or every node would expire between two beats",
+            cfg.session_timeout, cfg.heartbeat
+        )));
+    }
+    if cfg.lease < Duration::from_millis(30) {
+        return Err(DaemonError::Config("--lease must be at least 30ms".into()));
+    }
+    Ok(())
+}
+
+/// Refuses to start a second process under a node id whose heartbeat is
+/// still advancing (two writers of one heartbeat would look like one
+/// flapping node).
+async fn check_node_id_free(store: &Store, cfg: &NodeConfig) -> Result<(), DaemonError> {
+    let path = v2::heartbeat(&cfg.id);
+    let read = |b: Option<bytes::Bytes>| b.and_then(|b| formats::decode::<Heartbeat>(&b).ok());
+    let Some(first) = read(store.read(&path).await?) else {
+        return Ok(());
+    };
+    let wait = Duration::from_millis(first.heartbeat_ms.clamp(10, 60_000)).mul_f64(1.5);
+    tokio::time::sleep(wait).await;
+    if let Some(second) = read(store.read(&path).await?) {
+        if second.incarnation == first.incarnation && second.beat != first.beat {
+            return Err(DaemonError::NodeIdInUse {
+                node: cfg.id.to_string(),
+                pid: second.pid,
+                incarnation: second.incarnation,
+            });
+        }
+    }
+    Ok(())
+}
+
+pub async fn run(
+    cfg: NodeConfig,
+    store: Store,
+    clock: SharedClock,
+    shutdown: CancellationToken,
+) -> Result<(), DaemonError> {
+    validate(&cfg)?;
+    store
+        .probe_atomic_create(&format!("{}Probe/{}", v2::REGISTRY, cfg.id), 4)
+        .await?;
+    check_node_id_free(&store, &cfg).await?;
+    let interval = cfg.tick_interval();
+    tracing::info!(
+        node = %cfg.id, root = %store.uri(), heartbeat = ?cfg.heartbeat, session_timeout = ?cfg.session_timeout, lease = ?cfg.lease,
+        "compactd node starting"
+    );
+    let mut node = Node::new(cfg, store, clock);
+    loop {
+        node.tick().await;
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.cancelled() => break,
+        }
+    }
+    tracing::info!("leaving the cluster");
+    node.leave().await;
+    Ok(())
+}

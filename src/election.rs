@@ -1,0 +1,518 @@
+//! Monitor election by atomic create, with leases, epochs and fencing.
+//!
+//! Protocol (see `layouts/PROTOCOL.md` for the crash and pause analysis):
+//! - The monitor of epoch `E` is whoever created `Election/Lease.<E>` (atomic
+//!   create: exactly one winner). Its holder rewrites the file every
+//!   `lease / 3` with an incremented `renewal`.
+//! - A follower watches the newest lease and notes, on its own monotonic
+//!   clock, when `(epoch, renewal)` last changed. Only when it has not
+//!   changed for the lease's duration (or the holder released it) does the
+//!   follower try to create `Lease.<E+1>`.
+//! - The holder considers its lease valid only until `LOCAL_VALIDITY` of the
+//!   lease has passed since the start of its last successful renewal, which
+//!   is earlier than any follower can have seen it expire. Before every
+//!   destructive action it re-checks that, and lists the election folder to
+//!   make sure no newer lease exists: [`Election::fence`]. A holder that fails the check steps down.
+
+use std::time::Duration;
+
+use layouts::formats::{self, Lease, Member};
+use layouts::{v2, NodeId};
+use store::{Created, Store};
+
+/// Fraction of the lease during which a holder trusts its own lease after a
+/// successful renewal. The rest is margin for clock-rate differences and for
+/// the time a renewal write takes to land.
+const LOCAL_VALIDITY: f64 = 0.8;
+
+#[derive(Debug, Clone)]
+struct Watched {
+    epoch: u64,
+    renewal: Option<u64>,
+    changed_at: Duration,
+    lease_len: Duration,
+    released: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Leadership {
+    pub lease: Lease,
+    /// Local time at which the last successful renewal (or the creation)
+    /// started.
+    renewed_at: Duration,
+}
+
+#[derive(Debug)]
+enum Role {
+    Follower { watched: Option<Watched> },
+    Leader(Leadership),
+}
+
+/// Why a holder is no longer allowed to act.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fenced {
+    /// Its last successful renewal is too old (e.g. it was paused).
+    Lapsed { epoch: u64, since: Duration },
+    /// A newer epoch exists.
+    Superseded { epoch: u64 },
+}
+
+impl std::fmt::Display for Fenced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fenced::Lapsed { epoch, since } => write!(
+                f,
+                "lease of epoch {epoch} lapsed ({since:?} since its last renewal)"
+            ),
+            Fenced::Superseded { epoch } => write!(f, "a newer epoch than {epoch} exists"),
+        }
+    }
+}
+
+/// What a call to [`Election::step`] changed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    Nothing,
+    /// This node became monitor. `previous` is the last lease it could read
+    /// (its member view seeds the new monitor's).
+    Elected {
+        epoch: u64,
+        previous: Option<Lease>,
+    },
+    SteppedDown(Fenced),
+}
+
+#[derive(Debug)]
+pub struct Election {
+    me: NodeId,
+    incarnation: u64,
+    lease_len: Duration,
+    role: Role,
+    /// Newest epoch known; `None` until the first listing.
+    known_epoch: Option<u64>,
+    /// Last lease read successfully (any holder): the member view.
+    view: Option<Lease>,
+    next_renew_at: Duration,
+}
+
+impl Election {
+    pub fn new(me: NodeId, incarnation: u64, lease_len: Duration) -> Self {
+        Election {
+            me,
+            incarnation,
+            lease_len,
+            role: Role::Follower { watched: None },
+            known_epoch: None,
+            view: None,
+            next_renew_at: Duration::ZERO,
+        }
+    }
+
+    pub fn set_incarnation(&mut self, incarnation: u64) {
+        self.incarnation = incarnation;
+    }
+
+    pub fn is_leader(&self) -> bool {
+        matches!(self.role, Role::Leader(_))
+    }
+
+    pub fn epoch(&self) -> Option<u64> {
+        match &self.role {
+            Role::Leader(l) => Some(l.lease.epoch),
+            Role::Follower { .. } => None,
+        }
+    }
+
+    /// The newest lease read or written: who is monitor and who is alive.
+    pub fn view(&self) -> Option<&Lease> {
+        match &self.role {
+            Role::Leader(l) => Some(&l.lease),
+            Role::Follower { .. } => self.view.as_ref(),
+        }
+    }
+
+    /// The leader's lease body, to update its member view before renewal.
+    pub fn leadership_mut(&mut self) -> Option<&mut Leadership> {
+        match &mut self.role {
+            Role::Leader(l) => Some(l),
+            Role::Follower { .. } => None,
+        }
+    }
+
+    /// Makes the next [`Election::step`] of a leader renew (and so publish
+    /// its member view) without waiting for the renewal interval.
+    pub fn renew_soon(&mut self) {
+        self.next_renew_at = Duration::ZERO;
+    }
+
+    /// One round: a follower watches and maybe takes over; a leader renews.
+    pub async fn step(
+        &mut self,
+        store: &Store,
+        now: Duration,
+        wall_ms: u64,
+    ) -> store::Result<Step> {
+        match &self.role {
+            Role::Leader(_) => self.renew(store, now, wall_ms).await,
+            Role::Follower { .. } => self.follow(store, now, wall_ms).await,
+        }
+    }
+
+    /// Checks, right before a destructive action, that this node may still
+    /// act as monitor. Costs one LIST. On failure the node steps down.
+    pub async fn fence(
+        &mut self,
+        store: &Store,
+        now: Duration,
+    ) -> store::Result<Result<u64, Fenced>> {
+        let Role::Leader(l) = &self.role else {
+            return Ok(Err(Fenced::Superseded {
+                epoch: self.known_epoch.unwrap_or(0),
+            }));
+        };
+        let epoch = l.lease.epoch;
+        let since = now.saturating_sub(l.renewed_at);
+        let verdict = if since >= self.lease_len.mul_f64(LOCAL_VALIDITY) {
+            Err(Fenced::Lapsed { epoch, since })
+        } else if Self::newest_epoch(store).await? > epoch {
+            // A listing, not a stat of `epoch + 1`: any newer lease file,
+            // even one this node cannot read, ends this epoch.
+            Err(Fenced::Superseded { epoch })
+        } else {
+            Ok(epoch)
+        };
+        if verdict.is_err() {
+            self.step_down(now);
+        }
+        Ok(verdict)
+    }
+
+    fn step_down(&mut self, now: Duration) {
+        if let Role::Leader(l) = &self.role {
+            let epoch = l.lease.epoch;
+            // Watch our own old lease as if from outside: it stops changing,
+            // so we take part in the next election like anyone else.
+            self.view = Some(l.lease.clone());
+            self.role = Role::Follower {
+                watched: Some(Watched {
+                    epoch,
+                    renewal: Some(l.lease.renewal),
+                    changed_at: now,
+                    lease_len: self.lease_len,
+                    released: false,
+                }),
+            };
+        }
+    }
+
+    async fn renew(&mut self, store: &Store, now: Duration, wall_ms: u64) -> store::Result<Step> {
+        if now < self.next_renew_at {
+            return Ok(Step::Nothing);
+        }
+        if let Err(f) = self.fence(store, now).await? {
+            return Ok(Step::SteppedDown(f));
+        }
+        let Role::Leader(l) = &mut self.role else {
+            unreachable!("fence keeps the role")
+        };
+        let mut next = l.lease.clone();
+        next.renewal += 1;
+        next.wall_ms = wall_ms;
+        store
+            .put(&v2::lease(next.epoch), formats::encode(&next))
+            .await?;
+        l.lease = next;
+        l.renewed_at = now;
+        self.next_renew_at = now + self.lease_len / 3;
+        Ok(Step::Nothing)
+    }
+
+    /// Gives up leadership cleanly (SIGTERM): followers take over at once.
+    pub async fn release(&mut self, store: &Store, wall_ms: u64) -> store::Result<()> {
+        if let Role::Leader(l) = &self.role {
+            let mut last = l.lease.clone();
+            last.released = true;
+            last.renewal += 1;
+            last.wall_ms = wall_ms;
+            // Only release a lease that is still ours to release.
+            if !store.exists(&v2::lease(last.epoch + 1)).await? {
+                store
+                    .put(&v2::lease(last.epoch), formats::encode(&last))
+                    .await?;
+            }
+            self.role = Role::Follower { watched: None };
+        }
+        Ok(())
+    }
+
+    async fn newest_epoch(store: &Store) -> store::Result<u64> {
+        Ok(store
+            .list(v2::ELECTION)
+            .await?
+            .iter()
+            .filter_map(|e| v2::parse_lease_name(e.name()))
+            .max()
+            .unwrap_or(0))
+    }
+
+    async fn follow(&mut self, store: &Store, now: Duration, wall_ms: u64) -> store::Result<Step> {
+        let epoch = match self.known_epoch {
+            Some(e) => e,
+            None => {
+                let e = Self::newest_epoch(store).await?;
+                self.known_epoch = Some(e);
+                e
+            }
+        };
+        if epoch == 0 {
+            return self.try_take(store, 1, now, wall_ms).await;
+        }
+        let read = match store.read(&v2::lease(epoch)).await? {
+            Some(bytes) => formats::decode::<Lease>(&bytes)
+                .ok()
+                .filter(|l| l.epoch == epoch),
+            None => None,
+        };
+        let Role::Follower { watched } = &mut self.role else {
+            unreachable!()
+        };
+        let w = watched.get_or_insert_with(|| Watched {
+            epoch,
+            renewal: None,
+            changed_at: now,
+            lease_len: self.lease_len,
+            released: false,
+        });
+        if w.epoch != epoch {
+            *w = Watched {
+                epoch,
+                renewal: None,
+                changed_at: now,
+                lease_len: self.lease_len,
+                released: false,
+            };
+        }
+        if let Some(lease) = read {
+            if w.renewal != Some(lease.renewal) {
+                w.renewal = Some(lease.renewal);
+                w.changed_at = now;
+            }
+            w.lease_len = Duration::from_millis(lease.lease_ms.max(1));
+            w.released = lease.released;
+            self.view = Some(lease);
+        }
+        let expired = w.released || now.saturating_sub(w.changed_at) > w.lease_len;
+        if expired {
+            // Someone may have moved on past the epoch we watch (or left an
+            // unreadable lease file there): watch the newest one first, so
+            // that we never create an epoch that is already superseded.
+            let newest = Self::newest_epoch(store).await?;
+            if newest > epoch {
+                self.known_epoch = Some(newest);
+                if let Role::Follower { watched } = &mut self.role {
+                    *watched = None;
+                }
+                return Ok(Step::Nothing);
+            }
+            return self.try_take(store, epoch + 1, now, wall_ms).await;
+        }
+        Ok(Step::Nothing)
+    }
+
+    async fn try_take(
+        &mut self,
+        store: &Store,
+        epoch: u64,
+        now: Duration,
+        wall_ms: u64,
+    ) -> store::Result<Step> {
+        let previous = self.view.clone();
+        let lease = Lease {
+            epoch,
+            holder: self.me.clone(),
+            holder_incarnation: self.incarnation,
+            renewal: 0,
+            lease_ms: self.lease_len.as_millis() as u64,
+            wall_ms,
+            members: previous
+                .as_ref()
+                .map(|p| p.members.clone())
+                .unwrap_or_default(),
+            offline: previous
+                .as_ref()
+                .map(|p| p.offline.clone())
+                .unwrap_or_default(),
+            last_event: previous.as_ref().map(|p| p.last_event).unwrap_or(0),
+            released: false,
+        };
+        match store
+            .create(&v2::lease(epoch), formats::encode(&lease))
+            .await?
+        {
+            Created::Created => {
+                self.known_epoch = Some(epoch);
+                self.role = Role::Leader(Leadership {
+                    lease,
+                    renewed_at: now,
+                });
+                self.next_renew_at = now + self.lease_len / 3;
+                // Old leases are history; keep the two before ours for ops.
+                for e in store
+                    .list(v2::ELECTION)
+                    .await?
+                    .iter()
+                    .filter_map(|e| v2::parse_lease_name(e.name()))
+                {
+                    if e + 2 < epoch {
+                        store.delete(&v2::lease(e)).await?;
+                    }
+                }
+                Ok(Step::Elected { epoch, previous })
+            }
+            Created::Exists => {
+                // Someone else won this epoch: watch it from now on.
+                self.known_epoch = Some(epoch);
+                if let Role::Follower { watched } = &mut self.role {
+                    *watched = None;
+                }
+                Ok(Step::Nothing)
+            }
+        }
+    }
+}
+
+/// Members of a view, for placing work and for `compactd nodes`.
+pub fn members(view: Option<&Lease>) -> &[Member] {
+    view.map(|l| l.members.as_slice()).unwrap_or(&[])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+    const LEASE: Duration = Duration::from_millis(1500);
+
+    fn node(n: &str) -> NodeId {
+        NodeId::parse(n).unwrap()
+    }
+
+    #[tokio::test]
+    async fn first_node_wins_epoch_one_and_others_follow() {
+        let store = Store::memory().await;
+        let mut a = Election::new(node("a"), 1, LEASE);
+        let mut b = Election::new(node("b"), 1, LEASE);
+        assert!(matches!(
+            a.step(&store, 0 * MS, 0).await.unwrap(),
+            Step::Elected { epoch: 1, .. }
+        ));
+        assert_eq!(b.step(&store, 0 * MS, 0).await.unwrap(), Step::Nothing);
+        assert!(a.is_leader() && !b.is_leader());
+        assert_eq!(b.view().unwrap().holder, node("a"));
+    }
+
+    #[tokio::test]
+    async fn takeover_only_after_a_full_lease_without_renewal_on_the_followers_clock() {
+        let store = Store::memory().await;
+        let mut a = Election::new(node("a"), 1, LEASE);
+        let mut b = Election::new(node("b"), 1, LEASE);
+        a.step(&store, 0 * MS, 0).await.unwrap();
+        // a renews every 500 ms; b polls every 200 ms and never takes over
+        for t in (0..6000).step_by(100) {
+            if t % 500 == 0 {
+                a.step(&store, t * MS, 0).await.unwrap();
+            }
+            if t % 200 == 0 {
+                assert_eq!(
+                    b.step(&store, t * MS, 0).await.unwrap(),
+                    Step::Nothing,
+                    "at {t} ms"
+                );
+            }
+        }
+        // a stops renewing at 5500 ms (its last renewal started at 5500)
+        let mut t = 5600;
+        loop {
+            let step = b.step(&store, t * MS, 0).await.unwrap();
+            if let Step::Elected { epoch, previous } = step {
+                assert_eq!(epoch, 2);
+                assert_eq!(previous.unwrap().holder, node("a"));
+                break;
+            }
+            t += 200;
+            assert!(t < 10_000);
+        }
+        assert!(
+            t > 5500 + 1500,
+            "took over at {t} ms, before the lease ran out"
+        );
+        assert!(
+            t <= 5500 + 1500 + 400,
+            "took over at {t} ms, later than a lease plus one poll"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_paused_leader_is_fenced_on_resume() {
+        let store = Store::memory().await;
+        let mut a = Election::new(node("a"), 1, LEASE);
+        let mut b = Election::new(node("b"), 1, LEASE);
+        a.step(&store, 0 * MS, 0).await.unwrap();
+        b.step(&store, 0 * MS, 0).await.unwrap();
+        // a is paused; b takes over after the lease
+        b.step(&store, 1600 * MS, 0).await.unwrap();
+        assert!(b.is_leader());
+        // a resumes at 1700 ms: its own clock says its lease lapsed
+        let verdict = a.fence(&store, 1700 * MS).await.unwrap();
+        assert!(
+            matches!(verdict, Err(Fenced::Lapsed { epoch: 1, .. })),
+            "{verdict:?}"
+        );
+        assert!(!a.is_leader());
+    }
+
+    #[tokio::test]
+    async fn a_leader_that_sees_a_newer_epoch_steps_down_even_within_its_lease() {
+        let store = Store::memory().await;
+        let mut a = Election::new(node("a"), 1, LEASE);
+        a.step(&store, 0 * MS, 0).await.unwrap();
+        // a newer epoch appears (e.g. a follower with a faster clock)
+        let mut c = Election::new(node("c"), 1, LEASE);
+        c.known_epoch = Some(1);
+        c.try_take(&store, 2, 0 * MS, 0).await.unwrap();
+        assert_eq!(
+            a.fence(&store, 100 * MS).await.unwrap(),
+            Err(Fenced::Superseded { epoch: 1 })
+        );
+        assert!(!a.is_leader());
+    }
+
+    #[tokio::test]
+    async fn a_released_lease_is_taken_over_at_once() {
+        let store = Store::memory().await;
+        let mut a = Election::new(node("a"), 1, LEASE);
+        let mut b = Election::new(node("b"), 1, LEASE);
+        a.step(&store, 0 * MS, 0).await.unwrap();
+        b.step(&store, 0 * MS, 0).await.unwrap();
+        a.release(&store, 0).await.unwrap();
+        assert!(matches!(
+            b.step(&store, 10 * MS, 0).await.unwrap(),
+            Step::Elected { epoch: 2, .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_malformed_lease_file_counts_as_unrenewed_not_as_an_error() {
+        let store = Store::memory().await;
+        store
+            .put(&v2::lease(1), b"{ not json".to_vec())
+            .await
+            .unwrap();
+        let mut b = Election::new(node("b"), 1, LEASE);
+        assert_eq!(b.step(&store, 0 * MS, 0).await.unwrap(), Step::Nothing);
+        assert!(matches!(
+            b.step(&store, 1501 * MS, 0).await.unwrap(),
+            Step::Elected { epoch: 2, .. }
+        ));
+    }
+}

@@ -1,0 +1,409 @@
+//! The monitor's duties: judge membership, declare expired incarnations
+//! offline exactly once, clean their ephemeral state, log the changes, and
+//! purge old events and offline records.
+//!
+//! Every destructive step is preceded by [`Election::fence`]; a fenced
+//! monitor stops at once and the node counts the refused action. Steps are
+//! also idempotent, so a stale monitor that slipped through the fence
+//! between its check and its write could only repeat what is already done:
+//! the offline declaration itself is an atomic create (one winner), events
+//! take the next free sequence number, and cleanup deletes only state that
+//! still belongs to the declared incarnation.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use layouts::formats::{self, EventKind, Heartbeat, Lease, Member, OfflineRecord};
+use layouts::{v2, NodeId};
+use store::{Created, Store};
+
+use crate::election::{Election, Fenced};
+use crate::events::{EventError, EventLog};
+use crate::registry::{read_heartbeats, Observed, Tracker};
+use crate::Anomaly;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MonitorError {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error(transparent)]
+    Event(#[from] EventError),
+    #[error("fenced: {0}")]
+    Fenced(Fenced),
+}
+
+type Result<T> = std::result::Result<T, MonitorError>;
+
+/// What one scan did, for logs and tests.
+#[derive(Debug, Default)]
+pub struct ScanReport {
+    pub joined: Vec<Member>,
+    pub declared_offline: Vec<Member>,
+    pub left: Vec<Member>,
+    pub anomalies: Vec<Anomaly>,
+    pub view_changed: bool,
+}
+
+#[derive(Debug)]
+pub struct Monitor {
+    me: NodeId,
+    epoch: u64,
+    tracker: Tracker,
+    log: EventLog,
+    members: BTreeMap<NodeId, Member>,
+    offline: BTreeMap<(NodeId, u64), OfflineRecord>,
+    retention: Duration,
+    next_purge_at: Duration,
+}
+
+impl Monitor {
+    /// Takes up the duties of `epoch`: opens the event log, logs the
+    /// election, and finishes offline declarations a previous monitor left
+    /// half done.
+    pub async fn start(
+        store: &Store,
+        election: &mut Election,
+        me: NodeId,
+        previous: Option<Lease>,
+        now: Duration,
+        wall_ms: u64,
+        retention: Duration,
+    ) -> Result<Monitor> {
+        let epoch = election
+            .epoch()
+            .ok_or(MonitorError::Fenced(Fenced::Superseded { epoch: 0 }))?;
+        let log = EventLog::open(store).await?;
+        let members = previous
+            .iter()
+            .flat_map(|p| p.members.iter())
+            .map(|m| (m.node.clone(), m.clone()))
+            .collect();
+        let mut monitor = Monitor {
+            me: me.clone(),
+            epoch,
+            tracker: Tracker::default(),
+            log,
+            members,
+            offline: BTreeMap::new(),
+            retention,
+            next_purge_at: now,
+        };
+        monitor.fence(store, election, now).await?;
+        monitor
+            .log
+            .append(
+                store,
+                epoch,
+                wall_ms,
+                EventKind::MonitorElected { node: me },
+            )
+            .await?;
+        for e in store.list(v2::OFFLINE).await? {
+            let Some(bytes) = store.read(&e.path).await? else {
+                continue;
+            };
+            let Ok(rec) = formats::decode::<OfflineRecord>(&bytes) else {
+                continue;
+            };
+            if !rec.cleaned {
+                monitor.fence(store, election, now).await?;
+                monitor.finish_offline(store, rec.clone(), wall_ms).await?;
+            }
+            monitor
+                .offline
+                .insert((rec.node.clone(), rec.incarnation), rec);
+        }
+        monitor.publish(election);
+        Ok(monitor)
+    }
+
+    async fn fence(&self, store: &Store, election: &mut Election, now: Duration) -> Result<()> {
+        election
+            .fence(store, now)
+            .await?
+            .map(|_| ())
+            .map_err(MonitorError::Fenced)
+    }
+
+    /// One round of membership judgement.
+    pub async fn scan(
+        &mut self,
+        store: &Store,
+        election: &mut Election,
+        now: Duration,
+        wall_ms: u64,
+    ) -> Result<ScanReport> {
+        let mut report = ScanReport::default();
+        let (beats, anomalies) = read_heartbeats(store).await?;
+        report.anomalies = anomalies;
+
+        for hb in beats.values() {
+            if self
+                .offline
+                .contains_key(&(hb.node.clone(), hb.incarnation))
+            {
+                continue; // a declared incarnation that is still writing: it will rejoin
+            }
+            let observed = self.tracker.observe(hb, now);
+            let member = self.members.get(&hb.node);
+            if let Some(old) = member.filter(|m| m.incarnation != hb.incarnation) {
+                // The node restarted under the same id: its old incarnation is
+                // gone for good, whatever the old one was doing.
+                let old = old.clone();
+                self.declare_offline(store, election, &old, now, wall_ms)
+                    .await?;
+                report.declared_offline.push(old);
+            }
+            let is_member = self
+                .members
+                .get(&hb.node)
+                .is_some_and(|m| m.incarnation == hb.incarnation);
+            if !is_member && matches!(observed, Observed::Beat { .. }) {
+                self.join(store, election, hb, now, wall_ms).await?;
+                report.joined.push(member_of(hb));
+            }
+        }
+
+        for gone in self.tracker.retain_present(&beats) {
+            if beats.contains_key(&gone.node) {
+                continue; // replaced by a new incarnation, handled above
+            }
+            if self
+                .members
+                .get(&gone.node)
+                .is_some_and(|m| m.incarnation == gone.incarnation)
+            {
+                self.fence(store, election, now).await?;
+                self.members.remove(&gone.node);
+                self.log
+                    .append(
+                        store,
+                        self.epoch,
+                        wall_ms,
+                        EventKind::NodeLeft {
+                            node: gone.node.clone(),
+                            incarnation: gone.incarnation,
+                        },
+                    )
+                    .await?;
+                report.left.push(gone);
+            }
+        }
+        // Members carried over from the previous monitor's view whose
+        // heartbeat file is gone left while nobody watched.
+        let absent: Vec<Member> = self
+            .members
+            .values()
+            .filter(|m| !beats.contains_key(&m.node))
+            .cloned()
+            .collect();
+        for m in absent {
+            self.fence(store, election, now).await?;
+            self.members.remove(&m.node);
+            self.log
+                .append(
+                    store,
+                    self.epoch,
+                    wall_ms,
+                    EventKind::NodeLeft {
+                        node: m.node.clone(),
+                        incarnation: m.incarnation,
+                    },
+                )
+                .await?;
+            report.left.push(m);
+        }
+
+        for m in self.tracker.expired(now) {
+            self.declare_offline(store, election, &m, now, wall_ms)
+                .await?;
+            report.declared_offline.push(m);
+        }
+
+        if now >= self.next_purge_at {
+            self.purge(store, election, now, wall_ms).await?;
+            self.next_purge_at = now + Duration::from_secs(60);
+        }
+        report.view_changed = self.publish(election);
+        Ok(report)
+    }
+
+    async fn join(
+        &mut self,
+        store: &Store,
+        election: &mut Election,
+        hb: &Heartbeat,
+        now: Duration,
+        wall_ms: u64,
+    ) -> Result<()> {
+        self.fence(store, election, now).await?;
+        self.members.insert(hb.node.clone(), member_of(hb));
+        self.log
+            .append(
+                store,
+                self.epoch,
+                wall_ms,
+                EventKind::NodeJoined {
+                    node: hb.node.clone(),
+                    incarnation: hb.incarnation,
+                },
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Declares `m` offline: once, by atomic create of its marker, then the
+    /// follow-up steps (event, cleanup, marker update), each idempotent so a
+    /// later monitor can finish them after a crash.
+    async fn declare_offline(
+        &mut self,
+        store: &Store,
+        election: &mut Election,
+        m: &Member,
+        now: Duration,
+        wall_ms: u64,
+    ) -> Result<()> {
+        self.fence(store, election, now).await?;
+        let rec = OfflineRecord {
+            node: m.node.clone(),
+            incarnation: m.incarnation,
+            epoch: self.epoch,
+            declared_by: self.me.clone(),
+            wall_ms,
+            cleaned: false,
+            event_seq: None,
+        };
+        let path = v2::offline_marker(&m.node, m.incarnation);
+        let rec = match store.create(&path, formats::encode(&rec)).await? {
+            Created::Created => {
+                tracing::warn!(node = %m.node, incarnation = m.incarnation, epoch = self.epoch, "declared offline: no heartbeat for {} ms", m.session_timeout_ms);
+                rec
+            }
+            Created::Exists => match store
+                .read(&path)
+                .await?
+                .map(|b| formats::decode::<OfflineRecord>(&b))
+            {
+                Some(Ok(existing)) => existing,
+                // Half-written by a monitor that crashed mid-create: ours is as good.
+                _ => rec,
+            },
+        };
+        let rec = if rec.cleaned {
+            rec
+        } else {
+            self.finish_offline(store, rec, wall_ms).await?
+        };
+        if self
+            .members
+            .get(&m.node)
+            .is_some_and(|x| x.incarnation == m.incarnation)
+        {
+            self.members.remove(&m.node);
+        }
+        self.tracker.forget(&m.node, m.incarnation);
+        self.offline.insert((m.node.clone(), m.incarnation), rec);
+        Ok(())
+    }
+
+    async fn finish_offline(
+        &mut self,
+        store: &Store,
+        mut rec: OfflineRecord,
+        wall_ms: u64,
+    ) -> Result<OfflineRecord> {
+        if rec.event_seq.is_none() {
+            let seq = self
+                .log
+                .append(
+                    store,
+                    self.epoch,
+                    wall_ms,
+                    EventKind::NodeOffline {
+                        node: rec.node.clone(),
+                        incarnation: rec.incarnation,
+                    },
+                )
+                .await?;
+            rec.event_seq = Some(seq);
+        }
+        // Ephemeral state of that incarnation: its heartbeat, unless the
+        // node already came back under a new incarnation.
+        let hb_path = v2::heartbeat(&rec.node);
+        if let Some(bytes) = store.read(&hb_path).await? {
+            if formats::decode::<Heartbeat>(&bytes)
+                .is_ok_and(|hb| hb.incarnation == rec.incarnation)
+            {
+                store.delete(&hb_path).await?;
+            }
+        }
+        rec.cleaned = true;
+        store
+            .put(
+                &v2::offline_marker(&rec.node, rec.incarnation),
+                formats::encode(&rec),
+            )
+            .await?;
+        Ok(rec)
+    }
+
+    async fn purge(
+        &mut self,
+        store: &Store,
+        election: &mut Election,
+        now: Duration,
+        wall_ms: u64,
+    ) -> Result<()> {
+        self.fence(store, election, now).await?;
+        EventLog::purge(store, wall_ms, self.retention).await?;
+        let horizon = wall_ms.saturating_sub(self.retention.as_millis() as u64);
+        let old: Vec<(NodeId, u64)> = self
+            .offline
+            .iter()
+            .filter(|(_, r)| r.cleaned && r.wall_ms < horizon)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for (node, inc) in old {
+            store.delete(&v2::offline_marker(&node, inc)).await?;
+            self.offline.remove(&(node, inc));
+        }
+        Ok(())
+    }
+
+    /// Writes the member view into the lease body; true if it changed.
+    fn publish(&self, election: &mut Election) -> bool {
+        let Some(l) = election.leadership_mut() else {
+            return false;
+        };
+        let members: Vec<Member> = self.members.values().cloned().collect();
+        let offline: Vec<Member> = self
+            .offline
+            .values()
+            .map(|r| Member {
+                node: r.node.clone(),
+                incarnation: r.incarnation,
+                session_timeout_ms: 0,
+            })
+            .collect();
+        let last_event = self.log.last_seq();
+        let changed = l.lease.members != members
+            || l.lease.offline != offline
+            || l.lease.last_event != last_event;
+        l.lease.members = members;
+        l.lease.offline = offline;
+        l.lease.last_event = last_event;
+        changed
+    }
+
+    pub fn members(&self) -> BTreeSet<NodeId> {
+        self.members.keys().cloned().collect()
+    }
+}
+
+fn member_of(hb: &Heartbeat) -> Member {
+    Member {
+        node: hb.node.clone(),
+        incarnation: hb.incarnation,
+        session_timeout_ms: hb.session_timeout_ms,
+    }
+}

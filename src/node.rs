@@ -1,0 +1,335 @@
+//! One cluster node: heartbeat, election, monitor duties and event
+//! consumption, advanced one [`Node::tick`] at a time.
+//!
+//! The node owns all its state; the daemon calls `tick` on an interval and
+//! tests call it directly with a [`ManualClock`](crate::clock::ManualClock),
+//! so every timeout is testable without sleeping. A tick never fails: backend
+//! errors and unreadable files are logged and retried on the next tick.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use layouts::formats::{self, EventKind, Heartbeat, Lease};
+use layouts::{v2, NodeId};
+use store::Store;
+
+use crate::clock::SharedClock;
+use crate::election::{Election, Step};
+use crate::events::EventConsumer;
+use crate::monitor::{Monitor, MonitorError};
+
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub id: NodeId,
+    pub heartbeat: Duration,
+    pub session_timeout: Duration,
+    pub lease: Duration,
+    pub event_retention: Duration,
+}
+
+impl NodeConfig {
+    pub fn new(id: NodeId) -> Self {
+        NodeConfig {
+            id,
+            heartbeat: Duration::from_secs(10),
+            session_timeout: Duration::from_secs(30),
+            lease: Duration::from_secs(30),
+            event_retention: Duration::from_secs(2 * 3600),
+        }
+    }
+
+    /// How often the daemon ticks: often enough to beat on time, to renew a
+    /// lease three times per lease, and to notice an expired lease within
+    /// one poll.
+    pub fn tick_interval(&self) -> Duration {
+        self.heartbeat
+            .min(self.lease / 3)
+            .max(Duration::from_millis(10))
+    }
+}
+
+/// Counters a test or `compactd nodes` can read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    pub incarnation: u64,
+    pub rejoins: u64,
+    pub fenced_actions: u64,
+    pub elected: u64,
+    pub events_seen: u64,
+    pub event_gaps: u64,
+}
+
+pub struct Node {
+    cfg: NodeConfig,
+    store: Store,
+    clock: SharedClock,
+    beat: u64,
+    last_beat_ok: Option<Duration>,
+    next_beat_at: Duration,
+    next_scan_at: Duration,
+    election: Election,
+    monitor: Option<Monitor>,
+    consumer: Option<EventConsumer>,
+    reported: HashSet<String>,
+    stats: NodeStats,
+}
+
+impl Node {
+    pub fn new(cfg: NodeConfig, store: Store, clock: SharedClock) -> Node {
+        let incarnation = clock.wall_ms().max(1);
+        let election = Election::new(cfg.id.clone(), incarnation, cfg.lease);
+        Node {
+            cfg,
+            store,
+            clock,
+            beat: 0,
+            last_beat_ok: None,
+            next_beat_at: Duration::ZERO,
+            next_scan_at: Duration::ZERO,
+            election,
+            monitor: None,
+            consumer: None,
+            reported: HashSet::new(),
+            stats: NodeStats {
+                incarnation,
+                ..NodeStats::default()
+            },
+        }
+    }
+
+    pub fn id(&self) -> &NodeId {
+        &self.cfg.id
+    }
+
+    pub fn stats(&self) -> &NodeStats {
+        &self.stats
+    }
+
+    pub fn is_monitor(&self) -> bool {
+        self.election.is_leader() && self.monitor.is_some()
+    }
+
+    pub fn monitor_epoch(&self) -> Option<u64> {
+        self.election.epoch()
+    }
+
+    /// The newest lease this node has read or written.
+    pub fn view(&self) -> Option<&Lease> {
+        self.election.view()
+    }
+
+    /// One round of work. Never fails; problems are logged and retried.
+    pub async fn tick(&mut self) {
+        let now = self.clock.mono();
+        if let Some(ok) = self.last_beat_ok {
+            let gap = now.saturating_sub(ok);
+            if gap > self.cfg.session_timeout {
+                self.rejoin(&format!(
+                    "no successful heartbeat for {gap:?}, longer than the session timeout"
+                ));
+            }
+        }
+        if now >= self.next_beat_at {
+            if let Err(e) = self.write_heartbeat(now).await {
+                tracing::warn!("heartbeat failed: {e}");
+            }
+        }
+        if let Err(e) = self.election_round(now).await {
+            tracing::warn!("election round failed: {e}");
+        }
+        if self.election.is_leader() && now >= self.next_scan_at {
+            self.monitor_round(now).await;
+        }
+        if let Err(e) = self.consume_events().await {
+            tracing::warn!("reading change events failed: {e}");
+        }
+    }
+
+    async fn write_heartbeat(&mut self, now: Duration) -> store::Result<()> {
+        self.beat += 1;
+        let hb = Heartbeat {
+            node: self.cfg.id.clone(),
+            incarnation: self.stats.incarnation,
+            beat: self.beat,
+            session_timeout_ms: self.cfg.session_timeout.as_millis() as u64,
+            heartbeat_ms: self.cfg.heartbeat.as_millis() as u64,
+            wall_ms: self.clock.wall_ms(),
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            monitor_epoch: self.election.epoch(),
+            fenced_actions: self.stats.fenced_actions,
+            event_cursor: self.consumer.as_ref().map(|c| c.cursor).unwrap_or(0),
+        };
+        self.store
+            .put(&v2::heartbeat(&self.cfg.id), formats::encode(&hb))
+            .await?;
+        // The session is measured from when the write started: that is the
+        // latest moment the monitor may have seen the previous beat.
+        self.last_beat_ok = Some(now);
+        self.next_beat_at = now + self.cfg.heartbeat;
+        Ok(())
+    }
+
+    fn rejoin(&mut self, why: &str) {
+        let incarnation = self.clock.wall_ms().max(self.stats.incarnation + 1);
+        tracing::warn!(
+            old = self.stats.incarnation,
+            new = incarnation,
+            "rejoining with a new incarnation: {why}"
+        );
+        self.stats.incarnation = incarnation;
+        self.stats.rejoins += 1;
+        self.beat = 0;
+        self.last_beat_ok = None;
+        self.next_beat_at = Duration::ZERO;
+        self.election.set_incarnation(incarnation);
+        // Work of the old incarnation is no longer ours (the task layer
+        // hooks in here).
+    }
+
+    async fn election_round(&mut self, now: Duration) -> store::Result<()> {
+        let wall = self.clock.wall_ms();
+        match self.election.step(&self.store, now, wall).await? {
+            Step::Nothing => {}
+            Step::Elected { epoch, previous } => {
+                self.stats.elected += 1;
+                tracing::info!(epoch, "elected monitor");
+                match Monitor::start(
+                    &self.store,
+                    &mut self.election,
+                    self.cfg.id.clone(),
+                    previous,
+                    now,
+                    wall,
+                    self.cfg.event_retention,
+                )
+                .await
+                {
+                    Ok(m) => {
+                        self.monitor = Some(m);
+                        self.next_scan_at = now;
+                        self.election.renew_soon();
+                    }
+                    Err(e) => self.monitor_failed(e),
+                }
+            }
+            Step::SteppedDown(f) => {
+                self.stats.fenced_actions += 1;
+                self.monitor = None;
+                tracing::warn!("stepping down without acting: {f}");
+            }
+        }
+        if !self.election.is_leader() {
+            self.monitor = None;
+        }
+        if let Some(view) = self.election.view() {
+            if view
+                .offline
+                .iter()
+                .any(|m| m.node == self.cfg.id && m.incarnation == self.stats.incarnation)
+            {
+                self.rejoin("the monitor declared this incarnation offline");
+            }
+        }
+        Ok(())
+    }
+
+    async fn monitor_round(&mut self, now: Duration) {
+        let Some(monitor) = self.monitor.as_mut() else {
+            return;
+        };
+        let wall = self.clock.wall_ms();
+        match monitor
+            .scan(&self.store, &mut self.election, now, wall)
+            .await
+        {
+            Ok(report) => {
+                for a in report.anomalies {
+                    if self.reported.insert(a.path.clone()) {
+                        tracing::warn!(path = %a.path, "skipping: {}", a.problem);
+                    }
+                }
+                for m in &report.joined {
+                    tracing::info!(node = %m.node, incarnation = m.incarnation, "node joined");
+                }
+                for m in &report.left {
+                    tracing::info!(node = %m.node, incarnation = m.incarnation, "node left");
+                }
+                if report.view_changed {
+                    self.election.renew_soon();
+                    if let Err(e) = self.election_round(now).await {
+                        tracing::warn!("publishing the member view failed: {e}");
+                    }
+                }
+                self.next_scan_at = now + self.cfg.heartbeat;
+            }
+            Err(e) => self.monitor_failed(e),
+        }
+    }
+
+    fn monitor_failed(&mut self, e: MonitorError) {
+        match e {
+            MonitorError::Fenced(f) => {
+                self.stats.fenced_actions += 1;
+                self.monitor = None;
+                tracing::warn!("monitor action refused, stepping down: {f}");
+            }
+            // Transient: the monitor state stays, the scan is retried.
+            other => tracing::warn!("monitor round failed: {other}"),
+        }
+    }
+
+    async fn consume_events(&mut self) -> store::Result<()> {
+        let Some(last) = self.election.view().map(|v| v.last_event) else {
+            return Ok(());
+        };
+        // A node follows the log from the moment it first sees it; the state
+        // before that is in the member view.
+        let consumer = self.consumer.get_or_insert(EventConsumer { cursor: last });
+        if last <= consumer.cursor {
+            return Ok(());
+        }
+        let polled = consumer.poll(&self.store).await?;
+        if polled.gap {
+            self.stats.event_gaps += 1;
+            tracing::warn!("change events were purged before this node read them; resynchronising from the member view");
+        }
+        for path in polled.unreadable {
+            if self.reported.insert(path.clone()) {
+                tracing::warn!(%path, "skipping unreadable change event");
+            }
+        }
+        for e in polled.events {
+            self.stats.events_seen += 1;
+            tracing::debug!(seq = e.seq, epoch = e.epoch, "event {:?}", e.kind);
+            if let EventKind::NodeOffline { node, incarnation } = &e.kind {
+                if *node == self.cfg.id && *incarnation == self.stats.incarnation {
+                    self.rejoin("a change event declared this incarnation offline");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Leaves the cluster cleanly: releases the lease if monitor, then
+    /// removes the heartbeat so the monitor logs the departure at once.
+    pub async fn leave(&mut self) {
+        let wall = self.clock.wall_ms();
+        if let Err(e) = self.election.release(&self.store, wall).await {
+            tracing::warn!("releasing the lease failed: {e}");
+        }
+        self.monitor = None;
+        if let Err(e) = self.store.delete(&v2::heartbeat(&self.cfg.id)).await {
+            tracing::warn!("removing the heartbeat failed: {e}");
+        }
+    }
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node")
+            .field("id", &self.cfg.id)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}

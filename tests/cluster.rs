@@ -1,0 +1,395 @@
+//! Acceptance tests of the cluster with real `compactd` processes: election,
+//! failover on SIGKILL, fencing of a paused monitor, clean leave, garbage in
+//! the tree. On a temporary fs root and on a loopback S3 server.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::cluster::{alive, monitor_of, Cluster};
+use common::s3::S3Server;
+use layouts::formats::{self, Event, EventKind, Lease, OfflineRecord};
+use layouts::v2;
+use store::{RootUri, Store};
+
+const LEASE: Duration = Duration::from_millis(1500);
+const TICK: Duration = Duration::from_millis(200);
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Reads the tree through the same store layer as the daemon.
+struct Tree {
+    rt: tokio::runtime::Runtime,
+    store: Store,
+}
+
+impl Tree {
+    fn open(root: &str) -> Tree {
+        let rt = rt();
+        let store = rt
+            .block_on(Store::open(&RootUri::parse(root).unwrap()))
+            .unwrap();
+        Tree { rt, store }
+    }
+
+    fn offline_records(&self) -> Vec<OfflineRecord> {
+        self.rt.block_on(async {
+            let mut out = vec![];
+            for e in self.store.list(v2::OFFLINE).await.unwrap() {
+                if let Some(b) = self.store.read(&e.path).await.unwrap() {
+                    out.push(formats::decode::<OfflineRecord>(&b).unwrap());
+                }
+            }
+            out
+        })
+    }
+
+    fn events(&self) -> Vec<Event> {
+        self.rt.block_on(async {
+            let mut out = vec![];
+            for e in self.store.list(v2::EVENTS).await.unwrap() {
+                if let Some(b) = self.store.read(&e.path).await.unwrap() {
+                    out.push(formats::decode::<Event>(&b).unwrap());
+                }
+            }
+            out
+        })
+    }
+
+    fn lease(&self, epoch: u64) -> Option<Lease> {
+        self.rt.block_on(async {
+            self.store
+                .read(&v2::lease(epoch))
+                .await
+                .unwrap()
+                .map(|b| formats::decode::<Lease>(&b).unwrap())
+        })
+    }
+
+    fn newest_lease(&self) -> Lease {
+        let epochs: Vec<u64> = self
+            .rt
+            .block_on(self.store.list(v2::ELECTION))
+            .unwrap()
+            .iter()
+            .filter_map(|e| v2::parse_lease_name(e.name()))
+            .collect();
+        self.lease(*epochs.iter().max().unwrap()).unwrap()
+    }
+
+    fn heartbeat_exists(&self, node: &str) -> bool {
+        self.rt
+            .block_on(
+                self.store
+                    .exists(&v2::heartbeat(&layouts::NodeId::parse(node).unwrap())),
+            )
+            .unwrap()
+    }
+}
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn offline_events_for(tree: &Tree, node: &str) -> usize {
+    tree.events()
+        .iter()
+        .filter(|e| matches!(&e.kind, EventKind::NodeOffline { node: n, .. } if n.as_str() == node))
+        .count()
+}
+
+/// Three nodes elect one monitor; SIGKILL it; another takes over within a
+/// lease plus one retry; the dead node is declared offline and cleaned once.
+fn failover(cluster: &mut Cluster) {
+    let tree = Tree::open(&cluster.root);
+    for n in ["n1", "n2", "n3"] {
+        cluster.start(n);
+    }
+    let rows = cluster.wait_nodes(
+        Duration::from_secs(20),
+        "3 alive nodes and one monitor",
+        |r| alive(r).len() == 3 && monitor_of(r).is_some(),
+    );
+    let first = monitor_of(&rows).unwrap();
+    let first_epoch = tree.newest_lease().epoch;
+    let killed_at = wall_ms();
+    cluster.kill(&first);
+    let rows = cluster.wait_nodes(Duration::from_secs(10), "a new monitor", |r| {
+        monitor_of(r).is_some_and(|m| m != first)
+    });
+    let second = monitor_of(&rows).unwrap();
+    let lease = tree.newest_lease();
+    assert!(lease.epoch > first_epoch);
+    assert_eq!(lease.holder.as_str(), second);
+    // The lease file records when it was created (renewal 0 is the creation;
+    // the file has been renewed since, so use the election event's time).
+    let elected = tree
+        .events()
+        .into_iter()
+        .find(|e| e.epoch == lease.epoch && matches!(e.kind, EventKind::MonitorElected { .. }))
+        .expect("the election is logged");
+    let takeover = Duration::from_millis(elected.wall_ms.saturating_sub(killed_at));
+    assert!(
+        takeover <= LEASE + TICK + Duration::from_millis(300),
+        "takeover took {takeover:?}, more than a lease plus one retry"
+    );
+
+    // Declared offline once, and its heartbeat cleaned.
+    let start = Instant::now();
+    while tree
+        .offline_records()
+        .iter()
+        .all(|r| r.node.as_str() != first || !r.cleaned)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{first} never declared offline\n{}",
+            cluster.logs_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(LEASE * 2); // give any duplicate declaration a chance to appear
+    let recs: Vec<OfflineRecord> = tree
+        .offline_records()
+        .into_iter()
+        .filter(|r| r.node.as_str() == first)
+        .collect();
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    assert_eq!(recs[0].epoch, lease.epoch, "declared by the new monitor");
+    assert_eq!(offline_events_for(&tree, &first), 1);
+    assert!(
+        !tree.heartbeat_exists(&first),
+        "the dead node's heartbeat is cleaned up"
+    );
+    let rows = cluster.nodes();
+    assert_eq!(alive(&rows).len(), 2, "{rows:#?}");
+    assert!(!rows.iter().any(|r| r["id"] == first.as_str()), "{rows:#?}");
+    let check = cluster.compactd(&["check"]);
+    assert!(
+        check.status.success(),
+        "check found anomalies: {}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+}
+
+#[test]
+fn fs_three_nodes_fail_over_when_the_monitor_is_killed() {
+    failover(&mut Cluster::fs());
+}
+
+#[test]
+fn s3_three_nodes_fail_over_when_the_monitor_is_killed() {
+    let s3 = S3Server::shared();
+    let root = s3.new_bucket("failover");
+    s3.set_env();
+    failover(&mut Cluster::on(root, s3.env()));
+}
+
+/// SIGSTOP the monitor past its lease, SIGCONT it: it steps down without
+/// acting, and its refusal is visible in its heartbeat (`fenced_actions`).
+fn fencing(cluster: &mut Cluster) {
+    let tree = Tree::open(&cluster.root);
+    for n in ["n1", "n2", "n3"] {
+        cluster.start(n);
+    }
+    let rows = cluster.wait_nodes(
+        Duration::from_secs(20),
+        "3 alive nodes and one monitor",
+        |r| alive(r).len() == 3 && monitor_of(r).is_some(),
+    );
+    let paused = monitor_of(&rows).unwrap();
+    let old_epoch = tree.newest_lease().epoch;
+    cluster.pause(&paused);
+    cluster.wait_nodes(Duration::from_secs(10), "a new monitor", |r| {
+        monitor_of(r).is_some_and(|m| m != paused)
+    });
+    // Past its session too: the new monitor declares the paused incarnation offline.
+    let start = Instant::now();
+    while !tree
+        .offline_records()
+        .iter()
+        .any(|r| r.node.as_str() == paused && r.cleaned)
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "paused node never declared offline\n{}",
+            cluster.logs_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cluster.resume(&paused);
+    let rows = cluster.wait_nodes(
+        Duration::from_secs(10),
+        "the resumed node to report a fenced action and rejoin",
+        |r| {
+            r.iter().any(|x| {
+                x["id"] == paused.as_str()
+                    && x["fenced_actions"].as_u64().unwrap_or(0) >= 1
+                    && x["alive"] == true
+            })
+        },
+    );
+    assert_ne!(monitor_of(&rows).as_deref(), Some(paused.as_str()));
+    std::thread::sleep(LEASE * 2);
+    // It acted on nothing: on resume every heartbeat looked stale to it, yet no
+    // declaration comes from its epoch and nobody but its old self is offline.
+    for r in tree.offline_records() {
+        assert!(
+            r.epoch > old_epoch,
+            "a declaration from the fenced epoch: {r:?}"
+        );
+        assert_eq!(
+            r.node.as_str(),
+            paused,
+            "an alive node was declared offline: {r:?}"
+        );
+    }
+    let rows = cluster.nodes();
+    assert_eq!(alive(&rows).len(), 3, "{rows:#?}");
+    assert!(monitor_of(&rows).is_some());
+    let log = std::fs::read_to_string(cluster.log_path(&paused)).unwrap();
+    assert!(
+        log.contains("without acting") || log.contains("refused"),
+        "{log}"
+    );
+}
+
+#[test]
+fn fs_a_paused_monitor_steps_down_without_acting() {
+    fencing(&mut Cluster::fs());
+}
+
+#[test]
+fn s3_a_paused_monitor_steps_down_without_acting() {
+    let s3 = S3Server::shared();
+    let root = s3.new_bucket("fencing");
+    s3.set_env();
+    fencing(&mut Cluster::on(root, s3.env()));
+}
+
+#[test]
+fn sigterm_leaves_cleanly_and_hands_over_at_once() {
+    let mut cluster = Cluster::fs();
+    let tree = Tree::open(&cluster.root);
+    for n in ["n1", "n2", "n3"] {
+        cluster.start(n);
+    }
+    let rows = cluster.wait_nodes(Duration::from_secs(20), "3 alive and a monitor", |r| {
+        alive(r).len() == 3 && monitor_of(r).is_some()
+    });
+    let m = monitor_of(&rows).unwrap();
+    let t = Instant::now();
+    assert_eq!(cluster.terminate(&m), Some(0));
+    cluster.wait_nodes(
+        Duration::from_secs(10),
+        "a new monitor and two members",
+        |r| {
+            monitor_of(r).is_some_and(|x| x != m)
+                && alive(r).len() == 2
+                && !r.iter().any(|x| x["id"] == m.as_str())
+        },
+    );
+    assert!(
+        t.elapsed() < LEASE,
+        "a released lease is taken over without waiting it out ({:?})",
+        t.elapsed()
+    );
+    assert!(
+        tree.offline_records().is_empty(),
+        "a clean leave is not an offline declaration"
+    );
+    assert!(tree
+        .events()
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::NodeLeft { node, .. } if node.as_str() == m)));
+}
+
+#[test]
+fn a_second_process_with_a_live_node_id_is_refused() {
+    let mut cluster = Cluster::fs();
+    cluster.start("n1");
+    cluster.wait_nodes(Duration::from_secs(20), "n1 alive", |r| alive(r).len() == 1);
+    let out = std::process::Command::new(common::cluster::BIN)
+        .args(["--root", &cluster.root, "run", "--node-id", "n1"])
+        .args(common::cluster::TEST_TIMINGS)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is in use"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn garbage_in_the_tree_is_reported_by_check_and_skipped_by_the_daemon() {
+    let mut cluster = Cluster::fs();
+    for n in ["n1", "n2", "n3"] {
+        cluster.start(n);
+    }
+    cluster.wait_nodes(Duration::from_secs(20), "3 alive", |r| {
+        alive(r).len() == 3 && monitor_of(r).is_some()
+    });
+    let root = cluster.fs_path().join("Compaction_V2");
+    let garbage = [
+        ("Registry/Nodes/n9", "{\"node\": \"n9\", \"trunc"),
+        ("Registry/Nodes/bad name", "{}"),
+        ("Registry/Nodes/folder/inside", "{}"),
+        ("Registry/Events/not-a-seq", "{}"),
+        ("Registry/Events/00000000000000999999", "garbage"),
+        ("Registry/Offline/n1.notanumber", "{}"),
+        ("Election/Lease.garbage", "{}"),
+        ("Scheduler/not-a-task-id/Status.Init", ""),
+        ("Scheduler/aaaaffff.16176931.56000000.0/Status.Exploded", ""),
+        ("Scheduler/stray-file", "x"),
+        ("TaskAssigned/n1", "a file where a folder belongs"),
+        ("Junk", "x"),
+    ];
+    for (p, content) in garbage {
+        let p = root.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+    }
+    let out = cluster.compactd(&["check", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "check must fail on garbage");
+    let found: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let paths: Vec<&str> = found.iter().map(|a| a["path"].as_str().unwrap()).collect();
+    for (p, _) in garbage {
+        let full = format!("Compaction_V2/{p}");
+        let reported = paths.iter().any(|x| {
+            full.starts_with(x.trim_end_matches('/')) && x.len() > "Compaction_V2/".len() + 2
+        });
+        assert!(reported, "{full} not reported; check said {found:#?}");
+    }
+    // The daemons keep running and keep working: kill one, it is declared offline.
+    std::thread::sleep(Duration::from_secs(1));
+    for n in ["n1", "n2", "n3"] {
+        assert!(
+            cluster.is_running(n),
+            "{n} died on garbage\n{}",
+            cluster.logs_text()
+        );
+    }
+    let m = monitor_of(&cluster.nodes()).unwrap();
+    let victim = ["n1", "n2", "n3"].into_iter().find(|n| *n != m).unwrap();
+    cluster.kill(victim);
+    cluster.wait_nodes(
+        Duration::from_secs(10),
+        "the killed node to leave the view",
+        |r| alive(r).len() == 2,
+    );
+    let log = std::fs::read_to_string(cluster.log_path(&m)).unwrap();
+    assert!(
+        log.contains("skipping"),
+        "the monitor logs what it skips: {log}"
+    );
+}

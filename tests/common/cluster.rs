@@ -1,0 +1,202 @@
+//! Real `compactd` processes on one root: start, SIGKILL, SIGSTOP/SIGCONT,
+//! SIGTERM, and `compactd nodes --json` to observe them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_compactd");
+
+/// Timings the acceptance tests use: 200ms heartbeat, 1.5s session and lease.
+pub const TEST_TIMINGS: &[&str] = &[
+    "--heartbeat",
+    "200ms",
+    "--session-timeout",
+    "1500ms",
+    "--lease",
+    "1500ms",
+];
+
+pub struct Cluster {
+    pub root: String,
+    pub env: Vec<(String, String)>,
+    logs: tempfile::TempDir,
+    _fs_root: Option<tempfile::TempDir>,
+    procs: BTreeMap<String, Child>,
+}
+
+impl Cluster {
+    /// A cluster on a fresh temporary fs root.
+    pub fn fs() -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let root = format!("fs://{}", dir.path().join("root").display());
+        let mut c = Cluster::on(root, vec![]);
+        c._fs_root = Some(dir);
+        c
+    }
+
+    /// A cluster on any root URI, with extra environment for the processes.
+    pub fn on(root: String, env: Vec<(String, String)>) -> Cluster {
+        Cluster {
+            root,
+            env,
+            logs: tempfile::tempdir().unwrap(),
+            _fs_root: None,
+            procs: BTreeMap::new(),
+        }
+    }
+
+    pub fn fs_path(&self) -> PathBuf {
+        PathBuf::from(self.root.strip_prefix("fs://").expect("an fs cluster"))
+    }
+
+    pub fn log_path(&self, node: &str) -> PathBuf {
+        self.logs.path().join(format!("{node}.log"))
+    }
+
+    pub fn start(&mut self, node: &str) {
+        self.start_with(node, &[]);
+    }
+
+    pub fn start_with(&mut self, node: &str, extra: &[&str]) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path(node))
+            .unwrap();
+        let child = Command::new(BIN)
+            .args(["--root", &self.root, "run", "--node-id", node])
+            .args(TEST_TIMINGS)
+            .args(extra)
+            .envs(self.env.iter().cloned())
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn compactd run");
+        self.procs.insert(node.to_string(), child);
+    }
+
+    pub fn pid(&self, node: &str) -> i32 {
+        self.procs[node].id() as i32
+    }
+
+    fn signal(&self, node: &str, sig: i32) {
+        let rc = unsafe { libc::kill(self.pid(node), sig) };
+        assert_eq!(rc, 0, "kill({node}, {sig})");
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(&mut self, node: &str) {
+        self.signal(node, libc::SIGKILL);
+        let mut child = self.procs.remove(node).unwrap();
+        child.wait().unwrap();
+    }
+
+    pub fn pause(&self, node: &str) {
+        self.signal(node, libc::SIGSTOP);
+    }
+
+    pub fn resume(&self, node: &str) {
+        self.signal(node, libc::SIGCONT);
+    }
+
+    /// SIGTERM; returns the exit status code.
+    pub fn terminate(&mut self, node: &str) -> Option<i32> {
+        self.signal(node, libc::SIGTERM);
+        let mut child = self.procs.remove(node).unwrap();
+        child.wait().unwrap().code()
+    }
+
+    pub fn is_running(&mut self, node: &str) -> bool {
+        self.procs
+            .get_mut(node)
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
+    /// Runs a one-shot compactd command on this root.
+    pub fn compactd(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .args(["--root", &self.root])
+            .args(args)
+            .envs(self.env.iter().cloned())
+            .output()
+            .expect("run compactd")
+    }
+
+    pub fn nodes(&self) -> Vec<Value> {
+        let out = self.compactd(&["nodes", "--json"]);
+        assert!(
+            out.status.success(),
+            "nodes failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("nodes --json is a JSON array")
+    }
+
+    /// Polls `nodes --json` until `ok` holds or `timeout` passes.
+    pub fn wait_nodes(
+        &self,
+        timeout: Duration,
+        what: &str,
+        ok: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let start = Instant::now();
+        loop {
+            let rows = self.nodes();
+            if ok(&rows) {
+                return rows;
+            }
+            if start.elapsed() > timeout {
+                panic!(
+                    "timed out after {timeout:?} waiting for {what}; last view: {rows:#?}\n{}",
+                    self.logs_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn logs_text(&self) -> String {
+        let mut s = String::new();
+        for entry in std::fs::read_dir(self.logs.path()).unwrap() {
+            let p = entry.unwrap().path();
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(30).collect();
+            s += &format!("--- {} (last lines)\n", p.display());
+            for l in tail.into_iter().rev() {
+                s += l;
+                s.push('\n');
+            }
+        }
+        s
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for (_, mut c) in std::mem::take(&mut self.procs) {
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGCONT);
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn monitor_of(rows: &[Value]) -> Option<String> {
+    let m: Vec<&Value> = rows.iter().filter(|r| r["monitor"] == true).collect();
+    (m.len() == 1).then(|| m[0]["id"].as_str().unwrap().to_string())
+}
+
+pub fn alive(rows: &[Value]) -> Vec<String> {
+    rows.iter()
+        .filter(|r| r["alive"] == true)
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect()
+}
