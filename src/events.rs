@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use layouts::formats::{self, Event, EventKind};
-use layouts::v2;
+use layouts::{v2, NodeId};
 use store::{Created, Store};
 
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +57,7 @@ impl EventLog {
         &mut self,
         store: &Store,
         epoch: u64,
+        by: &NodeId,
         wall_ms: u64,
         kind: EventKind,
     ) -> Result<u64, EventError> {
@@ -67,6 +68,7 @@ impl EventLog {
             let event = Event {
                 seq,
                 epoch,
+                by: by.clone(),
                 wall_ms,
                 kind: kind.clone(),
             };
@@ -158,7 +160,6 @@ impl EventConsumer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use layouts::NodeId;
 
     fn joined(n: &str) -> EventKind {
         EventKind::NodeJoined {
@@ -176,9 +177,15 @@ mod tests {
         let mut got_a = vec![];
         let mut got_b = vec![];
         for i in 0..30u64 {
-            log.append(&store, 1, 1000 + i, joined(&format!("n{i}")))
-                .await
-                .unwrap();
+            log.append(
+                &store,
+                1,
+                &NodeId::parse("m").unwrap(),
+                1000 + i,
+                joined(&format!("n{i}")),
+            )
+            .await
+            .unwrap();
             if i % 3 == 0 {
                 got_a.extend(
                     a.poll(&store)
@@ -226,8 +233,14 @@ mod tests {
         let store = Store::memory().await;
         let mut stale = EventLog::open(&store).await.unwrap();
         let mut fresh = EventLog::open(&store).await.unwrap();
-        let s1 = fresh.append(&store, 2, 0, joined("a")).await.unwrap();
-        let s2 = stale.append(&store, 1, 0, joined("b")).await.unwrap();
+        let s1 = fresh
+            .append(&store, 2, &NodeId::parse("m").unwrap(), 0, joined("a"))
+            .await
+            .unwrap();
+        let s2 = stale
+            .append(&store, 1, &NodeId::parse("m").unwrap(), 0, joined("b"))
+            .await
+            .unwrap();
         assert_ne!(s1, s2);
         assert_eq!(list_seqs(&store).await.unwrap(), vec![1, 2]);
     }
@@ -238,7 +251,15 @@ mod tests {
         let mut log = EventLog::open(&store).await.unwrap();
         let hour = 3_600_000;
         for i in 0..5 {
-            log.append(&store, 1, i * hour, joined("a")).await.unwrap();
+            log.append(
+                &store,
+                1,
+                &NodeId::parse("m").unwrap(),
+                i * hour,
+                joined("a"),
+            )
+            .await
+            .unwrap();
         }
         let mut lagging = EventConsumer { cursor: 1 };
         let purged = EventLog::purge(&store, 4 * hour + 1, Duration::from_secs(2 * 3600))
@@ -255,7 +276,13 @@ mod tests {
         let mut reopened = EventLog::open(&store).await.unwrap();
         assert_eq!(
             reopened
-                .append(&store, 2, 5 * hour, joined("b"))
+                .append(
+                    &store,
+                    2,
+                    &NodeId::parse("m").unwrap(),
+                    5 * hour,
+                    joined("b")
+                )
                 .await
                 .unwrap(),
             6

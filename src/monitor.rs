@@ -94,6 +94,7 @@ impl Monitor {
             .append(
                 store,
                 epoch,
+                &monitor.me.clone(),
                 wall_ms,
                 EventKind::MonitorElected { node: me },
             )
@@ -179,6 +180,7 @@ impl Monitor {
                     .append(
                         store,
                         self.epoch,
+                        &self.me,
                         wall_ms,
                         EventKind::NodeLeft {
                             node: gone.node.clone(),
@@ -204,6 +206,7 @@ impl Monitor {
                 .append(
                     store,
                     self.epoch,
+                    &self.me,
                     wall_ms,
                     EventKind::NodeLeft {
                         node: m.node.clone(),
@@ -242,6 +245,7 @@ impl Monitor {
             .append(
                 store,
                 self.epoch,
+                &self.me,
                 wall_ms,
                 EventKind::NodeJoined {
                     node: hb.node.clone(),
@@ -318,6 +322,7 @@ impl Monitor {
                 .append(
                     store,
                     self.epoch,
+                    &self.me,
                     wall_ms,
                     EventKind::NodeOffline {
                         node: rec.node.clone(),

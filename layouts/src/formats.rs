@@ -198,6 +198,8 @@ pub struct Event {
     pub seq: u64,
     /// The monitor epoch that wrote it.
     pub epoch: u64,
+    /// The node that wrote it (the holder of `epoch`).
+    pub by: NodeId,
     pub wall_ms: u64,
     #[serde(flatten)]
     pub kind: EventKind,
@@ -261,7 +263,7 @@ mod tests {
     #[test]
     fn unknown_event_kinds_are_skipped_not_fatal() {
         let e: Event =
-            decode(br#"{"seq":1,"epoch":1,"wall_ms":0,"kind":"FromTheFuture","x":1}"#).unwrap();
+            decode(br#"{"seq":1,"epoch":1,"by":"n1","wall_ms":0,"kind":"FromTheFuture","x":1}"#).unwrap();
         assert_eq!(e.kind, EventKind::Unknown);
     }
 }
