@@ -11,6 +11,8 @@ pub mod logging;
 pub mod monitor;
 pub mod node;
 pub mod registry;
+pub mod ring;
+pub mod tasks;
 pub use store;
 
 pub use check::Anomaly;

@@ -77,6 +77,91 @@ pub struct TaskInfo {
     /// Empty for a main task that covers a whole table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partition_name: Option<Name>,
+    /// compactd's execution fields (absent in the seed's format).
+    #[serde(flatten)]
+    pub run: RunInfo,
+}
+
+/// Which executor runs a task's subtasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutorKind {
+    /// Built in: merges the small files of one partition folder.
+    Merge,
+    /// A command template run by `sh -c`.
+    Command,
+}
+
+/// A task's executor, overriding the nodes' default (`run --executor`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutorSpec {
+    pub kind: ExecutorKind,
+    /// For `command`: the template (`{db} {schema} {table} {partition} {task}
+    /// {subtask} {shard_index} {shard_total} {param.NAME}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+/// One shard of a sharded task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub index: u32,
+    pub total: u32,
+}
+
+/// Where a subtask stands among its task's subtasks and attempts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubtaskMeta {
+    /// The main task.
+    pub parent: TaskId,
+    /// Position of its unit (partition or shard) in the task, from 0.
+    pub index: u32,
+    /// Round of a repeat task, from 1.
+    pub round: u32,
+    /// Dispatch attempt of this unit in this round, from 1. Only the newest
+    /// attempt's result is accepted.
+    pub attempt: u32,
+    /// Manager term that dispatched it.
+    pub term: u64,
+    pub node: NodeId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+}
+
+/// compactd's execution fields of a task info file. All optional, so the
+/// seed's plain task info (and an upgraded v1 task) reads as a default.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunInfo {
+    /// Partitions to compact; empty: discover them on the data backend.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<Name>,
+    /// A sharded task: this many subtasks, each told `{index, total}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<ExecutorSpec>,
+    /// Parameters passed to the executor (placeholders and environment).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub params: std::collections::BTreeMap<String, String>,
+    /// Current round (main task), 0 before the first dispatch.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub round: u32,
+    /// Wall time at which the next round of a repeat task is due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_round_at_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_wall_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_wall_ms: Option<u64>,
+    /// Set on subtask info files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subtask: Option<SubtaskMeta>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// `Registry/Nodes/<node>`: a node's heartbeat, rewritten every interval.
@@ -225,6 +310,7 @@ mod tests {
             schema_name: Name::parse("s").unwrap(),
             table_name: Name::parse("t").unwrap(),
             partition_name: None,
+            run: RunInfo::default(),
         };
         let text = String::from_utf8(encode(&info)).unwrap();
         for key in [
@@ -263,7 +349,8 @@ mod tests {
     #[test]
     fn unknown_event_kinds_are_skipped_not_fatal() {
         let e: Event =
-            decode(br#"{"seq":1,"epoch":1,"by":"n1","wall_ms":0,"kind":"FromTheFuture","x":1}"#).unwrap();
+            decode(br#"{"seq":1,"epoch":1,"by":"n1","wall_ms":0,"kind":"FromTheFuture","x":1}"#)
+                .unwrap();
         assert_eq!(e.kind, EventKind::Unknown);
     }
 }
@@ -273,12 +360,11 @@ mod tests {
 /// that decode a plain [`TaskInfo`] ignore the extra fields.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UpgradedTaskInfo {
+    /// The task info; `info.run.partitions` holds the partitions of the v1
+    /// subtasks that were still open (the v2 manager re-runs these; empty
+    /// means the whole table, or `partition_name`).
     #[serde(flatten)]
     pub info: TaskInfo,
-    /// Partitions of the v1 subtasks that were still open: the v2 manager
-    /// re-runs these. Empty means the whole table (or `partition_name`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub partitions: Vec<Name>,
     /// The v1 task file (`compct.<node>.<n>.<ms>[.<State>]`) it was made from.
     pub upgraded_from: Name,
 }
@@ -308,4 +394,47 @@ pub struct UpgradeState {
     /// v1 tasks seen by the pass that wrote this marker.
     #[serde(default)]
     pub v1_tasks: u64,
+}
+
+/// `Scheduler/<task>/Manager.<term>`: who manages a task in a term. Created
+/// with atomic create; the highest term is the current manager, and a
+/// manager that sees a higher term stops acting for the task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManagerTerm {
+    pub task: TaskId,
+    pub term: u64,
+    pub node: NodeId,
+    /// Who appointed it: `submit`, `monitor` (failover) or `reassign`.
+    pub by: String,
+    pub wall_ms: u64,
+}
+
+/// `TaskAssigned/<node>/Manage.<task>`: the pointer a node finds in its own
+/// folder to learn that it manages a task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManagePointer {
+    pub task: TaskId,
+    pub term: u64,
+}
+
+/// `Scheduler/<task>/Stop`: a request to stop a task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopRequest {
+    pub wall_ms: u64,
+    pub by: String,
+}
+
+/// Content of a subtask's `Status.Running` (and terminal) marker: which
+/// incarnation of the worker ran it. Empty markers (older writers, or the
+/// seed's) read as "unknown".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusMark {
+    #[serde(default)]
+    pub incarnation: u64,
+    #[serde(default)]
+    pub wall_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }

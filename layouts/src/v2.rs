@@ -4,9 +4,13 @@
 //! Compaction_V2/
 //!   Scheduler/<TaskId>/Status.<TaskState>        state marker (empty)
 //!   Scheduler/<TaskId>/TaskInfo.pc.db            task info (JSON, TaskInfo)
+//!   Scheduler/<TaskId>/Manager.<term, 20 digits> manager of one term (JSON)
+//!   Scheduler/<TaskId>/Stop                      stop request (JSON)
 //!   Scheduler/Compress/<archive>                 compressed history
 //!   TaskAssigned/<NodeId>/<SubtaskId>/Status.<SubtaskState>
 //!   TaskAssigned/<NodeId>/<SubtaskId>/TaskInfo.pc.db
+//!   TaskAssigned/<NodeId>/<SubtaskId>/Output     executor output tail
+//!   TaskAssigned/<NodeId>/Manage.<TaskId>        "this node manages that task"
 //!   TaskUpgradeLock/<v1 task file name>.lock     upgrade marks (see migrate)
 //!   Registry/Nodes/<NodeId>                      heartbeat (JSON, Heartbeat)
 //!   Registry/Offline/<NodeId>.<incarnation>      offline declaration (JSON)
@@ -35,6 +39,10 @@ pub const ELECTION: &str = "Compaction_V2/Election/";
 pub const TASK_INFO: &str = "TaskInfo.pc.db";
 pub const LEASE_PREFIX: &str = "Lease.";
 pub const COMPRESS_DIR: &str = "Compress";
+pub const MANAGER_PREFIX: &str = "Manager.";
+pub const MANAGE_PREFIX: &str = "Manage.";
+pub const STOP: &str = "Stop";
+pub const OUTPUT: &str = "Output";
 
 /// Every top-level folder of the v2 tree; anything else below `Compaction_V2/`
 /// is reported by `compactd check`.
@@ -72,6 +80,53 @@ pub fn subtask_info(node: &NodeId, subtask: &Name) -> String {
 
 pub fn subtask_status(node: &NodeId, subtask: &Name, state: SubtaskState) -> String {
     format!("{TASK_ASSIGNED}{node}/{subtask}/{}", state.file_name())
+}
+
+/// `Scheduler/<task>/Manager.<term>`: the manager of one term (atomic create).
+pub fn manager_term(task: &TaskId, term: u64) -> String {
+    format!("{SCHEDULER}{task}/{MANAGER_PREFIX}{term:020}")
+}
+
+pub fn parse_manager_term(file_name: &str) -> Option<u64> {
+    parse_event_name(file_name.strip_prefix(MANAGER_PREFIX)?)
+}
+
+/// `Scheduler/<task>/Stop`: a stop request (atomic create).
+pub fn stop_request(task: &TaskId) -> String {
+    format!("{SCHEDULER}{task}/{STOP}")
+}
+
+/// `TaskAssigned/<node>/Manage.<task>`: tells `node` it manages `task`.
+pub fn manage_pointer(node: &NodeId, task: &TaskId) -> String {
+    format!("{TASK_ASSIGNED}{node}/{MANAGE_PREFIX}{task}")
+}
+
+pub fn parse_manage_pointer(file_name: &str) -> Option<TaskId> {
+    TaskId::parse(file_name.strip_prefix(MANAGE_PREFIX)?).ok()
+}
+
+/// Name of a subtask folder: `<task>.r<round>.u<unit>.a<attempt>`.
+pub fn subtask_name(task: &TaskId, round: u32, unit: u32, attempt: u32) -> Name {
+    Name::parse(&format!("{task}.r{round}.u{unit}.a{attempt}")).expect("subtask names are valid")
+}
+
+/// Parses a subtask folder name into (task, round, unit, attempt).
+pub fn parse_subtask_name(name: &str) -> Option<(TaskId, u32, u32, u32)> {
+    let mut it = name.rsplitn(4, '.');
+    let a = it.next()?.strip_prefix('a')?;
+    let u = it.next()?.strip_prefix('u')?;
+    let r = it.next()?.strip_prefix('r')?;
+    let task = TaskId::parse(it.next()?).ok()?;
+    let num = |s: &str| {
+        (!s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())?
+    };
+    Some((task, num(r)?, num(u)?, num(a)?))
+}
+
+/// `Output` beside a subtask's status: the tail of the executor's output.
+pub fn subtask_output(node: &NodeId, subtask: &Name) -> String {
+    format!("{TASK_ASSIGNED}{node}/{subtask}/{OUTPUT}")
 }
 
 pub fn upgrade_lock(v1_file_name: &Name) -> String {
@@ -147,6 +202,23 @@ mod tests {
         );
         assert_eq!(parse_offline_marker("../x.17"), None);
         assert_eq!(file_name("a/b/"), "b");
+        let sub = subtask_name(&t, 2, 5, 3);
+        assert_eq!(sub.as_str(), "aaaaffff.16176931.56000000.0.r2.u5.a3");
+        assert_eq!(parse_subtask_name(sub.as_str()), Some((t, 2, 5, 3)));
+        assert_eq!(
+            parse_subtask_name("aaaaffff.16176931.56000000.0.r2.u5"),
+            None
+        );
+        assert_eq!(parse_subtask_name("x.r1.u1.a1"), None);
+        assert_eq!(
+            manager_term(&t, 3),
+            "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Manager.00000000000000000003"
+        );
+        assert_eq!(parse_manager_term("Manager.00000000000000000003"), Some(3));
+        assert_eq!(
+            parse_manage_pointer("Manage.aaaaffff.16176931.56000000.0"),
+            Some(t)
+        );
         let lock = upgrade_lock(&Name::parse("compct.xcloud24_9876.0.1617693156000").unwrap());
         assert_eq!(
             lock,
@@ -154,3 +226,8 @@ mod tests {
         );
     }
 }
+
+/// The upgrade's state marker (JSON, `formats::UpgradeState`). It lives
+/// beside the locks so that `--finalize` removes it with them, last.
+pub const UPGRADE_STATE: &str = "Compaction_V2/TaskUpgradeLock/UpgradeState.json";
+pub const UPGRADE_LOCK_SUFFIX: &str = ".lock";

@@ -1,0 +1,469 @@
+//! Main tasks as seen from outside a node: submit, status, list, stop,
+//! reassign. These are what the CLI (and the jobs layer) call; the work
+//! itself is done by the task's manager ([`crate::manager`]) and the
+//! workers ([`crate::worker`]).
+//!
+//! A submitted task is written in an order that keeps a half-written task
+//! invisible: `TaskInfo.pc.db`, then `Manager.<1>` and the manager's
+//! `Manage.<task>` pointer, and last `Status.Init`. Readers ignore a task
+//! folder without a status marker (`check` reports it), and every file is an
+//! atomic create, so a crashed submit can simply be retried.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use layouts::formats::{
+    self, ExecutorSpec, ManagePointer, ManagerTerm, ResultInfo, RunInfo, StopRequest, TaskInfo,
+};
+use layouts::{v2, IdGenerator, Name, NodeId, SubtaskState, TaskId, TaskState};
+use serde::Serialize;
+use store::{Created, Store};
+
+use crate::ring::Ring;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("task {0} not found")]
+    NotFound(TaskId),
+    #[error("task {task}: {problem}")]
+    Malformed { task: TaskId, problem: String },
+    #[error("no live node to manage the task (is any `compactd run` up on this root?)")]
+    NoLiveNode,
+    #[error("node {0} is not a live member")]
+    NotMember(NodeId),
+    #[error("task {task} is already {state}")]
+    Finished { task: TaskId, state: TaskState },
+    #[error("invalid request: {0}")]
+    Invalid(String),
+}
+
+/// Repeat settings: `rounds` rounds (0: until stopped), `interval` between
+/// the end of one round and the start of the next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repeat {
+    pub rounds: u32,
+    pub interval: Duration,
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct TaskSpec {
+    pub db: Name,
+    pub schema: Name,
+    pub table: Name,
+    /// Partitions to compact; empty (and no shards): discover them.
+    pub partitions: Vec<Name>,
+    /// A sharded task: this many subtasks with `{index, total}`.
+    pub shards: Option<u32>,
+    /// Overrides the nodes' default executor.
+    pub executor: Option<ExecutorSpec>,
+    pub params: BTreeMap<String, String>,
+    pub repeat: Option<Repeat>,
+    /// The manager; default: the live node the ring picks for the task.
+    pub manager: Option<NodeId>,
+}
+
+impl TaskSpec {
+    pub fn table(db: Name, schema: Name, table: Name) -> TaskSpec {
+        TaskSpec {
+            db,
+            schema,
+            table,
+            partitions: vec![],
+            shards: None,
+            executor: None,
+            params: BTreeMap::new(),
+            repeat: None,
+            manager: None,
+        }
+    }
+}
+
+/// Live members according to the newest readable lease.
+pub async fn live_members(store: &Store) -> store::Result<Vec<NodeId>> {
+    Ok(newest_lease(store)
+        .await?
+        .map(|l| l.members.into_iter().map(|m| m.node).collect())
+        .unwrap_or_default())
+}
+
+/// The newest readable lease (the monitor's member view).
+pub async fn newest_lease(store: &Store) -> store::Result<Option<formats::Lease>> {
+    let mut epochs: Vec<u64> = store
+        .list(v2::ELECTION)
+        .await?
+        .iter()
+        .filter_map(|e| v2::parse_lease_name(e.name()))
+        .collect();
+    epochs.sort_unstable();
+    for epoch in epochs.into_iter().rev() {
+        if let Some(b) = store.read(&v2::lease(epoch)).await? {
+            if let Ok(l) = formats::decode::<formats::Lease>(&b) {
+                return Ok(Some(l));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Writes a new task; returns its id.
+pub async fn submit(store: &Store, spec: TaskSpec, wall_ms: u64) -> Result<TaskId, TaskError> {
+    if spec.shards == Some(0) {
+        return Err(TaskError::Invalid("shards must be at least 1".into()));
+    }
+    if spec.shards.is_some() && !spec.partitions.is_empty() {
+        return Err(TaskError::Invalid(
+            "a task has partitions or shards, not both".into(),
+        ));
+    }
+    let members = live_members(store).await?;
+    let manager = match spec.manager.clone() {
+        Some(m) if members.contains(&m) => m,
+        Some(m) => return Err(TaskError::NotMember(m)),
+        None => Ring::new(&members)
+            .node_for(&format!(
+                "{}/{}/{}/{wall_ms}",
+                spec.db, spec.schema, spec.table
+            ))
+            .ok_or(TaskError::NoLiveNode)?,
+    };
+    let mut ids = IdGenerator::new(&manager);
+    let (repeat_flag, repeat) = match spec.repeat {
+        Some(r) => (
+            true,
+            formats::RepeatInfo {
+                repeat_count: r.rounds,
+                repeat_interval: r.interval.as_millis() as u64,
+            },
+        ),
+        None => (false, formats::RepeatInfo::default()),
+    };
+    let mut info = TaskInfo {
+        id: ids.next(wall_ms),
+        state: TaskState::Init.as_str().into(),
+        repeat_flag,
+        sub_task_flag: false,
+        repeat,
+        result: ResultInfo::default(),
+        db_name: spec.db,
+        schema_name: spec.schema,
+        table_name: spec.table,
+        partition_name: None,
+        run: RunInfo {
+            partitions: spec.partitions,
+            shards: spec.shards,
+            executor: spec.executor,
+            params: spec.params,
+            ..RunInfo::default()
+        },
+    };
+    // Another submit in the same millisecond for the same manager: take the
+    // next id instead of overwriting.
+    loop {
+        if store
+            .create(&v2::task_info(&info.id), formats::encode(&info))
+            .await?
+            == Created::Created
+        {
+            break;
+        }
+        info.id = ids.next(wall_ms);
+    }
+    let id = info.id;
+    let term = ManagerTerm {
+        task: id,
+        term: 1,
+        node: manager.clone(),
+        by: "submit".into(),
+        wall_ms,
+    };
+    store
+        .create(&v2::manager_term(&id, 1), formats::encode(&term))
+        .await?;
+    store
+        .create(
+            &v2::manage_pointer(&manager, &id),
+            formats::encode(&ManagePointer { task: id, term: 1 }),
+        )
+        .await?;
+    store
+        .create(&v2::task_status(&id, TaskState::Init), Vec::new())
+        .await?;
+    Ok(id)
+}
+
+/// One subtask as `status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SubtaskStatus {
+    pub id: String,
+    pub partition: Option<String>,
+    pub shard: Option<u32>,
+    pub node: String,
+    pub state: SubtaskState,
+    pub round: u32,
+    pub attempt: u32,
+}
+
+/// `compactd status --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskStatus {
+    pub id: TaskId,
+    pub state: TaskState,
+    pub manager: Option<String>,
+    pub manager_term: u64,
+    pub db: String,
+    pub schema: String,
+    pub table: String,
+    pub round: u32,
+    pub result: ResultStatus,
+    pub stop_requested: bool,
+    pub started_wall_ms: Option<u64>,
+    pub finished_wall_ms: Option<u64>,
+    /// Outstanding subtasks (finished ones are removed by the manager and
+    /// counted in `result`).
+    pub subtasks: Vec<SubtaskStatus>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultStatus {
+    pub success: u64,
+    pub failed: u64,
+}
+
+/// What a listing of a task folder says.
+#[derive(Debug, Clone, Default)]
+pub struct TaskDir {
+    pub state: Option<TaskState>,
+    /// Every status marker present (two after an interrupted transition).
+    pub markers: Vec<TaskState>,
+    pub terms: Vec<u64>,
+    pub stop: bool,
+    pub has_info: bool,
+}
+
+impl TaskDir {
+    pub fn term(&self) -> u64 {
+        self.terms.iter().copied().max().unwrap_or(0)
+    }
+}
+
+/// Reads a task folder with one LIST.
+pub async fn read_dir(store: &Store, id: &TaskId) -> store::Result<TaskDir> {
+    let mut d = TaskDir::default();
+    for e in store.list(&v2::task_dir(id)).await? {
+        let name = e.name();
+        if let Ok(s) = TaskState::from_file_name(name) {
+            d.markers.push(s);
+        } else if let Some(t) = v2::parse_manager_term(name) {
+            d.terms.push(t);
+        } else if name == v2::STOP {
+            d.stop = true;
+        } else if name == v2::TASK_INFO {
+            d.has_info = true;
+        }
+    }
+    d.state = d.markers.iter().copied().max_by_key(|s| s.rank());
+    Ok(d)
+}
+
+pub async fn read_info(store: &Store, id: &TaskId) -> Result<TaskInfo, TaskError> {
+    let bytes = store
+        .read(&v2::task_info(id))
+        .await?
+        .ok_or(TaskError::NotFound(*id))?;
+    formats::decode(&bytes).map_err(|e| TaskError::Malformed {
+        task: *id,
+        problem: e.to_string(),
+    })
+}
+
+pub async fn read_term(
+    store: &Store,
+    id: &TaskId,
+    term: u64,
+) -> Result<Option<ManagerTerm>, TaskError> {
+    match store.read(&v2::manager_term(id, term)).await? {
+        None => Ok(None),
+        Some(b) => formats::decode(&b)
+            .map(Some)
+            .map_err(|e| TaskError::Malformed {
+                task: *id,
+                problem: e.to_string(),
+            }),
+    }
+}
+
+/// Every subtask folder of `id` on any node, with its markers (one
+/// recursive LIST of `TaskAssigned/`).
+pub async fn find_subtasks(store: &Store, id: &TaskId) -> store::Result<Vec<SubtaskStatus>> {
+    use futures::TryStreamExt;
+    let prefix = id.to_string();
+    let mut found: BTreeMap<(String, String), Vec<SubtaskState>> = BTreeMap::new();
+    let mut entries = store.list_stream(v2::TASK_ASSIGNED, true);
+    while let Some(e) = entries.try_next().await? {
+        let rel = &e.path[v2::TASK_ASSIGNED.len()..];
+        let mut parts = rel.split('/');
+        let (Some(node), Some(sub), Some(file)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        if !sub.starts_with(&prefix) {
+            continue;
+        }
+        let states = found
+            .entry((node.to_string(), sub.to_string()))
+            .or_default();
+        if let Ok(s) = SubtaskState::from_file_name(file) {
+            states.push(s);
+        }
+    }
+    let mut out = vec![];
+    for ((node, sub), states) in found {
+        let Some((task, round, unit, attempt)) = v2::parse_subtask_name(&sub) else {
+            continue;
+        };
+        if task != *id {
+            continue;
+        }
+        let state = states
+            .into_iter()
+            .max_by_key(|s| s.rank())
+            .unwrap_or(SubtaskState::Init);
+        let (mut partition, mut shard) = (None, None);
+        if let (Ok(n), Ok(s)) = (NodeId::parse(&node), Name::parse(&sub)) {
+            if let Some(b) = store.read(&v2::subtask_info(&n, &s)).await? {
+                if let Ok(info) = formats::decode::<TaskInfo>(&b) {
+                    partition = info.partition_name.map(|p| p.to_string());
+                    shard = info.run.subtask.and_then(|m| m.shard).map(|s| s.index);
+                }
+            }
+        }
+        let _ = unit;
+        out.push(SubtaskStatus {
+            id: sub,
+            partition,
+            shard,
+            node,
+            state,
+            round,
+            attempt,
+        });
+    }
+    Ok(out)
+}
+
+pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError> {
+    let dir = read_dir(store, id).await?;
+    if !dir.has_info {
+        return Err(TaskError::NotFound(*id));
+    }
+    let info = read_info(store, id).await?;
+    let term = dir.term();
+    let manager = read_term(store, id, term)
+        .await?
+        .map(|t| t.node.to_string());
+    Ok(TaskStatus {
+        id: *id,
+        state: dir.state.unwrap_or(TaskState::Init),
+        manager,
+        manager_term: term,
+        db: info.db_name.to_string(),
+        schema: info.schema_name.to_string(),
+        table: info.table_name.to_string(),
+        round: info.run.round,
+        result: ResultStatus {
+            success: info.result.success_count,
+            failed: info.result.failed_count,
+        },
+        stop_requested: dir.stop,
+        started_wall_ms: info.run.started_wall_ms,
+        finished_wall_ms: info.run.finished_wall_ms,
+        subtasks: find_subtasks(store, id).await?,
+    })
+}
+
+/// Every task id under `Scheduler/` (not the archived history).
+pub async fn list_ids(store: &Store) -> store::Result<Vec<TaskId>> {
+    Ok(store
+        .list(v2::SCHEDULER)
+        .await?
+        .iter()
+        .filter(|e| e.is_dir)
+        .filter_map(|e| TaskId::parse(e.name()).ok())
+        .collect())
+}
+
+/// Asks the task's manager to stop it (the manager cancels its running
+/// subtasks and marks the task `Cancel`).
+pub async fn stop(store: &Store, id: &TaskId, by: &str, wall_ms: u64) -> Result<(), TaskError> {
+    let dir = read_dir(store, id).await?;
+    if !dir.has_info {
+        return Err(TaskError::NotFound(*id));
+    }
+    if let Some(s) = dir.state.filter(|s| s.is_terminal()) {
+        return Err(TaskError::Finished {
+            task: *id,
+            state: s,
+        });
+    }
+    let req = StopRequest {
+        wall_ms,
+        by: by.into(),
+    };
+    store
+        .create(&v2::stop_request(id), formats::encode(&req))
+        .await?;
+    Ok(())
+}
+
+/// Gives a task's manager role to `to` (a live member): a new term, then the
+/// new pointer, then the old pointer removed. The old manager sees the
+/// higher term and stops acting for the task. Returns the new term.
+pub async fn reassign_manager(
+    store: &Store,
+    id: &TaskId,
+    to: &NodeId,
+    by: &str,
+    wall_ms: u64,
+) -> Result<u64, TaskError> {
+    let dir = read_dir(store, id).await?;
+    if !dir.has_info {
+        return Err(TaskError::NotFound(*id));
+    }
+    if let Some(s) = dir.state.filter(|s| s.is_terminal()) {
+        return Err(TaskError::Finished {
+            task: *id,
+            state: s,
+        });
+    }
+    let old = read_term(store, id, dir.term()).await?;
+    let mut term = dir.term() + 1;
+    loop {
+        let t = ManagerTerm {
+            task: *id,
+            term,
+            node: to.clone(),
+            by: by.into(),
+            wall_ms,
+        };
+        if store
+            .create(&v2::manager_term(id, term), formats::encode(&t))
+            .await?
+            == Created::Created
+        {
+            break;
+        }
+        term += 1;
+    }
+    store
+        .put(
+            &v2::manage_pointer(to, id),
+            formats::encode(&ManagePointer { task: *id, term }),
+        )
+        .await?;
+    if let Some(old) = old.filter(|o| &o.node != to) {
+        store.delete(&v2::manage_pointer(&old.node, id)).await?;
+    }
+    Ok(term)
+}
