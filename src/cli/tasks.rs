@@ -1,0 +1,354 @@
+//! Task commands: `submit`, `status`, `list`, `stop`, `reassign`, `history`,
+//! and the hidden `__merge` that the merge executor runs as a child process.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context;
+use layouts::formats::{self, ExecutorKind, ExecutorSpec, ReassignRequest};
+use layouts::{v2, Name, NodeId, TaskId, TaskState};
+use serde::Serialize;
+use store::Store;
+
+use crate::cli::run::parse_duration;
+use crate::tasks::{self, Repeat, TaskSpec};
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn parse_kv(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
+    if k.is_empty()
+        || !k
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+    {
+        return Err(format!(
+            "parameter name {k:?} may only hold letters, digits, '_', '-', '.'"
+        ));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SubmitArgs {
+    #[arg(long, value_parser = Name::parse)]
+    pub db: Name,
+    #[arg(long, value_parser = Name::parse)]
+    pub schema: Name,
+    #[arg(long, value_parser = Name::parse)]
+    pub table: Name,
+    /// A partition to compact (repeatable); none: every partition folder of the table on the data backend.
+    #[arg(long = "partition", value_parser = Name::parse)]
+    pub partitions: Vec<Name>,
+    /// Run as N shards instead of partitions (command executor).
+    #[arg(long, conflicts_with = "partitions")]
+    pub shards: Option<u32>,
+    /// Rounds of a repeat task (0: until stopped).
+    #[arg(long, requires = "interval")]
+    pub repeat: Option<u32>,
+    /// Pause between rounds of a repeat task.
+    #[arg(long, value_parser = parse_duration)]
+    pub interval: Option<Duration>,
+    /// Manager node (default: the live node the ring picks).
+    #[arg(long, value_parser = NodeId::parse)]
+    pub manager: Option<NodeId>,
+    /// Run this command template instead of the nodes' default executor.
+    #[arg(long)]
+    pub command: Option<String>,
+    /// Executor parameter KEY=VALUE (repeatable): {param.KEY} and COMPACTD_PARAM_KEY.
+    #[arg(long = "param", value_parser = parse_kv)]
+    pub params: Vec<(String, String)>,
+    /// Wait until the task ends, showing progress; exit 0 if Done, 1 otherwise.
+    #[arg(long)]
+    pub wait: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
+    let mut spec = TaskSpec::table(args.db, args.schema, args.table);
+    spec.partitions = args.partitions;
+    spec.shards = args.shards;
+    spec.manager = args.manager;
+    spec.params = args.params.into_iter().collect::<BTreeMap<_, _>>();
+    spec.executor = args.command.map(|c| ExecutorSpec {
+        kind: ExecutorKind::Command,
+        command: Some(c),
+        timeout_ms: None,
+    });
+    if let Some(rounds) = args.repeat {
+        spec.repeat = Some(Repeat {
+            rounds,
+            interval: args.interval.unwrap_or_default(),
+        });
+    }
+    let id = tasks::submit(&store, spec, wall_ms()).await?;
+    if args.json {
+        println!("{}", serde_json::json!({ "id": id }));
+    } else {
+        println!("{id}");
+    }
+    if !args.wait {
+        return Ok(0);
+    }
+    let mut last = String::new();
+    loop {
+        let dir = tasks::read_dir(&store, &id).await?;
+        let info = tasks::read_info(&store, &id).await?;
+        let state = dir.state.unwrap_or(TaskState::Init);
+        let line = format!(
+            "{id}: {state} round {} success {} failed {}",
+            info.run.round, info.result.success_count, info.result.failed_count
+        );
+        if line != last {
+            eprintln!("{line}");
+            last = line;
+        }
+        if state.is_terminal() {
+            return Ok(if state == TaskState::Done { 0 } else { 1 });
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[arg(value_parser = TaskId::parse)]
+    pub task: TaskId,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
+    let s = tasks::status(&store, &args.task).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(0);
+    }
+    println!("task {}  {}.{}.{}", s.id, s.db, s.schema, s.table);
+    println!(
+        "state {}  round {}  manager {}  success {}  failed {}",
+        s.state,
+        s.round,
+        s.manager.as_deref().unwrap_or("-"),
+        s.result.success,
+        s.result.failed
+    );
+    if s.stop_requested && !s.state.is_terminal() {
+        println!("stop requested");
+    }
+    if !s.subtasks.is_empty() {
+        println!(
+            "{:<52} {:<20} {:<16} {:<8} {:>7}",
+            "SUBTASK", "PARTITION", "NODE", "STATE", "ATTEMPT"
+        );
+        for t in &s.subtasks {
+            let unit = t
+                .partition
+                .clone()
+                .or(t.shard.map(|s| format!("shard {s}")))
+                .unwrap_or_default();
+            println!(
+                "{:<52} {:<20} {:<16} {:<8} {:>7}",
+                t.id,
+                unit,
+                t.node,
+                t.state.as_str(),
+                t.attempt
+            );
+        }
+    }
+    Ok(0)
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct ListRow {
+    id: TaskId,
+    state: Option<TaskState>,
+    table: String,
+    manager: Option<String>,
+    round: u32,
+    success: u64,
+    failed: u64,
+}
+
+pub async fn list(store: Store, args: ListArgs) -> anyhow::Result<i32> {
+    let mut rows = vec![];
+    for id in tasks::list_ids(&store).await? {
+        let dir = tasks::read_dir(&store, &id).await?;
+        let Ok(info) = tasks::read_info(&store, &id).await else {
+            continue;
+        };
+        let manager = tasks::read_term(&store, &id, dir.term())
+            .await
+            .ok()
+            .flatten()
+            .map(|t| t.node.to_string());
+        rows.push(ListRow {
+            id,
+            state: dir.state,
+            table: format!("{}.{}.{}", info.db_name, info.schema_name, info.table_name),
+            manager,
+            round: info.run.round,
+            success: info.result.success_count,
+            failed: info.result.failed_count,
+        });
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(0);
+    }
+    println!(
+        "{:<32} {:<8} {:<30} {:<16} {:>5} {:>8} {:>7}",
+        "TASK", "STATE", "TABLE", "MANAGER", "ROUND", "SUCCESS", "FAILED"
+    );
+    for r in rows {
+        let state = r.state.map(|s| s.as_str()).unwrap_or("(being written)");
+        println!(
+            "{:<32} {:<8} {:<30} {:<16} {:>5} {:>8} {:>7}",
+            r.id.to_string(),
+            state,
+            r.table,
+            r.manager.as_deref().unwrap_or("-"),
+            r.round,
+            r.success,
+            r.failed
+        );
+    }
+    Ok(0)
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StopArgs {
+    #[arg(value_parser = TaskId::parse)]
+    pub task: TaskId,
+}
+
+pub async fn stop(store: Store, args: StopArgs) -> anyhow::Result<i32> {
+    tasks::stop(&store, &args.task, "cli", wall_ms()).await?;
+    println!("stop requested for {}; its manager cancels it", args.task);
+    Ok(0)
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReassignArgs {
+    /// A subtask id (`<task>.r<round>.u<unit>.a<attempt>`) or, with --manager, a task id.
+    pub id: String,
+    /// Target node for a subtask (default: the next live node on the ring).
+    #[arg(long, value_parser = NodeId::parse, conflicts_with = "manager")]
+    pub to: Option<NodeId>,
+    /// Give the task's manager role to this node.
+    #[arg(long, value_parser = NodeId::parse)]
+    pub manager: Option<NodeId>,
+}
+
+pub async fn reassign(store: Store, args: ReassignArgs) -> anyhow::Result<i32> {
+    if let Some(node) = args.manager {
+        let id = TaskId::parse(&args.id).context("--manager takes a task id")?;
+        let live = tasks::live_members(&store).await?;
+        if !live.contains(&node) {
+            anyhow::bail!("node {node} is not a live member");
+        }
+        let term = tasks::reassign_manager(&store, &id, &node, "reassign", wall_ms()).await?;
+        println!("task {id} is managed by {node} from term {term}");
+        return Ok(0);
+    }
+    let (task, _, unit, _) = v2::parse_subtask_name(&args.id).context("not a subtask id (<task>.r<round>.u<unit>.a<attempt>); for a task's manager use --manager NODE")?;
+    if let Some(to) = &args.to {
+        if !tasks::live_members(&store).await?.contains(to) {
+            anyhow::bail!("node {to} is not a live member");
+        }
+    }
+    let req = ReassignRequest {
+        to: args.to,
+        wall_ms: wall_ms(),
+    };
+    store
+        .put(&v2::reassign_request(&task, unit), formats::encode(&req))
+        .await?;
+    println!("reassign requested for unit {unit} of task {task}; its manager moves it");
+    Ok(0)
+}
+
+#[derive(Debug, clap::Args)]
+pub struct HistoryArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn history(store: Store, args: HistoryArgs) -> anyhow::Result<i32> {
+    let (tasks, bad) = crate::supervise::read_history(&store).await?;
+    for a in &bad {
+        eprintln!("skipping {a}");
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&tasks)?);
+        return Ok(0);
+    }
+    println!(
+        "{:<32} {:<8} {:<30} {:>8} {:>7}",
+        "TASK", "STATE", "TABLE", "SUCCESS", "FAILED"
+    );
+    for t in tasks {
+        let i = &t.info;
+        println!(
+            "{:<32} {:<8} {:<30} {:>8} {:>7}",
+            i.id.to_string(),
+            t.state.as_str(),
+            format!("{}.{}.{}", i.db_name, i.schema_name, i.table_name),
+            i.result.success_count,
+            i.result.failed_count
+        );
+    }
+    Ok(0)
+}
+
+/// Arguments of the merge executor's child process (run by workers).
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    #[arg(long)]
+    pub dir: String,
+    #[arg(long)]
+    pub task: String,
+    #[arg(long)]
+    pub round: u32,
+    #[arg(long)]
+    pub attempt: u32,
+    #[arg(long, value_parser = crate::cli::run::parse_size)]
+    pub target_size: u64,
+}
+
+pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
+    if args.dir.split('/').any(|p| p == ".." || p == ".") || args.dir.starts_with('/') {
+        anyhow::bail!("invalid partition folder {:?}", args.dir);
+    }
+    let delay = std::env::var("COMPACTD_TEST_MERGE_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or_default();
+    let job = crate::executor::merge::MergeJob {
+        dir: args.dir,
+        task: args.task,
+        round: args.round,
+        attempt: args.attempt,
+        target_size: args.target_size,
+        delay_before_commit: delay,
+    };
+    let outcome = crate::executor::merge::run(&data, &job).await?;
+    println!("{outcome:?}");
+    Ok(0)
+}

@@ -1,0 +1,387 @@
+//! The built-in `merge` executor: compacts one partition folder on the data
+//! backend by concatenating files below a target size into larger ones.
+//!
+//! Crash safety (a SIGKILL at any point, then a rerun, leaves the old files or
+//! the merged ones, never both, never neither):
+//! 1. Outputs are staged under `<partition>/_compactd/staging/<attempt>/`,
+//!    invisible to readers of the partition.
+//! 2. The **commit** is one atomic create of
+//!    `<partition>/_compactd/commit.<task>.r<round>` holding the plan (inputs,
+//!    staged outputs, final names). Exactly one attempt of a round commits;
+//!    an attempt that loses the create rolls the winner's plan forward
+//!    instead of its own, so a merge is never committed twice.
+//! 3. Roll-forward is idempotent: copy each staged output to its final name
+//!    if missing, then delete the inputs, then mark the commit done and
+//!    remove the staging. A crash during roll-forward is finished by the next
+//!    attempt of the round, which finds the commit first thing.
+//!
+//! Every line of every input is preserved: outputs are the inputs'
+//! concatenation in name order, and an input without a final newline gets
+//! one so that its last line does not run into the next file's first.
+
+use serde::{Deserialize, Serialize};
+use store::{Created, Store};
+
+pub const META_DIR: &str = "_compactd/";
+
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("partition {partition}: {problem}")]
+    Broken { partition: String, problem: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct MergeJob {
+    /// `<db>/<schema>/<table>/<partition>/`
+    pub dir: String,
+    pub task: String,
+    pub round: u32,
+    pub attempt: u32,
+    pub target_size: u64,
+    /// Test knob: pause this long after staging, before the commit.
+    pub delay_before_commit: std::time::Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Output {
+    pub staged: String,
+    #[serde(rename = "final")]
+    pub final_path: String,
+    pub inputs: Vec<String>,
+}
+
+/// `<partition>/_compactd/commit.<task>.r<round>`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Commit {
+    pub task: String,
+    pub round: u32,
+    pub attempt: u32,
+    pub outputs: Vec<Output>,
+    #[serde(default)]
+    pub done: bool,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Fewer than two small files: nothing to merge.
+    NothingToDo,
+    /// This attempt's plan was committed and applied.
+    Merged { inputs: usize, outputs: usize },
+    /// Another attempt of this round had committed; its plan was applied.
+    RolledForward { by_attempt: u32 },
+}
+
+impl MergeJob {
+    fn commit_path(&self) -> String {
+        format!("{}{META_DIR}commit.{}.r{}", self.dir, self.task, self.round)
+    }
+
+    fn staging_dir(&self, attempt: u32) -> String {
+        format!(
+            "{}{META_DIR}staging/{}.r{}.a{attempt}/",
+            self.dir, self.task, self.round
+        )
+    }
+
+    fn broken(&self, problem: impl Into<String>) -> MergeError {
+        MergeError::Broken {
+            partition: self.dir.clone(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// Data files of a partition: objects directly in the folder, not hidden.
+async fn data_files(store: &Store, dir: &str) -> store::Result<Vec<(String, u64)>> {
+    let mut out = vec![];
+    for e in store.list(dir).await? {
+        let name = e.name();
+        if e.is_dir || name.starts_with('_') || name.starts_with('.') {
+            continue;
+        }
+        let len = store.stat(&e.path).await?.map(|m| m.len).unwrap_or(0);
+        out.push((e.path, len));
+    }
+    out.sort();
+    Ok(out)
+}
+
+pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
+    if let Some(commit) = read_commit(store, job).await? {
+        roll_forward(store, job, &commit).await?;
+        return Ok(Outcome::RolledForward {
+            by_attempt: commit.attempt,
+        });
+    }
+    let small: Vec<(String, u64)> = data_files(store, &job.dir)
+        .await?
+        .into_iter()
+        .filter(|(_, len)| *len < job.target_size)
+        .collect();
+    if small.len() < 2 {
+        return Ok(Outcome::NothingToDo);
+    }
+    // Greedy groups in name order, each at most the target size (a group
+    // of one file is left alone).
+    let mut groups: Vec<Vec<(String, u64)>> = vec![];
+    let mut size = 0;
+    for f in small {
+        if groups.is_empty() || size + f.1 > job.target_size {
+            groups.push(vec![]);
+            size = 0;
+        }
+        size += f.1;
+        groups.last_mut().unwrap().push(f);
+    }
+    groups.retain(|g| g.len() > 1);
+    if groups.is_empty() {
+        return Ok(Outcome::NothingToDo);
+    }
+    let staging = job.staging_dir(job.attempt);
+    let mut outputs = vec![];
+    for (k, group) in groups.iter().enumerate() {
+        let mut buf = Vec::with_capacity(group.iter().map(|f| f.1 as usize + 1).sum());
+        for (path, _) in group {
+            let bytes = store
+                .read(path)
+                .await?
+                .ok_or_else(|| job.broken(format!("input {path} vanished while staging")))?;
+            buf.extend_from_slice(&bytes);
+            if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+                buf.push(b'\n');
+            }
+        }
+        let staged = format!("{staging}{k}");
+        store.put(&staged, buf).await?;
+        outputs.push(Output {
+            staged,
+            final_path: format!("{}compacted-{}-r{}-{k}", job.dir, job.task, job.round),
+            inputs: group.iter().map(|f| f.0.clone()).collect(),
+        });
+    }
+    if !job.delay_before_commit.is_zero() {
+        tokio::time::sleep(job.delay_before_commit).await;
+    }
+    let commit = Commit {
+        task: job.task.clone(),
+        round: job.round,
+        attempt: job.attempt,
+        outputs,
+        done: false,
+    };
+    let bytes = serde_json::to_vec_pretty(&commit).expect("commit serializes");
+    match store.create(&job.commit_path(), bytes).await? {
+        Created::Created => {
+            let inputs = commit.outputs.iter().map(|o| o.inputs.len()).sum();
+            let n = commit.outputs.len();
+            roll_forward(store, job, &commit).await?;
+            Ok(Outcome::Merged { inputs, outputs: n })
+        }
+        Created::Exists => {
+            // Another attempt of this round committed first: apply its plan,
+            // drop ours.
+            store.delete_all(&staging).await?;
+            let winner = read_commit(store, job)
+                .await?
+                .ok_or_else(|| job.broken("commit vanished"))?;
+            roll_forward(store, job, &winner).await?;
+            Ok(Outcome::RolledForward {
+                by_attempt: winner.attempt,
+            })
+        }
+    }
+}
+
+async fn read_commit(store: &Store, job: &MergeJob) -> Result<Option<Commit>, MergeError> {
+    // A commit created on fs is written in place: retry briefly while it
+    // does not parse (its writer is between create and write).
+    for _ in 0..50 {
+        match store.read(&job.commit_path()).await? {
+            None => return Ok(None),
+            Some(b) => {
+                if let Ok(c) = serde_json::from_slice::<Commit>(&b) {
+                    return Ok(Some(c));
+                }
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    Err(job.broken(format!("{} does not parse", job.commit_path())))
+}
+
+async fn roll_forward(store: &Store, job: &MergeJob, commit: &Commit) -> Result<(), MergeError> {
+    if !commit.done {
+        for o in &commit.outputs {
+            if store.exists(&o.final_path).await? {
+                continue;
+            }
+            let bytes = store.read(&o.staged).await?.ok_or_else(|| {
+                job.broken(format!(
+                    "{} is committed but neither it nor {} exists",
+                    o.final_path, o.staged
+                ))
+            })?;
+            store.put(&o.final_path, bytes).await?;
+        }
+        for o in &commit.outputs {
+            for input in &o.inputs {
+                store.delete(input).await?;
+            }
+        }
+        let done = Commit {
+            done: true,
+            ..commit.clone()
+        };
+        store
+            .put(
+                &job.commit_path(),
+                serde_json::to_vec_pretty(&done).expect("commit serializes"),
+            )
+            .await?;
+    }
+    // Staging of every attempt of this round is garbage now.
+    let prefix = format!("{}.r{}.a", job.task, job.round);
+    for e in store
+        .list(&format!("{}{META_DIR}staging/", job.dir))
+        .await?
+    {
+        if e.is_dir && e.name().starts_with(&prefix) {
+            store.delete_all(&e.path).await?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(attempt: u32) -> MergeJob {
+        MergeJob {
+            dir: "db/s/t/p1/".into(),
+            task: "aaaaffff.16176931.56000000.0".into(),
+            round: 1,
+            attempt,
+            target_size: 1000,
+            delay_before_commit: std::time::Duration::ZERO,
+        }
+    }
+
+    async fn lines(store: &Store, dir: &str) -> Vec<String> {
+        let mut all = vec![];
+        for (p, _) in data_files(store, dir).await.unwrap() {
+            let b = store.read(&p).await.unwrap().unwrap();
+            all.extend(
+                String::from_utf8(b.to_vec())
+                    .unwrap()
+                    .lines()
+                    .map(str::to_string),
+            );
+        }
+        all.sort();
+        all
+    }
+
+    async fn seed(store: &Store) -> Vec<String> {
+        let mut want = vec![];
+        for f in 0..10 {
+            let mut text = String::new();
+            for l in 0..5 {
+                let line = format!("file{f}-line{l}");
+                text += &line;
+                want.push(line);
+                if !(f == 3 && l == 4) {
+                    text.push('\n'); // file 3 has no final newline
+                }
+            }
+            store
+                .put(&format!("db/s/t/p1/part-{f:03}"), text.into_bytes())
+                .await
+                .unwrap();
+        }
+        store.put("db/s/t/p1/big", vec![b'x'; 2000]).await.unwrap();
+        want.push("x".repeat(2000));
+        want.sort();
+        want
+    }
+
+    #[tokio::test]
+    async fn merges_small_files_and_keeps_every_line() {
+        let store = Store::memory().await;
+        let want = seed(&store).await;
+        let out = run(&store, &job(1)).await.unwrap();
+        assert!(matches!(out, Outcome::Merged { inputs: 10, .. }), "{out:?}");
+        assert_eq!(lines(&store, "db/s/t/p1/").await, want);
+        let files = data_files(&store, "db/s/t/p1/").await.unwrap();
+        assert!(files.len() < 11, "{files:?}");
+        assert!(files.iter().any(|f| f.0.ends_with("/big")));
+        // a rerun of the round changes nothing
+        assert!(matches!(
+            run(&store, &job(2)).await.unwrap(),
+            Outcome::RolledForward { by_attempt: 1 }
+        ));
+        assert_eq!(lines(&store, "db/s/t/p1/").await, want);
+        assert!(store
+            .list("db/s/t/p1/_compactd/staging/")
+            .await
+            .unwrap()
+            .is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_late_attempt_rolls_the_committed_plan_forward_instead_of_merging_again() {
+        let store = Store::memory().await;
+        let want = seed(&store).await;
+        // attempt 1 committed but crashed before rolling forward
+        let j1 = job(1);
+        let staging = j1.staging_dir(1);
+        let mut buf = vec![];
+        let mut inputs = vec![];
+        for (p, len) in data_files(&store, "db/s/t/p1/").await.unwrap() {
+            if len < 1000 {
+                let b = store.read(&p).await.unwrap().unwrap();
+                buf.extend_from_slice(&b);
+                if !b.ends_with(b"\n") {
+                    buf.push(b'\n');
+                }
+                inputs.push(p);
+            }
+        }
+        store.put(&format!("{staging}0"), buf).await.unwrap();
+        let c = Commit {
+            task: j1.task.clone(),
+            round: 1,
+            attempt: 1,
+            outputs: vec![Output {
+                staged: format!("{staging}0"),
+                final_path: "db/s/t/p1/compacted-x".into(),
+                inputs,
+            }],
+            done: false,
+        };
+        store
+            .create(&j1.commit_path(), serde_json::to_vec(&c).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            run(&store, &job(2)).await.unwrap(),
+            Outcome::RolledForward { by_attempt: 1 }
+        );
+        assert_eq!(lines(&store, "db/s/t/p1/").await, want);
+        assert_eq!(data_files(&store, "db/s/t/p1/").await.unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn one_small_file_is_left_alone() {
+        let store = Store::memory().await;
+        store.put("db/s/t/p1/a", b"1\n".to_vec()).await.unwrap();
+        assert_eq!(run(&store, &job(1)).await.unwrap(), Outcome::NothingToDo);
+        assert_eq!(
+            run(&Store::memory().await, &job(1)).await.unwrap(),
+            Outcome::NothingToDo
+        );
+    }
+}

@@ -1,0 +1,357 @@
+//! Executors run one subtask each, as a child process of the worker: the
+//! `command` executor is `sh -c <template>`; the built-in `merge` executor is
+//! `compactd __merge …` (see [`merge`]). A child runs in its own process
+//! group, which the worker kills as a whole on stop, timeout or when it
+//! drops the work of an old incarnation; a child also dies with its worker
+//! (`PR_SET_PDEATHSIG`), so a SIGKILLed worker leaves no executor behind.
+//!
+//! Template placeholders `{db} {schema} {table} {partition} {task} {subtask}
+//! {shard_index} {shard_total} {param.NAME}` are replaced by shell-quoted
+//! values (write them unquoted in the template); the same values are in the
+//! environment as `COMPACTD_DB`, …, `COMPACTD_PARAM_<NAME>`.
+
+pub mod merge;
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use layouts::formats::ExecutorKind;
+use tokio::io::AsyncReadExt;
+
+/// Bytes of output kept (the tail) and stored beside the subtask status.
+pub const TAIL_BYTES: usize = 4096;
+
+/// Everything an executor needs to run one subtask.
+#[derive(Debug, Clone)]
+pub struct ExecRequest {
+    pub kind: ExecutorKind,
+    pub command: Option<String>,
+    pub timeout: Duration,
+    /// `db`, `schema`, `table`, `partition`, `task`, `subtask`, `shard_index`,
+    /// `shard_total`, `round`, `attempt`.
+    pub vars: BTreeMap<&'static str, String>,
+    pub params: BTreeMap<String, String>,
+    /// For `merge`: the data backend URI and the target file size.
+    pub data_uri: String,
+    pub target_size: u64,
+}
+
+impl ExecRequest {
+    fn var(&self, k: &str) -> &str {
+        self.vars.get(k).map(String::as_str).unwrap_or("")
+    }
+}
+
+/// Quotes a value for `sh`.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Replaces the placeholders of a command template.
+pub fn render(
+    template: &str,
+    vars: &BTreeMap<&'static str, String>,
+    params: &BTreeMap<String, String>,
+) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else {
+            out.push_str(&rest[open..]);
+            return out;
+        };
+        let key = &after[..close];
+        let value = match key.strip_prefix("param.") {
+            Some(p) => params.get(p),
+            None => vars.get(key),
+        };
+        match value {
+            Some(v) => out.push_str(&shell_quote(v)),
+            None => out.push_str(&rest[open..open + close + 2]),
+        }
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn env_name(key: &str) -> String {
+    key.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// How a child ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    pub success: bool,
+    pub exit_code: Option<i32>,
+    pub error: Option<String>,
+    pub tail: String,
+}
+
+/// A running executor.
+#[derive(Debug)]
+pub struct Running {
+    child: tokio::process::Child,
+    pgid: i32,
+    deadline: std::time::Instant,
+    tail: Arc<Mutex<Vec<u8>>>,
+}
+
+fn capture(mut r: impl tokio::io::AsyncRead + Unpin + Send + 'static, tail: Arc<Mutex<Vec<u8>>>) {
+    tokio::spawn(async move {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = r.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+            t.extend_from_slice(&buf[..n]);
+            if t.len() > TAIL_BYTES {
+                let cut = t.len() - TAIL_BYTES;
+                t.drain(..cut);
+            }
+        }
+    });
+}
+
+/// Starts an executor for `req`.
+pub fn spawn(req: &ExecRequest) -> std::io::Result<Running> {
+    let mut cmd = match req.kind {
+        ExecutorKind::Command => {
+            let template = req.command.as_deref().ok_or_else(|| {
+                std::io::Error::other("the command executor needs a command template (--command)")
+            })?;
+            let mut c = tokio::process::Command::new("sh");
+            c.arg("-c").arg(render(template, &req.vars, &req.params));
+            c
+        }
+        ExecutorKind::Merge => {
+            let exe = std::env::current_exe()?;
+            let mut c = tokio::process::Command::new(exe);
+            let dir = format!(
+                "{}/{}/{}/{}/",
+                req.var("db"),
+                req.var("schema"),
+                req.var("table"),
+                req.var("partition")
+            );
+            c.args([
+                "--root",
+                &req.data_uri,
+                "__merge",
+                "--dir",
+                &dir,
+                "--task",
+                req.var("task"),
+            ])
+            .args(["--round", req.var("round"), "--attempt", req.var("attempt")])
+            .args(["--target-size", &req.target_size.to_string()]);
+            c
+        }
+    };
+    for (k, v) in &req.vars {
+        cmd.env(format!("COMPACTD_{}", env_name(k)), v);
+    }
+    for (k, v) in &req.params {
+        cmd.env(format!("COMPACTD_PARAM_{}", env_name(k)), v);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    let tail = Arc::new(Mutex::new(Vec::new()));
+    if let Some(out) = child.stdout.take() {
+        capture(out, tail.clone());
+    }
+    if let Some(err) = child.stderr.take() {
+        capture(err, tail.clone());
+    }
+    Ok(Running {
+        child,
+        pgid,
+        deadline: std::time::Instant::now() + req.timeout,
+        tail,
+    })
+}
+
+impl Running {
+    pub fn pid(&self) -> i32 {
+        self.pgid
+    }
+
+    fn tail(&self) -> String {
+        String::from_utf8_lossy(&self.tail.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+    }
+
+    /// Returns how the child ended, if it has; kills it past its timeout.
+    pub fn try_finish(&mut self) -> Option<Finished> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => {
+                // The child is gone; make sure nothing it started lingers.
+                self.kill_group();
+                Some(Finished {
+                    success: status.success(),
+                    exit_code: status.code(),
+                    error: (!status.success()).then(|| format!("executor exited with {status}")),
+                    tail: self.tail(),
+                })
+            }
+            Ok(None) if std::time::Instant::now() >= self.deadline => {
+                self.kill();
+                Some(Finished {
+                    success: false,
+                    exit_code: None,
+                    error: Some("executor timed out and was killed".into()),
+                    tail: self.tail(),
+                })
+            }
+            Ok(None) => None,
+            Err(e) => Some(Finished {
+                success: false,
+                exit_code: None,
+                error: Some(format!("waiting for the executor failed: {e}")),
+                tail: self.tail(),
+            }),
+        }
+    }
+
+    fn kill_group(&self) {
+        if self.pgid > 0 {
+            // SAFETY: plain syscall on a process group we created.
+            unsafe {
+                libc::killpg(self.pgid, libc::SIGKILL);
+            }
+        }
+    }
+
+    /// Kills the executor and everything it started.
+    pub fn kill(&mut self) {
+        self.kill_group();
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.kill();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Processes of a group that are not zombies (a zombie whose parent
+    /// died may wait for a reaper that containers do not always have).
+    pub(crate) fn live_in_group(pgid: i32) -> usize {
+        let mut n = 0;
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                continue;
+            };
+            let Some(after) = stat.rsplit_once(')').map(|x| x.1) else {
+                continue;
+            };
+            let f: Vec<&str> = after.split_whitespace().collect();
+            if f.len() > 3 && f[2] == pgid.to_string() && f[0] != "Z" {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn templates_quote_values() {
+        let mut vars = BTreeMap::new();
+        vars.insert("partition", "dt=1; rm -rf /".to_string());
+        vars.insert("db", "it's".to_string());
+        let mut params = BTreeMap::new();
+        params.insert("date".to_string(), "2024-01-01".to_string());
+        let s = render(
+            "echo {partition} {db} {param.date} {unknown} {",
+            &vars,
+            &params,
+        );
+        assert_eq!(
+            s,
+            "echo 'dt=1; rm -rf /' 'it'\\''s' '2024-01-01' {unknown} {"
+        );
+    }
+
+    #[tokio::test]
+    async fn runs_commands_with_env_and_captures_the_tail() {
+        let mut vars = BTreeMap::new();
+        vars.insert("table", "t1".to_string());
+        let mut params = BTreeMap::new();
+        params.insert("who".to_string(), "ops".to_string());
+        let req = ExecRequest {
+            kind: ExecutorKind::Command,
+            command: Some("echo {table} $COMPACTD_TABLE $COMPACTD_PARAM_WHO; exit 3".into()),
+            timeout: Duration::from_secs(10),
+            vars,
+            params,
+            data_uri: String::new(),
+            target_size: 0,
+        };
+        let mut r = spawn(&req).unwrap();
+        let f = loop {
+            if let Some(f) = r.try_finish() {
+                break f;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(f.exit_code, Some(3));
+        assert!(!f.success);
+        assert!(r.tail().contains("t1 t1 ops"), "{:?}", r.tail());
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_group() {
+        let req = ExecRequest {
+            kind: ExecutorKind::Command,
+            command: Some("sleep 30 & sleep 30".into()),
+            timeout: Duration::from_millis(100),
+            vars: BTreeMap::new(),
+            params: BTreeMap::new(),
+            data_uri: String::new(),
+            target_size: 0,
+        };
+        let mut r = spawn(&req).unwrap();
+        let pgid = r.pid();
+        let f = loop {
+            if let Some(f) = r.try_finish() {
+                break f;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(f.error.unwrap().contains("timed out"));
+        let _ = r.child.wait().await; // reap the shell itself
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(live_in_group(pgid), 0, "the background sleep survived");
+    }
+}

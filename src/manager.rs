@@ -1,0 +1,590 @@
+//! The manager of one task: splits it into one subtask per unit (partition
+//! or shard), places each on a live node by consistent hashing, collects the
+//! states, re-dispatches failures (bounded retries, next live node on the
+//! ring), keeps the task's result counts and state current, removes
+//! finished subtasks, runs repeat rounds, and handles stop and reassign
+//! requests.
+//!
+//! Invariants:
+//! - Only the manager of the highest `Manager.<term>` acts; every round
+//!   starts with one LIST of the task folder, and a higher term ends this
+//!   manager's work on the task (fencing).
+//! - Only the newest attempt of a unit counts: subtask folders carry the
+//!   attempt in their name (`<task>.r<round>.u<unit>.a<attempt>`), older
+//!   attempts' folders are deleted and their results ignored.
+//! - A unit's outcome is recorded in `TaskInfo.pc.db` (`done_units`,
+//!   `failed_units`, result counts) before its folder is deleted, so a new
+//!   manager rebuilds exactly: recorded units are finished, units with a
+//!   folder are in flight, the rest are dispatched again.
+
+use std::collections::{BTreeMap, HashMap};
+
+use layouts::formats::{self, ExecutorKind, Shard, StatusMark, SubtaskMeta, TaskInfo};
+use layouts::{v2, Name, NodeId, SubtaskState, TaskId, TaskState};
+use store::Store;
+
+use crate::ring::Ring;
+use crate::tasks::{self, TaskDir, TaskError};
+use crate::worker::{list_node, NodeFolder, WorkConfig};
+
+/// Node folders listed during one tick, shared by every task of the node.
+#[derive(Debug, Default)]
+pub struct FolderCache {
+    map: HashMap<NodeId, NodeFolder>,
+}
+
+impl FolderCache {
+    pub fn insert(&mut self, node: NodeId, folder: NodeFolder) {
+        self.map.insert(node, folder);
+    }
+
+    pub async fn get(&mut self, store: &Store, node: &NodeId) -> store::Result<&NodeFolder> {
+        if !self.map.contains_key(node) {
+            let f = list_node(store, node).await?;
+            self.map.insert(node.clone(), f);
+        }
+        Ok(&self.map[node])
+    }
+}
+
+/// What a manager round needs from its node.
+pub struct Ctx<'a> {
+    pub store: &'a Store,
+    pub data: &'a Store,
+    pub me: &'a NodeId,
+    /// Live members and their incarnations.
+    pub members: &'a BTreeMap<NodeId, u64>,
+    pub cfg: &'a WorkConfig,
+    pub wall_ms: u64,
+    pub folders: &'a mut FolderCache,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Unit {
+    Partition(Name),
+    Shard(Shard),
+    /// A command task without partitions or shards: one subtask.
+    Whole,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum UnitState {
+    Pending,
+    Dispatched { node: NodeId, node_incarnation: u64 },
+    Done,
+    Failed,
+}
+
+#[derive(Debug, Clone)]
+struct UnitRun {
+    state: UnitState,
+    attempt: u32,
+    failures: u32,
+    avoid: Vec<NodeId>,
+    prefer: Option<NodeId>,
+}
+
+impl UnitRun {
+    fn new() -> Self {
+        UnitRun {
+            state: UnitState::Pending,
+            attempt: 0,
+            failures: 0,
+            avoid: vec![],
+            prefer: None,
+        }
+    }
+}
+
+/// What the node should do with this manager after a round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// The task reached a terminal state.
+    Finished(TaskState),
+    /// Another node manages the task now.
+    Fenced,
+}
+
+pub struct TaskManager {
+    pub id: TaskId,
+    term: u64,
+    info: Option<TaskInfo>,
+    units: Vec<Unit>,
+    runs: Vec<UnitRun>,
+}
+
+impl TaskManager {
+    pub fn new(id: TaskId) -> Self {
+        TaskManager {
+            id,
+            term: 0,
+            info: None,
+            units: vec![],
+            runs: vec![],
+        }
+    }
+
+    fn name(&self, round: u32, unit: usize, attempt: u32) -> Name {
+        v2::subtask_name(&self.id, round, unit as u32, attempt)
+    }
+
+    fn info(&mut self) -> &mut TaskInfo {
+        self.info.as_mut().expect("loaded")
+    }
+
+    /// One round of management. Returns what became of the task.
+    pub async fn round(&mut self, ctx: &mut Ctx<'_>) -> Result<Flow, TaskError> {
+        let dir = tasks::read_dir(ctx.store, &self.id).await?;
+        if self.term == 0 {
+            // First round: are we the manager of the newest term?
+            match tasks::read_term(ctx.store, &self.id, dir.term()).await? {
+                Some(t) if &t.node == ctx.me => self.term = t.term,
+                Some(_) => return Ok(Flow::Fenced),
+                None => return Ok(Flow::Continue), // being written
+            }
+        }
+        if dir.term() > self.term {
+            tracing::info!(task = %self.id, "a newer manager term exists: handing the task over");
+            return Ok(Flow::Fenced);
+        }
+        let Some(state) = dir.state.filter(|_| dir.has_info) else {
+            return Ok(Flow::Continue);
+        };
+        if state.is_terminal() {
+            return Ok(Flow::Finished(state));
+        }
+        if self.info.is_none() {
+            self.load(ctx, state).await?;
+        }
+        if state == TaskState::Init {
+            self.start_round(ctx, 1).await?;
+            ctx.store
+                .create(&v2::task_status(&self.id, TaskState::Running), Vec::new())
+                .await?;
+            ctx.store
+                .delete(&v2::task_status(&self.id, TaskState::Init))
+                .await?;
+            tracing::info!(task = %self.id, units = self.units.len(), "task started");
+        }
+        if dir.stop {
+            return self.cancel(ctx).await;
+        }
+        self.handle_reassign(ctx, &dir).await?;
+        let info = self.info.as_ref().expect("loaded");
+        if let Some(due) = info.run.next_round_at_ms {
+            if ctx.wall_ms < due {
+                return Ok(Flow::Continue);
+            }
+            let next = info.run.round + 1;
+            self.start_round(ctx, next).await?;
+        }
+        self.collect(ctx).await?;
+        self.dispatch_pending(ctx).await?;
+        if self
+            .runs
+            .iter()
+            .all(|r| matches!(r.state, UnitState::Done | UnitState::Failed))
+        {
+            return self.end_round(ctx).await;
+        }
+        Ok(Flow::Continue)
+    }
+
+    async fn load(&mut self, ctx: &mut Ctx<'_>, state: TaskState) -> Result<(), TaskError> {
+        let mut info = tasks::read_info(ctx.store, &self.id).await?;
+        let command = info
+            .run
+            .executor
+            .as_ref()
+            .map(|e| e.kind)
+            .unwrap_or(ctx.cfg.executor)
+            == ExecutorKind::Command;
+        self.units = if let Some(n) = info.run.shards {
+            (0..n)
+                .map(|index| Unit::Shard(Shard { index, total: n }))
+                .collect()
+        } else if !info.run.partitions.is_empty() {
+            info.run
+                .partitions
+                .iter()
+                .cloned()
+                .map(Unit::Partition)
+                .collect()
+        } else if let Some(p) = &info.partition_name {
+            vec![Unit::Partition(p.clone())]
+        } else {
+            let found = discover(ctx.data, &info).await?;
+            if found.is_empty() && command {
+                vec![Unit::Whole]
+            } else {
+                // Remember what was discovered: a later manager must run the
+                // same units.
+                info.run.partitions = found.clone();
+                ctx.store
+                    .put(&v2::task_info(&self.id), formats::encode(&info))
+                    .await?;
+                found.into_iter().map(Unit::Partition).collect()
+            }
+        };
+        self.runs = vec![UnitRun::new(); self.units.len()];
+        for u in &info.run.done_units {
+            if let Some(r) = self.runs.get_mut(*u as usize) {
+                r.state = UnitState::Done;
+            }
+        }
+        for u in &info.run.failed_units {
+            if let Some(r) = self.runs.get_mut(*u as usize) {
+                r.state = UnitState::Failed;
+            }
+        }
+        let round = info.run.round;
+        self.info = Some(info);
+        if state == TaskState::Running {
+            self.rebuild(ctx, round).await?;
+        }
+        Ok(())
+    }
+
+    /// Finds this task's subtask folders on every node (one recursive LIST
+    /// of `TaskAssigned/`), keeps the newest attempt of each unit of the
+    /// current round and deletes the rest.
+    async fn rebuild(&mut self, ctx: &mut Ctx<'_>, round: u32) -> Result<(), TaskError> {
+        use futures::TryStreamExt;
+        let mut seen: BTreeMap<(String, String), ()> = BTreeMap::new();
+        let prefix = format!("{}.", self.id);
+        let mut entries = ctx.store.list_stream(v2::TASK_ASSIGNED, true);
+        while let Some(e) = entries.try_next().await? {
+            let rel = &e.path[v2::TASK_ASSIGNED.len()..];
+            let mut parts = rel.split('/');
+            if let (Some(node), Some(sub)) = (parts.next(), parts.next()) {
+                if sub.starts_with(&prefix) {
+                    seen.insert((node.to_string(), sub.to_string()), ());
+                }
+            }
+        }
+        drop(entries);
+        let mut newest: BTreeMap<u32, (NodeId, u32)> = BTreeMap::new();
+        let mut stale = vec![];
+        for (node, sub) in seen.keys() {
+            let (Ok(node), Some((task, r, unit, attempt))) =
+                (NodeId::parse(node), v2::parse_subtask_name(sub))
+            else {
+                continue;
+            };
+            if task != self.id {
+                continue;
+            }
+            let keep = r == round
+                && (unit as usize) < self.runs.len()
+                && !matches!(
+                    self.runs[unit as usize].state,
+                    UnitState::Done | UnitState::Failed
+                );
+            if !keep {
+                stale.push((node, r, unit, attempt));
+                continue;
+            }
+            match newest.get(&unit) {
+                Some((_, a)) if *a >= attempt => stale.push((node, r, unit, attempt)),
+                _ => {
+                    if let Some((n, a)) = newest.insert(unit, (node, attempt)) {
+                        stale.push((n, r, unit, a));
+                    }
+                }
+            }
+        }
+        for (node, r, unit, attempt) in stale {
+            let name = v2::subtask_name(&self.id, r, unit, attempt);
+            ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+        }
+        for (unit, (node, attempt)) in newest {
+            let run = &mut self.runs[unit as usize];
+            run.attempt = attempt;
+            run.failures = attempt.saturating_sub(1);
+            let node_incarnation = ctx.members.get(&node).copied().unwrap_or(0);
+            run.state = UnitState::Dispatched {
+                node,
+                node_incarnation,
+            };
+        }
+        Ok(())
+    }
+
+    async fn start_round(&mut self, ctx: &mut Ctx<'_>, round: u32) -> Result<(), TaskError> {
+        let wall = ctx.wall_ms;
+        let info = self.info();
+        info.run.round = round;
+        info.run.next_round_at_ms = None;
+        info.run.done_units.clear();
+        info.run.failed_units.clear();
+        info.run.started_wall_ms.get_or_insert(wall);
+        info.state = TaskState::Running.as_str().into();
+        let bytes = formats::encode(info);
+        ctx.store.put(&v2::task_info(&self.id), bytes).await?;
+        self.runs = vec![UnitRun::new(); self.units.len()];
+        Ok(())
+    }
+
+    async fn handle_reassign(&mut self, ctx: &mut Ctx<'_>, dir: &TaskDir) -> Result<(), TaskError> {
+        for unit in &dir.reassign {
+            let path = v2::reassign_request(&self.id, *unit);
+            let to = match ctx.store.read(&path).await? {
+                Some(b) => formats::decode::<formats::ReassignRequest>(&b)
+                    .ok()
+                    .and_then(|r| r.to),
+                None => None,
+            };
+            let round = self.info.as_ref().map(|i| i.run.round).unwrap_or(1);
+            if let Some(run) = self.runs.get_mut(*unit as usize) {
+                if let UnitState::Dispatched { node, .. } = run.state.clone() {
+                    let name = v2::subtask_name(&self.id, round, *unit, run.attempt);
+                    ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+                    run.avoid = vec![node.clone()];
+                    run.prefer = to.clone();
+                    run.state = UnitState::Pending;
+                    tracing::info!(task = %self.id, unit, from = %node, to = ?to, "subtask reassigned on request");
+                }
+            }
+            ctx.store.delete(&path).await?;
+        }
+        Ok(())
+    }
+
+    /// Reads the states of dispatched units.
+    async fn collect(&mut self, ctx: &mut Ctx<'_>) -> Result<(), TaskError> {
+        let round = self.info.as_ref().expect("loaded").run.round;
+        let mut newly_done = vec![];
+        let mut newly_failed = vec![];
+        let mut to_delete = vec![];
+        for u in 0..self.runs.len() {
+            let UnitState::Dispatched {
+                node,
+                node_incarnation,
+            } = self.runs[u].state.clone()
+            else {
+                continue;
+            };
+            let name = self.name(round, u, self.runs[u].attempt);
+            let failure: Option<String> = match ctx.members.get(&node) {
+                None => Some(format!("node {node} is offline")),
+                Some(&inc) => {
+                    let folder = ctx.folders.get(ctx.store, &node).await?;
+                    match folder.subtasks.get(name.as_str()).cloned() {
+                        None => Some("subtask folder vanished".into()),
+                        Some(f) => match f.state() {
+                            SubtaskState::Success => {
+                                self.runs[u].state = UnitState::Done;
+                                newly_done.push(u as u32);
+                                to_delete.push((node.clone(), name.clone()));
+                                None
+                            }
+                            SubtaskState::Failed => {
+                                Some(self.failure_reason(ctx, &node, &name).await)
+                            }
+                            SubtaskState::Cancel => Some("subtask cancelled".into()),
+                            SubtaskState::Running if inc != node_incarnation => {
+                                // The worker restarted: is the run from its old self?
+                                let path = v2::subtask_status(&node, &name, SubtaskState::Running);
+                                let mark = ctx
+                                    .store
+                                    .read(&path)
+                                    .await?
+                                    .and_then(|b| formats::decode::<StatusMark>(&b).ok())
+                                    .unwrap_or_default();
+                                if mark.incarnation != inc {
+                                    Some(format!("node {node} restarted while running it"))
+                                } else {
+                                    self.runs[u].state = UnitState::Dispatched {
+                                        node: node.clone(),
+                                        node_incarnation: inc,
+                                    };
+                                    None
+                                }
+                            }
+                            SubtaskState::Running | SubtaskState::Init => {
+                                if inc != node_incarnation {
+                                    self.runs[u].state = UnitState::Dispatched {
+                                        node: node.clone(),
+                                        node_incarnation: inc,
+                                    };
+                                }
+                                None
+                            }
+                        },
+                    }
+                }
+            };
+            if let Some(why) = failure {
+                let run = &mut self.runs[u];
+                run.failures += 1;
+                run.avoid.push(node.clone());
+                ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+                if run.failures > ctx.cfg.retries {
+                    tracing::warn!(task = %self.id, unit = u, "subtask failed for good after {} attempts: {why}", run.failures);
+                    run.state = UnitState::Failed;
+                    newly_failed.push(u as u32);
+                } else {
+                    tracing::warn!(task = %self.id, unit = u, attempt = run.attempt, "subtask attempt failed, dispatching again: {why}");
+                    run.state = UnitState::Pending;
+                }
+            }
+        }
+        if !newly_done.is_empty() || !newly_failed.is_empty() {
+            // Record outcomes before deleting folders (see module docs).
+            let info = self.info();
+            info.result.success_count += newly_done.len() as u64;
+            info.result.failed_count += newly_failed.len() as u64;
+            info.run.done_units.extend(newly_done);
+            info.run.failed_units.extend(newly_failed);
+            let bytes = formats::encode(info);
+            ctx.store.put(&v2::task_info(&self.id), bytes).await?;
+            for (node, name) in to_delete {
+                ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn failure_reason(&self, ctx: &mut Ctx<'_>, node: &NodeId, name: &Name) -> String {
+        let path = v2::subtask_status(node, name, SubtaskState::Failed);
+        match ctx.store.read(&path).await {
+            Ok(Some(b)) => match formats::decode::<StatusMark>(&b) {
+                Ok(m) => m
+                    .error
+                    .unwrap_or_else(|| format!("exit code {:?}", m.exit_code)),
+                Err(_) => "executor failed".into(),
+            },
+            _ => "executor failed".into(),
+        }
+    }
+
+    async fn dispatch_pending(&mut self, ctx: &mut Ctx<'_>) -> Result<(), TaskError> {
+        let ring = Ring::new(ctx.members.keys());
+        if ring.is_empty() {
+            return Ok(());
+        }
+        let info = self.info.clone().expect("loaded");
+        for u in 0..self.runs.len() {
+            if self.runs[u].state != UnitState::Pending {
+                continue;
+            }
+            let key = format!("{}/{u}", self.id);
+            let run = &mut self.runs[u];
+            let node = match run.prefer.take().filter(|n| ctx.members.contains_key(n)) {
+                Some(n) => n,
+                None => ring
+                    .node_avoiding(&key, &run.avoid)
+                    .expect("ring is not empty"),
+            };
+            run.attempt += 1;
+            let attempt = run.attempt;
+            let name = v2::subtask_name(&self.id, info.run.round, u as u32, attempt);
+            let mut sub = info.clone();
+            sub.sub_task_flag = true;
+            sub.state = SubtaskState::Init.as_str().into();
+            sub.result = Default::default();
+            sub.run.partitions.clear();
+            sub.run.done_units.clear();
+            sub.run.failed_units.clear();
+            sub.run.shards = None;
+            let shard = match &self.units[u] {
+                Unit::Partition(p) => {
+                    sub.partition_name = Some(p.clone());
+                    None
+                }
+                Unit::Shard(s) => Some(*s),
+                Unit::Whole => None,
+            };
+            sub.run.subtask = Some(SubtaskMeta {
+                parent: self.id,
+                index: u as u32,
+                round: info.run.round,
+                attempt,
+                term: self.term,
+                node: node.clone(),
+                shard,
+            });
+            ctx.store
+                .create(&v2::subtask_info(&node, &name), formats::encode(&sub))
+                .await?;
+            let node_incarnation = ctx.members.get(&node).copied().unwrap_or(0);
+            self.runs[u].state = UnitState::Dispatched {
+                node,
+                node_incarnation,
+            };
+        }
+        Ok(())
+    }
+
+    async fn end_round(&mut self, ctx: &mut Ctx<'_>) -> Result<Flow, TaskError> {
+        let failed = self.runs.iter().any(|r| r.state == UnitState::Failed);
+        let wall = ctx.wall_ms;
+        let info = self.info();
+        let more = info.repeat_flag
+            && (info.repeat.repeat_count == 0 || info.run.round < info.repeat.repeat_count);
+        if !failed && more {
+            info.run.next_round_at_ms = Some(wall + info.repeat.repeat_interval);
+            let bytes = formats::encode(info);
+            ctx.store.put(&v2::task_info(&self.id), bytes).await?;
+            tracing::info!(task = %self.id, round = self.info.as_ref().unwrap().run.round, "round finished; next round after the interval");
+            return Ok(Flow::Continue);
+        }
+        self.finish(
+            ctx,
+            if failed {
+                TaskState::Failed
+            } else {
+                TaskState::Done
+            },
+        )
+        .await
+    }
+
+    async fn cancel(&mut self, ctx: &mut Ctx<'_>) -> Result<Flow, TaskError> {
+        let round = self.info.as_ref().expect("loaded").run.round;
+        for u in 0..self.runs.len() {
+            if let UnitState::Dispatched { node, .. } = self.runs[u].state.clone() {
+                let name = self.name(round, u, self.runs[u].attempt);
+                // The worker kills the executor when its folder disappears.
+                ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+            }
+        }
+        tracing::info!(task = %self.id, "task stopped on request");
+        self.finish(ctx, TaskState::Cancel).await
+    }
+
+    async fn finish(&mut self, ctx: &mut Ctx<'_>, state: TaskState) -> Result<Flow, TaskError> {
+        let wall = ctx.wall_ms;
+        let info = self.info();
+        info.state = state.as_str().into();
+        info.run.finished_wall_ms = Some(wall);
+        info.run.next_round_at_ms = None;
+        let bytes = formats::encode(info);
+        ctx.store.put(&v2::task_info(&self.id), bytes).await?;
+        ctx.store
+            .create(&v2::task_status(&self.id, state), Vec::new())
+            .await?;
+        for old in [TaskState::Init, TaskState::Running] {
+            ctx.store.delete(&v2::task_status(&self.id, old)).await?;
+        }
+        tracing::info!(task = %self.id, %state, "task finished");
+        Ok(Flow::Finished(state))
+    }
+}
+
+/// The partitions of a table on the data backend: the folders
+/// `<db>/<schema>/<table>/<partition>/`, sorted; names that do not validate
+/// or start with `_` or `.` are skipped.
+pub async fn discover(data: &Store, info: &TaskInfo) -> store::Result<Vec<Name>> {
+    let dir = format!("{}/{}/{}/", info.db_name, info.schema_name, info.table_name);
+    let mut out: Vec<Name> = data
+        .list(&dir)
+        .await?
+        .into_iter()
+        .filter(|e| e.is_dir && !e.name().starts_with('_') && !e.name().starts_with('.'))
+        .filter_map(|e| Name::parse(e.name()).ok())
+        .collect();
+    out.sort();
+    Ok(out)
+}

@@ -1,0 +1,281 @@
+//! The monitor's task duties: move the manager role of tasks whose manager
+//! went offline, cancel tasks no live node can manage, archive finished
+//! task history into `Scheduler/Compress/`, and remove subtask folders and
+//! pointers whose task is gone or finished.
+//!
+//! The caller (the monitor) runs its fence check before each call. Every
+//! step is idempotent: a crash leaves work that the next sweep redoes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+
+use futures::TryStreamExt;
+use layouts::formats::{self, TaskInfo};
+use layouts::{v2, NodeId, TaskId, TaskState};
+use serde::{Deserialize, Serialize};
+use store::{Created, Store};
+
+use crate::ring::Ring;
+use crate::tasks::{self, TaskError};
+use crate::worker::{list_node, WorkConfig};
+
+/// One finished task in an archive (a line of a `Compress/` file).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchivedTask {
+    pub state: TaskState,
+    pub manager: Option<NodeId>,
+    pub archived_wall_ms: u64,
+    pub info: TaskInfo,
+}
+
+#[derive(Debug, Default)]
+pub struct SweepReport {
+    pub reassigned: Vec<(TaskId, NodeId)>,
+    pub cancelled: Vec<TaskId>,
+    pub archived: usize,
+    pub garbage_removed: usize,
+}
+
+/// Gives every task managed by `node` (found by its `Manage.*` pointers) to
+/// the live node the ring picks; cancels it if there is none.
+pub async fn take_over_managed_by(
+    store: &Store,
+    node: &NodeId,
+    members: &[NodeId],
+    wall_ms: u64,
+) -> Result<SweepReport, TaskError> {
+    let mut report = SweepReport::default();
+    let folder = list_node(store, node).await?;
+    for task in folder.manages {
+        move_manager(
+            store,
+            &task,
+            members.iter().filter(|m| *m != node),
+            wall_ms,
+            &mut report,
+        )
+        .await?;
+        store.delete(&v2::manage_pointer(node, &task)).await?;
+    }
+    Ok(report)
+}
+
+async fn move_manager<'a>(
+    store: &Store,
+    task: &TaskId,
+    candidates: impl Iterator<Item = &'a NodeId>,
+    wall_ms: u64,
+    report: &mut SweepReport,
+) -> Result<(), TaskError> {
+    let dir = tasks::read_dir(store, task).await?;
+    if !dir.has_info || dir.state.is_some_and(|s| s.is_terminal()) {
+        return Ok(());
+    }
+    let ring = Ring::new(candidates);
+    match ring.node_for(&task.to_string()) {
+        Some(to) => {
+            let term = tasks::reassign_manager(store, task, &to, "monitor", wall_ms).await?;
+            tracing::warn!(%task, %to, term, "manager offline: task handed to another node");
+            report.reassigned.push((*task, to));
+        }
+        None => {
+            force_finish(store, task, TaskState::Cancel, wall_ms).await?;
+            tracing::warn!(%task, "no live node can manage the task: cancelled");
+            report.cancelled.push(*task);
+        }
+    }
+    Ok(())
+}
+
+/// Marks a task terminal from outside its manager (no manager is left).
+pub async fn force_finish(
+    store: &Store,
+    task: &TaskId,
+    state: TaskState,
+    wall_ms: u64,
+) -> Result<(), TaskError> {
+    let mut info = tasks::read_info(store, task).await?;
+    info.state = state.as_str().into();
+    info.run.finished_wall_ms = Some(wall_ms);
+    store
+        .put(&v2::task_info(task), formats::encode(&info))
+        .await?;
+    store
+        .create(&v2::task_status(task, state), Vec::new())
+        .await?;
+    for old in [TaskState::Init, TaskState::Running] {
+        store.delete(&v2::task_status(task, old)).await?;
+    }
+    Ok(())
+}
+
+/// The periodic sweep.
+pub async fn sweep(
+    store: &Store,
+    members: &[NodeId],
+    cfg: &WorkConfig,
+    wall_ms: u64,
+    epoch: u64,
+) -> Result<SweepReport, TaskError> {
+    let mut report = SweepReport::default();
+    let live: BTreeSet<&NodeId> = members.iter().collect();
+    let horizon = wall_ms.saturating_sub(cfg.history_retention.as_millis() as u64);
+    let mut terminal: BTreeSet<TaskId> = BTreeSet::new();
+    let mut active: BTreeSet<TaskId> = BTreeSet::new();
+    let mut to_archive: Vec<ArchivedTask> = vec![];
+    for id in tasks::list_ids(store).await? {
+        let dir = tasks::read_dir(store, &id).await?;
+        let Some(state) = dir.state.filter(|_| dir.has_info) else {
+            continue;
+        };
+        if state.is_terminal() {
+            terminal.insert(id);
+            let Ok(info) = tasks::read_info(store, &id).await else {
+                continue;
+            };
+            if info.run.finished_wall_ms.unwrap_or(0) <= horizon {
+                let manager = tasks::read_term(store, &id, dir.term())
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|t| t.node);
+                to_archive.push(ArchivedTask {
+                    state,
+                    manager,
+                    archived_wall_ms: wall_ms,
+                    info,
+                });
+            }
+            continue;
+        }
+        active.insert(id);
+        let current = tasks::read_term(store, &id, dir.term()).await?;
+        match current {
+            Some(t) if live.contains(&t.node) => {
+                // Repair an interrupted hand-over: the pointer must exist.
+                if !store.exists(&v2::manage_pointer(&t.node, &id)).await? {
+                    let p = formats::ManagePointer {
+                        task: id,
+                        term: t.term,
+                    };
+                    store
+                        .put(&v2::manage_pointer(&t.node, &id), formats::encode(&p))
+                        .await?;
+                }
+            }
+            // No manager term, or its node is not live: hand the task over.
+            _ => move_manager(store, &id, members.iter(), wall_ms, &mut report).await?,
+        }
+    }
+    if !to_archive.is_empty() {
+        report.archived = archive(store, &to_archive, wall_ms, epoch).await?;
+    }
+    // Subtask folders and pointers of tasks that are finished or gone.
+    let mut garbage: BTreeMap<String, ()> = BTreeMap::new();
+    let mut entries = store.list_stream(v2::TASK_ASSIGNED, true);
+    while let Some(e) = entries.try_next().await? {
+        let rel = &e.path[v2::TASK_ASSIGNED.len()..];
+        let mut parts = rel.splitn(3, '/');
+        let (Some(node), Some(second)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let (task, path) = match parts.next() {
+            Some(_) => match v2::parse_subtask_name(second) {
+                Some((t, ..)) => (t, format!("{}{node}/{second}/", v2::TASK_ASSIGNED)),
+                None => continue,
+            },
+            None => match v2::parse_manage_pointer(second) {
+                Some(t) => (t, e.path.clone()),
+                None => continue,
+            },
+        };
+        if !active.contains(&task) {
+            garbage.insert(path, ());
+        }
+    }
+    drop(entries);
+    for path in garbage.keys() {
+        if path.ends_with('/') {
+            store.delete_all(path).await?;
+        } else {
+            store.delete(path).await?;
+        }
+        report.garbage_removed += 1;
+    }
+    Ok(report)
+}
+
+/// Writes one gzip'd JSON-lines archive, then deletes the archived task
+/// folders. A crash in between archives those tasks again in a later
+/// archive; `compactd history` shows each task id once.
+async fn archive(
+    store: &Store,
+    tasks: &[ArchivedTask],
+    wall_ms: u64,
+    epoch: u64,
+) -> Result<usize, TaskError> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    for t in tasks {
+        let line = serde_json::to_vec(t).expect("archived tasks serialize");
+        gz.write_all(&line)
+            .and_then(|_| gz.write_all(b"\n"))
+            .expect("writing to memory");
+    }
+    let bytes = gz.finish().expect("writing to memory");
+    let mut seq = 0;
+    loop {
+        let path = format!("{}{wall_ms:013}-e{epoch}-{seq}.jsonl.gz", v2::COMPRESS);
+        if store.create(&path, bytes.clone()).await? == Created::Created {
+            break;
+        }
+        seq += 1;
+    }
+    for t in tasks {
+        store.delete_all(&v2::task_dir(&t.info.id)).await?;
+    }
+    tracing::info!(
+        tasks = tasks.len(),
+        "archived finished tasks into Compress/"
+    );
+    Ok(tasks.len())
+}
+
+/// Reads every archive; each task id once (the newest archive wins).
+pub async fn read_history(
+    store: &Store,
+) -> store::Result<(Vec<ArchivedTask>, Vec<crate::Anomaly>)> {
+    let mut by_id: BTreeMap<TaskId, ArchivedTask> = BTreeMap::new();
+    let mut bad = vec![];
+    for e in store.list(v2::COMPRESS).await? {
+        if e.is_dir {
+            continue;
+        }
+        let Some(bytes) = store.read(&e.path).await? else {
+            continue;
+        };
+        let mut text = String::new();
+        let limit = 256 * 1024 * 1024;
+        if let Err(err) = flate2::read::GzDecoder::new(&bytes[..])
+            .take(limit)
+            .read_to_string(&mut text)
+        {
+            bad.push(crate::Anomaly::new(
+                &e.path,
+                format!("not a gzip'd JSON-lines archive: {err}"),
+            ));
+            continue;
+        }
+        for (n, line) in text.lines().enumerate() {
+            match serde_json::from_str::<ArchivedTask>(line) {
+                Ok(t) => {
+                    by_id.insert(t.info.id, t);
+                }
+                Err(err) => bad.push(crate::Anomaly::new(
+                    &e.path,
+                    format!("line {}: {err}", n + 1),
+                )),
+            }
+        }
+    }
+    Ok((by_id.into_values().collect(), bad))
+}

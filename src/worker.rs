@@ -1,0 +1,345 @@
+//! Worker duties: run the subtasks found in this node's own
+//! `TaskAssigned/<node>/` folder and write their states there.
+//!
+//! A worker reads nothing but its own folder (one recursive LIST per poll)
+//! and the info file of a subtask it starts. It never resumes a subtask
+//! marked `Running` that it is not running itself: such a subtask belongs to
+//! an earlier incarnation of this node, and its manager re-dispatches it.
+//! A subtask whose folder disappears (the manager cancelled or moved it) is
+//! killed at once.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use layouts::formats::{self, ExecutorKind, StatusMark, TaskInfo};
+use layouts::{v2, Name, NodeId, SubtaskState, TaskId};
+use store::Store;
+
+use crate::executor::{self, ExecRequest, Running};
+
+/// Settings of the task layer, from `compactd run`.
+#[derive(Debug, Clone)]
+pub struct WorkConfig {
+    /// Data backend URI (`--data`), for discovery and the merge executor.
+    pub data_uri: String,
+    pub executor: ExecutorKind,
+    pub command: Option<String>,
+    pub target_size: u64,
+    /// Subtasks run at once on this node.
+    pub max_running: usize,
+    pub command_timeout: Duration,
+    /// Re-dispatches of a failed subtask before it fails for good.
+    pub retries: u32,
+    /// Finished tasks older than this are archived into `Compress/`.
+    pub history_retention: Duration,
+    /// How often the monitor sweeps the task tree.
+    pub sweep: Duration,
+}
+
+impl Default for WorkConfig {
+    fn default() -> Self {
+        WorkConfig {
+            data_uri: "./data".into(),
+            executor: ExecutorKind::Merge,
+            command: None,
+            target_size: 128 * 1024 * 1024,
+            max_running: 2,
+            command_timeout: Duration::from_secs(3600),
+            retries: 3,
+            history_retention: Duration::from_secs(24 * 3600),
+            sweep: Duration::from_secs(60),
+        }
+    }
+}
+
+/// One subtask folder as a listing shows it.
+#[derive(Debug, Clone, Default)]
+pub struct SubFolder {
+    pub markers: Vec<SubtaskState>,
+    pub has_info: bool,
+    /// Every file name in the folder.
+    pub files: Vec<String>,
+}
+
+impl SubFolder {
+    /// The marker furthest along (two exist after an interrupted change).
+    pub fn state(&self) -> SubtaskState {
+        self.markers
+            .iter()
+            .copied()
+            .max_by_key(|s| s.rank())
+            .unwrap_or(SubtaskState::Init)
+    }
+}
+
+/// A node's folder: its manager pointers and its subtasks.
+#[derive(Debug, Clone, Default)]
+pub struct NodeFolder {
+    pub manages: Vec<TaskId>,
+    pub subtasks: BTreeMap<String, SubFolder>,
+}
+
+/// Reads `TaskAssigned/<node>/` with one recursive listing.
+pub async fn list_node(store: &Store, node: &NodeId) -> store::Result<NodeFolder> {
+    let dir = v2::node_assigned_dir(node);
+    let mut out = NodeFolder::default();
+    let mut entries = store.list_stream(&dir, true);
+    while let Some(e) = entries.try_next().await? {
+        let rel = &e.path[dir.len()..];
+        match rel.split_once('/') {
+            None => {
+                if let Some(t) = v2::parse_manage_pointer(rel) {
+                    out.manages.push(t);
+                }
+            }
+            Some((sub, file)) => {
+                let f = out.subtasks.entry(sub.to_string()).or_default();
+                f.files.push(file.to_string());
+                if file == v2::TASK_INFO {
+                    f.has_info = true;
+                } else if let Ok(s) = SubtaskState::from_file_name(file) {
+                    f.markers.push(s);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+struct RunningSub {
+    exec: Running,
+    kind: ExecutorKind,
+}
+
+/// The subtasks this node is running.
+pub struct Worker {
+    me: NodeId,
+    running: BTreeMap<String, RunningSub>,
+    /// Subtasks this incarnation saw marked by an earlier one (never run).
+    reported: std::collections::BTreeSet<String>,
+}
+
+impl Worker {
+    pub fn new(me: NodeId) -> Worker {
+        Worker {
+            me,
+            running: BTreeMap::new(),
+            reported: Default::default(),
+        }
+    }
+
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Kills every executor: the node rejoined under a new incarnation, so
+    /// this work is no longer its own (managers re-dispatch it).
+    pub fn drop_all(&mut self) {
+        for (name, mut r) in std::mem::take(&mut self.running) {
+            tracing::warn!(subtask = %name, "dropping the work of the old incarnation");
+            r.exec.kill();
+        }
+    }
+
+    /// One poll over this node's folder.
+    pub async fn round(
+        &mut self,
+        store: &Store,
+        cfg: &WorkConfig,
+        incarnation: u64,
+        folder: &NodeFolder,
+        wall_ms: u64,
+    ) -> store::Result<()> {
+        // Cancelled or moved away: kill.
+        let gone: Vec<String> = self
+            .running
+            .keys()
+            .filter(|n| {
+                folder
+                    .subtasks
+                    .get(*n)
+                    .is_none_or(|f| f.markers.contains(&SubtaskState::Cancel))
+            })
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(mut r) = self.running.remove(&name) {
+                tracing::info!(subtask = %name, "subtask cancelled or moved: killing its executor");
+                r.exec.kill();
+            }
+        }
+        // Finished: report.
+        let mut finished = vec![];
+        for (name, r) in self.running.iter_mut() {
+            if let Some(f) = r.exec.try_finish() {
+                finished.push((name.clone(), r.kind, f));
+            }
+        }
+        let just_finished: Vec<String> = finished.iter().map(|f| f.0.clone()).collect();
+        for (name, kind, f) in finished {
+            self.running.remove(&name);
+            let sub = Name::parse(&name).expect("listed subtask names are valid");
+            if !f.tail.is_empty() && (kind == ExecutorKind::Command || !f.success) {
+                store
+                    .put(
+                        &v2::subtask_output(&self.me, &sub),
+                        f.tail.clone().into_bytes(),
+                    )
+                    .await?;
+            }
+            let state = if f.success {
+                SubtaskState::Success
+            } else {
+                SubtaskState::Failed
+            };
+            let mark = StatusMark {
+                incarnation,
+                wall_ms,
+                exit_code: f.exit_code,
+                error: f.error.clone(),
+            };
+            store
+                .put(
+                    &v2::subtask_status(&self.me, &sub, state),
+                    formats::encode(&mark),
+                )
+                .await?;
+            tracing::info!(subtask = %name, %state, "subtask finished");
+        }
+        // New: start.
+        for (name, f) in &folder.subtasks {
+            if self.running.len() >= cfg.max_running {
+                break;
+            }
+            if self.running.contains_key(name) || !f.has_info || just_finished.contains(name) {
+                continue;
+            }
+            if !f.markers.is_empty() {
+                if f.state() == SubtaskState::Running && self.reported.insert(name.clone()) {
+                    tracing::info!(subtask = %name, "marked Running by an earlier incarnation of this node: leaving it to its manager");
+                }
+                continue;
+            }
+            let Ok(sub) = Name::parse(name) else { continue };
+            self.start(store, cfg, incarnation, &sub, wall_ms).await?;
+        }
+        Ok(())
+    }
+
+    async fn start(
+        &mut self,
+        store: &Store,
+        cfg: &WorkConfig,
+        incarnation: u64,
+        sub: &Name,
+        wall_ms: u64,
+    ) -> store::Result<()> {
+        let fail = |why: String| StatusMark {
+            incarnation,
+            wall_ms,
+            exit_code: None,
+            error: Some(why),
+        };
+        let info = match store.read(&v2::subtask_info(&self.me, sub)).await? {
+            Some(b) => formats::decode::<TaskInfo>(&b),
+            None => return Ok(()),
+        };
+        let info = match info {
+            Ok(i) if i.run.subtask.as_ref().is_some_and(|m| m.node == self.me) => i,
+            Ok(_) => {
+                let mark = fail("subtask info does not name this node".into());
+                store
+                    .put(
+                        &v2::subtask_status(&self.me, sub, SubtaskState::Failed),
+                        formats::encode(&mark),
+                    )
+                    .await?;
+                return Ok(());
+            }
+            Err(e) => {
+                // Possibly still being written (fs create writes in place):
+                // look again next poll.
+                tracing::debug!(subtask = %sub, "subtask info not readable yet: {e}");
+                return Ok(());
+            }
+        };
+        let meta = info.run.subtask.clone().expect("checked above");
+        let executor = info.run.executor.clone();
+        let kind = executor.as_ref().map(|e| e.kind).unwrap_or(cfg.executor);
+        let mut vars = BTreeMap::new();
+        vars.insert("db", info.db_name.to_string());
+        vars.insert("schema", info.schema_name.to_string());
+        vars.insert("table", info.table_name.to_string());
+        vars.insert(
+            "partition",
+            info.partition_name
+                .as_ref()
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
+        );
+        vars.insert("task", meta.parent.to_string());
+        vars.insert("subtask", sub.to_string());
+        vars.insert("round", meta.round.to_string());
+        vars.insert("attempt", meta.attempt.to_string());
+        if let Some(s) = meta.shard {
+            vars.insert("shard_index", s.index.to_string());
+            vars.insert("shard_total", s.total.to_string());
+        }
+        let req = ExecRequest {
+            kind,
+            command: executor
+                .as_ref()
+                .and_then(|e| e.command.clone())
+                .or_else(|| cfg.command.clone()),
+            timeout: executor
+                .as_ref()
+                .and_then(|e| e.timeout_ms)
+                .map(Duration::from_millis)
+                .unwrap_or(cfg.command_timeout),
+            vars,
+            params: info.run.params.clone(),
+            data_uri: cfg.data_uri.clone(),
+            target_size: cfg.target_size,
+        };
+        if kind == ExecutorKind::Merge && info.partition_name.is_none() {
+            let mark = fail("the merge executor needs a partition".into());
+            store
+                .put(
+                    &v2::subtask_status(&self.me, sub, SubtaskState::Failed),
+                    formats::encode(&mark),
+                )
+                .await?;
+            return Ok(());
+        }
+        let mark = StatusMark {
+            incarnation,
+            wall_ms,
+            exit_code: None,
+            error: None,
+        };
+        store
+            .put(
+                &v2::subtask_status(&self.me, sub, SubtaskState::Running),
+                formats::encode(&mark),
+            )
+            .await?;
+        match executor::spawn(&req) {
+            Ok(exec) => {
+                tracing::info!(subtask = %sub, pid = exec.pid(), ?kind, "subtask started");
+                self.running
+                    .insert(sub.to_string(), RunningSub { exec, kind });
+            }
+            Err(e) => {
+                let mark = fail(format!("could not start the executor: {e}"));
+                store
+                    .put(
+                        &v2::subtask_status(&self.me, sub, SubtaskState::Failed),
+                        formats::encode(&mark),
+                    )
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}
