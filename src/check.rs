@@ -164,7 +164,14 @@ async fn check_task_dir(
                 Ok(s) => states.push(s),
                 Err(e) => out.push(Anomaly::new(&f.path, e.to_string())),
             }
-        } else if !f.is_dir && subtask && name == "Output" {
+        } else if !f.is_dir
+            && !subtask
+            && (v2::parse_manager_term(name).is_some()
+                || name == v2::STOP
+                || v2::parse_reassign_request(name).is_some())
+        {
+            // manager terms, stop and reassign requests
+        } else if !f.is_dir && subtask && name == v2::OUTPUT {
             // the command executor's output tail
         } else {
             out.push(Anomaly::new(&f.path, "unexpected entry in a task folder"));
@@ -220,10 +227,17 @@ async fn check_assigned(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
             continue;
         }
         for sub in store.list(&node_dir.path).await? {
-            if !sub.is_dir {
+            if !sub.is_dir && v2::parse_manage_pointer(sub.name()).is_some() {
+                read_json::<formats::ManagePointer>(store, &sub, "manager pointer", out).await?;
+            } else if !sub.is_dir {
                 out.push(Anomaly::new(
                     &sub.path,
                     "a file stands where a subtask folder is expected",
+                ));
+            } else if v2::parse_subtask_name(sub.name()).is_none() {
+                out.push(Anomaly::new(
+                    &sub.path,
+                    "not a subtask folder name (<task>.r<round>.u<unit>.a<attempt>)",
                 ));
             } else {
                 check_task_dir(store, &sub, true, out).await?;

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::node::{Node, NodeConfig};
+use crate::worker::WorkConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -44,13 +45,19 @@ pub fn validate(cfg: &NodeConfig) -> Result<(), DaemonError> {
 /// flapping node).
 async fn check_node_id_free(store: &Store, cfg: &NodeConfig) -> Result<(), DaemonError> {
     let path = v2::heartbeat(&cfg.id);
-    let read = |b: Option<bytes::Bytes>| b.and_then(|b| formats::decode::<Heartbeat>(&b).ok());
-    let Some(first) = read(store.read(&path).await?) else {
+    // Unreadable (missing, malformed, a folder in the way): nobody live
+    // writes it, so the id is free; `check` reports the anomaly.
+    let read = |r: store::Result<Option<bytes::Bytes>>| {
+        r.ok()
+            .flatten()
+            .and_then(|b| formats::decode::<Heartbeat>(&b).ok())
+    };
+    let Some(first) = read(store.read(&path).await) else {
         return Ok(());
     };
     let wait = Duration::from_millis(first.heartbeat_ms.clamp(10, 60_000)).mul_f64(1.5);
     tokio::time::sleep(wait).await;
-    if let Some(second) = read(store.read(&path).await?) {
+    if let Some(second) = read(store.read(&path).await) {
         if second.incarnation == first.incarnation && second.beat != first.beat {
             return Err(DaemonError::NodeIdInUse {
                 node: cfg.id.to_string(),
@@ -65,6 +72,7 @@ async fn check_node_id_free(store: &Store, cfg: &NodeConfig) -> Result<(), Daemo
 pub async fn run(
     cfg: NodeConfig,
     store: Store,
+    work: Option<(WorkConfig, Store)>,
     clock: SharedClock,
     shutdown: CancellationToken,
 ) -> Result<(), DaemonError> {
@@ -79,6 +87,9 @@ pub async fn run(
         "compactd node starting"
     );
     let mut node = Node::new(cfg, store, clock);
+    if let Some((work, data)) = work {
+        node = node.with_work(work, data);
+    }
     loop {
         node.tick().await;
         tokio::select! {

@@ -245,6 +245,23 @@ impl Election {
         Ok(())
     }
 
+    async fn delete_old_leases(store: &Store, epoch: u64) {
+        let listed = match store.list(v2::ELECTION).await {
+            Ok(l) => l,
+            Err(e) => return tracing::warn!("listing old leases failed: {e}"),
+        };
+        for e in listed.iter().filter(|e| !e.is_dir) {
+            if let Some(old) = v2::parse_lease_name(e.name()).filter(|old| old + 2 < epoch) {
+                if let Err(err) = store.delete(&v2::lease(old)).await {
+                    tracing::warn!("deleting old lease {old} failed: {err}");
+                }
+            }
+        }
+    }
+
+    /// The newest epoch named in `Election/`. A folder or an unreadable file
+    /// named like a lease counts too: it is superseded like a dead lease
+    /// instead of blocking the election.
     async fn newest_epoch(store: &Store) -> store::Result<u64> {
         Ok(store
             .list(v2::ELECTION)
@@ -357,16 +374,8 @@ impl Election {
                 });
                 self.next_renew_at = now + self.lease_len / 3;
                 // Old leases are history; keep the two before ours for ops.
-                for e in store
-                    .list(v2::ELECTION)
-                    .await?
-                    .iter()
-                    .filter_map(|e| v2::parse_lease_name(e.name()))
-                {
-                    if e + 2 < epoch {
-                        store.delete(&v2::lease(e)).await?;
-                    }
-                }
+                // Best effort: the election is won whatever happens here.
+                Self::delete_old_leases(store, epoch).await;
                 Ok(Step::Elected { epoch, previous })
             }
             Created::Exists => {
@@ -403,10 +412,13 @@ mod tests {
         let mut a = Election::new(node("a"), 1, LEASE);
         let mut b = Election::new(node("b"), 1, LEASE);
         assert!(matches!(
-            a.step(&store, 0 * MS, 0).await.unwrap(),
+            a.step(&store, Duration::ZERO, 0).await.unwrap(),
             Step::Elected { epoch: 1, .. }
         ));
-        assert_eq!(b.step(&store, 0 * MS, 0).await.unwrap(), Step::Nothing);
+        assert_eq!(
+            b.step(&store, Duration::ZERO, 0).await.unwrap(),
+            Step::Nothing
+        );
         assert!(a.is_leader() && !b.is_leader());
         assert_eq!(b.view().unwrap().holder, node("a"));
     }
@@ -416,7 +428,7 @@ mod tests {
         let store = Store::memory().await;
         let mut a = Election::new(node("a"), 1, LEASE);
         let mut b = Election::new(node("b"), 1, LEASE);
-        a.step(&store, 0 * MS, 0).await.unwrap();
+        a.step(&store, Duration::ZERO, 0).await.unwrap();
         // a renews every 500 ms; b polls every 200 ms and never takes over
         for t in (0..6000).step_by(100) {
             if t % 500 == 0 {
@@ -457,8 +469,8 @@ mod tests {
         let store = Store::memory().await;
         let mut a = Election::new(node("a"), 1, LEASE);
         let mut b = Election::new(node("b"), 1, LEASE);
-        a.step(&store, 0 * MS, 0).await.unwrap();
-        b.step(&store, 0 * MS, 0).await.unwrap();
+        a.step(&store, Duration::ZERO, 0).await.unwrap();
+        b.step(&store, Duration::ZERO, 0).await.unwrap();
         // a is paused; b takes over after the lease
         b.step(&store, 1600 * MS, 0).await.unwrap();
         assert!(b.is_leader());
@@ -475,11 +487,11 @@ mod tests {
     async fn a_leader_that_sees_a_newer_epoch_steps_down_even_within_its_lease() {
         let store = Store::memory().await;
         let mut a = Election::new(node("a"), 1, LEASE);
-        a.step(&store, 0 * MS, 0).await.unwrap();
+        a.step(&store, Duration::ZERO, 0).await.unwrap();
         // a newer epoch appears (e.g. a follower with a faster clock)
         let mut c = Election::new(node("c"), 1, LEASE);
         c.known_epoch = Some(1);
-        c.try_take(&store, 2, 0 * MS, 0).await.unwrap();
+        c.try_take(&store, 2, Duration::ZERO, 0).await.unwrap();
         assert_eq!(
             a.fence(&store, 100 * MS).await.unwrap(),
             Err(Fenced::Superseded { epoch: 1 })
@@ -492,8 +504,8 @@ mod tests {
         let store = Store::memory().await;
         let mut a = Election::new(node("a"), 1, LEASE);
         let mut b = Election::new(node("b"), 1, LEASE);
-        a.step(&store, 0 * MS, 0).await.unwrap();
-        b.step(&store, 0 * MS, 0).await.unwrap();
+        a.step(&store, Duration::ZERO, 0).await.unwrap();
+        b.step(&store, Duration::ZERO, 0).await.unwrap();
         a.release(&store, 0).await.unwrap();
         assert!(matches!(
             b.step(&store, 10 * MS, 0).await.unwrap(),
@@ -509,7 +521,10 @@ mod tests {
             .await
             .unwrap();
         let mut b = Election::new(node("b"), 1, LEASE);
-        assert_eq!(b.step(&store, 0 * MS, 0).await.unwrap(), Step::Nothing);
+        assert_eq!(
+            b.step(&store, Duration::ZERO, 0).await.unwrap(),
+            Step::Nothing
+        );
         assert!(matches!(
             b.step(&store, 1501 * MS, 0).await.unwrap(),
             Step::Elected { epoch: 2, .. }

@@ -44,8 +44,16 @@ pub struct EventLog {
 
 impl EventLog {
     /// Opens the log for appending after its newest entry (one LIST).
-    pub async fn open(store: &Store) -> store::Result<EventLog> {
-        let last = list_seqs(store).await?.last().copied().unwrap_or(0);
+    /// Opens the log for appending after its newest entry (one LIST), and
+    /// never below `floor` (the newest sequence number the previous monitor
+    /// published): numbers are never reused, even if the log was emptied.
+    pub async fn open(store: &Store, floor: u64) -> store::Result<EventLog> {
+        let last = list_seqs(store)
+            .await?
+            .last()
+            .copied()
+            .unwrap_or(0)
+            .max(floor);
         Ok(EventLog { next_seq: last + 1 })
     }
 
@@ -96,7 +104,10 @@ impl EventLog {
     ) -> store::Result<usize> {
         let horizon = now_wall_ms.saturating_sub(retention.as_millis() as u64);
         let mut purged = 0;
-        for seq in list_seqs(store).await? {
+        let seqs = list_seqs(store).await?;
+        // The newest event always stays: it carries the log's position.
+        let keep_from = seqs.len().saturating_sub(1);
+        for seq in seqs.into_iter().take(keep_from) {
             let path = v2::event(seq);
             let Some(bytes) = store.read(&path).await? else {
                 continue;
@@ -171,7 +182,7 @@ mod tests {
     #[tokio::test]
     async fn every_event_reaches_every_consumer_once_in_order() {
         let store = Store::memory().await;
-        let mut log = EventLog::open(&store).await.unwrap();
+        let mut log = EventLog::open(&store, 0).await.unwrap();
         let mut a = EventConsumer { cursor: 0 };
         let mut b = EventConsumer { cursor: 0 };
         let mut got_a = vec![];
@@ -231,8 +242,8 @@ mod tests {
     #[tokio::test]
     async fn two_writers_never_share_a_sequence_number() {
         let store = Store::memory().await;
-        let mut stale = EventLog::open(&store).await.unwrap();
-        let mut fresh = EventLog::open(&store).await.unwrap();
+        let mut stale = EventLog::open(&store, 0).await.unwrap();
+        let mut fresh = EventLog::open(&store, 0).await.unwrap();
         let s1 = fresh
             .append(&store, 2, &NodeId::parse("m").unwrap(), 0, joined("a"))
             .await
@@ -248,7 +259,7 @@ mod tests {
     #[tokio::test]
     async fn purge_keeps_recent_events_and_lagging_consumers_see_a_gap() {
         let store = Store::memory().await;
-        let mut log = EventLog::open(&store).await.unwrap();
+        let mut log = EventLog::open(&store, 0).await.unwrap();
         let hour = 3_600_000;
         for i in 0..5 {
             log.append(
@@ -273,7 +284,7 @@ mod tests {
             vec![4, 5]
         );
         // a reopened log continues after the newest entry
-        let mut reopened = EventLog::open(&store).await.unwrap();
+        let mut reopened = EventLog::open(&store, 0).await.unwrap();
         assert_eq!(
             reopened
                 .append(

@@ -72,7 +72,8 @@ impl Monitor {
         let epoch = election
             .epoch()
             .ok_or(MonitorError::Fenced(Fenced::Superseded { epoch: 0 }))?;
-        let log = EventLog::open(store).await?;
+        let floor = previous.as_ref().map(|p| p.last_event).unwrap_or(0);
+        let log = EventLog::open(store, floor).await?;
         let members = previous
             .iter()
             .flat_map(|p| p.members.iter())
@@ -100,20 +101,22 @@ impl Monitor {
             )
             .await?;
         for e in store.list(v2::OFFLINE).await? {
+            if e.is_dir {
+                continue; // foreign data; `compactd check` reports it
+            }
             let Some(bytes) = store.read(&e.path).await? else {
                 continue;
             };
             let Ok(rec) = formats::decode::<OfflineRecord>(&bytes) else {
                 continue;
             };
-            if !rec.cleaned {
-                monitor.fence(store, election, now).await?;
-                monitor.finish_offline(store, rec.clone(), wall_ms).await?;
-            }
             monitor
                 .offline
                 .insert((rec.node.clone(), rec.incarnation), rec);
         }
+        monitor
+            .finish_pending(store, election, now, wall_ms)
+            .await?;
         monitor.publish(election);
         Ok(monitor)
     }
@@ -217,6 +220,7 @@ impl Monitor {
             report.left.push(m);
         }
 
+        self.finish_pending(store, election, now, wall_ms).await?;
         for m in self.tracker.expired(now) {
             self.declare_offline(store, election, &m, now, wall_ms)
                 .await?;
@@ -293,11 +297,8 @@ impl Monitor {
                 _ => rec,
             },
         };
-        let rec = if rec.cleaned {
-            rec
-        } else {
-            self.finish_offline(store, rec, wall_ms).await?
-        };
+        // Record the declaration before the follow-up steps: if one of them
+        // fails, the next scan finishes it (see `finish_pending`).
         if self
             .members
             .get(&m.node)
@@ -306,7 +307,50 @@ impl Monitor {
             self.members.remove(&m.node);
         }
         self.tracker.forget(&m.node, m.incarnation);
-        self.offline.insert((m.node.clone(), m.incarnation), rec);
+        self.offline
+            .insert((m.node.clone(), m.incarnation), rec.clone());
+        if !rec.cleaned {
+            let done = self.finish_offline(store, rec, wall_ms).await?;
+            self.offline.insert((m.node.clone(), m.incarnation), done);
+        }
+        Ok(())
+    }
+
+    /// Finishes declarations whose follow-up steps failed earlier.
+    async fn finish_pending(
+        &mut self,
+        store: &Store,
+        election: &mut Election,
+        now: Duration,
+        wall_ms: u64,
+    ) -> Result<()> {
+        let pending: Vec<OfflineRecord> = self
+            .offline
+            .values()
+            .filter(|r| !r.cleaned)
+            .cloned()
+            .collect();
+        for mut rec in pending {
+            self.fence(store, election, now).await?;
+            let key = (rec.node.clone(), rec.incarnation);
+            // A write whose reply was lost may have landed: continue from
+            // what the marker says, never from an older copy in memory.
+            let path = v2::offline_marker(&rec.node, rec.incarnation);
+            if let Some(Ok(on_disk)) = store
+                .read(&path)
+                .await?
+                .map(|b| formats::decode::<OfflineRecord>(&b))
+            {
+                rec.cleaned |= on_disk.cleaned;
+                rec.event_seq = rec.event_seq.or(on_disk.event_seq);
+            }
+            let done = if rec.cleaned {
+                rec
+            } else {
+                self.finish_offline(store, rec, wall_ms).await?
+            };
+            self.offline.insert(key, done);
+        }
         Ok(())
     }
 
@@ -331,6 +375,13 @@ impl Monitor {
                 )
                 .await?;
             rec.event_seq = Some(seq);
+            // Remember the event, so that a retry does not log it twice.
+            store
+                .put(
+                    &v2::offline_marker(&rec.node, rec.incarnation),
+                    formats::encode(&rec),
+                )
+                .await?;
         }
         // Ephemeral state of that incarnation: its heartbeat, unless the
         // node already came back under a new incarnation.

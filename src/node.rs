@@ -13,10 +13,26 @@ use layouts::formats::{self, EventKind, Heartbeat, Lease};
 use layouts::{v2, NodeId};
 use store::Store;
 
+use std::collections::BTreeMap;
+
+use layouts::TaskId;
+
 use crate::clock::SharedClock;
 use crate::election::{Election, Step};
 use crate::events::EventConsumer;
+use crate::manager::{Ctx, Flow, FolderCache, TaskManager};
 use crate::monitor::{Monitor, MonitorError};
+use crate::worker::{list_node, WorkConfig, Worker};
+
+/// The task layer of a node: its worker, the tasks it manages, and the
+/// monitor's task duties.
+pub struct Work {
+    pub cfg: WorkConfig,
+    pub data: Store,
+    worker: Worker,
+    managers: BTreeMap<TaskId, TaskManager>,
+    next_sweep_at: Duration,
+}
 
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -72,6 +88,9 @@ pub struct Node {
     consumer: Option<EventConsumer>,
     reported: HashSet<String>,
     stats: NodeStats,
+    work: Option<Work>,
+    /// The lease this node took over from, kept until its monitor starts.
+    previous_view: Option<Lease>,
 }
 
 impl Node {
@@ -94,7 +113,27 @@ impl Node {
                 incarnation,
                 ..NodeStats::default()
             },
+            work: None,
+            previous_view: None,
         }
+    }
+
+    /// Enables the task layer: this node runs subtasks and manages tasks.
+    pub fn with_work(mut self, cfg: WorkConfig, data: Store) -> Node {
+        let worker = Worker::new(self.cfg.id.clone());
+        self.work = Some(Work {
+            cfg,
+            data,
+            worker,
+            managers: BTreeMap::new(),
+            next_sweep_at: Duration::ZERO,
+        });
+        self
+    }
+
+    /// Executors running on this node.
+    pub fn running_subtasks(&self) -> usize {
+        self.work.as_ref().map(|w| w.worker.running()).unwrap_or(0)
     }
 
     pub fn id(&self) -> &NodeId {
@@ -137,9 +176,15 @@ impl Node {
         if let Err(e) = self.election_round(now).await {
             tracing::warn!("election round failed: {e}");
         }
+        if self.election.is_leader() && self.monitor.is_none() {
+            // Elected, but taking up the duties failed (a transient error):
+            // a lease holder must not sit idle while followers defer to it.
+            self.start_monitor(now, None).await;
+        }
         if self.election.is_leader() && now >= self.next_scan_at {
             self.monitor_round(now).await;
         }
+        self.work_round(now).await;
         if let Err(e) = self.consume_events().await {
             tracing::warn!("reading change events failed: {e}");
         }
@@ -183,8 +228,147 @@ impl Node {
         self.last_beat_ok = None;
         self.next_beat_at = Duration::ZERO;
         self.election.set_incarnation(incarnation);
-        // Work of the old incarnation is no longer ours (the task layer
-        // hooks in here).
+        // Work of the old incarnation is no longer ours: its managers
+        // re-dispatch it, and the tasks we managed are rebuilt from the tree.
+        if let Some(w) = self.work.as_mut() {
+            w.worker.drop_all();
+            w.managers.clear();
+        }
+    }
+
+    /// Live members and their incarnations, from the newest view.
+    fn members(&self) -> BTreeMap<layouts::NodeId, u64> {
+        self.election
+            .view()
+            .map(|v| {
+                v.members
+                    .iter()
+                    .map(|m| (m.node.clone(), m.incarnation))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    async fn work_round(&mut self, now: Duration) {
+        let members = self.members();
+        let me = self.cfg.id.clone();
+        let incarnation = self.stats.incarnation;
+        let wall = self.clock.wall_ms();
+        let is_member = members.get(&me) == Some(&incarnation);
+        let Some(work) = self.work.as_mut() else {
+            return;
+        };
+        let folder = match list_node(&self.store, &me).await {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!("listing this node's folder failed: {e}");
+                return;
+            }
+        };
+        if let Err(e) = work
+            .worker
+            .round(&self.store, &work.cfg, incarnation, &folder, wall)
+            .await
+        {
+            tracing::warn!("worker round failed: {e}");
+        }
+        if !is_member {
+            // Not (yet) in the monitor's view: managing now could race the
+            // node the monitor handed our tasks to.
+            return;
+        }
+        work.managers.retain(|id, _| folder.manages.contains(id));
+        for id in &folder.manages {
+            work.managers
+                .entry(*id)
+                .or_insert_with(|| TaskManager::new(*id));
+        }
+        let mut cache = FolderCache::default();
+        cache.insert(me.clone(), folder);
+        let mut done = vec![];
+        for (id, m) in work.managers.iter_mut() {
+            let mut ctx = Ctx {
+                store: &self.store,
+                data: &work.data,
+                me: &me,
+                members: &members,
+                cfg: &work.cfg,
+                wall_ms: wall,
+                folders: &mut cache,
+            };
+            match m.round(&mut ctx).await {
+                Ok(Flow::Continue) => {}
+                Ok(Flow::Finished(_)) | Ok(Flow::Fenced) => done.push(*id),
+                Err(e) => tracing::warn!(task = %id, "manager round failed: {e}"),
+            }
+        }
+        for id in done {
+            work.managers.remove(&id);
+            if let Err(e) = self
+                .store
+                .delete(&layouts::v2::manage_pointer(&me, &id))
+                .await
+            {
+                tracing::warn!(task = %id, "removing the manager pointer failed: {e}");
+            }
+        }
+        let _ = now;
+    }
+
+    /// The monitor's task duties after a membership scan.
+    async fn supervise(&mut self, now: Duration, offline: Vec<layouts::NodeId>) {
+        let Some(work) = self.work.as_mut() else {
+            return;
+        };
+        let sweep_due = now >= work.next_sweep_at;
+        if offline.is_empty() && !sweep_due {
+            return;
+        }
+        let members: Vec<layouts::NodeId> = self
+            .election
+            .view()
+            .map(|v| v.members.iter().map(|m| m.node.clone()).collect())
+            .unwrap_or_default();
+        let epoch = match self.election.fence(&self.store, now).await {
+            Ok(Ok(epoch)) => epoch,
+            Ok(Err(f)) => {
+                self.stats.fenced_actions += 1;
+                self.monitor = None;
+                tracing::warn!("monitor task duty refused, stepping down: {f}");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("fence check failed: {e}");
+                return;
+            }
+        };
+        let wall = self.clock.wall_ms();
+        for node in offline {
+            if let Err(e) =
+                crate::supervise::take_over_managed_by(&self.store, &node, &members, wall).await
+            {
+                tracing::warn!(%node, "handing over the tasks of an offline manager failed: {e}");
+            }
+        }
+        if sweep_due {
+            work.next_sweep_at = now + work.cfg.sweep;
+            match crate::supervise::sweep(&self.store, &members, &work.cfg, wall, epoch).await {
+                Ok(r)
+                    if r.archived + r.garbage_removed + r.reassigned.len() + r.cancelled.len()
+                        > 0 =>
+                {
+                    tracing::info!(
+                        archived = r.archived,
+                        garbage = r.garbage_removed,
+                        reassigned = r.reassigned.len(),
+                        cancelled = r.cancelled.len(),
+                        "task sweep"
+                    )
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("task sweep failed: {e}"),
+            }
+        }
     }
 
     async fn election_round(&mut self, now: Duration) -> store::Result<()> {
@@ -194,24 +378,8 @@ impl Node {
             Step::Elected { epoch, previous } => {
                 self.stats.elected += 1;
                 tracing::info!(epoch, "elected monitor");
-                match Monitor::start(
-                    &self.store,
-                    &mut self.election,
-                    self.cfg.id.clone(),
-                    previous,
-                    now,
-                    wall,
-                    self.cfg.event_retention,
-                )
-                .await
-                {
-                    Ok(m) => {
-                        self.monitor = Some(m);
-                        self.next_scan_at = now;
-                        self.election.renew_soon();
-                    }
-                    Err(e) => self.monitor_failed(e),
-                }
+                self.previous_view = previous;
+                self.start_monitor(now, None).await;
             }
             Step::SteppedDown(f) => {
                 self.stats.fenced_actions += 1;
@@ -232,6 +400,58 @@ impl Node {
             }
         }
         Ok(())
+    }
+
+    /// The monitor drives job instances (only it, fenced by its epoch).
+    async fn drive_jobs(&mut self, now: Duration) {
+        if self.monitor.is_none() || self.work.is_none() {
+            return;
+        }
+        match self.election.fence(&self.store, now).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(f)) => {
+                self.stats.fenced_actions += 1;
+                self.monitor = None;
+                tracing::warn!("job drive refused, stepping down: {f}");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!("fence check failed: {e}");
+                return;
+            }
+        }
+        let wall = self.clock.wall_ms();
+        match crate::jobs::drive(&self.store, &self.cfg.id, wall).await {
+            Ok(report) => {
+                for e in report.errors {
+                    tracing::warn!("job drive: {e}");
+                }
+            }
+            Err(e) => tracing::warn!("job drive failed: {e}"),
+        }
+    }
+
+    async fn start_monitor(&mut self, now: Duration, _why: Option<&str>) {
+        let wall = self.clock.wall_ms();
+        let previous = self.previous_view.clone();
+        match Monitor::start(
+            &self.store,
+            &mut self.election,
+            self.cfg.id.clone(),
+            previous,
+            now,
+            wall,
+            self.cfg.event_retention,
+        )
+        .await
+        {
+            Ok(m) => {
+                self.monitor = Some(m);
+                self.next_scan_at = now;
+                self.election.renew_soon();
+            }
+            Err(e) => self.monitor_failed(e),
+        }
     }
 
     async fn monitor_round(&mut self, now: Duration) {
@@ -255,6 +475,11 @@ impl Node {
                 for m in &report.left {
                     tracing::info!(node = %m.node, incarnation = m.incarnation, "node left");
                 }
+                let offline: Vec<layouts::NodeId> = report
+                    .declared_offline
+                    .iter()
+                    .map(|m| m.node.clone())
+                    .collect();
                 if report.view_changed {
                     self.election.renew_soon();
                     if let Err(e) = self.election_round(now).await {
@@ -262,6 +487,8 @@ impl Node {
                     }
                 }
                 self.next_scan_at = now + self.cfg.heartbeat;
+                self.supervise(now, offline).await;
+                self.drive_jobs(now).await;
             }
             Err(e) => self.monitor_failed(e),
         }
@@ -286,7 +513,17 @@ impl Node {
         // A node follows the log from the moment it first sees it; the state
         // before that is in the member view.
         let consumer = self.consumer.get_or_insert(EventConsumer { cursor: last });
-        if last <= consumer.cursor {
+        if last < consumer.cursor {
+            // The log is behind our cursor (restored from elsewhere, or
+            // renumbered by an older version): follow it from here.
+            consumer.cursor = last;
+            self.stats.event_gaps += 1;
+            tracing::warn!(
+                "the change log is behind this node's cursor; resynchronising from the member view"
+            );
+            return Ok(());
+        }
+        if last == consumer.cursor {
             return Ok(());
         }
         let polled = consumer.poll(&self.store).await?;

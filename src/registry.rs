@@ -191,8 +191,14 @@ mod tests {
     #[test]
     fn expiry_uses_each_nodes_own_timeout_on_the_local_clock() {
         let mut t = Tracker::default();
-        assert_eq!(t.observe(&hb("a", 1, 1, 1000), 0 * MS), Observed::New);
-        assert_eq!(t.observe(&hb("b", 1, 1, 3000), 0 * MS), Observed::New);
+        assert_eq!(
+            t.observe(&hb("a", 1, 1, 1000), Duration::ZERO),
+            Observed::New
+        );
+        assert_eq!(
+            t.observe(&hb("b", 1, 1, 3000), Duration::ZERO),
+            Observed::New
+        );
         assert_eq!(
             t.observe(&hb("a", 1, 2, 1000), 500 * MS),
             Observed::Beat { first: true }
@@ -212,7 +218,7 @@ mod tests {
     #[test]
     fn a_new_incarnation_resets_the_judgement() {
         let mut t = Tracker::default();
-        t.observe(&hb("a", 1, 5, 1000), 0 * MS);
+        t.observe(&hb("a", 1, 5, 1000), Duration::ZERO);
         assert_eq!(t.observe(&hb("a", 2, 0, 1000), 1500 * MS), Observed::New);
         assert!(t.expired(2000 * MS).is_empty());
         t.forget(&NodeId::parse("a").unwrap(), 1); // old incarnation: no effect
@@ -222,8 +228,8 @@ mod tests {
     #[test]
     fn vanished_heartbeats_are_reported() {
         let mut t = Tracker::default();
-        t.observe(&hb("a", 1, 1, 1000), 0 * MS);
-        t.observe(&hb("b", 1, 1, 1000), 0 * MS);
+        t.observe(&hb("a", 1, 1, 1000), Duration::ZERO);
+        t.observe(&hb("b", 1, 1, 1000), Duration::ZERO);
         let mut present = BTreeMap::new();
         present.insert(NodeId::parse("a").unwrap(), hb("a", 1, 2, 1000));
         let gone = t.retain_present(&present);

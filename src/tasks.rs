@@ -89,17 +89,19 @@ pub async fn live_members(store: &Store) -> store::Result<Vec<NodeId>> {
         .unwrap_or_default())
 }
 
-/// The newest readable lease (the monitor's member view).
+/// The newest readable lease (the monitor's member view). Folders and
+/// unreadable files named like leases are skipped.
 pub async fn newest_lease(store: &Store) -> store::Result<Option<formats::Lease>> {
     let mut epochs: Vec<u64> = store
         .list(v2::ELECTION)
         .await?
         .iter()
+        .filter(|e| !e.is_dir)
         .filter_map(|e| v2::parse_lease_name(e.name()))
         .collect();
     epochs.sort_unstable();
     for epoch in epochs.into_iter().rev() {
-        if let Some(b) = store.read(&v2::lease(epoch)).await? {
+        if let Ok(Some(b)) = store.read(&v2::lease(epoch)).await {
             if let Ok(l) = formats::decode::<formats::Lease>(&b) {
                 return Ok(Some(l));
             }
@@ -241,6 +243,8 @@ pub struct TaskDir {
     pub terms: Vec<u64>,
     pub stop: bool,
     pub has_info: bool,
+    /// Reassign requests: (unit, target node if named).
+    pub reassign: Vec<u32>,
 }
 
 impl TaskDir {
@@ -262,6 +266,8 @@ pub async fn read_dir(store: &Store, id: &TaskId) -> store::Result<TaskDir> {
             d.stop = true;
         } else if name == v2::TASK_INFO {
             d.has_info = true;
+        } else if let Some(u) = v2::parse_reassign_request(name) {
+            d.reassign.push(u);
         }
     }
     d.state = d.markers.iter().copied().max_by_key(|s| s.rank());

@@ -158,6 +158,13 @@ pub struct RunInfo {
     /// Set on subtask info files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subtask: Option<SubtaskMeta>,
+    /// Units of the current round that succeeded / failed for good. The
+    /// manager records them here before it deletes their subtask folders, so
+    /// a new manager knows what is finished.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub done_units: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_units: Vec<u32>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -437,4 +444,13 @@ pub struct StatusMark {
     pub exit_code: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// `Scheduler/<task>/Reassign.u<unit>`: move a subtask to another node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReassignRequest {
+    /// The target; absent: the next live node on the ring.
+    #[serde(default)]
+    pub to: Option<NodeId>,
+    pub wall_ms: u64,
 }

@@ -14,6 +14,7 @@
 
 pub mod formats;
 pub mod id;
+pub mod jobs;
 pub mod name;
 pub mod state;
 pub mod v1;

@@ -42,6 +42,7 @@ pub const COMPRESS_DIR: &str = "Compress";
 pub const MANAGER_PREFIX: &str = "Manager.";
 pub const MANAGE_PREFIX: &str = "Manage.";
 pub const STOP: &str = "Stop";
+pub const REASSIGN_PREFIX: &str = "Reassign.";
 pub const OUTPUT: &str = "Output";
 
 /// Every top-level folder of the v2 tree; anything else below `Compaction_V2/`
@@ -52,6 +53,7 @@ pub const TOP_LEVEL: &[&str] = &[
     "TaskUpgradeLock/",
     "Registry/",
     "Election/",
+    "Jobs/",
 ];
 
 pub fn task_dir(task: &TaskId) -> String {
@@ -94,6 +96,17 @@ pub fn parse_manager_term(file_name: &str) -> Option<u64> {
 /// `Scheduler/<task>/Stop`: a stop request (atomic create).
 pub fn stop_request(task: &TaskId) -> String {
     format!("{SCHEDULER}{task}/{STOP}")
+}
+
+/// `Scheduler/<task>/Reassign.u<unit>`: a request to move a subtask.
+pub fn reassign_request(task: &TaskId, unit: u32) -> String {
+    format!("{SCHEDULER}{task}/{REASSIGN_PREFIX}u{unit}")
+}
+
+pub fn parse_reassign_request(file_name: &str) -> Option<u32> {
+    let n = file_name.strip_prefix(REASSIGN_PREFIX)?.strip_prefix('u')?;
+    (!n.is_empty() && n.len() <= 9 && n.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| n.parse().ok())?
 }
 
 /// `TaskAssigned/<node>/Manage.<task>`: tells `node` it manages `task`.
@@ -172,6 +185,11 @@ pub fn file_name(path: &str) -> &str {
     path.trim_end_matches('/').rsplit('/').next().unwrap_or("")
 }
 
+/// The upgrade's state marker (JSON, `formats::UpgradeState`). It lives
+/// beside the locks so that `--finalize` removes it with them, last.
+pub const UPGRADE_STATE: &str = "Compaction_V2/TaskUpgradeLock/UpgradeState.json";
+pub const UPGRADE_LOCK_SUFFIX: &str = ".lock";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,8 +244,3 @@ mod tests {
         );
     }
 }
-
-/// The upgrade's state marker (JSON, `formats::UpgradeState`). It lives
-/// beside the locks so that `--finalize` removes it with them, last.
-pub const UPGRADE_STATE: &str = "Compaction_V2/TaskUpgradeLock/UpgradeState.json";
-pub const UPGRADE_LOCK_SUFFIX: &str = ".lock";

@@ -1,8 +1,10 @@
 //! The command line: parsing, dispatch, exit codes (0 ok, 1 failure, 2 usage).
 
 pub mod check;
+pub mod jobs;
 pub mod nodes;
 pub mod run;
+pub mod tasks;
 pub mod upgrade;
 
 use clap::{Parser, Subcommand};
@@ -35,6 +37,29 @@ pub enum Command {
     Nodes(nodes::NodesArgs),
     /// Verify the tree; report every anomaly with its path (exit 1 if any).
     Check(check::CheckArgs),
+    /// Submit a compaction task; prints its id.
+    Submit(tasks::SubmitArgs),
+    /// Show a task: state, manager, result counts, outstanding subtasks.
+    Status(tasks::StatusArgs),
+    /// List the tasks under Scheduler/ (not the archived history).
+    List(tasks::ListArgs),
+    /// Stop a task: its running executors are killed and it ends Cancel.
+    Stop(tasks::StopArgs),
+    /// Move a subtask to another node, or a task's manager role (--manager).
+    Reassign(tasks::ReassignArgs),
+    /// Finished tasks archived in Scheduler/Compress/.
+    History(tasks::HistoryArgs),
+    /// Job definitions: apply, versions, switch, show, delete, list.
+    Define(jobs::DefineArgs),
+    /// Request a job instance for a trigger key (created exactly once).
+    Trigger(jobs::TriggerArgs),
+    /// List job instances.
+    Jobs(jobs::JobsArgs),
+    /// Show one job instance with its steps and tasks.
+    Job(jobs::JobArgs),
+    /// (internal) the merge executor, run by workers as a child process.
+    #[command(name = "__merge", hide = true)]
+    Merge(tasks::MergeArgs),
     /// Migrate a legacy v1 tree (Compaction/) to v2 (Compaction_V2/).
     Upgrade(upgrade::UpgradeArgs),
 }
@@ -42,11 +67,36 @@ pub enum Command {
 /// Runs the parsed command; returns the process exit code.
 pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     let uri = store::RootUri::parse(&cli.root)?;
+    if let store::RootUri::Fs { root } = &uri {
+        // Only commands that set a cluster up may create its root: a typo in
+        // --root must not leave a new empty tree behind.
+        let creates = matches!(
+            cli.command,
+            Command::Run(_) | Command::Merge(_) | Command::Define(_)
+        );
+        if !creates && !root.exists() {
+            anyhow::bail!(
+                "no compactd tree at {} (is --root right? `compactd run` creates it)",
+                root.display()
+            );
+        }
+    }
     let store = store::Store::open(&uri).await?;
     match cli.command {
         Command::Run(args) => run::run(store, args).await,
         Command::Nodes(args) => nodes::run(store, args).await,
         Command::Check(args) => check::run(store, args).await,
+        Command::Submit(args) => tasks::submit(store, args).await,
+        Command::Status(args) => tasks::status(store, args).await,
+        Command::List(args) => tasks::list(store, args).await,
+        Command::Stop(args) => tasks::stop(store, args).await,
+        Command::Reassign(args) => tasks::reassign(store, args).await,
+        Command::History(args) => tasks::history(store, args).await,
+        Command::Merge(args) => tasks::merge(store, args).await,
+        Command::Define(args) => jobs::define(store, args).await,
+        Command::Trigger(args) => jobs::trigger(store, args).await,
+        Command::Jobs(args) => jobs::list(store, args).await,
+        Command::Job(args) => jobs::show(store, args).await,
         Command::Upgrade(args) => upgrade::run(store, args).await,
     }
 }

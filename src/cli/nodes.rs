@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use layouts::formats::{self, Heartbeat, Lease};
-use layouts::{v2, NodeId};
+use layouts::formats::Heartbeat;
+use layouts::NodeId;
 use serde::Serialize;
 use store::Store;
 
@@ -35,24 +35,7 @@ pub struct NodeRow {
     pub declared_offline: bool,
 }
 
-/// The newest readable lease.
-pub async fn newest_lease(store: &Store) -> store::Result<Option<Lease>> {
-    let mut epochs: Vec<u64> = store
-        .list(v2::ELECTION)
-        .await?
-        .iter()
-        .filter_map(|e| v2::parse_lease_name(e.name()))
-        .collect();
-    epochs.sort_unstable();
-    for epoch in epochs.into_iter().rev() {
-        if let Some(b) = store.read(&v2::lease(epoch)).await? {
-            if let Ok(l) = formats::decode::<Lease>(&b) {
-                return Ok(Some(l));
-            }
-        }
-    }
-    Ok(None)
-}
+pub use crate::tasks::newest_lease;
 
 pub async fn collect(store: &Store) -> store::Result<Vec<NodeRow>> {
     let lease = newest_lease(store).await?;

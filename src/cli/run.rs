@@ -2,18 +2,20 @@
 
 use std::time::Duration;
 
+use layouts::formats::ExecutorKind;
 use layouts::NodeId;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SystemClock;
 use crate::node::NodeConfig;
+use crate::worker::WorkConfig;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// This node's id (default: <hostname>_<pid>, like the seed's xcloud24_9876).
-    #[arg(long, env = "COMPACTD_NODE_ID")]
-    pub node_id: Option<String>,
-    /// Heartbeat interval.
+    #[arg(long, env = "COMPACTD_NODE_ID", value_parser = NodeId::parse)]
+    pub node_id: Option<NodeId>,
+    /// Heartbeat interval; also how often a node polls its folder.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub heartbeat: Duration,
     /// How long this node may go without a heartbeat before the monitor declares it offline.
@@ -25,6 +27,42 @@ pub struct RunArgs {
     /// How long change events are kept.
     #[arg(long, default_value = "2h", value_parser = parse_duration)]
     pub event_retention: Duration,
+    /// Data backend holding the tables (<db>/<schema>/<table>/<partition>/); any URI --root takes.
+    #[arg(long, env = "COMPACTD_DATA", default_value = "./data")]
+    pub data: String,
+    /// Default executor for tasks that do not name one.
+    #[arg(long, value_enum, default_value = "merge")]
+    pub executor: ExecutorArg,
+    /// Command template for the command executor: placeholders {db} {schema} {table} {partition} {task} {subtask} {shard_index} {shard_total} {param.NAME}.
+    #[arg(long)]
+    pub command: Option<String>,
+    /// Files below this size are merged (merge executor), e.g. 134217728 or 128MiB.
+    #[arg(long, default_value = "128MiB", value_parser = parse_size)]
+    pub target_size: u64,
+    /// Subtasks this node runs at once.
+    #[arg(long, default_value_t = 2)]
+    pub max_running: usize,
+    /// Re-dispatches of a failed subtask before it fails for good.
+    #[arg(long, default_value_t = 3)]
+    pub retries: u32,
+    /// Executor time limit.
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub command_timeout: Duration,
+    /// Finished tasks older than this are archived into Scheduler/Compress/ (by the monitor).
+    #[arg(long, default_value = "24h", value_parser = parse_duration)]
+    pub history_retention: Duration,
+    /// How often the monitor sweeps the task tree (manager failover safety net, archiving, garbage).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub sweep: Duration,
+    /// Start even if a v1 → v2 upgrade of this root is unfinished.
+    #[arg(long)]
+    pub allow_unfinished_upgrade: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ExecutorArg {
+    Merge,
+    Command,
 }
 
 /// Parses `500ms`, `10s`, `1h`, `1h30m`.
@@ -35,6 +73,27 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err("duration must be positive".into());
     }
     Ok(d)
+}
+
+/// Parses `1048576`, `64KiB`, `128MiB`, `1GiB`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mul) = [
+        ("GiB", 1u64 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+        ("B", 1),
+    ]
+    .iter()
+    .find_map(|(suffix, m)| s.strip_suffix(suffix).map(|n| (n, *m)))
+    .unwrap_or((s, 1));
+    let n: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (write 1048576, 64KiB, 128MiB, 1GiB)"))?;
+    n.checked_mul(mul)
+        .filter(|v| *v > 0)
+        .ok_or_else(|| "size must be positive and fit in 64 bits".into())
 }
 
 fn default_node_id() -> String {
@@ -57,13 +116,40 @@ fn default_node_id() -> String {
 }
 
 pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
-    let id = NodeId::parse(&args.node_id.unwrap_or_else(default_node_id))?;
+    let id = match args.node_id.clone() {
+        Some(id) => id,
+        None => NodeId::parse(&default_node_id())?,
+    };
+    if !args.allow_unfinished_upgrade {
+        if let Some(why) = migrate::upgrade_in_progress(&store).await? {
+            anyhow::bail!("{why}\n(finish it with `compactd upgrade`, or start anyway with --allow-unfinished-upgrade)");
+        }
+    }
     let cfg = NodeConfig {
         id,
         heartbeat: args.heartbeat,
         session_timeout: args.session_timeout,
         lease: args.lease,
         event_retention: args.event_retention,
+    };
+    let executor = match args.executor {
+        ExecutorArg::Merge => ExecutorKind::Merge,
+        ExecutorArg::Command => ExecutorKind::Command,
+    };
+    if matches!(executor, ExecutorKind::Command) && args.command.is_none() {
+        anyhow::bail!("--executor command needs --command TEMPLATE");
+    }
+    let data = store::Store::open(&store::RootUri::parse(&args.data)?).await?;
+    let work = WorkConfig {
+        data_uri: args.data.clone(),
+        executor,
+        command: args.command,
+        target_size: args.target_size,
+        max_running: args.max_running.max(1),
+        command_timeout: args.command_timeout,
+        retries: args.retries,
+        history_retention: args.history_retention,
+        sweep: args.sweep,
     };
     let shutdown = CancellationToken::new();
     let signals = {
@@ -80,8 +166,29 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
             shutdown.cancel();
         })
     };
-    let result = crate::daemon::run(cfg, store, SystemClock::shared(), shutdown).await;
+    let result = crate::daemon::run(
+        cfg,
+        store,
+        Some((work, data)),
+        SystemClock::shared(),
+        shutdown,
+    )
+    .await;
     signals.abort();
     result?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations() {
+        assert_eq!(parse_size("128MiB").unwrap(), 128 << 20);
+        assert_eq!(parse_size("4096").unwrap(), 4096);
+        assert!(parse_size("0").is_err() && parse_size("x").is_err());
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert!(parse_duration("0s").is_err());
+    }
 }
