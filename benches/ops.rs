@@ -35,38 +35,23 @@ struct Cluster {
 async fn cluster(n: usize) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let uri = RootUri::parse(&format!("fs://{}", dir.path().join("root").display())).unwrap();
-    let data = Store::open(
-        &RootUri::parse(&format!("fs://{}", dir.path().join("data").display())).unwrap(),
-    )
-    .await
-    .unwrap();
+    let data =
+        Store::open(&RootUri::parse(&format!("fs://{}", dir.path().join("data").display())).unwrap()).await.unwrap();
     let clock = ManualClock::new();
     let mut nodes = vec![];
     let mut counters = vec![];
     for i in 1..=n {
         let counter = OpCounter::new();
         let c = counter.clone();
-        let store = Store::open_with(&uri, move |op| op.layer(CountingLayer::new(c.clone())))
-            .await
-            .unwrap();
+        let store = Store::open_with(&uri, move |op| op.layer(CountingLayer::new(c.clone()))).await.unwrap();
         let cfg = NodeConfig::new(NodeId::parse(&format!("n{i}")).unwrap());
-        let work = WorkConfig {
-            max_running: 1000,
-            ..WorkConfig::default()
-        };
+        let work = WorkConfig { max_running: 1000, ..WorkConfig::default() };
         nodes.push(Node::new(cfg, store, clock.clone()).with_work(work, data.clone()));
         counters.push(counter);
     }
     let tick = NodeConfig::new(NodeId::parse("x").unwrap()).tick_interval();
     let admin = Store::open(&uri).await.unwrap();
-    Cluster {
-        _dir: dir,
-        clock,
-        nodes,
-        counters,
-        admin,
-        tick,
-    }
+    Cluster { _dir: dir, clock, nodes, counters, admin, tick }
 }
 
 impl Cluster {
@@ -119,10 +104,7 @@ fn per(c: &OpCounts, d: f64) -> String {
 
 #[tokio::main]
 async fn main() {
-    let shards: u32 = std::env::var("COMPACTD_BENCH_SHARDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(200);
+    let shards: u32 = std::env::var("COMPACTD_BENCH_SHARDS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
 
     // 1. Idle.
     let mut c = cluster(3).await;
@@ -139,43 +121,22 @@ async fn main() {
     let idle = c.snapshot();
     println!("== idle cluster: 3 nodes, heartbeat 10s, lease 30s, session 30s; {rounds} polls of {:?} = {minutes} simulated minutes", c.tick);
     for (i, node) in c.nodes.iter().enumerate() {
-        let role = if node.is_monitor() {
-            "monitor"
-        } else {
-            "member "
-        };
+        let role = if node.is_monitor() { "monitor" } else { "member " };
         let hb = rounds as f64 / minutes; // one heartbeat put per poll at these timings
         let mut beyond = idle[i];
         beyond.put -= (hb * minutes) as u64;
-        println!(
-            "  {} {role} per minute: {}",
-            node.id(),
-            per(&idle[i], minutes)
-        );
-        println!(
-            "  {} {role} beyond its {hb:.0} heartbeat puts/min: {}",
-            node.id(),
-            per(&beyond, minutes)
-        );
+        println!("  {} {role} per minute: {}", node.id(), per(&idle[i], minutes));
+        println!("  {} {role} beyond its {hb:.0} heartbeat puts/min: {}", node.id(), per(&beyond, minutes));
     }
     let idle_per_round = sum(&idle);
 
     // 2. Subtask lifecycle.
-    let mut spec = TaskSpec::table(
-        Name::parse("bench").unwrap(),
-        Name::parse("jobs").unwrap(),
-        Name::parse("noop").unwrap(),
-    );
+    let mut spec =
+        TaskSpec::table(Name::parse("bench").unwrap(), Name::parse("jobs").unwrap(), Name::parse("noop").unwrap());
     spec.shards = Some(shards);
-    spec.executor = Some(ExecutorSpec {
-        kind: ExecutorKind::Command,
-        command: Some("true".into()),
-        timeout_ms: None,
-    });
+    spec.executor = Some(ExecutorSpec { kind: ExecutorKind::Command, command: Some("true".into()), timeout_ms: None });
     c.reset();
-    let id = tasks::submit(&c.admin, spec, layouts_wall(&c))
-        .await
-        .unwrap();
+    let id = tasks::submit(&c.admin, spec, layouts_wall(&c)).await.unwrap();
     let mut task_rounds = 0;
     let started = std::time::Instant::now();
     loop {
@@ -205,14 +166,8 @@ async fn main() {
     };
     let task_only = total - idle_share;
     println!("== subtask lifecycle: 1 task of {shards} shards, no-op command executor, 3 nodes; {task_rounds} polls ({:.1}s real)", started.elapsed().as_secs_f64());
-    println!(
-        "  all operations per subtask:            {}",
-        per(&total, shards as f64)
-    );
-    println!(
-        "  minus the idle cluster over {task_rounds} polls: {}",
-        per(&task_only, shards as f64)
-    );
+    println!("  all operations per subtask:            {}", per(&total, shards as f64));
+    println!("  minus the idle cluster over {task_rounds} polls: {}", per(&task_only, shards as f64));
 }
 
 fn layouts_wall(c: &Cluster) -> u64 {

@@ -16,10 +16,7 @@ pub struct Anomaly {
 
 impl Anomaly {
     pub fn new(path: &str, problem: impl Into<String>) -> Self {
-        Anomaly {
-            path: path.to_string(),
-            problem: problem.into(),
-        }
+        Anomaly { path: path.to_string(), problem: problem.into() }
     }
 }
 
@@ -35,10 +32,7 @@ pub async fn check_tree(store: &Store) -> store::Result<Vec<Anomaly>> {
     for e in store.list(v2::ROOT).await? {
         let rel = &e.path[v2::ROOT.len()..];
         if !v2::TOP_LEVEL.contains(&rel) && rel != "Upgrade" {
-            out.push(Anomaly::new(
-                &e.path,
-                "unexpected entry at the top of the v2 tree",
-            ));
+            out.push(Anomaly::new(&e.path, "unexpected entry at the top of the v2 tree"));
         }
     }
     check_registry(store, &mut out).await?;
@@ -55,10 +49,7 @@ async fn read_json<T: for<'de> serde::Deserialize<'de>>(
     out: &mut Vec<Anomaly>,
 ) -> store::Result<Option<T>> {
     if e.is_dir {
-        out.push(Anomaly::new(
-            &e.path,
-            format!("a folder stands where a {what} file is expected"),
-        ));
+        out.push(Anomaly::new(&e.path, format!("a folder stands where a {what} file is expected")));
         return Ok(None);
     }
     let Some(bytes) = store.read(&e.path).await? else {
@@ -75,10 +66,7 @@ async fn read_json<T: for<'de> serde::Deserialize<'de>>(
 
 async fn check_registry(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
     for e in store.list(v2::REGISTRY).await? {
-        if !["Nodes/", "Offline/", "Events/", "Probe/"]
-            .iter()
-            .any(|d| e.path.ends_with(&format!("Registry/{d}")))
-        {
+        if !["Nodes/", "Offline/", "Events/", "Probe/"].iter().any(|d| e.path.ends_with(&format!("Registry/{d}"))) {
             out.push(Anomaly::new(&e.path, "unexpected entry in Registry/"));
         }
     }
@@ -88,9 +76,7 @@ async fn check_registry(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
         match v2::parse_offline_marker(e.name()) {
             None => out.push(Anomaly::new(&e.path, "name is not <node>.<incarnation>")),
             Some((node, inc)) => {
-                if let Some(rec) =
-                    read_json::<OfflineRecord>(store, &e, "offline record", out).await?
-                {
+                if let Some(rec) = read_json::<OfflineRecord>(store, &e, "offline record", out).await? {
                     if rec.node != node || rec.incarnation != inc {
                         out.push(Anomaly::new(&e.path, "record does not match its file name"));
                     }
@@ -100,17 +86,11 @@ async fn check_registry(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
     }
     for e in store.list(v2::EVENTS).await? {
         match v2::parse_event_name(e.name()) {
-            None => out.push(Anomaly::new(
-                &e.path,
-                "name is not a 20-digit sequence number",
-            )),
+            None => out.push(Anomaly::new(&e.path, "name is not a 20-digit sequence number")),
             Some(seq) => {
                 if let Some(ev) = read_json::<Event>(store, &e, "change event", out).await? {
                     if ev.seq != seq {
-                        out.push(Anomaly::new(
-                            &e.path,
-                            format!("event says seq {} but is named {seq}", ev.seq),
-                        ));
+                        out.push(Anomaly::new(&e.path, format!("event says seq {} but is named {seq}", ev.seq)));
                     }
                 }
             }
@@ -126,10 +106,7 @@ async fn check_election(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
             Some(epoch) => {
                 if let Some(l) = read_json::<Lease>(store, &e, "lease", out).await? {
                     if l.epoch != epoch {
-                        out.push(Anomaly::new(
-                            &e.path,
-                            format!("lease says epoch {} but is named {epoch}", l.epoch),
-                        ));
+                        out.push(Anomaly::new(&e.path, format!("lease says epoch {} but is named {epoch}", l.epoch)));
                     }
                 }
             }
@@ -141,12 +118,7 @@ async fn check_election(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
 /// Checks one task or subtask folder: exactly one valid `Status.<State>`
 /// (two are tolerated as the trace of an interrupted transition), a valid
 /// `TaskInfo.pc.db`, nothing else.
-async fn check_task_dir(
-    store: &Store,
-    dir: &Entry,
-    subtask: bool,
-    out: &mut Vec<Anomaly>,
-) -> store::Result<()> {
+async fn check_task_dir(store: &Store, dir: &Entry, subtask: bool, out: &mut Vec<Anomaly>) -> store::Result<()> {
     let mut states = Vec::new();
     let mut has_info = false;
     for f in store.list(&dir.path).await? {
@@ -178,18 +150,12 @@ async fn check_task_dir(
         }
     }
     if !has_info {
-        out.push(Anomaly::new(
-            &dir.path,
-            "no TaskInfo.pc.db (an interrupted create, or foreign data)",
-        ));
+        out.push(Anomaly::new(&dir.path, "no TaskInfo.pc.db (an interrupted create, or foreign data)"));
     }
     match states.len() {
         0 => out.push(Anomaly::new(&dir.path, "no Status.<State> marker")),
         1 | 2 => {}
-        n => out.push(Anomaly::new(
-            &dir.path,
-            format!("{n} Status markers ({})", states.join(", ")),
-        )),
+        n => out.push(Anomaly::new(&dir.path, format!("{n} Status markers ({})", states.join(", ")))),
     }
     Ok(())
 }
@@ -200,10 +166,7 @@ async fn check_scheduler(store: &Store, out: &mut Vec<Anomaly>) -> store::Result
             continue;
         }
         if !e.is_dir {
-            out.push(Anomaly::new(
-                &e.path,
-                "a file stands where a task folder is expected",
-            ));
+            out.push(Anomaly::new(&e.path, "a file stands where a task folder is expected"));
         } else if let Err(err) = TaskId::parse(e.name()) {
             out.push(Anomaly::new(&e.path, err.to_string()));
         } else {
@@ -216,10 +179,7 @@ async fn check_scheduler(store: &Store, out: &mut Vec<Anomaly>) -> store::Result
 async fn check_assigned(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
     for node_dir in store.list(v2::TASK_ASSIGNED).await? {
         if !node_dir.is_dir {
-            out.push(Anomaly::new(
-                &node_dir.path,
-                "a file stands where a node folder is expected",
-            ));
+            out.push(Anomaly::new(&node_dir.path, "a file stands where a node folder is expected"));
             continue;
         }
         if let Err(err) = NodeId::parse(node_dir.name()) {
@@ -230,15 +190,9 @@ async fn check_assigned(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
             if !sub.is_dir && v2::parse_manage_pointer(sub.name()).is_some() {
                 read_json::<formats::ManagePointer>(store, &sub, "manager pointer", out).await?;
             } else if !sub.is_dir {
-                out.push(Anomaly::new(
-                    &sub.path,
-                    "a file stands where a subtask folder is expected",
-                ));
+                out.push(Anomaly::new(&sub.path, "a file stands where a subtask folder is expected"));
             } else if v2::parse_subtask_name(sub.name()).is_none() {
-                out.push(Anomaly::new(
-                    &sub.path,
-                    "not a subtask folder name (<task>.r<round>.u<unit>.a<attempt>)",
-                ));
+                out.push(Anomaly::new(&sub.path, "not a subtask folder name (<task>.r<round>.u<unit>.a<attempt>)"));
             } else {
                 check_task_dir(store, &sub, true, out).await?;
             }
@@ -268,38 +222,14 @@ mod tests {
             fenced_actions: 0,
             event_cursor: 0,
         };
-        store
-            .put(&v2::heartbeat(&hb.node), formats::encode(&hb))
-            .await
-            .unwrap();
+        store.put(&v2::heartbeat(&hb.node), formats::encode(&hb)).await.unwrap();
         assert!(check_tree(&store).await.unwrap().is_empty());
-        store
-            .put("Compaction_V2/Registry/Nodes/n2", b"{\"node\":".to_vec())
-            .await
-            .unwrap();
-        store
-            .put("Compaction_V2/Registry/Nodes/bad name", b"{}".to_vec())
-            .await
-            .unwrap();
-        store
-            .put("Compaction_V2/Election/Lease.x", b"{}".to_vec())
-            .await
-            .unwrap();
+        store.put("Compaction_V2/Registry/Nodes/n2", b"{\"node\":".to_vec()).await.unwrap();
+        store.put("Compaction_V2/Registry/Nodes/bad name", b"{}".to_vec()).await.unwrap();
+        store.put("Compaction_V2/Election/Lease.x", b"{}".to_vec()).await.unwrap();
         store.put("Compaction_V2/Junk", b"".to_vec()).await.unwrap();
-        store
-            .put(
-                "Compaction_V2/Scheduler/not-a-task/Status.Init",
-                b"".to_vec(),
-            )
-            .await
-            .unwrap();
-        store
-            .put(
-                "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Status.Bogus",
-                b"".to_vec(),
-            )
-            .await
-            .unwrap();
+        store.put("Compaction_V2/Scheduler/not-a-task/Status.Init", b"".to_vec()).await.unwrap();
+        store.put("Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Status.Bogus", b"".to_vec()).await.unwrap();
         let found = check_tree(&store).await.unwrap();
         let paths: Vec<&str> = found.iter().map(|a| a.path.as_str()).collect();
         for p in [

@@ -27,9 +27,7 @@ pub struct SystemClock {
 
 impl SystemClock {
     pub fn shared() -> SharedClock {
-        Arc::new(SystemClock {
-            origin: Instant::now(),
-        })
+        Arc::new(SystemClock { origin: Instant::now() })
     }
 }
 
@@ -39,10 +37,7 @@ impl Clock for SystemClock {
     }
 
     fn wall_ms(&self) -> u64 {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0)
+        SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
     }
 }
 
@@ -55,17 +50,12 @@ pub struct ManualClock {
 
 impl ManualClock {
     pub fn new() -> Arc<ManualClock> {
-        Arc::new(ManualClock {
-            mono_ns: AtomicU64::new(0),
-            wall_ms: AtomicU64::new(1_700_000_000_000),
-        })
+        Arc::new(ManualClock { mono_ns: AtomicU64::new(0), wall_ms: AtomicU64::new(1_700_000_000_000) })
     }
 
     pub fn advance(&self, d: Duration) {
-        self.mono_ns
-            .fetch_add(d.as_nanos() as u64, Ordering::SeqCst);
-        self.wall_ms
-            .fetch_add(d.as_millis() as u64, Ordering::SeqCst);
+        self.mono_ns.fetch_add(d.as_nanos() as u64, Ordering::SeqCst);
+        self.wall_ms.fetch_add(d.as_millis() as u64, Ordering::SeqCst);
     }
 }
 

@@ -17,11 +17,7 @@ pub enum DaemonError {
     #[error(transparent)]
     Store(#[from] store::StoreError),
     #[error("node id {node} is in use by a live process (pid {pid}, incarnation {incarnation}): its heartbeat is still advancing; pick another --node-id")]
-    NodeIdInUse {
-        node: String,
-        pid: u32,
-        incarnation: u64,
-    },
+    NodeIdInUse { node: String, pid: u32, incarnation: u64 },
     #[error("invalid configuration: {0}")]
     Config(String),
 }
@@ -47,11 +43,8 @@ async fn check_node_id_free(store: &Store, cfg: &NodeConfig) -> Result<(), Daemo
     let path = v2::heartbeat(&cfg.id);
     // Unreadable (missing, malformed, a folder in the way): nobody live
     // writes it, so the id is free; `check` reports the anomaly.
-    let read = |r: store::Result<Option<bytes::Bytes>>| {
-        r.ok()
-            .flatten()
-            .and_then(|b| formats::decode::<Heartbeat>(&b).ok())
-    };
+    let read =
+        |r: store::Result<Option<bytes::Bytes>>| r.ok().flatten().and_then(|b| formats::decode::<Heartbeat>(&b).ok());
     let Some(first) = read(store.read(&path).await) else {
         return Ok(());
     };
@@ -77,9 +70,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), DaemonError> {
     validate(&cfg)?;
-    store
-        .probe_atomic_create(&format!("{}Probe/{}", v2::REGISTRY, cfg.id), 4)
-        .await?;
+    store.probe_atomic_create(&format!("{}Probe/{}", v2::REGISTRY, cfg.id), 4).await?;
     check_node_id_free(&store, &cfg).await?;
     let interval = cfg.tick_interval();
     tracing::info!(

@@ -60,10 +60,9 @@ pub enum Fenced {
 impl std::fmt::Display for Fenced {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Fenced::Lapsed { epoch, since } => write!(
-                f,
-                "lease of epoch {epoch} lapsed ({since:?} since its last renewal)"
-            ),
+            Fenced::Lapsed { epoch, since } => {
+                write!(f, "lease of epoch {epoch} lapsed ({since:?} since its last renewal)")
+            }
             Fenced::Superseded { epoch } => write!(f, "a newer epoch than {epoch} exists"),
         }
     }
@@ -146,12 +145,7 @@ impl Election {
     }
 
     /// One round: a follower watches and maybe takes over; a leader renews.
-    pub async fn step(
-        &mut self,
-        store: &Store,
-        now: Duration,
-        wall_ms: u64,
-    ) -> store::Result<Step> {
+    pub async fn step(&mut self, store: &Store, now: Duration, wall_ms: u64) -> store::Result<Step> {
         match &self.role {
             Role::Leader(_) => self.renew(store, now, wall_ms).await,
             Role::Follower { .. } => self.follow(store, now, wall_ms).await,
@@ -160,15 +154,9 @@ impl Election {
 
     /// Checks, right before a destructive action, that this node may still
     /// act as monitor. Costs one LIST. On failure the node steps down.
-    pub async fn fence(
-        &mut self,
-        store: &Store,
-        now: Duration,
-    ) -> store::Result<Result<u64, Fenced>> {
+    pub async fn fence(&mut self, store: &Store, now: Duration) -> store::Result<Result<u64, Fenced>> {
         let Role::Leader(l) = &self.role else {
-            return Ok(Err(Fenced::Superseded {
-                epoch: self.known_epoch.unwrap_or(0),
-            }));
+            return Ok(Err(Fenced::Superseded { epoch: self.known_epoch.unwrap_or(0) }));
         };
         let epoch = l.lease.epoch;
         let since = now.saturating_sub(l.renewed_at);
@@ -212,15 +200,11 @@ impl Election {
         if let Err(f) = self.fence(store, now).await? {
             return Ok(Step::SteppedDown(f));
         }
-        let Role::Leader(l) = &mut self.role else {
-            unreachable!("fence keeps the role")
-        };
+        let Role::Leader(l) = &mut self.role else { unreachable!("fence keeps the role") };
         let mut next = l.lease.clone();
         next.renewal += 1;
         next.wall_ms = wall_ms;
-        store
-            .put(&v2::lease(next.epoch), formats::encode(&next))
-            .await?;
+        store.put(&v2::lease(next.epoch), formats::encode(&next)).await?;
         l.lease = next;
         l.renewed_at = now;
         self.next_renew_at = now + self.lease_len / 3;
@@ -236,9 +220,7 @@ impl Election {
             last.wall_ms = wall_ms;
             // Only release a lease that is still ours to release.
             if !store.exists(&v2::lease(last.epoch + 1)).await? {
-                store
-                    .put(&v2::lease(last.epoch), formats::encode(&last))
-                    .await?;
+                store.put(&v2::lease(last.epoch), formats::encode(&last)).await?;
             }
             self.role = Role::Follower { watched: None };
         }
@@ -263,13 +245,7 @@ impl Election {
     /// named like a lease counts too: it is superseded like a dead lease
     /// instead of blocking the election.
     async fn newest_epoch(store: &Store) -> store::Result<u64> {
-        Ok(store
-            .list(v2::ELECTION)
-            .await?
-            .iter()
-            .filter_map(|e| v2::parse_lease_name(e.name()))
-            .max()
-            .unwrap_or(0))
+        Ok(store.list(v2::ELECTION).await?.iter().filter_map(|e| v2::parse_lease_name(e.name())).max().unwrap_or(0))
     }
 
     async fn follow(&mut self, store: &Store, now: Duration, wall_ms: u64) -> store::Result<Step> {
@@ -285,14 +261,10 @@ impl Election {
             return self.try_take(store, 1, now, wall_ms).await;
         }
         let read = match store.read(&v2::lease(epoch)).await? {
-            Some(bytes) => formats::decode::<Lease>(&bytes)
-                .ok()
-                .filter(|l| l.epoch == epoch),
+            Some(bytes) => formats::decode::<Lease>(&bytes).ok().filter(|l| l.epoch == epoch),
             None => None,
         };
-        let Role::Follower { watched } = &mut self.role else {
-            unreachable!()
-        };
+        let Role::Follower { watched } = &mut self.role else { unreachable!() };
         let w = watched.get_or_insert_with(|| Watched {
             epoch,
             renewal: None,
@@ -301,13 +273,7 @@ impl Election {
             released: false,
         });
         if w.epoch != epoch {
-            *w = Watched {
-                epoch,
-                renewal: None,
-                changed_at: now,
-                lease_len: self.lease_len,
-                released: false,
-            };
+            *w = Watched { epoch, renewal: None, changed_at: now, lease_len: self.lease_len, released: false };
         }
         if let Some(lease) = read {
             if w.renewal != Some(lease.renewal) {
@@ -336,13 +302,7 @@ impl Election {
         Ok(Step::Nothing)
     }
 
-    async fn try_take(
-        &mut self,
-        store: &Store,
-        epoch: u64,
-        now: Duration,
-        wall_ms: u64,
-    ) -> store::Result<Step> {
+    async fn try_take(&mut self, store: &Store, epoch: u64, now: Duration, wall_ms: u64) -> store::Result<Step> {
         let previous = self.view.clone();
         let lease = Lease {
             epoch,
@@ -351,27 +311,15 @@ impl Election {
             renewal: 0,
             lease_ms: self.lease_len.as_millis() as u64,
             wall_ms,
-            members: previous
-                .as_ref()
-                .map(|p| p.members.clone())
-                .unwrap_or_default(),
-            offline: previous
-                .as_ref()
-                .map(|p| p.offline.clone())
-                .unwrap_or_default(),
+            members: previous.as_ref().map(|p| p.members.clone()).unwrap_or_default(),
+            offline: previous.as_ref().map(|p| p.offline.clone()).unwrap_or_default(),
             last_event: previous.as_ref().map(|p| p.last_event).unwrap_or(0),
             released: false,
         };
-        match store
-            .create(&v2::lease(epoch), formats::encode(&lease))
-            .await?
-        {
+        match store.create(&v2::lease(epoch), formats::encode(&lease)).await? {
             Created::Created => {
                 self.known_epoch = Some(epoch);
-                self.role = Role::Leader(Leadership {
-                    lease,
-                    renewed_at: now,
-                });
+                self.role = Role::Leader(Leadership { lease, renewed_at: now });
                 self.next_renew_at = now + self.lease_len / 3;
                 // Old leases are history; keep the two before ours for ops.
                 // Best effort: the election is won whatever happens here.
@@ -411,14 +359,8 @@ mod tests {
         let store = Store::memory().await;
         let mut a = Election::new(node("a"), 1, LEASE);
         let mut b = Election::new(node("b"), 1, LEASE);
-        assert!(matches!(
-            a.step(&store, Duration::ZERO, 0).await.unwrap(),
-            Step::Elected { epoch: 1, .. }
-        ));
-        assert_eq!(
-            b.step(&store, Duration::ZERO, 0).await.unwrap(),
-            Step::Nothing
-        );
+        assert!(matches!(a.step(&store, Duration::ZERO, 0).await.unwrap(), Step::Elected { epoch: 1, .. }));
+        assert_eq!(b.step(&store, Duration::ZERO, 0).await.unwrap(), Step::Nothing);
         assert!(a.is_leader() && !b.is_leader());
         assert_eq!(b.view().unwrap().holder, node("a"));
     }
@@ -435,11 +377,7 @@ mod tests {
                 a.step(&store, t * MS, 0).await.unwrap();
             }
             if t % 200 == 0 {
-                assert_eq!(
-                    b.step(&store, t * MS, 0).await.unwrap(),
-                    Step::Nothing,
-                    "at {t} ms"
-                );
+                assert_eq!(b.step(&store, t * MS, 0).await.unwrap(), Step::Nothing, "at {t} ms");
             }
         }
         // a stops renewing at 5500 ms (its last renewal started at 5500)
@@ -454,14 +392,8 @@ mod tests {
             t += 200;
             assert!(t < 10_000);
         }
-        assert!(
-            t > 5500 + 1500,
-            "took over at {t} ms, before the lease ran out"
-        );
-        assert!(
-            t <= 5500 + 1500 + 400,
-            "took over at {t} ms, later than a lease plus one poll"
-        );
+        assert!(t > 5500 + 1500, "took over at {t} ms, before the lease ran out");
+        assert!(t <= 5500 + 1500 + 400, "took over at {t} ms, later than a lease plus one poll");
     }
 
     #[tokio::test]
@@ -476,10 +408,7 @@ mod tests {
         assert!(b.is_leader());
         // a resumes at 1700 ms: its own clock says its lease lapsed
         let verdict = a.fence(&store, 1700 * MS).await.unwrap();
-        assert!(
-            matches!(verdict, Err(Fenced::Lapsed { epoch: 1, .. })),
-            "{verdict:?}"
-        );
+        assert!(matches!(verdict, Err(Fenced::Lapsed { epoch: 1, .. })), "{verdict:?}");
         assert!(!a.is_leader());
     }
 
@@ -492,10 +421,7 @@ mod tests {
         let mut c = Election::new(node("c"), 1, LEASE);
         c.known_epoch = Some(1);
         c.try_take(&store, 2, Duration::ZERO, 0).await.unwrap();
-        assert_eq!(
-            a.fence(&store, 100 * MS).await.unwrap(),
-            Err(Fenced::Superseded { epoch: 1 })
-        );
+        assert_eq!(a.fence(&store, 100 * MS).await.unwrap(), Err(Fenced::Superseded { epoch: 1 }));
         assert!(!a.is_leader());
     }
 
@@ -507,27 +433,15 @@ mod tests {
         a.step(&store, Duration::ZERO, 0).await.unwrap();
         b.step(&store, Duration::ZERO, 0).await.unwrap();
         a.release(&store, 0).await.unwrap();
-        assert!(matches!(
-            b.step(&store, 10 * MS, 0).await.unwrap(),
-            Step::Elected { epoch: 2, .. }
-        ));
+        assert!(matches!(b.step(&store, 10 * MS, 0).await.unwrap(), Step::Elected { epoch: 2, .. }));
     }
 
     #[tokio::test]
     async fn a_malformed_lease_file_counts_as_unrenewed_not_as_an_error() {
         let store = Store::memory().await;
-        store
-            .put(&v2::lease(1), b"{ not json".to_vec())
-            .await
-            .unwrap();
+        store.put(&v2::lease(1), b"{ not json".to_vec()).await.unwrap();
         let mut b = Election::new(node("b"), 1, LEASE);
-        assert_eq!(
-            b.step(&store, Duration::ZERO, 0).await.unwrap(),
-            Step::Nothing
-        );
-        assert!(matches!(
-            b.step(&store, 1501 * MS, 0).await.unwrap(),
-            Step::Elected { epoch: 2, .. }
-        ));
+        assert_eq!(b.step(&store, Duration::ZERO, 0).await.unwrap(), Step::Nothing);
+        assert!(matches!(b.step(&store, 1501 * MS, 0).await.unwrap(), Step::Elected { epoch: 2, .. }));
     }
 }

@@ -26,12 +26,8 @@ pub enum EventError {
 
 /// Lists the sequence numbers present in the log, ascending.
 pub async fn list_seqs(store: &Store) -> store::Result<Vec<u64>> {
-    let mut seqs: Vec<u64> = store
-        .list(v2::EVENTS)
-        .await?
-        .iter()
-        .filter_map(|e| v2::parse_event_name(e.name()))
-        .collect();
+    let mut seqs: Vec<u64> =
+        store.list(v2::EVENTS).await?.iter().filter_map(|e| v2::parse_event_name(e.name())).collect();
     seqs.sort_unstable();
     Ok(seqs)
 }
@@ -48,12 +44,7 @@ impl EventLog {
     /// never below `floor` (the newest sequence number the previous monitor
     /// published): numbers are never reused, even if the log was emptied.
     pub async fn open(store: &Store, floor: u64) -> store::Result<EventLog> {
-        let last = list_seqs(store)
-            .await?
-            .last()
-            .copied()
-            .unwrap_or(0)
-            .max(floor);
+        let last = list_seqs(store).await?.last().copied().unwrap_or(0).max(floor);
         Ok(EventLog { next_seq: last + 1 })
     }
 
@@ -73,35 +64,18 @@ impl EventLog {
         for _ in 0..64 {
             let seq = self.next_seq;
             self.next_seq += 1;
-            let event = Event {
-                seq,
-                epoch,
-                by: by.clone(),
-                wall_ms,
-                kind: kind.clone(),
-            };
-            if store
-                .create(&v2::event(seq), formats::encode(&event))
-                .await?
-                == Created::Created
-            {
+            let event = Event { seq, epoch, by: by.clone(), wall_ms, kind: kind.clone() };
+            if store.create(&v2::event(seq), formats::encode(&event)).await? == Created::Created {
                 return Ok(seq);
             }
         }
-        Err(EventError::Contended {
-            from,
-            to: self.next_seq,
-        })
+        Err(EventError::Contended { from, to: self.next_seq })
     }
 
     /// Deletes events older than `retention` by the monitor's wall clock,
     /// oldest first, stopping at the first younger one. Unreadable events
     /// older than the newest kept one are left for `compactd check`.
-    pub async fn purge(
-        store: &Store,
-        now_wall_ms: u64,
-        retention: Duration,
-    ) -> store::Result<usize> {
+    pub async fn purge(store: &Store, now_wall_ms: u64, retention: Duration) -> store::Result<usize> {
         let horizon = now_wall_ms.saturating_sub(retention.as_millis() as u64);
         let mut purged = 0;
         let seqs = list_seqs(store).await?;
@@ -145,11 +119,7 @@ impl EventConsumer {
     /// Returns the events after the cursor, in order, and advances it.
     pub async fn poll(&mut self, store: &Store) -> store::Result<Polled> {
         let mut out = Polled::default();
-        let seqs: Vec<u64> = list_seqs(store)
-            .await?
-            .into_iter()
-            .filter(|s| *s > self.cursor)
-            .collect();
+        let seqs: Vec<u64> = list_seqs(store).await?.into_iter().filter(|s| *s > self.cursor).collect();
         if let Some(first) = seqs.first() {
             out.gap = *first > self.cursor + 1 && self.cursor > 0;
         }
@@ -173,10 +143,7 @@ mod tests {
     use super::*;
 
     fn joined(n: &str) -> EventKind {
-        EventKind::NodeJoined {
-            node: NodeId::parse(n).unwrap(),
-            incarnation: 1,
-        }
+        EventKind::NodeJoined { node: NodeId::parse(n).unwrap(), incarnation: 1 }
     }
 
     #[tokio::test]
@@ -188,52 +155,16 @@ mod tests {
         let mut got_a = vec![];
         let mut got_b = vec![];
         for i in 0..30u64 {
-            log.append(
-                &store,
-                1,
-                &NodeId::parse("m").unwrap(),
-                1000 + i,
-                joined(&format!("n{i}")),
-            )
-            .await
-            .unwrap();
+            log.append(&store, 1, &NodeId::parse("m").unwrap(), 1000 + i, joined(&format!("n{i}"))).await.unwrap();
             if i % 3 == 0 {
-                got_a.extend(
-                    a.poll(&store)
-                        .await
-                        .unwrap()
-                        .events
-                        .into_iter()
-                        .map(|e| e.seq),
-                );
+                got_a.extend(a.poll(&store).await.unwrap().events.into_iter().map(|e| e.seq));
             }
             if i % 7 == 0 {
-                got_b.extend(
-                    b.poll(&store)
-                        .await
-                        .unwrap()
-                        .events
-                        .into_iter()
-                        .map(|e| e.seq),
-                );
+                got_b.extend(b.poll(&store).await.unwrap().events.into_iter().map(|e| e.seq));
             }
         }
-        got_a.extend(
-            a.poll(&store)
-                .await
-                .unwrap()
-                .events
-                .into_iter()
-                .map(|e| e.seq),
-        );
-        got_b.extend(
-            b.poll(&store)
-                .await
-                .unwrap()
-                .events
-                .into_iter()
-                .map(|e| e.seq),
-        );
+        got_a.extend(a.poll(&store).await.unwrap().events.into_iter().map(|e| e.seq));
+        got_b.extend(b.poll(&store).await.unwrap().events.into_iter().map(|e| e.seq));
         let want: Vec<u64> = (1..=30).collect();
         assert_eq!(got_a, want);
         assert_eq!(got_b, want);
@@ -244,14 +175,8 @@ mod tests {
         let store = Store::memory().await;
         let mut stale = EventLog::open(&store, 0).await.unwrap();
         let mut fresh = EventLog::open(&store, 0).await.unwrap();
-        let s1 = fresh
-            .append(&store, 2, &NodeId::parse("m").unwrap(), 0, joined("a"))
-            .await
-            .unwrap();
-        let s2 = stale
-            .append(&store, 1, &NodeId::parse("m").unwrap(), 0, joined("b"))
-            .await
-            .unwrap();
+        let s1 = fresh.append(&store, 2, &NodeId::parse("m").unwrap(), 0, joined("a")).await.unwrap();
+        let s2 = stale.append(&store, 1, &NodeId::parse("m").unwrap(), 0, joined("b")).await.unwrap();
         assert_ne!(s1, s2);
         assert_eq!(list_seqs(&store).await.unwrap(), vec![1, 2]);
     }
@@ -262,41 +187,16 @@ mod tests {
         let mut log = EventLog::open(&store, 0).await.unwrap();
         let hour = 3_600_000;
         for i in 0..5 {
-            log.append(
-                &store,
-                1,
-                &NodeId::parse("m").unwrap(),
-                i * hour,
-                joined("a"),
-            )
-            .await
-            .unwrap();
+            log.append(&store, 1, &NodeId::parse("m").unwrap(), i * hour, joined("a")).await.unwrap();
         }
         let mut lagging = EventConsumer { cursor: 1 };
-        let purged = EventLog::purge(&store, 4 * hour + 1, Duration::from_secs(2 * 3600))
-            .await
-            .unwrap();
+        let purged = EventLog::purge(&store, 4 * hour + 1, Duration::from_secs(2 * 3600)).await.unwrap();
         assert_eq!(purged, 3, "events at 0h, 1h and 2h are older than 2h at 4h");
         let polled = lagging.poll(&store).await.unwrap();
         assert!(polled.gap);
-        assert_eq!(
-            polled.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
-            vec![4, 5]
-        );
+        assert_eq!(polled.events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![4, 5]);
         // a reopened log continues after the newest entry
         let mut reopened = EventLog::open(&store, 0).await.unwrap();
-        assert_eq!(
-            reopened
-                .append(
-                    &store,
-                    2,
-                    &NodeId::parse("m").unwrap(),
-                    5 * hour,
-                    joined("b")
-                )
-                .await
-                .unwrap(),
-            6
-        );
+        assert_eq!(reopened.append(&store, 2, &NodeId::parse("m").unwrap(), 5 * hour, joined("b")).await.unwrap(), 6);
     }
 }

@@ -86,13 +86,7 @@ struct UnitRun {
 
 impl UnitRun {
     fn new() -> Self {
-        UnitRun {
-            state: UnitState::Pending,
-            attempt: 0,
-            failures: 0,
-            avoid: vec![],
-            prefer: None,
-        }
+        UnitRun { state: UnitState::Pending, attempt: 0, failures: 0, avoid: vec![], prefer: None }
     }
 }
 
@@ -116,13 +110,7 @@ pub struct TaskManager {
 
 impl TaskManager {
     pub fn new(id: TaskId) -> Self {
-        TaskManager {
-            id,
-            term: 0,
-            info: None,
-            units: vec![],
-            runs: vec![],
-        }
+        TaskManager { id, term: 0, info: None, units: vec![], runs: vec![] }
     }
 
     fn name(&self, round: u32, unit: usize, attempt: u32) -> Name {
@@ -159,12 +147,8 @@ impl TaskManager {
         }
         if state == TaskState::Init {
             self.start_round(ctx, 1).await?;
-            ctx.store
-                .create(&v2::task_status(&self.id, TaskState::Running), Vec::new())
-                .await?;
-            ctx.store
-                .delete(&v2::task_status(&self.id, TaskState::Init))
-                .await?;
+            ctx.store.create(&v2::task_status(&self.id, TaskState::Running), Vec::new()).await?;
+            ctx.store.delete(&v2::task_status(&self.id, TaskState::Init)).await?;
             tracing::info!(task = %self.id, units = self.units.len(), "task started");
         }
         if dir.stop {
@@ -181,11 +165,7 @@ impl TaskManager {
         }
         self.collect(ctx).await?;
         self.dispatch_pending(ctx).await?;
-        if self
-            .runs
-            .iter()
-            .all(|r| matches!(r.state, UnitState::Done | UnitState::Failed))
-        {
+        if self.runs.iter().all(|r| matches!(r.state, UnitState::Done | UnitState::Failed)) {
             return self.end_round(ctx).await;
         }
         Ok(Flow::Continue)
@@ -193,24 +173,11 @@ impl TaskManager {
 
     async fn load(&mut self, ctx: &mut Ctx<'_>, state: TaskState) -> Result<(), TaskError> {
         let mut info = tasks::read_info(ctx.store, &self.id).await?;
-        let command = info
-            .run
-            .executor
-            .as_ref()
-            .map(|e| e.kind)
-            .unwrap_or(ctx.cfg.executor)
-            == ExecutorKind::Command;
+        let command = info.run.executor.as_ref().map(|e| e.kind).unwrap_or(ctx.cfg.executor) == ExecutorKind::Command;
         self.units = if let Some(n) = info.run.shards {
-            (0..n)
-                .map(|index| Unit::Shard(Shard { index, total: n }))
-                .collect()
+            (0..n).map(|index| Unit::Shard(Shard { index, total: n })).collect()
         } else if !info.run.partitions.is_empty() {
-            info.run
-                .partitions
-                .iter()
-                .cloned()
-                .map(Unit::Partition)
-                .collect()
+            info.run.partitions.iter().cloned().map(Unit::Partition).collect()
         } else if let Some(p) = &info.partition_name {
             vec![Unit::Partition(p.clone())]
         } else {
@@ -221,9 +188,7 @@ impl TaskManager {
                 // Remember what was discovered: a later manager must run the
                 // same units.
                 info.run.partitions = found.clone();
-                ctx.store
-                    .put(&v2::task_info(&self.id), formats::encode(&info))
-                    .await?;
+                ctx.store.put(&v2::task_info(&self.id), formats::encode(&info)).await?;
                 found.into_iter().map(Unit::Partition).collect()
             }
         };
@@ -267,9 +232,7 @@ impl TaskManager {
         let mut newest: BTreeMap<u32, (NodeId, u32)> = BTreeMap::new();
         let mut stale = vec![];
         for (node, sub) in seen.keys() {
-            let (Ok(node), Some((task, r, unit, attempt))) =
-                (NodeId::parse(node), v2::parse_subtask_name(sub))
-            else {
+            let (Ok(node), Some((task, r, unit, attempt))) = (NodeId::parse(node), v2::parse_subtask_name(sub)) else {
                 continue;
             };
             if task != self.id {
@@ -277,10 +240,7 @@ impl TaskManager {
             }
             let keep = r == round
                 && (unit as usize) < self.runs.len()
-                && !matches!(
-                    self.runs[unit as usize].state,
-                    UnitState::Done | UnitState::Failed
-                );
+                && !matches!(self.runs[unit as usize].state, UnitState::Done | UnitState::Failed);
             if !keep {
                 stale.push((node, r, unit, attempt));
                 continue;
@@ -303,10 +263,7 @@ impl TaskManager {
             run.attempt = attempt;
             run.failures = attempt.saturating_sub(1);
             let node_incarnation = ctx.members.get(&node).copied().unwrap_or(0);
-            run.state = UnitState::Dispatched {
-                node,
-                node_incarnation,
-            };
+            run.state = UnitState::Dispatched { node, node_incarnation };
         }
         Ok(())
     }
@@ -330,9 +287,7 @@ impl TaskManager {
         for unit in &dir.reassign {
             let path = v2::reassign_request(&self.id, *unit);
             let to = match ctx.store.read(&path).await? {
-                Some(b) => formats::decode::<formats::ReassignRequest>(&b)
-                    .ok()
-                    .and_then(|r| r.to),
+                Some(b) => formats::decode::<formats::ReassignRequest>(&b).ok().and_then(|r| r.to),
                 None => None,
             };
             let round = self.info.as_ref().map(|i| i.run.round).unwrap_or(1);
@@ -358,11 +313,7 @@ impl TaskManager {
         let mut newly_failed = vec![];
         let mut to_delete = vec![];
         for u in 0..self.runs.len() {
-            let UnitState::Dispatched {
-                node,
-                node_incarnation,
-            } = self.runs[u].state.clone()
-            else {
+            let UnitState::Dispatched { node, node_incarnation } = self.runs[u].state.clone() else {
                 continue;
             };
             let name = self.name(round, u, self.runs[u].attempt);
@@ -379,9 +330,7 @@ impl TaskManager {
                                 to_delete.push((node.clone(), name.clone()));
                                 None
                             }
-                            SubtaskState::Failed => {
-                                Some(self.failure_reason(ctx, &node, &name).await)
-                            }
+                            SubtaskState::Failed => Some(self.failure_reason(ctx, &node, &name).await),
                             SubtaskState::Cancel => Some("subtask cancelled".into()),
                             SubtaskState::Running if inc != node_incarnation => {
                                 // The worker restarted: is the run from its old self?
@@ -395,19 +344,15 @@ impl TaskManager {
                                 if mark.incarnation != inc {
                                     Some(format!("node {node} restarted while running it"))
                                 } else {
-                                    self.runs[u].state = UnitState::Dispatched {
-                                        node: node.clone(),
-                                        node_incarnation: inc,
-                                    };
+                                    self.runs[u].state =
+                                        UnitState::Dispatched { node: node.clone(), node_incarnation: inc };
                                     None
                                 }
                             }
                             SubtaskState::Running | SubtaskState::Init => {
                                 if inc != node_incarnation {
-                                    self.runs[u].state = UnitState::Dispatched {
-                                        node: node.clone(),
-                                        node_incarnation: inc,
-                                    };
+                                    self.runs[u].state =
+                                        UnitState::Dispatched { node: node.clone(), node_incarnation: inc };
                                 }
                                 None
                             }
@@ -450,9 +395,7 @@ impl TaskManager {
         let path = v2::subtask_status(node, name, SubtaskState::Failed);
         match ctx.store.read(&path).await {
             Ok(Some(b)) => match formats::decode::<StatusMark>(&b) {
-                Ok(m) => m
-                    .error
-                    .unwrap_or_else(|| format!("exit code {:?}", m.exit_code)),
+                Ok(m) => m.error.unwrap_or_else(|| format!("exit code {:?}", m.exit_code)),
                 Err(_) => "executor failed".into(),
             },
             _ => "executor failed".into(),
@@ -473,9 +416,7 @@ impl TaskManager {
             let run = &mut self.runs[u];
             let node = match run.prefer.take().filter(|n| ctx.members.contains_key(n)) {
                 Some(n) => n,
-                None => ring
-                    .node_avoiding(&key, &run.avoid)
-                    .expect("ring is not empty"),
+                None => ring.node_avoiding(&key, &run.avoid).expect("ring is not empty"),
             };
             run.attempt += 1;
             let attempt = run.attempt;
@@ -505,14 +446,9 @@ impl TaskManager {
                 node: node.clone(),
                 shard,
             });
-            ctx.store
-                .create(&v2::subtask_info(&node, &name), formats::encode(&sub))
-                .await?;
+            ctx.store.create(&v2::subtask_info(&node, &name), formats::encode(&sub)).await?;
             let node_incarnation = ctx.members.get(&node).copied().unwrap_or(0);
-            self.runs[u].state = UnitState::Dispatched {
-                node,
-                node_incarnation,
-            };
+            self.runs[u].state = UnitState::Dispatched { node, node_incarnation };
         }
         Ok(())
     }
@@ -521,8 +457,7 @@ impl TaskManager {
         let failed = self.runs.iter().any(|r| r.state == UnitState::Failed);
         let wall = ctx.wall_ms;
         let info = self.info();
-        let more = info.repeat_flag
-            && (info.repeat.repeat_count == 0 || info.run.round < info.repeat.repeat_count);
+        let more = info.repeat_flag && (info.repeat.repeat_count == 0 || info.run.round < info.repeat.repeat_count);
         if !failed && more {
             info.run.next_round_at_ms = Some(wall + info.repeat.repeat_interval);
             let bytes = formats::encode(info);
@@ -530,15 +465,7 @@ impl TaskManager {
             tracing::info!(task = %self.id, round = self.info.as_ref().unwrap().run.round, "round finished; next round after the interval");
             return Ok(Flow::Continue);
         }
-        self.finish(
-            ctx,
-            if failed {
-                TaskState::Failed
-            } else {
-                TaskState::Done
-            },
-        )
-        .await
+        self.finish(ctx, if failed { TaskState::Failed } else { TaskState::Done }).await
     }
 
     async fn cancel(&mut self, ctx: &mut Ctx<'_>) -> Result<Flow, TaskError> {
@@ -562,9 +489,7 @@ impl TaskManager {
         info.run.next_round_at_ms = None;
         let bytes = formats::encode(info);
         ctx.store.put(&v2::task_info(&self.id), bytes).await?;
-        ctx.store
-            .create(&v2::task_status(&self.id, state), Vec::new())
-            .await?;
+        ctx.store.create(&v2::task_status(&self.id, state), Vec::new()).await?;
         for old in [TaskState::Init, TaskState::Running] {
             ctx.store.delete(&v2::task_status(&self.id, old)).await?;
         }

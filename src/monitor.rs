@@ -69,16 +69,10 @@ impl Monitor {
         wall_ms: u64,
         retention: Duration,
     ) -> Result<Monitor> {
-        let epoch = election
-            .epoch()
-            .ok_or(MonitorError::Fenced(Fenced::Superseded { epoch: 0 }))?;
+        let epoch = election.epoch().ok_or(MonitorError::Fenced(Fenced::Superseded { epoch: 0 }))?;
         let floor = previous.as_ref().map(|p| p.last_event).unwrap_or(0);
         let log = EventLog::open(store, floor).await?;
-        let members = previous
-            .iter()
-            .flat_map(|p| p.members.iter())
-            .map(|m| (m.node.clone(), m.clone()))
-            .collect();
+        let members = previous.iter().flat_map(|p| p.members.iter()).map(|m| (m.node.clone(), m.clone())).collect();
         let mut monitor = Monitor {
             me: me.clone(),
             epoch,
@@ -90,16 +84,7 @@ impl Monitor {
             next_purge_at: now,
         };
         monitor.fence(store, election, now).await?;
-        monitor
-            .log
-            .append(
-                store,
-                epoch,
-                &monitor.me.clone(),
-                wall_ms,
-                EventKind::MonitorElected { node: me },
-            )
-            .await?;
+        monitor.log.append(store, epoch, &monitor.me.clone(), wall_ms, EventKind::MonitorElected { node: me }).await?;
         for e in store.list(v2::OFFLINE).await? {
             if e.is_dir {
                 continue; // foreign data; `compactd check` reports it
@@ -110,23 +95,15 @@ impl Monitor {
             let Ok(rec) = formats::decode::<OfflineRecord>(&bytes) else {
                 continue;
             };
-            monitor
-                .offline
-                .insert((rec.node.clone(), rec.incarnation), rec);
+            monitor.offline.insert((rec.node.clone(), rec.incarnation), rec);
         }
-        monitor
-            .finish_pending(store, election, now, wall_ms)
-            .await?;
+        monitor.finish_pending(store, election, now, wall_ms).await?;
         monitor.publish(election);
         Ok(monitor)
     }
 
     async fn fence(&self, store: &Store, election: &mut Election, now: Duration) -> Result<()> {
-        election
-            .fence(store, now)
-            .await?
-            .map(|_| ())
-            .map_err(MonitorError::Fenced)
+        election.fence(store, now).await?.map(|_| ()).map_err(MonitorError::Fenced)
     }
 
     /// One round of membership judgement.
@@ -142,10 +119,7 @@ impl Monitor {
         report.anomalies = anomalies;
 
         for hb in beats.values() {
-            if self
-                .offline
-                .contains_key(&(hb.node.clone(), hb.incarnation))
-            {
+            if self.offline.contains_key(&(hb.node.clone(), hb.incarnation)) {
                 continue; // a declared incarnation that is still writing: it will rejoin
             }
             let observed = self.tracker.observe(hb, now);
@@ -154,14 +128,10 @@ impl Monitor {
                 // The node restarted under the same id: its old incarnation is
                 // gone for good, whatever the old one was doing.
                 let old = old.clone();
-                self.declare_offline(store, election, &old, now, wall_ms)
-                    .await?;
+                self.declare_offline(store, election, &old, now, wall_ms).await?;
                 report.declared_offline.push(old);
             }
-            let is_member = self
-                .members
-                .get(&hb.node)
-                .is_some_and(|m| m.incarnation == hb.incarnation);
+            let is_member = self.members.get(&hb.node).is_some_and(|m| m.incarnation == hb.incarnation);
             if !is_member && matches!(observed, Observed::Beat { .. }) {
                 self.join(store, election, hb, now, wall_ms).await?;
                 report.joined.push(member_of(hb));
@@ -172,11 +142,7 @@ impl Monitor {
             if beats.contains_key(&gone.node) {
                 continue; // replaced by a new incarnation, handled above
             }
-            if self
-                .members
-                .get(&gone.node)
-                .is_some_and(|m| m.incarnation == gone.incarnation)
-            {
+            if self.members.get(&gone.node).is_some_and(|m| m.incarnation == gone.incarnation) {
                 self.fence(store, election, now).await?;
                 self.members.remove(&gone.node);
                 self.log
@@ -185,10 +151,7 @@ impl Monitor {
                         self.epoch,
                         &self.me,
                         wall_ms,
-                        EventKind::NodeLeft {
-                            node: gone.node.clone(),
-                            incarnation: gone.incarnation,
-                        },
+                        EventKind::NodeLeft { node: gone.node.clone(), incarnation: gone.incarnation },
                     )
                     .await?;
                 report.left.push(gone);
@@ -196,12 +159,7 @@ impl Monitor {
         }
         // Members carried over from the previous monitor's view whose
         // heartbeat file is gone left while nobody watched.
-        let absent: Vec<Member> = self
-            .members
-            .values()
-            .filter(|m| !beats.contains_key(&m.node))
-            .cloned()
-            .collect();
+        let absent: Vec<Member> = self.members.values().filter(|m| !beats.contains_key(&m.node)).cloned().collect();
         for m in absent {
             self.fence(store, election, now).await?;
             self.members.remove(&m.node);
@@ -211,10 +169,7 @@ impl Monitor {
                     self.epoch,
                     &self.me,
                     wall_ms,
-                    EventKind::NodeLeft {
-                        node: m.node.clone(),
-                        incarnation: m.incarnation,
-                    },
+                    EventKind::NodeLeft { node: m.node.clone(), incarnation: m.incarnation },
                 )
                 .await?;
             report.left.push(m);
@@ -222,8 +177,7 @@ impl Monitor {
 
         self.finish_pending(store, election, now, wall_ms).await?;
         for m in self.tracker.expired(now) {
-            self.declare_offline(store, election, &m, now, wall_ms)
-                .await?;
+            self.declare_offline(store, election, &m, now, wall_ms).await?;
             report.declared_offline.push(m);
         }
 
@@ -251,10 +205,7 @@ impl Monitor {
                 self.epoch,
                 &self.me,
                 wall_ms,
-                EventKind::NodeJoined {
-                    node: hb.node.clone(),
-                    incarnation: hb.incarnation,
-                },
+                EventKind::NodeJoined { node: hb.node.clone(), incarnation: hb.incarnation },
             )
             .await?;
         Ok(())
@@ -281,34 +232,17 @@ impl Monitor {
             cleaned: false,
             event_seq: None,
         };
-        let path = v2::offline_marker(&m.node, m.incarnation);
-        let rec = match store.create(&path, formats::encode(&rec)).await? {
-            Created::Created => {
-                tracing::warn!(node = %m.node, incarnation = m.incarnation, epoch = self.epoch, "declared offline: no heartbeat for {} ms", m.session_timeout_ms);
-                rec
-            }
-            Created::Exists => match store
-                .read(&path)
-                .await?
-                .map(|b| formats::decode::<OfflineRecord>(&b))
-            {
-                Some(Ok(existing)) => existing,
-                // Half-written by a monitor that crashed mid-create: ours is as good.
-                _ => rec,
-            },
-        };
-        // Record the declaration before the follow-up steps: if one of them
-        // fails, the next scan finishes it (see `finish_pending`).
-        if self
-            .members
-            .get(&m.node)
-            .is_some_and(|x| x.incarnation == m.incarnation)
-        {
+        // Decide in memory first: if the create below fails, or lands but
+        // its reply is lost, `finish_pending` completes the declaration
+        // instead of it being forgotten.
+        if self.members.get(&m.node).is_some_and(|x| x.incarnation == m.incarnation) {
             self.members.remove(&m.node);
         }
         self.tracker.forget(&m.node, m.incarnation);
-        self.offline
-            .insert((m.node.clone(), m.incarnation), rec.clone());
+        self.offline.insert((m.node.clone(), m.incarnation), rec.clone());
+        let rec = self.create_marker(store, rec).await?;
+        tracing::warn!(node = %m.node, incarnation = m.incarnation, epoch = rec.epoch, "declared offline: no heartbeat for {} ms", m.session_timeout_ms);
+        self.offline.insert((m.node.clone(), m.incarnation), rec.clone());
         if !rec.cleaned {
             let done = self.finish_offline(store, rec, wall_ms).await?;
             self.offline.insert((m.node.clone(), m.incarnation), done);
@@ -316,50 +250,44 @@ impl Monitor {
         Ok(())
     }
 
+    /// Creates the marker (the declaration itself); if it exists, returns
+    /// what it says (a parse failure means it is being written by a monitor
+    /// that crashed mid-create: ours is as good).
+    async fn create_marker(&self, store: &Store, rec: OfflineRecord) -> Result<OfflineRecord> {
+        let path = v2::offline_marker(&rec.node, rec.incarnation);
+        Ok(match store.create(&path, formats::encode(&rec)).await? {
+            Created::Created => rec,
+            Created::Exists => match store.read(&path).await?.map(|b| formats::decode::<OfflineRecord>(&b)) {
+                Some(Ok(existing)) => existing,
+                _ => rec,
+            },
+        })
+    }
+
     /// Finishes declarations whose follow-up steps failed earlier.
-    async fn finish_pending(
-        &mut self,
-        store: &Store,
-        election: &mut Election,
-        now: Duration,
-        wall_ms: u64,
-    ) -> Result<()> {
-        let pending: Vec<OfflineRecord> = self
-            .offline
-            .values()
-            .filter(|r| !r.cleaned)
-            .cloned()
-            .collect();
+    async fn finish_pending(&mut self, store: &Store, election: &mut Election, now: Duration, wall_ms: u64) -> Result<()> {
+        let pending: Vec<OfflineRecord> = self.offline.values().filter(|r| !r.cleaned).cloned().collect();
         for mut rec in pending {
             self.fence(store, election, now).await?;
             let key = (rec.node.clone(), rec.incarnation);
             // A write whose reply was lost may have landed: continue from
             // what the marker says, never from an older copy in memory.
             let path = v2::offline_marker(&rec.node, rec.incarnation);
-            if let Some(Ok(on_disk)) = store
-                .read(&path)
-                .await?
-                .map(|b| formats::decode::<OfflineRecord>(&b))
-            {
-                rec.cleaned |= on_disk.cleaned;
-                rec.event_seq = rec.event_seq.or(on_disk.event_seq);
+            match store.read(&path).await?.map(|b| formats::decode::<OfflineRecord>(&b)) {
+                Some(Ok(on_disk)) => {
+                    rec.cleaned |= on_disk.cleaned;
+                    rec.event_seq = rec.event_seq.or(on_disk.event_seq);
+                }
+                Some(Err(_)) => {}
+                None => rec = self.create_marker(store, rec).await?,
             }
-            let done = if rec.cleaned {
-                rec
-            } else {
-                self.finish_offline(store, rec, wall_ms).await?
-            };
+            let done = if rec.cleaned { rec } else { self.finish_offline(store, rec, wall_ms).await? };
             self.offline.insert(key, done);
         }
         Ok(())
     }
 
-    async fn finish_offline(
-        &mut self,
-        store: &Store,
-        mut rec: OfflineRecord,
-        wall_ms: u64,
-    ) -> Result<OfflineRecord> {
+    async fn finish_offline(&mut self, store: &Store, mut rec: OfflineRecord, wall_ms: u64) -> Result<OfflineRecord> {
         if rec.event_seq.is_none() {
             let seq = self
                 .log
@@ -368,57 +296,32 @@ impl Monitor {
                     self.epoch,
                     &self.me,
                     wall_ms,
-                    EventKind::NodeOffline {
-                        node: rec.node.clone(),
-                        incarnation: rec.incarnation,
-                    },
+                    EventKind::NodeOffline { node: rec.node.clone(), incarnation: rec.incarnation },
                 )
                 .await?;
             rec.event_seq = Some(seq);
             // Remember the event, so that a retry does not log it twice.
-            store
-                .put(
-                    &v2::offline_marker(&rec.node, rec.incarnation),
-                    formats::encode(&rec),
-                )
-                .await?;
+            store.put(&v2::offline_marker(&rec.node, rec.incarnation), formats::encode(&rec)).await?;
         }
         // Ephemeral state of that incarnation: its heartbeat, unless the
         // node already came back under a new incarnation.
         let hb_path = v2::heartbeat(&rec.node);
         if let Some(bytes) = store.read(&hb_path).await? {
-            if formats::decode::<Heartbeat>(&bytes)
-                .is_ok_and(|hb| hb.incarnation == rec.incarnation)
-            {
+            if formats::decode::<Heartbeat>(&bytes).is_ok_and(|hb| hb.incarnation == rec.incarnation) {
                 store.delete(&hb_path).await?;
             }
         }
         rec.cleaned = true;
-        store
-            .put(
-                &v2::offline_marker(&rec.node, rec.incarnation),
-                formats::encode(&rec),
-            )
-            .await?;
+        store.put(&v2::offline_marker(&rec.node, rec.incarnation), formats::encode(&rec)).await?;
         Ok(rec)
     }
 
-    async fn purge(
-        &mut self,
-        store: &Store,
-        election: &mut Election,
-        now: Duration,
-        wall_ms: u64,
-    ) -> Result<()> {
+    async fn purge(&mut self, store: &Store, election: &mut Election, now: Duration, wall_ms: u64) -> Result<()> {
         self.fence(store, election, now).await?;
         EventLog::purge(store, wall_ms, self.retention).await?;
         let horizon = wall_ms.saturating_sub(self.retention.as_millis() as u64);
-        let old: Vec<(NodeId, u64)> = self
-            .offline
-            .iter()
-            .filter(|(_, r)| r.cleaned && r.wall_ms < horizon)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let old: Vec<(NodeId, u64)> =
+            self.offline.iter().filter(|(_, r)| r.cleaned && r.wall_ms < horizon).map(|(k, _)| k.clone()).collect();
         for (node, inc) in old {
             store.delete(&v2::offline_marker(&node, inc)).await?;
             self.offline.remove(&(node, inc));
@@ -435,16 +338,10 @@ impl Monitor {
         let offline: Vec<Member> = self
             .offline
             .values()
-            .map(|r| Member {
-                node: r.node.clone(),
-                incarnation: r.incarnation,
-                session_timeout_ms: 0,
-            })
+            .map(|r| Member { node: r.node.clone(), incarnation: r.incarnation, session_timeout_ms: 0 })
             .collect();
         let last_event = self.log.last_seq();
-        let changed = l.lease.members != members
-            || l.lease.offline != offline
-            || l.lease.last_event != last_event;
+        let changed = l.lease.members != members || l.lease.offline != offline || l.lease.last_event != last_event;
         l.lease.members = members;
         l.lease.offline = offline;
         l.lease.last_event = last_event;
@@ -457,9 +354,5 @@ impl Monitor {
 }
 
 fn member_of(hb: &Heartbeat) -> Member {
-    Member {
-        node: hb.node.clone(),
-        incarnation: hb.incarnation,
-        session_timeout_ms: hb.session_timeout_ms,
-    }
+    Member { node: hb.node.clone(), incarnation: hb.incarnation, session_timeout_ms: hb.session_timeout_ms }
 }

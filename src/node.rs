@@ -58,9 +58,7 @@ impl NodeConfig {
     /// lease three times per lease, and to notice an expired lease within
     /// one poll.
     pub fn tick_interval(&self) -> Duration {
-        self.heartbeat
-            .min(self.lease / 3)
-            .max(Duration::from_millis(10))
+        self.heartbeat.min(self.lease / 3).max(Duration::from_millis(10))
     }
 }
 
@@ -109,10 +107,7 @@ impl Node {
             monitor: None,
             consumer: None,
             reported: HashSet::new(),
-            stats: NodeStats {
-                incarnation,
-                ..NodeStats::default()
-            },
+            stats: NodeStats { incarnation, ..NodeStats::default() },
             work: None,
             previous_view: None,
         }
@@ -121,13 +116,7 @@ impl Node {
     /// Enables the task layer: this node runs subtasks and manages tasks.
     pub fn with_work(mut self, cfg: WorkConfig, data: Store) -> Node {
         let worker = Worker::new(self.cfg.id.clone());
-        self.work = Some(Work {
-            cfg,
-            data,
-            worker,
-            managers: BTreeMap::new(),
-            next_sweep_at: Duration::ZERO,
-        });
+        self.work = Some(Work { cfg, data, worker, managers: BTreeMap::new(), next_sweep_at: Duration::ZERO });
         self
     }
 
@@ -163,9 +152,7 @@ impl Node {
         if let Some(ok) = self.last_beat_ok {
             let gap = now.saturating_sub(ok);
             if gap > self.cfg.session_timeout {
-                self.rejoin(&format!(
-                    "no successful heartbeat for {gap:?}, longer than the session timeout"
-                ));
+                self.rejoin(&format!("no successful heartbeat for {gap:?}, longer than the session timeout"));
             }
         }
         if now >= self.next_beat_at {
@@ -205,9 +192,7 @@ impl Node {
             fenced_actions: self.stats.fenced_actions,
             event_cursor: self.consumer.as_ref().map(|c| c.cursor).unwrap_or(0),
         };
-        self.store
-            .put(&v2::heartbeat(&self.cfg.id), formats::encode(&hb))
-            .await?;
+        self.store.put(&v2::heartbeat(&self.cfg.id), formats::encode(&hb)).await?;
         // The session is measured from when the write started: that is the
         // latest moment the monitor may have seen the previous beat.
         self.last_beat_ok = Some(now);
@@ -217,11 +202,7 @@ impl Node {
 
     fn rejoin(&mut self, why: &str) {
         let incarnation = self.clock.wall_ms().max(self.stats.incarnation + 1);
-        tracing::warn!(
-            old = self.stats.incarnation,
-            new = incarnation,
-            "rejoining with a new incarnation: {why}"
-        );
+        tracing::warn!(old = self.stats.incarnation, new = incarnation, "rejoining with a new incarnation: {why}");
         self.stats.incarnation = incarnation;
         self.stats.rejoins += 1;
         self.beat = 0;
@@ -240,12 +221,7 @@ impl Node {
     fn members(&self) -> BTreeMap<layouts::NodeId, u64> {
         self.election
             .view()
-            .map(|v| {
-                v.members
-                    .iter()
-                    .map(|m| (m.node.clone(), m.incarnation))
-                    .collect()
-            })
+            .map(|v| v.members.iter().map(|m| (m.node.clone(), m.incarnation)).collect())
             .unwrap_or_default()
     }
 
@@ -265,11 +241,7 @@ impl Node {
                 return;
             }
         };
-        if let Err(e) = work
-            .worker
-            .round(&self.store, &work.cfg, incarnation, &folder, wall)
-            .await
-        {
+        if let Err(e) = work.worker.round(&self.store, &work.cfg, incarnation, &folder, wall).await {
             tracing::warn!("worker round failed: {e}");
         }
         if !is_member {
@@ -279,9 +251,7 @@ impl Node {
         }
         work.managers.retain(|id, _| folder.manages.contains(id));
         for id in &folder.manages {
-            work.managers
-                .entry(*id)
-                .or_insert_with(|| TaskManager::new(*id));
+            work.managers.entry(*id).or_insert_with(|| TaskManager::new(*id));
         }
         let mut cache = FolderCache::default();
         cache.insert(me.clone(), folder);
@@ -304,11 +274,7 @@ impl Node {
         }
         for id in done {
             work.managers.remove(&id);
-            if let Err(e) = self
-                .store
-                .delete(&layouts::v2::manage_pointer(&me, &id))
-                .await
-            {
+            if let Err(e) = self.store.delete(&layouts::v2::manage_pointer(&me, &id)).await {
                 tracing::warn!(task = %id, "removing the manager pointer failed: {e}");
             }
         }
@@ -324,11 +290,8 @@ impl Node {
         if offline.is_empty() && !sweep_due {
             return;
         }
-        let members: Vec<layouts::NodeId> = self
-            .election
-            .view()
-            .map(|v| v.members.iter().map(|m| m.node.clone()).collect())
-            .unwrap_or_default();
+        let members: Vec<layouts::NodeId> =
+            self.election.view().map(|v| v.members.iter().map(|m| m.node.clone()).collect()).unwrap_or_default();
         let epoch = match self.election.fence(&self.store, now).await {
             Ok(Ok(epoch)) => epoch,
             Ok(Err(f)) => {
@@ -344,19 +307,14 @@ impl Node {
         };
         let wall = self.clock.wall_ms();
         for node in offline {
-            if let Err(e) =
-                crate::supervise::take_over_managed_by(&self.store, &node, &members, wall).await
-            {
+            if let Err(e) = crate::supervise::take_over_managed_by(&self.store, &node, &members, wall).await {
                 tracing::warn!(%node, "handing over the tasks of an offline manager failed: {e}");
             }
         }
         if sweep_due {
             work.next_sweep_at = now + work.cfg.sweep;
             match crate::supervise::sweep(&self.store, &members, &work.cfg, wall, epoch).await {
-                Ok(r)
-                    if r.archived + r.garbage_removed + r.reassigned.len() + r.cancelled.len()
-                        > 0 =>
-                {
+                Ok(r) if r.archived + r.garbage_removed + r.reassigned.len() + r.cancelled.len() > 0 => {
                     tracing::info!(
                         archived = r.archived,
                         garbage = r.garbage_removed,
@@ -391,11 +349,7 @@ impl Node {
             self.monitor = None;
         }
         if let Some(view) = self.election.view() {
-            if view
-                .offline
-                .iter()
-                .any(|m| m.node == self.cfg.id && m.incarnation == self.stats.incarnation)
-            {
+            if view.offline.iter().any(|m| m.node == self.cfg.id && m.incarnation == self.stats.incarnation) {
                 self.rejoin("the monitor declared this incarnation offline");
             }
         }
@@ -459,10 +413,7 @@ impl Node {
             return;
         };
         let wall = self.clock.wall_ms();
-        match monitor
-            .scan(&self.store, &mut self.election, now, wall)
-            .await
-        {
+        match monitor.scan(&self.store, &mut self.election, now, wall).await {
             Ok(report) => {
                 for a in report.anomalies {
                     if self.reported.insert(a.path.clone()) {
@@ -475,11 +426,7 @@ impl Node {
                 for m in &report.left {
                     tracing::info!(node = %m.node, incarnation = m.incarnation, "node left");
                 }
-                let offline: Vec<layouts::NodeId> = report
-                    .declared_offline
-                    .iter()
-                    .map(|m| m.node.clone())
-                    .collect();
+                let offline: Vec<layouts::NodeId> = report.declared_offline.iter().map(|m| m.node.clone()).collect();
                 if report.view_changed {
                     self.election.renew_soon();
                     if let Err(e) = self.election_round(now).await {
@@ -518,9 +465,7 @@ impl Node {
             // renumbered by an older version): follow it from here.
             consumer.cursor = last;
             self.stats.event_gaps += 1;
-            tracing::warn!(
-                "the change log is behind this node's cursor; resynchronising from the member view"
-            );
+            tracing::warn!("the change log is behind this node's cursor; resynchronising from the member view");
             return Ok(());
         }
         if last == consumer.cursor {
@@ -529,7 +474,9 @@ impl Node {
         let polled = consumer.poll(&self.store).await?;
         if polled.gap {
             self.stats.event_gaps += 1;
-            tracing::warn!("change events were purged before this node read them; resynchronising from the member view");
+            tracing::warn!(
+                "change events were purged before this node read them; resynchronising from the member view"
+            );
         }
         for path in polled.unreadable {
             if self.reported.insert(path.clone()) {
@@ -564,9 +511,6 @@ impl Node {
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Node")
-            .field("id", &self.cfg.id)
-            .field("stats", &self.stats)
-            .finish()
+        f.debug_struct("Node").field("id", &self.cfg.id).field("stats", &self.stats).finish()
     }
 }

@@ -96,11 +96,7 @@ impl Tracker {
         let gone: Vec<Member> = self
             .seen
             .iter()
-            .filter(|(n, s)| {
-                present
-                    .get(*n)
-                    .is_none_or(|hb| hb.incarnation != s.incarnation)
-            })
+            .filter(|(n, s)| present.get(*n).is_none_or(|hb| hb.incarnation != s.incarnation))
             .map(|(n, s)| Member {
                 node: n.clone(),
                 incarnation: s.incarnation,
@@ -116,11 +112,7 @@ impl Tracker {
     }
 
     pub fn forget(&mut self, node: &NodeId, incarnation: u64) {
-        if self
-            .seen
-            .get(node)
-            .is_some_and(|s| s.incarnation == incarnation)
-        {
+        if self.seen.get(node).is_some_and(|s| s.incarnation == incarnation) {
             self.seen.remove(node);
         }
     }
@@ -129,17 +121,12 @@ impl Tracker {
 /// Reads every heartbeat file. Files that are not valid heartbeats (bad
 /// name, malformed, not matching their name) are returned as anomalies and
 /// otherwise skipped.
-pub async fn read_heartbeats(
-    store: &Store,
-) -> store::Result<(BTreeMap<NodeId, Heartbeat>, Vec<Anomaly>)> {
+pub async fn read_heartbeats(store: &Store) -> store::Result<(BTreeMap<NodeId, Heartbeat>, Vec<Anomaly>)> {
     let mut out = BTreeMap::new();
     let mut bad = Vec::new();
     for e in store.list(v2::NODES).await? {
         if e.is_dir {
-            bad.push(Anomaly::new(
-                &e.path,
-                "a folder stands where a heartbeat file is expected",
-            ));
+            bad.push(Anomaly::new(&e.path, "a folder stands where a heartbeat file is expected"));
             continue;
         }
         let Ok(node) = NodeId::parse(e.name()) else {
@@ -153,13 +140,8 @@ pub async fn read_heartbeats(
             Ok(hb) if hb.node == node => {
                 out.insert(node, hb);
             }
-            Ok(hb) => bad.push(Anomaly::new(
-                &e.path,
-                format!(
-                    "heartbeat names node {:?}, not its file name",
-                    hb.node.as_str()
-                ),
-            )),
+            Ok(hb) => bad
+                .push(Anomaly::new(&e.path, format!("heartbeat names node {:?}, not its file name", hb.node.as_str()))),
             Err(err) => bad.push(Anomaly::new(&e.path, format!("not a heartbeat: {err}"))),
         }
     }
@@ -191,22 +173,10 @@ mod tests {
     #[test]
     fn expiry_uses_each_nodes_own_timeout_on_the_local_clock() {
         let mut t = Tracker::default();
-        assert_eq!(
-            t.observe(&hb("a", 1, 1, 1000), Duration::ZERO),
-            Observed::New
-        );
-        assert_eq!(
-            t.observe(&hb("b", 1, 1, 3000), Duration::ZERO),
-            Observed::New
-        );
-        assert_eq!(
-            t.observe(&hb("a", 1, 2, 1000), 500 * MS),
-            Observed::Beat { first: true }
-        );
-        assert_eq!(
-            t.observe(&hb("a", 1, 3, 1000), 900 * MS),
-            Observed::Beat { first: false }
-        );
+        assert_eq!(t.observe(&hb("a", 1, 1, 1000), Duration::ZERO), Observed::New);
+        assert_eq!(t.observe(&hb("b", 1, 1, 3000), Duration::ZERO), Observed::New);
+        assert_eq!(t.observe(&hb("a", 1, 2, 1000), 500 * MS), Observed::Beat { first: true });
+        assert_eq!(t.observe(&hb("a", 1, 3, 1000), 900 * MS), Observed::Beat { first: false });
         // the heartbeat's wall clock is irrelevant; only local observation counts
         assert!(t.expired(1900 * MS).is_empty());
         let e = t.expired(1901 * MS);

@@ -29,16 +29,10 @@ impl Ring {
         list.dedup();
         for node in &list {
             for replica in 0..VNODES {
-                ring.add(VNode {
-                    node: node.clone(),
-                    replica,
-                });
+                ring.add(VNode { node: node.clone(), replica });
             }
         }
-        Ring {
-            ring,
-            members: list,
-        }
+        Ring { ring, members: list }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -58,14 +52,8 @@ impl Ring {
     /// the ring after failed ones); falls back to the owner when every node
     /// is to be avoided.
     pub fn node_avoiding(&self, key: &str, avoid: &[NodeId]) -> Option<NodeId> {
-        let all = self
-            .ring
-            .get_with_replicas(&key, self.members.len() * VNODES as usize)?;
-        all.iter()
-            .map(|v| &v.node)
-            .find(|n| !avoid.contains(n))
-            .cloned()
-            .or_else(|| self.node_for(key))
+        let all = self.ring.get_with_replicas(&key, self.members.len() * VNODES as usize)?;
+        all.iter().map(|v| &v.node).find(|n| !avoid.contains(n)).cloned().or_else(|| self.node_for(key))
     }
 }
 
@@ -74,9 +62,7 @@ mod tests {
     use super::*;
 
     fn ids(n: usize) -> Vec<NodeId> {
-        (1..=n)
-            .map(|i| NodeId::parse(&format!("n{i}")).unwrap())
-            .collect()
+        (1..=n).map(|i| NodeId::parse(&format!("n{i}")).unwrap()).collect()
     }
 
     #[test]

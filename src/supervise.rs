@@ -47,14 +47,7 @@ pub async fn take_over_managed_by(
     let mut report = SweepReport::default();
     let folder = list_node(store, node).await?;
     for task in folder.manages {
-        move_manager(
-            store,
-            &task,
-            members.iter().filter(|m| *m != node),
-            wall_ms,
-            &mut report,
-        )
-        .await?;
+        move_manager(store, &task, members.iter().filter(|m| *m != node), wall_ms, &mut report).await?;
         store.delete(&v2::manage_pointer(node, &task)).await?;
     }
     Ok(report)
@@ -88,21 +81,12 @@ async fn move_manager<'a>(
 }
 
 /// Marks a task terminal from outside its manager (no manager is left).
-pub async fn force_finish(
-    store: &Store,
-    task: &TaskId,
-    state: TaskState,
-    wall_ms: u64,
-) -> Result<(), TaskError> {
+pub async fn force_finish(store: &Store, task: &TaskId, state: TaskState, wall_ms: u64) -> Result<(), TaskError> {
     let mut info = tasks::read_info(store, task).await?;
     info.state = state.as_str().into();
     info.run.finished_wall_ms = Some(wall_ms);
-    store
-        .put(&v2::task_info(task), formats::encode(&info))
-        .await?;
-    store
-        .create(&v2::task_status(task, state), Vec::new())
-        .await?;
+    store.put(&v2::task_info(task), formats::encode(&info)).await?;
+    store.create(&v2::task_status(task, state), Vec::new()).await?;
     for old in [TaskState::Init, TaskState::Running] {
         store.delete(&v2::task_status(task, old)).await?;
     }
@@ -134,17 +118,8 @@ pub async fn sweep(
                 continue;
             };
             if info.run.finished_wall_ms.unwrap_or(0) <= horizon {
-                let manager = tasks::read_term(store, &id, dir.term())
-                    .await
-                    .ok()
-                    .flatten()
-                    .map(|t| t.node);
-                to_archive.push(ArchivedTask {
-                    state,
-                    manager,
-                    archived_wall_ms: wall_ms,
-                    info,
-                });
+                let manager = tasks::read_term(store, &id, dir.term()).await.ok().flatten().map(|t| t.node);
+                to_archive.push(ArchivedTask { state, manager, archived_wall_ms: wall_ms, info });
             }
             continue;
         }
@@ -154,13 +129,8 @@ pub async fn sweep(
             Some(t) if live.contains(&t.node) => {
                 // Repair an interrupted hand-over: the pointer must exist.
                 if !store.exists(&v2::manage_pointer(&t.node, &id)).await? {
-                    let p = formats::ManagePointer {
-                        task: id,
-                        term: t.term,
-                    };
-                    store
-                        .put(&v2::manage_pointer(&t.node, &id), formats::encode(&p))
-                        .await?;
+                    let p = formats::ManagePointer { task: id, term: t.term };
+                    store.put(&v2::manage_pointer(&t.node, &id), formats::encode(&p)).await?;
                 }
             }
             // No manager term, or its node is not live: hand the task over.
@@ -208,18 +178,11 @@ pub async fn sweep(
 /// Writes one gzip'd JSON-lines archive, then deletes the archived task
 /// folders. A crash in between archives those tasks again in a later
 /// archive; `compactd history` shows each task id once.
-async fn archive(
-    store: &Store,
-    tasks: &[ArchivedTask],
-    wall_ms: u64,
-    epoch: u64,
-) -> Result<usize, TaskError> {
+async fn archive(store: &Store, tasks: &[ArchivedTask], wall_ms: u64, epoch: u64) -> Result<usize, TaskError> {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     for t in tasks {
         let line = serde_json::to_vec(t).expect("archived tasks serialize");
-        gz.write_all(&line)
-            .and_then(|_| gz.write_all(b"\n"))
-            .expect("writing to memory");
+        gz.write_all(&line).and_then(|_| gz.write_all(b"\n")).expect("writing to memory");
     }
     let bytes = gz.finish().expect("writing to memory");
     let mut seq = 0;
@@ -233,17 +196,12 @@ async fn archive(
     for t in tasks {
         store.delete_all(&v2::task_dir(&t.info.id)).await?;
     }
-    tracing::info!(
-        tasks = tasks.len(),
-        "archived finished tasks into Compress/"
-    );
+    tracing::info!(tasks = tasks.len(), "archived finished tasks into Compress/");
     Ok(tasks.len())
 }
 
 /// Reads every archive; each task id once (the newest archive wins).
-pub async fn read_history(
-    store: &Store,
-) -> store::Result<(Vec<ArchivedTask>, Vec<crate::Anomaly>)> {
+pub async fn read_history(store: &Store) -> store::Result<(Vec<ArchivedTask>, Vec<crate::Anomaly>)> {
     let mut by_id: BTreeMap<TaskId, ArchivedTask> = BTreeMap::new();
     let mut bad = vec![];
     for e in store.list(v2::COMPRESS).await? {
@@ -255,14 +213,8 @@ pub async fn read_history(
         };
         let mut text = String::new();
         let limit = 256 * 1024 * 1024;
-        if let Err(err) = flate2::read::GzDecoder::new(&bytes[..])
-            .take(limit)
-            .read_to_string(&mut text)
-        {
-            bad.push(crate::Anomaly::new(
-                &e.path,
-                format!("not a gzip'd JSON-lines archive: {err}"),
-            ));
+        if let Err(err) = flate2::read::GzDecoder::new(&bytes[..]).take(limit).read_to_string(&mut text) {
+            bad.push(crate::Anomaly::new(&e.path, format!("not a gzip'd JSON-lines archive: {err}")));
             continue;
         }
         for (n, line) in text.lines().enumerate() {
@@ -270,10 +222,7 @@ pub async fn read_history(
                 Ok(t) => {
                     by_id.insert(t.info.id, t);
                 }
-                Err(err) => bad.push(crate::Anomaly::new(
-                    &e.path,
-                    format!("line {}: {err}", n + 1),
-                )),
+                Err(err) => bad.push(crate::Anomaly::new(&e.path, format!("line {}: {err}", n + 1))),
             }
         }
     }

@@ -12,9 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use layouts::formats::{
-    self, ExecutorSpec, ManagePointer, ManagerTerm, ResultInfo, RunInfo, StopRequest, TaskInfo,
-};
+use layouts::formats::{self, ExecutorSpec, ManagePointer, ManagerTerm, ResultInfo, RunInfo, StopRequest, TaskInfo};
 use layouts::{v2, IdGenerator, Name, NodeId, SubtaskState, TaskId, TaskState};
 use serde::Serialize;
 use store::{Created, Store};
@@ -83,10 +81,7 @@ impl TaskSpec {
 
 /// Live members according to the newest readable lease.
 pub async fn live_members(store: &Store) -> store::Result<Vec<NodeId>> {
-    Ok(newest_lease(store)
-        .await?
-        .map(|l| l.members.into_iter().map(|m| m.node).collect())
-        .unwrap_or_default())
+    Ok(newest_lease(store).await?.map(|l| l.members.into_iter().map(|m| m.node).collect()).unwrap_or_default())
 }
 
 /// The newest readable lease (the monitor's member view). Folders and
@@ -116,30 +111,21 @@ pub async fn submit(store: &Store, spec: TaskSpec, wall_ms: u64) -> Result<TaskI
         return Err(TaskError::Invalid("shards must be at least 1".into()));
     }
     if spec.shards.is_some() && !spec.partitions.is_empty() {
-        return Err(TaskError::Invalid(
-            "a task has partitions or shards, not both".into(),
-        ));
+        return Err(TaskError::Invalid("a task has partitions or shards, not both".into()));
     }
     let members = live_members(store).await?;
     let manager = match spec.manager.clone() {
         Some(m) if members.contains(&m) => m,
         Some(m) => return Err(TaskError::NotMember(m)),
         None => Ring::new(&members)
-            .node_for(&format!(
-                "{}/{}/{}/{wall_ms}",
-                spec.db, spec.schema, spec.table
-            ))
+            .node_for(&format!("{}/{}/{}/{wall_ms}", spec.db, spec.schema, spec.table))
             .ok_or(TaskError::NoLiveNode)?,
     };
     let mut ids = IdGenerator::new(&manager);
     let (repeat_flag, repeat) = match spec.repeat {
-        Some(r) => (
-            true,
-            formats::RepeatInfo {
-                repeat_count: r.rounds,
-                repeat_interval: r.interval.as_millis() as u64,
-            },
-        ),
+        Some(r) => {
+            (true, formats::RepeatInfo { repeat_count: r.rounds, repeat_interval: r.interval.as_millis() as u64 })
+        }
         None => (false, formats::RepeatInfo::default()),
     };
     let mut info = TaskInfo {
@@ -164,35 +150,16 @@ pub async fn submit(store: &Store, spec: TaskSpec, wall_ms: u64) -> Result<TaskI
     // Another submit in the same millisecond for the same manager: take the
     // next id instead of overwriting.
     loop {
-        if store
-            .create(&v2::task_info(&info.id), formats::encode(&info))
-            .await?
-            == Created::Created
-        {
+        if store.create(&v2::task_info(&info.id), formats::encode(&info)).await? == Created::Created {
             break;
         }
         info.id = ids.next(wall_ms);
     }
     let id = info.id;
-    let term = ManagerTerm {
-        task: id,
-        term: 1,
-        node: manager.clone(),
-        by: "submit".into(),
-        wall_ms,
-    };
-    store
-        .create(&v2::manager_term(&id, 1), formats::encode(&term))
-        .await?;
-    store
-        .create(
-            &v2::manage_pointer(&manager, &id),
-            formats::encode(&ManagePointer { task: id, term: 1 }),
-        )
-        .await?;
-    store
-        .create(&v2::task_status(&id, TaskState::Init), Vec::new())
-        .await?;
+    let term = ManagerTerm { task: id, term: 1, node: manager.clone(), by: "submit".into(), wall_ms };
+    store.create(&v2::manager_term(&id, 1), formats::encode(&term)).await?;
+    store.create(&v2::manage_pointer(&manager, &id), formats::encode(&ManagePointer { task: id, term: 1 })).await?;
+    store.create(&v2::task_status(&id, TaskState::Init), Vec::new()).await?;
     Ok(id)
 }
 
@@ -275,29 +242,16 @@ pub async fn read_dir(store: &Store, id: &TaskId) -> store::Result<TaskDir> {
 }
 
 pub async fn read_info(store: &Store, id: &TaskId) -> Result<TaskInfo, TaskError> {
-    let bytes = store
-        .read(&v2::task_info(id))
-        .await?
-        .ok_or(TaskError::NotFound(*id))?;
-    formats::decode(&bytes).map_err(|e| TaskError::Malformed {
-        task: *id,
-        problem: e.to_string(),
-    })
+    let bytes = store.read(&v2::task_info(id)).await?.ok_or(TaskError::NotFound(*id))?;
+    formats::decode(&bytes).map_err(|e| TaskError::Malformed { task: *id, problem: e.to_string() })
 }
 
-pub async fn read_term(
-    store: &Store,
-    id: &TaskId,
-    term: u64,
-) -> Result<Option<ManagerTerm>, TaskError> {
+pub async fn read_term(store: &Store, id: &TaskId, term: u64) -> Result<Option<ManagerTerm>, TaskError> {
     match store.read(&v2::manager_term(id, term)).await? {
         None => Ok(None),
-        Some(b) => formats::decode(&b)
-            .map(Some)
-            .map_err(|e| TaskError::Malformed {
-                task: *id,
-                problem: e.to_string(),
-            }),
+        Some(b) => {
+            formats::decode(&b).map(Some).map_err(|e| TaskError::Malformed { task: *id, problem: e.to_string() })
+        }
     }
 }
 
@@ -317,9 +271,7 @@ pub async fn find_subtasks(store: &Store, id: &TaskId) -> store::Result<Vec<Subt
         if !sub.starts_with(&prefix) {
             continue;
         }
-        let states = found
-            .entry((node.to_string(), sub.to_string()))
-            .or_default();
+        let states = found.entry((node.to_string(), sub.to_string())).or_default();
         if let Ok(s) = SubtaskState::from_file_name(file) {
             states.push(s);
         }
@@ -332,10 +284,7 @@ pub async fn find_subtasks(store: &Store, id: &TaskId) -> store::Result<Vec<Subt
         if task != *id {
             continue;
         }
-        let state = states
-            .into_iter()
-            .max_by_key(|s| s.rank())
-            .unwrap_or(SubtaskState::Init);
+        let state = states.into_iter().max_by_key(|s| s.rank()).unwrap_or(SubtaskState::Init);
         let (mut partition, mut shard) = (None, None);
         if let (Ok(n), Ok(s)) = (NodeId::parse(&node), Name::parse(&sub)) {
             if let Some(b) = store.read(&v2::subtask_info(&n, &s)).await? {
@@ -346,15 +295,7 @@ pub async fn find_subtasks(store: &Store, id: &TaskId) -> store::Result<Vec<Subt
             }
         }
         let _ = unit;
-        out.push(SubtaskStatus {
-            id: sub,
-            partition,
-            shard,
-            node,
-            state,
-            round,
-            attempt,
-        });
+        out.push(SubtaskStatus { id: sub, partition, shard, node, state, round, attempt });
     }
     Ok(out)
 }
@@ -366,9 +307,7 @@ pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError>
     }
     let info = read_info(store, id).await?;
     let term = dir.term();
-    let manager = read_term(store, id, term)
-        .await?
-        .map(|t| t.node.to_string());
+    let manager = read_term(store, id, term).await?.map(|t| t.node.to_string());
     Ok(TaskStatus {
         id: *id,
         state: dir.state.unwrap_or(TaskState::Init),
@@ -378,10 +317,7 @@ pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError>
         schema: info.schema_name.to_string(),
         table: info.table_name.to_string(),
         round: info.run.round,
-        result: ResultStatus {
-            success: info.result.success_count,
-            failed: info.result.failed_count,
-        },
+        result: ResultStatus { success: info.result.success_count, failed: info.result.failed_count },
         stop_requested: dir.stop,
         started_wall_ms: info.run.started_wall_ms,
         finished_wall_ms: info.run.finished_wall_ms,
@@ -408,18 +344,10 @@ pub async fn stop(store: &Store, id: &TaskId, by: &str, wall_ms: u64) -> Result<
         return Err(TaskError::NotFound(*id));
     }
     if let Some(s) = dir.state.filter(|s| s.is_terminal()) {
-        return Err(TaskError::Finished {
-            task: *id,
-            state: s,
-        });
+        return Err(TaskError::Finished { task: *id, state: s });
     }
-    let req = StopRequest {
-        wall_ms,
-        by: by.into(),
-    };
-    store
-        .create(&v2::stop_request(id), formats::encode(&req))
-        .await?;
+    let req = StopRequest { wall_ms, by: by.into() };
+    store.create(&v2::stop_request(id), formats::encode(&req)).await?;
     Ok(())
 }
 
@@ -438,36 +366,18 @@ pub async fn reassign_manager(
         return Err(TaskError::NotFound(*id));
     }
     if let Some(s) = dir.state.filter(|s| s.is_terminal()) {
-        return Err(TaskError::Finished {
-            task: *id,
-            state: s,
-        });
+        return Err(TaskError::Finished { task: *id, state: s });
     }
     let old = read_term(store, id, dir.term()).await?;
     let mut term = dir.term() + 1;
     loop {
-        let t = ManagerTerm {
-            task: *id,
-            term,
-            node: to.clone(),
-            by: by.into(),
-            wall_ms,
-        };
-        if store
-            .create(&v2::manager_term(id, term), formats::encode(&t))
-            .await?
-            == Created::Created
-        {
+        let t = ManagerTerm { task: *id, term, node: to.clone(), by: by.into(), wall_ms };
+        if store.create(&v2::manager_term(id, term), formats::encode(&t)).await? == Created::Created {
             break;
         }
         term += 1;
     }
-    store
-        .put(
-            &v2::manage_pointer(to, id),
-            formats::encode(&ManagePointer { task: *id, term }),
-        )
-        .await?;
+    store.put(&v2::manage_pointer(to, id), formats::encode(&ManagePointer { task: *id, term })).await?;
     if let Some(old) = old.filter(|o| &o.node != to) {
         store.delete(&v2::manage_pointer(&old.node, id)).await?;
     }

@@ -65,11 +65,7 @@ pub struct SubFolder {
 impl SubFolder {
     /// The marker furthest along (two exist after an interrupted change).
     pub fn state(&self) -> SubtaskState {
-        self.markers
-            .iter()
-            .copied()
-            .max_by_key(|s| s.rank())
-            .unwrap_or(SubtaskState::Init)
+        self.markers.iter().copied().max_by_key(|s| s.rank()).unwrap_or(SubtaskState::Init)
     }
 }
 
@@ -122,11 +118,7 @@ pub struct Worker {
 
 impl Worker {
     pub fn new(me: NodeId) -> Worker {
-        Worker {
-            me,
-            running: BTreeMap::new(),
-            reported: Default::default(),
-        }
+        Worker { me, running: BTreeMap::new(), reported: Default::default() }
     }
 
     pub fn running(&self) -> usize {
@@ -155,12 +147,7 @@ impl Worker {
         let gone: Vec<String> = self
             .running
             .keys()
-            .filter(|n| {
-                folder
-                    .subtasks
-                    .get(*n)
-                    .is_none_or(|f| f.markers.contains(&SubtaskState::Cancel))
-            })
+            .filter(|n| folder.subtasks.get(*n).is_none_or(|f| f.markers.contains(&SubtaskState::Cancel)))
             .cloned()
             .collect();
         for name in gone {
@@ -181,30 +168,11 @@ impl Worker {
             self.running.remove(&name);
             let sub = Name::parse(&name).expect("listed subtask names are valid");
             if !f.tail.is_empty() && (kind == ExecutorKind::Command || !f.success) {
-                store
-                    .put(
-                        &v2::subtask_output(&self.me, &sub),
-                        f.tail.clone().into_bytes(),
-                    )
-                    .await?;
+                store.put(&v2::subtask_output(&self.me, &sub), f.tail.clone().into_bytes()).await?;
             }
-            let state = if f.success {
-                SubtaskState::Success
-            } else {
-                SubtaskState::Failed
-            };
-            let mark = StatusMark {
-                incarnation,
-                wall_ms,
-                exit_code: f.exit_code,
-                error: f.error.clone(),
-            };
-            store
-                .put(
-                    &v2::subtask_status(&self.me, &sub, state),
-                    formats::encode(&mark),
-                )
-                .await?;
+            let state = if f.success { SubtaskState::Success } else { SubtaskState::Failed };
+            let mark = StatusMark { incarnation, wall_ms, exit_code: f.exit_code, error: f.error.clone() };
+            store.put(&v2::subtask_status(&self.me, &sub, state), formats::encode(&mark)).await?;
             tracing::info!(subtask = %name, %state, "subtask finished");
         }
         // New: start.
@@ -235,12 +203,7 @@ impl Worker {
         sub: &Name,
         wall_ms: u64,
     ) -> store::Result<()> {
-        let fail = |why: String| StatusMark {
-            incarnation,
-            wall_ms,
-            exit_code: None,
-            error: Some(why),
-        };
+        let fail = |why: String| StatusMark { incarnation, wall_ms, exit_code: None, error: Some(why) };
         let info = match store.read(&v2::subtask_info(&self.me, sub)).await? {
             Some(b) => formats::decode::<TaskInfo>(&b),
             None => return Ok(()),
@@ -249,12 +212,7 @@ impl Worker {
             Ok(i) if i.run.subtask.as_ref().is_some_and(|m| m.node == self.me) => i,
             Ok(_) => {
                 let mark = fail("subtask info does not name this node".into());
-                store
-                    .put(
-                        &v2::subtask_status(&self.me, sub, SubtaskState::Failed),
-                        formats::encode(&mark),
-                    )
-                    .await?;
+                store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Failed), formats::encode(&mark)).await?;
                 return Ok(());
             }
             Err(e) => {
@@ -271,13 +229,7 @@ impl Worker {
         vars.insert("db", info.db_name.to_string());
         vars.insert("schema", info.schema_name.to_string());
         vars.insert("table", info.table_name.to_string());
-        vars.insert(
-            "partition",
-            info.partition_name
-                .as_ref()
-                .map(|p| p.to_string())
-                .unwrap_or_default(),
-        );
+        vars.insert("partition", info.partition_name.as_ref().map(|p| p.to_string()).unwrap_or_default());
         vars.insert("task", meta.parent.to_string());
         vars.insert("subtask", sub.to_string());
         vars.insert("round", meta.round.to_string());
@@ -288,10 +240,7 @@ impl Worker {
         }
         let req = ExecRequest {
             kind,
-            command: executor
-                .as_ref()
-                .and_then(|e| e.command.clone())
-                .or_else(|| cfg.command.clone()),
+            command: executor.as_ref().and_then(|e| e.command.clone()).or_else(|| cfg.command.clone()),
             timeout: executor
                 .as_ref()
                 .and_then(|e| e.timeout_ms)
@@ -304,40 +253,19 @@ impl Worker {
         };
         if kind == ExecutorKind::Merge && info.partition_name.is_none() {
             let mark = fail("the merge executor needs a partition".into());
-            store
-                .put(
-                    &v2::subtask_status(&self.me, sub, SubtaskState::Failed),
-                    formats::encode(&mark),
-                )
-                .await?;
+            store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Failed), formats::encode(&mark)).await?;
             return Ok(());
         }
-        let mark = StatusMark {
-            incarnation,
-            wall_ms,
-            exit_code: None,
-            error: None,
-        };
-        store
-            .put(
-                &v2::subtask_status(&self.me, sub, SubtaskState::Running),
-                formats::encode(&mark),
-            )
-            .await?;
+        let mark = StatusMark { incarnation, wall_ms, exit_code: None, error: None };
+        store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Running), formats::encode(&mark)).await?;
         match executor::spawn(&req) {
             Ok(exec) => {
                 tracing::info!(subtask = %sub, pid = exec.pid(), ?kind, "subtask started");
-                self.running
-                    .insert(sub.to_string(), RunningSub { exec, kind });
+                self.running.insert(sub.to_string(), RunningSub { exec, kind });
             }
             Err(e) => {
                 let mark = fail(format!("could not start the executor: {e}"));
-                store
-                    .put(
-                        &v2::subtask_status(&self.me, sub, SubtaskState::Failed),
-                        formats::encode(&mark),
-                    )
-                    .await?;
+                store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Failed), formats::encode(&mark)).await?;
             }
         }
         Ok(())

@@ -55,11 +55,7 @@ fn start_all(cluster: &mut Cluster, data: &Path) {
 
 fn assert_all_running(cluster: &mut Cluster) {
     for n in NODES {
-        assert!(
-            cluster.is_running(n),
-            "{n} exited on bad input\n{}",
-            cluster.logs_text()
-        );
+        assert!(cluster.is_running(n), "{n} exited on bad input\n{}", cluster.logs_text());
     }
 }
 
@@ -75,8 +71,7 @@ fn wait_for_lease_holder(root: &Path, timeout: Duration) -> Option<String> {
                 .collect();
             names.sort();
             for name in names.iter().rev() {
-                let text = std::fs::read_to_string(v2(root).join("Election").join(name))
-                    .unwrap_or_default();
+                let text = std::fs::read_to_string(v2(root).join("Election").join(name)).unwrap_or_default();
                 if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
                     let holder = v["holder"].as_str().unwrap_or("").to_string();
                     if NODES.contains(&holder.as_str()) && v["renewal"].as_u64() > Some(0) {
@@ -98,14 +93,11 @@ fn newest_lease_members(root: &Path) -> Vec<String> {
     let mut names: Vec<String> = dir
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| {
-            n.len() == 26 && n.starts_with("Lease.") && n[6..].bytes().all(|b| b.is_ascii_digit())
-        })
+        .filter(|n| n.len() == 26 && n.starts_with("Lease.") && n[6..].bytes().all(|b| b.is_ascii_digit()))
         .collect();
     names.sort();
     for name in names.iter().rev() {
-        let text =
-            std::fs::read_to_string(v2(root).join("Election").join(name)).unwrap_or_default();
+        let text = std::fs::read_to_string(v2(root).join("Election").join(name)).unwrap_or_default();
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
             return v["members"]
                 .as_array()
@@ -119,10 +111,7 @@ fn newest_lease_members(root: &Path) -> Vec<String> {
 }
 
 fn all_logs(cluster: &Cluster) -> String {
-    NODES
-        .iter()
-        .map(|n| std::fs::read_to_string(cluster.log_path(n)).unwrap_or_default())
-        .collect()
+    NODES.iter().map(|n| std::fs::read_to_string(cluster.log_path(n)).unwrap_or_default()).collect()
 }
 
 /// Builds a tree with every kind of garbage that still lets a cluster form;
@@ -135,26 +124,11 @@ fn garbage_tree(root: &Path) -> Vec<String> {
     };
     // Names that are not valid node ids, some of them dot-dot-like (fs cannot
     // hold `..` itself as a name).
-    put(
-        "Compaction_V2/Registry/Nodes/...",
-        heartbeat_json("x").as_bytes(),
-    );
-    put(
-        "Compaction_V2/Registry/Nodes/..x",
-        heartbeat_json("x").as_bytes(),
-    );
-    put(
-        "Compaction_V2/Registry/Nodes/a\\..\\b",
-        heartbeat_json("x").as_bytes(),
-    );
-    put(
-        "Compaction_V2/Registry/Nodes/bad name",
-        heartbeat_json("x").as_bytes(),
-    );
-    put(
-        "Compaction_V2/Registry/Nodes/ctl\u{1}char",
-        heartbeat_json("x").as_bytes(),
-    );
+    put("Compaction_V2/Registry/Nodes/...", heartbeat_json("x").as_bytes());
+    put("Compaction_V2/Registry/Nodes/..x", heartbeat_json("x").as_bytes());
+    put("Compaction_V2/Registry/Nodes/a\\..\\b", heartbeat_json("x").as_bytes());
+    put("Compaction_V2/Registry/Nodes/bad name", heartbeat_json("x").as_bytes());
+    put("Compaction_V2/Registry/Nodes/ctl\u{1}char", heartbeat_json("x").as_bytes());
     // A heartbeat of 10 MiB: over the 4 MiB limit, refused unread.
     let mut big = heartbeat_json("huge").into_bytes();
     big.pop();
@@ -164,10 +138,7 @@ fn garbage_tree(root: &Path) -> Vec<String> {
     put("Compaction_V2/Registry/Nodes/huge", &big);
     // Truncated JSON.
     let hb = heartbeat_json("cut");
-    put(
-        "Compaction_V2/Registry/Nodes/cut",
-        &hb.as_bytes()[..hb.len() / 2],
-    );
+    put("Compaction_V2/Registry/Nodes/cut", &hb.as_bytes()[..hb.len() / 2]);
     put(
         "Compaction_V2/Election/Lease.00000000000000000004",
         br#"{"epoch":4,"holder":"ghost","holder_incarnation":1,"renewal":3,"lea"#,
@@ -176,19 +147,13 @@ fn garbage_tree(root: &Path) -> Vec<String> {
         "Compaction_V2/Registry/Events/00000000000000000001",
         br#"{"seq":1,"epoch":1,"by":"ghost","wall_ms":1,"kind":"NodeJoi"#,
     );
-    put(
-        "Compaction_V2/Registry/Offline/ghost.7",
-        br#"{"node":"ghost","incarnation":7,"ep"#,
-    );
+    put("Compaction_V2/Registry/Offline/ghost.7", br#"{"node":"ghost","incarnation":7,"ep"#);
     // Names that do not parse.
     put("Compaction_V2/Election/Lease.x..y", b"{}");
     put("Compaction_V2/Registry/Events/..1", b"{}");
     put("Compaction_V2/Registry/Offline/...5", b"{}");
     // Folders where files are expected.
-    for rel in [
-        "Compaction_V2/Registry/Nodes/dirnode/x",
-        "Compaction_V2/Registry/Events/00000000000000000002/x",
-    ] {
+    for rel in ["Compaction_V2/Registry/Nodes/dirnode/x", "Compaction_V2/Registry/Events/00000000000000000002/x"] {
         write(&root.join(rel), b"{}");
         expect.push(rel.trim_end_matches("/x").to_string());
     }
@@ -220,30 +185,20 @@ fn garbage_scenario(folder_lease: bool) {
     let root = cluster.fs_path();
     let mut expect = garbage_tree(&root);
     if folder_lease {
-        write(
-            &root.join("Compaction_V2/Election/Lease.00000000000000000002/x"),
-            b"{}",
-        );
+        write(&root.join("Compaction_V2/Election/Lease.00000000000000000002/x"), b"{}");
         expect.push("Compaction_V2/Election/Lease.00000000000000000002".into());
     }
 
     let (code, out, err) = check(&cluster);
     assert_eq!(code, Some(1), "check must fail\n{out}\n{err}");
     for p in &expect {
-        assert!(
-            out.contains(p.as_str()) || out.contains(&format!("{p}/")),
-            "check does not name {p:?}:\n{out}\n{err}"
-        );
+        assert!(out.contains(p.as_str()) || out.contains(&format!("{p}/")), "check does not name {p:?}:\n{out}\n{err}");
     }
 
     let data = root.parent().unwrap().join("data");
     start_all(&mut cluster, &data);
     let holder = wait_for_lease_holder(&root, Duration::from_secs(20));
-    assert!(
-        holder.is_some(),
-        "no monitor elected\n{}",
-        cluster.logs_text()
-    );
+    assert!(holder.is_some(), "no monitor elected\n{}", cluster.logs_text());
     // Every node joins the monitor's view (read from the lease file: `compactd
     // nodes` trips over the folder lease, see the ignored test below).
     let start = Instant::now();
@@ -252,22 +207,14 @@ fn garbage_scenario(folder_lease: bool) {
         if NODES.iter().all(|n| members.contains(&n.to_string())) {
             break;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "members {members:?}\n{}",
-            cluster.logs_text()
-        );
+        assert!(start.elapsed() < Duration::from_secs(20), "members {members:?}\n{}", cluster.logs_text());
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(2));
     assert_all_running(&mut cluster);
     // The daemons said what they skipped.
     let logs = all_logs(&cluster);
-    for p in [
-        "Registry/Nodes/huge",
-        "Registry/Nodes/cut",
-        "Registry/Nodes/bad name",
-    ] {
+    for p in ["Registry/Nodes/huge", "Registry/Nodes/cut", "Registry/Nodes/bad name"] {
         assert!(logs.contains(p), "no log line names {p}\n{logs}");
     }
     // Still reported afterwards (nothing was "repaired" or lost).
@@ -292,26 +239,16 @@ fn registry_nodes_as_a_file_is_reported_and_a_monitor_is_still_elected() {
     let (code, out, err) = check(&cluster);
     assert_eq!(code, Some(1), "check must fail\n{out}\n{err}");
     let all = format!("{out}{err}");
-    assert!(
-        all.contains("Compaction_V2/Registry/Nodes"),
-        "check does not name Registry/Nodes:\n{all}"
-    );
+    assert!(all.contains("Compaction_V2/Registry/Nodes"), "check does not name Registry/Nodes:\n{all}");
 
     let data = root.parent().unwrap().join("data");
     start_all(&mut cluster, &data);
     let holder = wait_for_lease_holder(&root, Duration::from_secs(20));
-    assert!(
-        holder.is_some(),
-        "no monitor elected\n{}",
-        cluster.logs_text()
-    );
+    assert!(holder.is_some(), "no monitor elected\n{}", cluster.logs_text());
     std::thread::sleep(Duration::from_secs(2));
     assert_all_running(&mut cluster);
     let logs = all_logs(&cluster);
-    assert!(
-        logs.contains("Registry/Nodes"),
-        "no log line names Registry/Nodes\n{logs}"
-    );
+    assert!(logs.contains("Registry/Nodes"), "no log line names Registry/Nodes\n{logs}");
 }
 
 #[test]
@@ -323,20 +260,14 @@ fn election_as_a_file_is_reported_and_the_daemons_keep_running() {
     let (code, out, err) = check(&cluster);
     assert_eq!(code, Some(1), "check must fail\n{out}\n{err}");
     let all = format!("{out}{err}");
-    assert!(
-        all.contains("Compaction_V2/Election"),
-        "check does not name Election:\n{all}"
-    );
+    assert!(all.contains("Compaction_V2/Election"), "check does not name Election:\n{all}");
 
     let data = root.parent().unwrap().join("data");
     start_all(&mut cluster, &data);
     std::thread::sleep(Duration::from_secs(4));
     assert_all_running(&mut cluster);
     let logs = all_logs(&cluster);
-    assert!(
-        logs.contains("Election"),
-        "no log line names Compaction_V2/Election\n{logs}"
-    );
+    assert!(logs.contains("Election"), "no log line names Compaction_V2/Election\n{logs}");
     // Still a file: nobody "repaired" it by deleting it.
     assert!(v2(&root).join("Election").is_file());
 }
@@ -382,12 +313,7 @@ fn run_refused(cwd: &Path, args: &[&str]) -> (Option<i32>, String) {
         if let Some(status) = child.try_wait().unwrap() {
             let mut err = String::new();
             use std::io::Read;
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
             return (status.code(), err);
         }
         if start.elapsed() > Duration::from_secs(20) {
@@ -418,46 +344,16 @@ fn bad_arguments(check_writes: bool) {
     let parent = tempfile::tempdir().unwrap();
     let root = parent.path().join("root");
     // An existing, small tree: it must come out unchanged.
-    write(
-        &v2(&root).join("Registry/Nodes/keep"),
-        heartbeat_json("keep").as_bytes(),
-    );
+    write(&v2(&root).join("Registry/Nodes/keep"), heartbeat_json("keep").as_bytes());
     let root_uri = format!("fs://{}", root.display());
     let missing_root = parent.path().join("never-created");
     let missing_uri = format!("fs://{}", missing_root.display());
     let before = snapshot(parent.path());
 
     let cases: Vec<(Vec<String>, &[&str])> = vec![
-        (
-            vec![
-                "--root".into(),
-                root_uri.clone(),
-                "run".into(),
-                "--node-id".into(),
-                "../x".into(),
-            ],
-            &["../x"],
-        ),
-        (
-            vec![
-                "--root".into(),
-                root_uri.clone(),
-                "run".into(),
-                "--node-id".into(),
-                "a b".into(),
-            ],
-            &["a b"],
-        ),
-        (
-            vec![
-                "--root".into(),
-                "gopher://x".into(),
-                "run".into(),
-                "--node-id".into(),
-                "n1".into(),
-            ],
-            &["gopher"],
-        ),
+        (vec!["--root".into(), root_uri.clone(), "run".into(), "--node-id".into(), "../x".into()], &["../x"]),
+        (vec!["--root".into(), root_uri.clone(), "run".into(), "--node-id".into(), "a b".into()], &["a b"]),
+        (vec!["--root".into(), "gopher://x".into(), "run".into(), "--node-id".into(), "n1".into()], &["gopher"]),
         (
             vec![
                 "--root".into(),
@@ -472,41 +368,19 @@ fn bad_arguments(check_writes: bool) {
         ),
         // The same refusals on a root that does not exist yet: they must not
         // create it.
-        (
-            vec![
-                "--root".into(),
-                missing_uri.clone(),
-                "run".into(),
-                "--node-id".into(),
-                "../x".into(),
-            ],
-            &["../x"],
-        ),
-        (
-            vec![
-                "--root".into(),
-                missing_uri.clone(),
-                "run".into(),
-                "--node-id".into(),
-                "a b".into(),
-            ],
-            &["a b"],
-        ),
+        (vec!["--root".into(), missing_uri.clone(), "run".into(), "--node-id".into(), "../x".into()], &["../x"]),
+        (vec!["--root".into(), missing_uri.clone(), "run".into(), "--node-id".into(), "a b".into()], &["a b"]),
     ];
     let mut problems = vec![];
     for (args, words) in &cases {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let (code, err) = run_refused(parent.path(), &args);
         if !matches!(code, Some(1) | Some(2)) {
-            problems.push(format!(
-                "{args:?}: exit code {code:?}, expected 1 or 2\n{err}"
-            ));
+            problems.push(format!("{args:?}: exit code {code:?}, expected 1 or 2\n{err}"));
         }
         for w in *words {
             if !err.contains(w) {
-                problems.push(format!(
-                    "{args:?}: the message does not mention {w:?}: {err}"
-                ));
+                problems.push(format!("{args:?}: the message does not mention {w:?}: {err}"));
             }
         }
         let after = snapshot(parent.path());
@@ -541,14 +415,7 @@ fn bad_arguments(check_writes: bool) {
 fn nodes_skips_a_folder_where_a_lease_is_expected() {
     let cluster = Cluster::fs();
     let root = cluster.fs_path();
-    write(
-        &v2(&root).join("Election/Lease.00000000000000000002/x"),
-        b"{}",
-    );
+    write(&v2(&root).join("Election/Lease.00000000000000000002/x"), b"{}");
     let out = cluster.compactd(&["nodes", "--json"]);
-    assert!(
-        out.status.success(),
-        "nodes failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "nodes failed: {}", String::from_utf8_lossy(&out.stderr));
 }

@@ -16,10 +16,7 @@ const LEASE: Duration = Duration::from_millis(1500);
 const TICK: Duration = Duration::from_millis(200);
 
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 
 /// Reads the tree through the same store layer as the daemon.
@@ -31,9 +28,7 @@ struct Tree {
 impl Tree {
     fn open(root: &str) -> Tree {
         let rt = rt();
-        let store = rt
-            .block_on(Store::open(&RootUri::parse(root).unwrap()))
-            .unwrap();
+        let store = rt.block_on(Store::open(&RootUri::parse(root).unwrap())).unwrap();
         Tree { rt, store }
     }
 
@@ -63,11 +58,7 @@ impl Tree {
 
     fn lease(&self, epoch: u64) -> Option<Lease> {
         self.rt.block_on(async {
-            self.store
-                .read(&v2::lease(epoch))
-                .await
-                .unwrap()
-                .map(|b| formats::decode::<Lease>(&b).unwrap())
+            self.store.read(&v2::lease(epoch)).await.unwrap().map(|b| formats::decode::<Lease>(&b).unwrap())
         })
     }
 
@@ -83,20 +74,12 @@ impl Tree {
     }
 
     fn heartbeat_exists(&self, node: &str) -> bool {
-        self.rt
-            .block_on(
-                self.store
-                    .exists(&v2::heartbeat(&layouts::NodeId::parse(node).unwrap())),
-            )
-            .unwrap()
+        self.rt.block_on(self.store.exists(&v2::heartbeat(&layouts::NodeId::parse(node).unwrap()))).unwrap()
     }
 }
 
 fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
 fn offline_events_for(tree: &Tree, node: &str) -> usize {
@@ -113,18 +96,15 @@ fn failover(cluster: &mut Cluster) {
     for n in ["n1", "n2", "n3"] {
         cluster.start(n);
     }
-    let rows = cluster.wait_nodes(
-        Duration::from_secs(20),
-        "3 alive nodes and one monitor",
-        |r| alive(r).len() == 3 && monitor_of(r).is_some(),
-    );
+    let rows = cluster.wait_nodes(Duration::from_secs(20), "3 alive nodes and one monitor", |r| {
+        alive(r).len() == 3 && monitor_of(r).is_some()
+    });
     let first = monitor_of(&rows).unwrap();
     let first_epoch = tree.newest_lease().epoch;
     let killed_at = wall_ms();
     cluster.kill(&first);
-    let rows = cluster.wait_nodes(Duration::from_secs(10), "a new monitor", |r| {
-        monitor_of(r).is_some_and(|m| m != first)
-    });
+    let rows =
+        cluster.wait_nodes(Duration::from_secs(10), "a new monitor", |r| monitor_of(r).is_some_and(|m| m != first));
     let second = monitor_of(&rows).unwrap();
     let lease = tree.newest_lease();
     assert!(lease.epoch > first_epoch);
@@ -144,40 +124,21 @@ fn failover(cluster: &mut Cluster) {
 
     // Declared offline once, and its heartbeat cleaned.
     let start = Instant::now();
-    while tree
-        .offline_records()
-        .iter()
-        .all(|r| r.node.as_str() != first || !r.cleaned)
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "{first} never declared offline\n{}",
-            cluster.logs_text()
-        );
+    while tree.offline_records().iter().all(|r| r.node.as_str() != first || !r.cleaned) {
+        assert!(start.elapsed() < Duration::from_secs(10), "{first} never declared offline\n{}", cluster.logs_text());
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(LEASE * 2); // give any duplicate declaration a chance to appear
-    let recs: Vec<OfflineRecord> = tree
-        .offline_records()
-        .into_iter()
-        .filter(|r| r.node.as_str() == first)
-        .collect();
+    let recs: Vec<OfflineRecord> = tree.offline_records().into_iter().filter(|r| r.node.as_str() == first).collect();
     assert_eq!(recs.len(), 1, "{recs:?}");
     assert_eq!(recs[0].epoch, lease.epoch, "declared by the new monitor");
     assert_eq!(offline_events_for(&tree, &first), 1);
-    assert!(
-        !tree.heartbeat_exists(&first),
-        "the dead node's heartbeat is cleaned up"
-    );
+    assert!(!tree.heartbeat_exists(&first), "the dead node's heartbeat is cleaned up");
     let rows = cluster.nodes();
     assert_eq!(alive(&rows).len(), 2, "{rows:#?}");
     assert!(!rows.iter().any(|r| r["id"] == first.as_str()), "{rows:#?}");
     let check = cluster.compactd(&["check"]);
-    assert!(
-        check.status.success(),
-        "check found anomalies: {}",
-        String::from_utf8_lossy(&check.stdout)
-    );
+    assert!(check.status.success(), "check found anomalies: {}", String::from_utf8_lossy(&check.stdout));
 }
 
 #[test]
@@ -200,24 +161,16 @@ fn fencing(cluster: &mut Cluster) {
     for n in ["n1", "n2", "n3"] {
         cluster.start(n);
     }
-    let rows = cluster.wait_nodes(
-        Duration::from_secs(20),
-        "3 alive nodes and one monitor",
-        |r| alive(r).len() == 3 && monitor_of(r).is_some(),
-    );
+    let rows = cluster.wait_nodes(Duration::from_secs(20), "3 alive nodes and one monitor", |r| {
+        alive(r).len() == 3 && monitor_of(r).is_some()
+    });
     let paused = monitor_of(&rows).unwrap();
     let old_epoch = tree.newest_lease().epoch;
     cluster.pause(&paused);
-    cluster.wait_nodes(Duration::from_secs(10), "a new monitor", |r| {
-        monitor_of(r).is_some_and(|m| m != paused)
-    });
+    cluster.wait_nodes(Duration::from_secs(10), "a new monitor", |r| monitor_of(r).is_some_and(|m| m != paused));
     // Past its session too: the new monitor declares the paused incarnation offline.
     let start = Instant::now();
-    while !tree
-        .offline_records()
-        .iter()
-        .any(|r| r.node.as_str() == paused && r.cleaned)
-    {
+    while !tree.offline_records().iter().any(|r| r.node.as_str() == paused && r.cleaned) {
         assert!(
             start.elapsed() < Duration::from_secs(10),
             "paused node never declared offline\n{}",
@@ -226,40 +179,25 @@ fn fencing(cluster: &mut Cluster) {
         std::thread::sleep(Duration::from_millis(100));
     }
     cluster.resume(&paused);
-    let rows = cluster.wait_nodes(
-        Duration::from_secs(10),
-        "the resumed node to report a fenced action and rejoin",
-        |r| {
+    let rows =
+        cluster.wait_nodes(Duration::from_secs(10), "the resumed node to report a fenced action and rejoin", |r| {
             r.iter().any(|x| {
-                x["id"] == paused.as_str()
-                    && x["fenced_actions"].as_u64().unwrap_or(0) >= 1
-                    && x["alive"] == true
+                x["id"] == paused.as_str() && x["fenced_actions"].as_u64().unwrap_or(0) >= 1 && x["alive"] == true
             })
-        },
-    );
+        });
     assert_ne!(monitor_of(&rows).as_deref(), Some(paused.as_str()));
     std::thread::sleep(LEASE * 2);
     // It acted on nothing: on resume every heartbeat looked stale to it, yet no
     // declaration comes from its epoch and nobody but its old self is offline.
     for r in tree.offline_records() {
-        assert!(
-            r.epoch > old_epoch,
-            "a declaration from the fenced epoch: {r:?}"
-        );
-        assert_eq!(
-            r.node.as_str(),
-            paused,
-            "an alive node was declared offline: {r:?}"
-        );
+        assert!(r.epoch > old_epoch, "a declaration from the fenced epoch: {r:?}");
+        assert_eq!(r.node.as_str(), paused, "an alive node was declared offline: {r:?}");
     }
     let rows = cluster.nodes();
     assert_eq!(alive(&rows).len(), 3, "{rows:#?}");
     assert!(monitor_of(&rows).is_some());
     let log = std::fs::read_to_string(cluster.log_path(&paused)).unwrap();
-    assert!(
-        log.contains("without acting") || log.contains("refused"),
-        "{log}"
-    );
+    assert!(log.contains("without acting") || log.contains("refused"), "{log}");
 }
 
 #[test]
@@ -288,28 +226,12 @@ fn sigterm_leaves_cleanly_and_hands_over_at_once() {
     let m = monitor_of(&rows).unwrap();
     let t = Instant::now();
     assert_eq!(cluster.terminate(&m), Some(0));
-    cluster.wait_nodes(
-        Duration::from_secs(10),
-        "a new monitor and two members",
-        |r| {
-            monitor_of(r).is_some_and(|x| x != m)
-                && alive(r).len() == 2
-                && !r.iter().any(|x| x["id"] == m.as_str())
-        },
-    );
-    assert!(
-        t.elapsed() < LEASE,
-        "a released lease is taken over without waiting it out ({:?})",
-        t.elapsed()
-    );
-    assert!(
-        tree.offline_records().is_empty(),
-        "a clean leave is not an offline declaration"
-    );
-    assert!(tree
-        .events()
-        .iter()
-        .any(|e| matches!(&e.kind, EventKind::NodeLeft { node, .. } if node.as_str() == m)));
+    cluster.wait_nodes(Duration::from_secs(10), "a new monitor and two members", |r| {
+        monitor_of(r).is_some_and(|x| x != m) && alive(r).len() == 2 && !r.iter().any(|x| x["id"] == m.as_str())
+    });
+    assert!(t.elapsed() < LEASE, "a released lease is taken over without waiting it out ({:?})", t.elapsed());
+    assert!(tree.offline_records().is_empty(), "a clean leave is not an offline declaration");
+    assert!(tree.events().iter().any(|e| matches!(&e.kind, EventKind::NodeLeft { node, .. } if node.as_str() == m)));
 }
 
 #[test]
@@ -323,11 +245,7 @@ fn a_second_process_with_a_live_node_id_is_refused() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("is in use"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is in use"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
@@ -336,9 +254,7 @@ fn garbage_in_the_tree_is_reported_by_check_and_skipped_by_the_daemon() {
     for n in ["n1", "n2", "n3"] {
         cluster.start(n);
     }
-    cluster.wait_nodes(Duration::from_secs(20), "3 alive", |r| {
-        alive(r).len() == 3 && monitor_of(r).is_some()
-    });
+    cluster.wait_nodes(Duration::from_secs(20), "3 alive", |r| alive(r).len() == 3 && monitor_of(r).is_some());
     let root = cluster.fs_path().join("Compaction_V2");
     let garbage = [
         ("Registry/Nodes/n9", "{\"node\": \"n9\", \"trunc"),
@@ -365,31 +281,19 @@ fn garbage_in_the_tree_is_reported_by_check_and_skipped_by_the_daemon() {
     let paths: Vec<&str> = found.iter().map(|a| a["path"].as_str().unwrap()).collect();
     for (p, _) in garbage {
         let full = format!("Compaction_V2/{p}");
-        let reported = paths.iter().any(|x| {
-            full.starts_with(x.trim_end_matches('/')) && x.len() > "Compaction_V2/".len() + 2
-        });
+        let reported =
+            paths.iter().any(|x| full.starts_with(x.trim_end_matches('/')) && x.len() > "Compaction_V2/".len() + 2);
         assert!(reported, "{full} not reported; check said {found:#?}");
     }
     // The daemons keep running and keep working: kill one, it is declared offline.
     std::thread::sleep(Duration::from_secs(1));
     for n in ["n1", "n2", "n3"] {
-        assert!(
-            cluster.is_running(n),
-            "{n} died on garbage\n{}",
-            cluster.logs_text()
-        );
+        assert!(cluster.is_running(n), "{n} died on garbage\n{}", cluster.logs_text());
     }
     let m = monitor_of(&cluster.nodes()).unwrap();
     let victim = ["n1", "n2", "n3"].into_iter().find(|n| *n != m).unwrap();
     cluster.kill(victim);
-    cluster.wait_nodes(
-        Duration::from_secs(10),
-        "the killed node to leave the view",
-        |r| alive(r).len() == 2,
-    );
+    cluster.wait_nodes(Duration::from_secs(10), "the killed node to leave the view", |r| alive(r).len() == 2);
     let log = std::fs::read_to_string(cluster.log_path(&m)).unwrap();
-    assert!(
-        log.contains("skipping"),
-        "the monitor logs what it skips: {log}"
-    );
+    assert!(log.contains("skipping"), "the monitor logs what it skips: {log}");
 }

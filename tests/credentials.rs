@@ -77,9 +77,7 @@ fn leaks<'a>(outputs: impl IntoIterator<Item = (String, &'a [u8])>) -> Vec<Strin
             if let Some(i) = text.find(n.as_str()) {
                 let from = text[..i].char_indices().rev().nth(80).map_or(0, |(j, _)| j);
                 let to = (i + n.len() + 80).min(text.len());
-                let to = (to..=text.len())
-                    .find(|j| text.is_char_boundary(*j))
-                    .unwrap();
+                let to = (to..=text.len()).find(|j| text.is_char_boundary(*j)).unwrap();
                 found.push(format!("{what} contains {n:?}: …{}…", &text[from..to]));
             }
         }
@@ -113,18 +111,12 @@ fn secrets_do_not_leak(level: &'static str, min_output: usize) {
     RUST_LOG.set(level);
     let s3 = S3Server::shared();
     let root = s3.new_bucket("creds");
-    let bucket = root
-        .strip_prefix("s3://")
-        .and_then(|r| r.split('/').next())
-        .unwrap()
-        .to_string();
+    let bucket = root.strip_prefix("s3://").and_then(|r| r.split('/').next()).unwrap().to_string();
     let data_dir = tempfile::tempdir().unwrap();
     let data = data_dir.path().display().to_string();
 
-    let mut daemons: Vec<(String, Child)> = ["cred1", "cred2", "cred3"]
-        .iter()
-        .map(|n| (n.to_string(), spawn_daemon(&root, n, &data)))
-        .collect();
+    let mut daemons: Vec<(String, Child)> =
+        ["cred1", "cred2", "cred3"].iter().map(|n| (n.to_string(), spawn_daemon(&root, n, &data))).collect();
 
     // Wait until the cluster has formed (a monitor with all three members).
     let mut outputs: Vec<(String, Vec<u8>)> = vec![];
@@ -132,17 +124,14 @@ fn secrets_do_not_leak(level: &'static str, min_output: usize) {
     loop {
         let out = compactd(&root, &["nodes", "--json"]);
         let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
-        let ready = rows.iter().filter(|r| r["alive"] == true).count() == 3
-            && rows.iter().any(|r| r["monitor"] == true);
+        let ready =
+            rows.iter().filter(|r| r["alive"] == true).count() == 3 && rows.iter().any(|r| r["monitor"] == true);
         outputs.push(("nodes --json (stdout)".into(), out.stdout));
         outputs.push(("nodes --json (stderr)".into(), out.stderr));
         if ready {
             break;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the cluster did not form: {rows:#?}"
-        );
+        assert!(start.elapsed() < Duration::from_secs(30), "the cluster did not form: {rows:#?}");
         std::thread::sleep(Duration::from_millis(200));
     }
 
@@ -155,20 +144,10 @@ fn secrets_do_not_leak(level: &'static str, min_output: usize) {
     // Errors: an endpoint nobody listens on (the request fails and the error
     // is printed, with the backend, the operation and the path).
     let dead = format!("s3://{bucket}/compactd?endpoint=http://127.0.0.1:9&region={REGION}");
-    for args in [
-        &["nodes"][..],
-        &["check", "--json"],
-        &["run", "--node-id", "lost"],
-    ] {
+    for args in [&["nodes"][..], &["check", "--json"], &["run", "--node-id", "lost"]] {
         let out = compactd_with_deadline(&dead, args, Duration::from_secs(60));
-        assert!(
-            !out.status.success(),
-            "{args:?} on a dead endpoint succeeded"
-        );
-        assert!(
-            !out.stderr.is_empty(),
-            "{args:?} on a dead endpoint printed no error"
-        );
+        assert!(!out.status.success(), "{args:?} on a dead endpoint succeeded");
+        assert!(!out.stderr.is_empty(), "{args:?} on a dead endpoint printed no error");
         outputs.push((format!("{args:?} on a dead endpoint (stdout)"), out.stdout));
         outputs.push((format!("{args:?} on a dead endpoint (stderr)"), out.stderr));
     }
@@ -192,10 +171,7 @@ fn secrets_do_not_leak(level: &'static str, min_output: usize) {
         outputs.push((format!("run {name} (stderr)"), out.stderr));
     }
     let log_bytes: usize = outputs.iter().map(|(_, b)| b.len()).sum();
-    assert!(
-        log_bytes > min_output,
-        "suspiciously little output ({log_bytes} bytes): is RUST_LOG={level} honoured?"
-    );
+    assert!(log_bytes > min_output, "suspiciously little output ({log_bytes} bytes): is RUST_LOG={level} honoured?");
 
     objects.extend(read_bucket(&bucket, s3.endpoint()));
 
@@ -203,11 +179,7 @@ fn secrets_do_not_leak(level: &'static str, min_output: usize) {
         outputs
             .iter()
             .map(|(w, b)| (w.clone(), b.as_slice()))
-            .chain(
-                objects
-                    .iter()
-                    .map(|(p, b)| (format!("object {p}"), b.as_slice())),
-            ),
+            .chain(objects.iter().map(|(p, b)| (format!("object {p}"), b.as_slice()))),
     );
     assert!(found.is_empty(), "secrets leaked:\n{}", found.join("\n"));
 }
@@ -252,26 +224,16 @@ fn wait_with_deadline(child: &mut Child, deadline: Duration) -> Output {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    Output {
-        status,
-        stdout: t_out.join().unwrap(),
-        stderr: t_err.join().unwrap(),
-    }
+    Output { status, stdout: t_out.join().unwrap(), stderr: t_err.join().unwrap() }
 }
 
 /// Lists the whole bucket recursively and reads every object.
 fn read_bucket(bucket: &str, endpoint: String) -> Vec<(String, Vec<u8>)> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     // The store reads its credentials from the environment; the server
     // accepts any.
     S3Server::shared().set_env();
-    let uri = RootUri::parse(&format!(
-        "s3://{bucket}?endpoint={endpoint}&region={REGION}"
-    ))
-    .unwrap();
+    let uri = RootUri::parse(&format!("s3://{bucket}?endpoint={endpoint}&region={REGION}")).unwrap();
     rt.block_on(async {
         let store = Store::open(&uri).await.unwrap();
         let entries: Vec<store::Entry> = store.list_stream("", true).try_collect().await.unwrap();

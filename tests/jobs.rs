@@ -21,11 +21,7 @@ use common::s3::S3Server;
 use serde_json::Value;
 
 fn fixture(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/jobs")
-        .join(name)
-        .display()
-        .to_string()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/jobs").join(name).display().to_string()
 }
 
 fn ok(out: &Output, what: &str) -> Value {
@@ -36,12 +32,8 @@ fn ok(out: &Output, what: &str) -> Value {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{what}: not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 fn stderr(out: &Output) -> String {
@@ -51,21 +43,11 @@ fn stderr(out: &Output) -> String {
 /// Ten `trigger` processes started at once with the same key; exactly one
 /// reports `created`, all report the same instance.
 fn trigger_race(c: &Cluster) {
-    ok(
-        &c.compactd(&["define", "apply", &fixture("diamond.json"), "--json"]),
-        "define apply",
-    );
+    ok(&c.compactd(&["define", "apply", &fixture("diamond.json"), "--json"]), "define apply");
     let children: Vec<_> = (0..10)
         .map(|i| {
             Command::new(BIN)
-                .args([
-                    "--root",
-                    &c.root,
-                    "trigger",
-                    "diamond",
-                    "--trigger",
-                    "2024-01-01",
-                ])
+                .args(["--root", &c.root, "trigger", "diamond", "--trigger", "2024-01-01"])
                 .args(["--param", &format!("who={i}"), "--json"])
                 .envs(c.env.iter().cloned())
                 .stdout(Stdio::piped())
@@ -74,10 +56,7 @@ fn trigger_race(c: &Cluster) {
                 .unwrap()
         })
         .collect();
-    let results: Vec<Value> = children
-        .into_iter()
-        .map(|ch| ok(&ch.wait_with_output().unwrap(), "trigger"))
-        .collect();
+    let results: Vec<Value> = children.into_iter().map(|ch| ok(&ch.wait_with_output().unwrap(), "trigger")).collect();
     let created: Vec<&Value> = results.iter().filter(|r| r["created"] == true).collect();
     assert_eq!(created.len(), 1, "{results:#?}");
     let winner = &created[0]["job"];
@@ -110,18 +89,13 @@ fn definitions_through_the_cli() {
     let out = c.compactd(&["define", "apply", &fixture("cycle.json")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out)
-            .contains(r#"steps form a cycle: "extract" -> "transform" -> "publish" -> "extract""#),
+        stderr(&out).contains(r#"steps form a cycle: "extract" -> "transform" -> "publish" -> "extract""#),
         "{}",
         stderr(&out)
     );
     let out = c.compactd(&["define", "apply", &fixture("unknown-dep.json")]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains(r#"step "publish" depends on unknown step "transform""#),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains(r#"step "publish" depends on unknown step "transform""#), "{}", stderr(&out));
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.json");
     std::fs::write(&bad, "{\"jobName\": \"x\", \"steps\": [").unwrap();
@@ -130,11 +104,7 @@ fn definitions_through_the_cli() {
     assert!(stderr(&out).contains(&format!("{}: not a valid job definition", bad.display())));
     let out = c.compactd(&["define", "apply", "/nonexistent/def.json"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("/nonexistent/def.json"),
-        "{}",
-        stderr(&out)
-    );
+    assert!(stderr(&out).contains("/nonexistent/def.json"), "{}", stderr(&out));
     assert!(!c.fs_path().join("Compaction_V2/Jobs").exists());
     // Names are checked like every name: a usage error.
     let out = c.compactd(&["trigger", "../x", "--trigger", "k"]);
@@ -143,65 +113,32 @@ fn definitions_through_the_cli() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 
     // Versions, switch, show.
-    let a = ok(
-        &c.compactd(&["define", "apply", &fixture("report.json"), "--json"]),
-        "apply",
-    );
-    assert_eq!(
-        (a["version"].as_u64(), a["changed"].as_bool()),
-        (Some(1), Some(true))
-    );
+    let a = ok(&c.compactd(&["define", "apply", &fixture("report.json"), "--json"]), "apply");
+    assert_eq!((a["version"].as_u64(), a["changed"].as_bool()), (Some(1), Some(true)));
     let v1 = ok(&c.compactd(&["define", "show", "events-report"]), "show");
-    let changed = std::fs::read_to_string(fixture("report.json"))
-        .unwrap()
-        .replace("\"sharding\": 2", "\"sharding\": 3");
+    let changed =
+        std::fs::read_to_string(fixture("report.json")).unwrap().replace("\"sharding\": 2", "\"sharding\": 3");
     let f2 = dir.path().join("report-v2.json");
     std::fs::write(&f2, changed).unwrap();
-    let a = ok(
-        &c.compactd(&["define", "apply", f2.to_str().unwrap(), "--json"]),
-        "apply v2",
-    );
+    let a = ok(&c.compactd(&["define", "apply", f2.to_str().unwrap(), "--json"]), "apply v2");
     assert_eq!(a["version"], 2);
     assert_eq!(a["changedSteps"], serde_json::json!(["stats"]));
-    let a = ok(
-        &c.compactd(&["define", "apply", f2.to_str().unwrap(), "--json"]),
-        "apply v2 again",
-    );
-    assert_eq!(
-        (a["version"].as_u64(), a["changed"].as_bool()),
-        (Some(2), Some(false))
-    );
-    let vs = ok(
-        &c.compactd(&["define", "versions", "events-report", "--json"]),
-        "versions",
-    );
+    let a = ok(&c.compactd(&["define", "apply", f2.to_str().unwrap(), "--json"]), "apply v2 again");
+    assert_eq!((a["version"].as_u64(), a["changed"].as_bool()), (Some(2), Some(false)));
+    let vs = ok(&c.compactd(&["define", "versions", "events-report", "--json"]), "versions");
     let cur: Vec<(u64, bool)> = vs
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| {
-            (
-                r["version"].as_u64().unwrap(),
-                r["current"].as_bool().unwrap(),
-            )
-        })
+        .map(|r| (r["version"].as_u64().unwrap(), r["current"].as_bool().unwrap()))
         .collect();
     assert_eq!(cur, vec![(1, false), (2, true)]);
-    assert_eq!(
-        ok(&c.compactd(&["define", "show", "events-report"]), "show")["steps"][1]["sharding"],
-        3
-    );
+    assert_eq!(ok(&c.compactd(&["define", "show", "events-report"]), "show")["steps"][1]["sharding"], 3);
     let out = c.compactd(&["define", "switch", "events-report", "1"]);
     assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(ok(&c.compactd(&["define", "show", "events-report"]), "show"), v1);
     assert_eq!(
-        ok(&c.compactd(&["define", "show", "events-report"]), "show"),
-        v1
-    );
-    assert_eq!(
-        ok(
-            &c.compactd(&["define", "show", "events-report", "--version", "2"]),
-            "show v2"
-        )["steps"][1]["sharding"],
+        ok(&c.compactd(&["define", "show", "events-report", "--version", "2"]), "show v2")["steps"][1]["sharding"],
         3
     );
     // Delete keeps the log; switch restores.
@@ -210,26 +147,13 @@ fn definitions_through_the_cli() {
     let out = c.compactd(&["define", "show", "events-report"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("is deleted"), "{}", stderr(&out));
-    let vs = ok(
-        &c.compactd(&["define", "versions", "events-report", "--json"]),
-        "versions",
-    );
+    let vs = ok(&c.compactd(&["define", "versions", "events-report", "--json"]), "versions");
     assert_eq!(vs.as_array().unwrap().len(), 2);
-    assert!(c
-        .compactd(&["define", "switch", "events-report", "2"])
-        .status
-        .success());
-    assert_eq!(
-        ok(&c.compactd(&["define", "show", "events-report"]), "show")["version"],
-        2
-    );
+    assert!(c.compactd(&["define", "switch", "events-report", "2"]).status.success());
+    assert_eq!(ok(&c.compactd(&["define", "show", "events-report"]), "show")["version"], 2);
     // `check` knows the Jobs/ folder.
     let out = c.compactd(&["check"]);
-    assert!(
-        !String::from_utf8_lossy(&out.stdout).contains("Jobs"),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("Jobs"), "{}", String::from_utf8_lossy(&out.stdout));
 }
 
 fn wait_job(c: &Cluster, job: &str, key: &str, timeout: Duration) -> Value {
@@ -240,10 +164,7 @@ fn wait_job(c: &Cluster, job: &str, key: &str, timeout: Duration) -> Value {
             return v;
         }
         if start.elapsed() > timeout {
-            panic!(
-                "{job}/{key} still running after {timeout:?}: {v:#}\n{}",
-                c.logs_text()
-            );
+            panic!("{job}/{key} still running after {timeout:?}: {v:#}\n{}", c.logs_text());
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -269,21 +190,13 @@ fn assert_dag_order(job: &Value) {
             let dep = step(job, d.as_str().unwrap());
             assert_eq!(dep["state"], "Succeeded", "{job:#}");
             let finished = dep["finished_wall_ms"].as_u64().unwrap();
-            assert!(
-                started >= finished,
-                "{} started at {started} before {d} finished at {finished}",
-                s["stepName"]
-            );
+            assert!(started >= finished, "{} started at {started} before {d} finished at {finished}", s["stepName"]);
         }
     }
 }
 
 fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
 }
 
 #[test]
@@ -292,16 +205,11 @@ fn diamond_runs_across_three_processes() {
     for n in ["n1", "n2", "n3"] {
         c.start_with(n, &["--executor", "command", "--command", "true"]);
     }
-    c.wait_nodes(Duration::from_secs(20), "three live nodes", |rows| {
-        alive(rows).len() == 3
-    });
+    c.wait_nodes(Duration::from_secs(20), "three live nodes", |rows| alive(rows).len() == 3);
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.log");
     let out_s = out.to_str().unwrap();
-    ok(
-        &c.compactd(&["define", "apply", &fixture("diamond.json"), "--json"]),
-        "apply",
-    );
+    ok(&c.compactd(&["define", "apply", &fixture("diamond.json"), "--json"]), "apply");
     // A failing twin: B exits 3.
     let failing = std::fs::read_to_string(fixture("diamond.json"))
         .unwrap()
@@ -310,50 +218,21 @@ fn diamond_runs_across_three_processes() {
     v["steps"][1]["command"] = Value::from("exit 3");
     let ff = dir.path().join("failing.json");
     std::fs::write(&ff, serde_json::to_vec(&v).unwrap()).unwrap();
-    ok(
-        &c.compactd(&["define", "apply", ff.to_str().unwrap(), "--json"]),
-        "apply failing",
-    );
+    ok(&c.compactd(&["define", "apply", ff.to_str().unwrap(), "--json"]), "apply failing");
 
     let param = format!("out={out_s}");
     for (job, key) in [("diamond", "d1"), ("failing", "f1")] {
-        let t = ok(
-            &c.compactd(&[
-                "trigger",
-                job,
-                "--trigger",
-                key,
-                "--param",
-                &param,
-                "--json",
-            ]),
-            "trigger",
-        );
+        let t = ok(&c.compactd(&["trigger", job, "--trigger", key, "--param", &param, "--json"]), "trigger");
         assert_eq!(t["created"], true);
     }
     // The definition changes while d1 runs: v2 writes "v2" instead of "v1".
-    let v2 = std::fs::read_to_string(fixture("diamond.json"))
-        .unwrap()
-        .replace("\"version\": \"v1\"", "\"version\": \"v2\"");
+    let v2 =
+        std::fs::read_to_string(fixture("diamond.json")).unwrap().replace("\"version\": \"v1\"", "\"version\": \"v2\"");
     let f2 = dir.path().join("diamond-v2.json");
     std::fs::write(&f2, v2).unwrap();
-    let a = ok(
-        &c.compactd(&["define", "apply", f2.to_str().unwrap(), "--json"]),
-        "apply v2",
-    );
+    let a = ok(&c.compactd(&["define", "apply", f2.to_str().unwrap(), "--json"]), "apply v2");
     assert_eq!(a["version"], 2);
-    ok(
-        &c.compactd(&[
-            "trigger",
-            "diamond",
-            "--trigger",
-            "d2",
-            "--param",
-            &param,
-            "--json",
-        ]),
-        "trigger d2",
-    );
+    ok(&c.compactd(&["trigger", "diamond", "--trigger", "d2", "--param", &param, "--json"]), "trigger d2");
 
     let d1 = wait_job(&c, "diamond", "d1", Duration::from_secs(120));
     assert_eq!(d1["state"], "Succeeded", "{d1:#}");
@@ -376,26 +255,13 @@ fn diamond_runs_across_three_processes() {
     // What the executors wrote: every shard once, in DAG order, each job
     // with its own definition version.
     let all = lines(&out);
-    let of = |key: &str| -> Vec<String> {
-        all.iter()
-            .filter(|l| l.split(' ').nth(2) == Some(key))
-            .cloned()
-            .collect()
-    };
+    let of = |key: &str| -> Vec<String> { all.iter().filter(|l| l.split(' ').nth(2) == Some(key)).cloned().collect() };
     let d1_lines = of("d1");
     let mut sorted = d1_lines.clone();
     sorted.sort();
     assert_eq!(
         sorted,
-        vec![
-            "A 0/1 d1 v1",
-            "B 0/4 d1 v1",
-            "B 1/4 d1 v1",
-            "B 2/4 d1 v1",
-            "B 3/4 d1 v1",
-            "C 0/1 d1 v1",
-            "D 0/1 d1 v1"
-        ],
+        vec!["A 0/1 d1 v1", "B 0/4 d1 v1", "B 1/4 d1 v1", "B 2/4 d1 v1", "B 3/4 d1 v1", "C 0/1 d1 v1", "D 0/1 d1 v1"],
         "{all:#?}"
     );
     assert!(d1_lines[0].starts_with("A "), "{d1_lines:?}");
@@ -403,10 +269,7 @@ fn diamond_runs_across_three_processes() {
     assert!(of("d2").iter().all(|l| l.ends_with(" v2")), "{all:#?}");
     assert_eq!(of("d2").len(), 7, "{all:#?}");
     let f1_lines = of("f1");
-    assert!(
-        f1_lines.iter().all(|l| !l.starts_with("D ")),
-        "{f1_lines:?}"
-    );
+    assert!(f1_lines.iter().all(|l| !l.starts_with("D ")), "{f1_lines:?}");
     assert!(f1_lines.iter().any(|l| l.starts_with("C ")), "{f1_lines:?}");
 
     // `jobs` lists all three.

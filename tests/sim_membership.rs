@@ -32,15 +32,8 @@ impl Sim {
     async fn new(n: usize) -> Sim {
         let store = Store::memory().await;
         let clock = ManualClock::new();
-        let nodes = (1..=n)
-            .map(|i| Node::new(cfg(&format!("n{i}")), store.clone(), clock.clone()))
-            .collect();
-        Sim {
-            store,
-            clock,
-            nodes,
-            frozen: vec![false; n],
-        }
+        let nodes = (1..=n).map(|i| Node::new(cfg(&format!("n{i}")), store.clone(), clock.clone())).collect();
+        Sim { store, clock, nodes, frozen: vec![false; n] }
     }
 
     async fn round(&mut self) {
@@ -60,9 +53,7 @@ impl Sim {
     }
 
     fn monitors(&self) -> Vec<usize> {
-        (0..self.nodes.len())
-            .filter(|i| !self.frozen[*i] && self.nodes[*i].is_monitor())
-            .collect()
+        (0..self.nodes.len()).filter(|i| !self.frozen[*i] && self.nodes[*i].is_monitor()).collect()
     }
 
     async fn offline_records(&self) -> Vec<OfflineRecord> {
@@ -94,13 +85,7 @@ async fn three_nodes_agree_on_one_monitor_and_all_members() {
     assert_eq!(sim.monitors().len(), 1);
     for node in &sim.nodes {
         let view = node.view().expect("every node has read the lease");
-        assert_eq!(
-            view.members.len(),
-            3,
-            "{:?} sees {:?}",
-            node.id(),
-            view.members
-        );
+        assert_eq!(view.members.len(), 3, "{:?} sees {:?}", node.id(), view.members);
     }
 }
 
@@ -121,10 +106,7 @@ async fn a_crashed_monitor_is_replaced_within_a_lease_and_declared_offline_once(
         }
     }
     let took_over = took_over.expect("a new monitor was elected");
-    assert!(
-        took_over <= Duration::from_millis(1500) + 2 * TICK,
-        "took {took_over:?}"
-    );
+    assert!(took_over <= Duration::from_millis(1500) + 2 * TICK, "took {took_over:?}");
     // the new monitor waits a full session timeout of its own before declaring
     sim.run(Duration::from_secs(5)).await;
     let recs = sim.offline_records().await;
@@ -132,14 +114,7 @@ async fn a_crashed_monitor_is_replaced_within_a_lease_and_declared_offline_once(
     assert_eq!(recs[0].node, crashed);
     assert!(recs[0].cleaned);
     assert_eq!(sim.offline_events(crashed.as_str()).await, 1);
-    assert!(
-        sim.store
-            .read(&v2::heartbeat(&crashed))
-            .await
-            .unwrap()
-            .is_none(),
-        "heartbeat cleaned"
-    );
+    assert!(sim.store.read(&v2::heartbeat(&crashed)).await.unwrap().is_none(), "heartbeat cleaned");
     let survivor = sim.monitors()[0];
     assert_eq!(sim.nodes[survivor].view().unwrap().members.len(), 2);
 }
@@ -157,31 +132,16 @@ async fn a_paused_monitor_steps_down_on_resume_without_declaring_anyone() {
     // On resume its clock has jumped: every heartbeat looks stale to it.
     sim.round().await;
     assert!(!sim.nodes[m].is_monitor());
-    assert!(
-        sim.nodes[m].stats().fenced_actions >= 1,
-        "{:?}",
-        sim.nodes[m].stats()
-    );
-    assert!(
-        sim.nodes[m].stats().rejoins >= 1,
-        "a node paused past its session rejoins"
-    );
+    assert!(sim.nodes[m].stats().fenced_actions >= 1, "{:?}", sim.nodes[m].stats());
+    assert!(sim.nodes[m].stats().rejoins >= 1, "a node paused past its session rejoins");
     sim.run(Duration::from_secs(3)).await;
     for r in sim.offline_records().await {
         assert!(r.epoch > old_epoch, "a record from the fenced epoch: {r:?}");
-        assert_eq!(
-            &r.node,
-            sim.nodes[m].id(),
-            "only the paused node's old incarnation is offline: {r:?}"
-        );
+        assert_eq!(&r.node, sim.nodes[m].id(), "only the paused node's old incarnation is offline: {r:?}");
     }
     assert_eq!(sim.monitors().len(), 1);
     let mon = sim.monitors()[0];
-    assert_eq!(
-        sim.nodes[mon].view().unwrap().members.len(),
-        3,
-        "the resumed node rejoined"
-    );
+    assert_eq!(sim.nodes[mon].view().unwrap().members.len(), 3, "the resumed node rejoined");
 }
 
 #[tokio::test]
@@ -199,31 +159,16 @@ async fn a_node_restarted_under_the_same_id_replaces_its_old_incarnation() {
     let mon = sim.monitors()[0];
     let view = sim.nodes[mon].view().unwrap();
     assert_eq!(view.members.len(), 3);
-    assert!(view
-        .members
-        .iter()
-        .any(|m| m.node == id && m.incarnation == sim.nodes[victim].stats().incarnation));
+    assert!(view.members.iter().any(|m| m.node == id && m.incarnation == sim.nodes[victim].stats().incarnation));
 }
 
 #[tokio::test]
 async fn garbage_in_the_registry_is_skipped() {
     let mut sim = Sim::new(3).await;
-    sim.store
-        .put("Compaction_V2/Registry/Nodes/n9", b"not json".to_vec())
-        .await
-        .unwrap();
-    sim.store
-        .put("Compaction_V2/Registry/Nodes/bad name", b"{}".to_vec())
-        .await
-        .unwrap();
-    sim.store
-        .put("Compaction_V2/Registry/Nodes/dir/x", b"{}".to_vec())
-        .await
-        .unwrap();
-    sim.store
-        .put("Compaction_V2/Registry/Events/junk", b"{}".to_vec())
-        .await
-        .unwrap();
+    sim.store.put("Compaction_V2/Registry/Nodes/n9", b"not json".to_vec()).await.unwrap();
+    sim.store.put("Compaction_V2/Registry/Nodes/bad name", b"{}".to_vec()).await.unwrap();
+    sim.store.put("Compaction_V2/Registry/Nodes/dir/x", b"{}".to_vec()).await.unwrap();
+    sim.store.put("Compaction_V2/Registry/Events/junk", b"{}".to_vec()).await.unwrap();
     sim.run(Duration::from_secs(2)).await;
     assert_eq!(sim.monitors().len(), 1);
     let mon = sim.monitors()[0];
@@ -236,10 +181,7 @@ async fn an_unreadable_newer_lease_cannot_make_two_monitors() {
     let mut sim = Sim::new(3).await;
     sim.run(Duration::from_secs(2)).await;
     let epoch = sim.nodes[sim.monitors()[0]].monitor_epoch().unwrap();
-    sim.store
-        .put(&v2::lease(epoch + 5), b"garbage".to_vec())
-        .await
-        .unwrap();
+    sim.store.put(&v2::lease(epoch + 5), b"garbage".to_vec()).await.unwrap();
     for _ in 0..60 {
         sim.round().await;
         assert!(sim.monitors().len() <= 1, "two monitors at once");

@@ -83,10 +83,7 @@ where
         check_race(what, &stores[0], round, &key, results).await;
         // A later create of the same key still loses.
         assert_eq!(
-            stores[RACERS - 1]
-                .create(&key, b"{}".to_vec())
-                .await
-                .unwrap(),
+            stores[RACERS - 1].create(&key, b"{}".to_vec()).await.unwrap(),
             Created::Exists,
             "{what} round {round}: a late create of {key} won"
         );
@@ -94,9 +91,7 @@ where
 }
 
 fn fs_uri(dir: &tempfile::TempDir) -> RootUri {
-    RootUri::Fs {
-        root: dir.path().to_path_buf(),
-    }
+    RootUri::Fs { root: dir.path().to_path_buf() }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -132,32 +127,21 @@ fn fs_race_across_os_threads_has_one_winner() {
             let uri = uri.clone();
             let barrier = barrier.clone();
             std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
                 rt.block_on(async {
                     let store = Store::open(&uri).await.unwrap();
                     let mut out = Vec::new();
                     for round in 0..ROUNDS {
                         barrier.wait();
-                        out.push(
-                            store
-                                .create(&format!("threads/{round}/claim"), content(round, racer))
-                                .await,
-                        );
+                        out.push(store.create(&format!("threads/{round}/claim"), content(round, racer)).await);
                     }
                     out
                 })
             })
         })
         .collect();
-    let per_racer: Vec<Vec<_>> = threads
-        .into_iter()
-        .map(|t| t.join().expect("racer thread panicked"))
-        .collect();
-    let mut per_round: Vec<Vec<Result<Created, StoreError>>> =
-        (0..ROUNDS).map(|_| Vec::new()).collect();
+    let per_racer: Vec<Vec<_>> = threads.into_iter().map(|t| t.join().expect("racer thread panicked")).collect();
+    let mut per_round: Vec<Vec<Result<Created, StoreError>>> = (0..ROUNDS).map(|_| Vec::new()).collect();
     for results in per_racer {
         for (round, r) in results.into_iter().enumerate() {
             per_round[round].push(r);
@@ -167,14 +151,7 @@ fn fs_race_across_os_threads_has_one_winner() {
     rt.block_on(async {
         let store = Store::open(&uri).await.unwrap();
         for (round, results) in per_round.into_iter().enumerate() {
-            check_race(
-                "fs (threads)",
-                &store,
-                round,
-                &format!("threads/{round}/claim"),
-                results,
-            )
-            .await;
+            check_race("fs (threads)", &store, round, &format!("threads/{round}/claim"), results).await;
         }
     });
 }
@@ -211,35 +188,20 @@ async fn probe_atomic_create_passes_on_s3() {
     let store = Store::open(&uri).await.unwrap();
     store.probe_atomic_create("probe", RACERS).await.unwrap();
     store.probe_atomic_create("probe", RACERS).await.unwrap();
-    assert!(
-        store.read("probe/a").await.unwrap().is_none(),
-        "the probe left its scratch object"
-    );
+    assert!(store.read("probe/a").await.unwrap().is_none(), "the probe left its scratch object");
 }
 
 #[tokio::test]
 async fn open_refuses_backends_without_atomic_create() {
-    for (text, backend) in [
-        ("webhdfs://127.0.0.1:1/x", "webhdfs"),
-        ("hdfs://x/y", "hdfs"),
-    ] {
+    for (text, backend) in [("webhdfs://127.0.0.1:1/x", "webhdfs"), ("hdfs://x/y", "hdfs")] {
         let uri = RootUri::parse(text).unwrap();
         let err = match Store::open(&uri).await {
             Ok(_) => panic!("Store::open({text}) accepted a backend without atomic create"),
             Err(e) => e,
         };
         let msg = err.to_string();
-        assert!(
-            matches!(err, StoreError::Unsafe { .. }),
-            "{text}: expected StoreError::Unsafe, got {err:?}"
-        );
-        assert!(
-            msg.contains(backend),
-            "{text}: message does not name {backend}: {msg}"
-        );
-        assert!(
-            msg.contains("atomic create"),
-            "{text}: message does not mention atomic create: {msg}"
-        );
+        assert!(matches!(err, StoreError::Unsafe { .. }), "{text}: expected StoreError::Unsafe, got {err:?}");
+        assert!(msg.contains(backend), "{text}: message does not name {backend}: {msg}");
+        assert!(msg.contains("atomic create"), "{text}: message does not mention atomic create: {msg}");
     }
 }

@@ -16,19 +16,14 @@ use store::{RootUri, Store};
 const PARTITIONS: usize = 6;
 
 fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 
 /// A table `db/s/t` of 6 partitions with 5 small files of 20 lines each on
 /// the data backend; returns every line, sorted.
 fn make_table(data_uri: &str) -> Vec<String> {
     let rt = rt();
-    let store = rt
-        .block_on(Store::open(&RootUri::parse(data_uri).unwrap()))
-        .unwrap();
+    let store = rt.block_on(Store::open(&RootUri::parse(data_uri).unwrap())).unwrap();
     let mut lines = vec![];
     for p in 0..PARTITIONS {
         for f in 0..5 {
@@ -39,8 +34,7 @@ fn make_table(data_uri: &str) -> Vec<String> {
                 text.push('\n');
                 lines.push(line);
             }
-            rt.block_on(store.put(&format!("db/s/t/dt={p}/part-{f}"), text.into_bytes()))
-                .unwrap();
+            rt.block_on(store.put(&format!("db/s/t/dt={p}/part-{f}"), text.into_bytes())).unwrap();
         }
     }
     lines.sort();
@@ -51,9 +45,7 @@ fn make_table(data_uri: &str) -> Vec<String> {
 /// merge commits per partition (attempt that committed).
 fn read_table(data_uri: &str) -> (Vec<String>, BTreeMap<String, Vec<u64>>) {
     let rt = rt();
-    let store = rt
-        .block_on(Store::open(&RootUri::parse(data_uri).unwrap()))
-        .unwrap();
+    let store = rt.block_on(Store::open(&RootUri::parse(data_uri).unwrap())).unwrap();
     let mut lines = vec![];
     let mut commits: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for p in 0..PARTITIONS {
@@ -63,25 +55,14 @@ fn read_table(data_uri: &str) -> (Vec<String>, BTreeMap<String, Vec<u64>>) {
                 continue;
             }
             let b = rt.block_on(store.read(&e.path)).unwrap().unwrap();
-            lines.extend(
-                String::from_utf8(b.to_vec())
-                    .unwrap()
-                    .lines()
-                    .map(str::to_string),
-            );
+            lines.extend(String::from_utf8(b.to_vec()).unwrap().lines().map(str::to_string));
         }
-        for e in rt
-            .block_on(store.list(&format!("{dir}_compactd/")))
-            .unwrap()
-        {
+        for e in rt.block_on(store.list(&format!("{dir}_compactd/"))).unwrap() {
             if e.name().starts_with("commit.") {
                 let b = rt.block_on(store.read(&e.path)).unwrap().unwrap();
                 let v: Value = serde_json::from_slice(&b).unwrap();
                 assert_eq!(v["done"], true, "commit {} not rolled forward", e.path);
-                commits
-                    .entry(format!("dt={p}"))
-                    .or_default()
-                    .push(v["attempt"].as_u64().unwrap());
+                commits.entry(format!("dt={p}")).or_default().push(v["attempt"].as_u64().unwrap());
             }
         }
     }
@@ -91,47 +72,27 @@ fn read_table(data_uri: &str) -> (Vec<String>, BTreeMap<String, Vec<u64>>) {
 
 fn status(c: &Cluster, task: &str) -> Value {
     let out = c.compactd(&["status", task, "--json"]);
-    assert!(
-        out.status.success(),
-        "status failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "status failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn wait_status(
-    c: &Cluster,
-    task: &str,
-    timeout: Duration,
-    what: &str,
-    ok: impl Fn(&Value) -> bool,
-) -> Value {
+fn wait_status(c: &Cluster, task: &str, timeout: Duration, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
     let start = Instant::now();
     loop {
         let s = status(c, task);
         if ok(&s) {
             return s;
         }
-        assert!(
-            start.elapsed() < timeout,
-            "timed out waiting for {what}: {s:#}\n{}",
-            c.logs_text()
-        );
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}: {s:#}\n{}", c.logs_text());
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
 fn submit(c: &Cluster, extra: &[&str]) -> String {
-    let mut args = vec![
-        "submit", "--db", "db", "--schema", "s", "--table", "t", "--json",
-    ];
+    let mut args = vec!["submit", "--db", "db", "--schema", "s", "--table", "t", "--json"];
     args.extend_from_slice(extra);
     let out = c.compactd(&args);
-    assert!(
-        out.status.success(),
-        "submit failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "submit failed: {}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     v["id"].as_str().unwrap().to_string()
 }
@@ -140,22 +101,16 @@ fn start3(c: &mut Cluster, data: &str) {
     for n in ["n1", "n2", "n3"] {
         c.start_with(n, &["--data", data, "--sweep", "1s", "--max-running", "2"]);
     }
-    c.wait_nodes(
-        Duration::from_secs(20),
-        "3 alive nodes and a monitor",
-        |r| alive(r).len() == 3 && monitor_of(r).is_some(),
-    );
+    c.wait_nodes(Duration::from_secs(20), "3 alive nodes and a monitor", |r| {
+        alive(r).len() == 3 && monitor_of(r).is_some()
+    });
 }
 
 fn running_on(s: &Value, not: &[&str]) -> Option<(String, String)> {
     s["subtasks"].as_array().unwrap().iter().find_map(|t| {
         let node = t["node"].as_str().unwrap();
-        (t["state"] == "Running" && !not.contains(&node)).then(|| {
-            (
-                node.to_string(),
-                t["partition"].as_str().unwrap().to_string(),
-            )
-        })
+        (t["state"] == "Running" && !not.contains(&node))
+            .then(|| (node.to_string(), t["partition"].as_str().unwrap().to_string()))
     })
 }
 
@@ -164,16 +119,10 @@ fn killed_worker(c: &mut Cluster, data: &str) {
     let want = make_table(data);
     start3(c, data);
     let task = submit(c, &[]);
-    let s = wait_status(
-        c,
-        &task,
-        Duration::from_secs(20),
-        "a subtask running on a non-manager node",
-        |s| {
-            let manager = s["manager"].as_str().unwrap_or("");
-            running_on(s, &[manager]).is_some()
-        },
-    );
+    let s = wait_status(c, &task, Duration::from_secs(20), "a subtask running on a non-manager node", |s| {
+        let manager = s["manager"].as_str().unwrap_or("");
+        running_on(s, &[manager]).is_some()
+    });
     let manager = s["manager"].as_str().unwrap().to_string();
     let (victim, partition) = running_on(&s, &[&manager]).unwrap();
     c.kill(&victim);
@@ -186,22 +135,12 @@ fn killed_worker(c: &mut Cluster, data: &str) {
     let (got, commits) = read_table(data);
     assert_eq!(got, want, "every line preserved exactly once");
     assert_eq!(commits.len(), PARTITIONS, "{commits:?}");
-    assert!(
-        commits.values().all(|a| a.len() == 1),
-        "one commit per partition: {commits:?}"
-    );
+    assert!(commits.values().all(|a| a.len() == 1), "one commit per partition: {commits:?}");
     // The killed worker's merge died with it (before its commit, thanks to
     // the delay): the partition was merged by a later attempt elsewhere.
-    assert!(
-        commits[&partition][0] >= 2,
-        "{partition} was not run again: {commits:?}"
-    );
+    assert!(commits[&partition][0] >= 2, "{partition} was not run again: {commits:?}");
     let check = c.compactd(&["check"]);
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stdout)
-    );
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
 }
 
 fn slow_merge_env() -> Vec<(String, String)> {
@@ -236,13 +175,7 @@ fn fs_a_killed_manager_hands_its_task_over() {
     let want = make_table(&data);
     start3(&mut c, &data);
     let task = submit(&c, &["--manager", "n2"]);
-    wait_status(
-        &c,
-        &task,
-        Duration::from_secs(20),
-        "subtasks running",
-        |s| running_on(s, &[]).is_some(),
-    );
+    wait_status(&c, &task, Duration::from_secs(20), "subtasks running", |s| running_on(s, &[]).is_some());
     c.kill("n2");
     let s = wait_status(&c, &task, Duration::from_secs(60), "the task to end", |s| {
         s["state"] != "Running" && s["state"] != "Init"
@@ -259,10 +192,7 @@ fn fs_a_killed_manager_hands_its_task_over() {
 fn pid_alive(pid: i32) -> bool {
     // A zombie is not running; /proc/<pid>/stat says Z.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s
-            .rsplit_once(')')
-            .map(|x| x.1.split_whitespace().next() != Some("Z"))
-            .unwrap_or(false),
+        Ok(s) => s.rsplit_once(')').map(|x| x.1.split_whitespace().next() != Some("Z")).unwrap_or(false),
         Err(_) => false,
     }
 }
@@ -274,68 +204,25 @@ fn fs_stopping_a_repeat_task_cancels_it_and_kills_its_executors() {
     let pids = c.fs_path().with_file_name("pids");
     std::fs::create_dir_all(&pids).unwrap();
     start3(&mut c, &data);
-    let cmd = format!(
-        "echo $$ > {}/{{subtask}}.pid; exec sleep 60",
-        pids.display()
-    );
-    let task = submit(
-        &c,
-        &[
-            "--shards",
-            "3",
-            "--repeat",
-            "0",
-            "--interval",
-            "100ms",
-            "--command",
-            &cmd,
-        ],
-    );
-    wait_status(
-        &c,
-        &task,
-        Duration::from_secs(20),
-        "3 running executors",
-        |s| {
-            s["subtasks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|t| t["state"] == "Running")
-                .count()
-                == 3
-        },
-    );
+    let cmd = format!("echo $$ > {}/{{subtask}}.pid; exec sleep 60", pids.display());
+    let task = submit(&c, &["--shards", "3", "--repeat", "0", "--interval", "100ms", "--command", &cmd]);
+    wait_status(&c, &task, Duration::from_secs(20), "3 running executors", |s| {
+        s["subtasks"].as_array().unwrap().iter().filter(|t| t["state"] == "Running").count() == 3
+    });
     std::thread::sleep(Duration::from_millis(300));
     let started: Vec<i32> = std::fs::read_dir(&pids)
         .unwrap()
-        .map(|e| {
-            std::fs::read_to_string(e.unwrap().path())
-                .unwrap()
-                .trim()
-                .trim_matches('\'')
-                .parse()
-                .unwrap()
-        })
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap().trim().trim_matches('\'').parse().unwrap())
         .collect();
     assert_eq!(started.len(), 3, "{started:?}");
     assert!(started.iter().all(|p| pid_alive(*p)));
     let out = c.compactd(&["stop", &task]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s = wait_status(&c, &task, Duration::from_secs(20), "Cancel", |s| {
-        s["state"] == "Cancel"
-    });
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = wait_status(&c, &task, Duration::from_secs(20), "Cancel", |s| s["state"] == "Cancel");
     assert!(s["subtasks"].as_array().unwrap().is_empty(), "{s:#}");
     let start = Instant::now();
     while started.iter().any(|p| pid_alive(*p)) {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "executors still running: {started:?}"
-        );
+        assert!(start.elapsed() < Duration::from_secs(10), "executors still running: {started:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -349,32 +236,22 @@ fn fs_a_paused_workers_late_result_is_not_accepted() {
     start3(&mut c, &data);
     let monitor = monitor_of(&c.nodes()).unwrap();
     let task = submit(&c, &[]);
-    let s = wait_status(
-        &c,
-        &task,
-        Duration::from_secs(20),
-        "a subtask running on a plain worker",
-        |s| {
-            let manager = s["manager"].as_str().unwrap_or("");
-            running_on(s, &[manager, &monitor]).is_some()
-        },
-    );
+    let s = wait_status(&c, &task, Duration::from_secs(20), "a subtask running on a plain worker", |s| {
+        let manager = s["manager"].as_str().unwrap_or("");
+        running_on(s, &[manager, &monitor]).is_some()
+    });
     let manager = s["manager"].as_str().unwrap().to_string();
     let (victim, partition) = running_on(&s, &[&manager, &monitor]).unwrap();
     c.pause(&victim);
     // Past its session timeout the manager gives the subtask to another node.
-    wait_status(
-        &c,
-        &task,
-        Duration::from_secs(20),
-        "the subtask re-dispatched",
-        |s| {
-            s["state"] == "Done"
-                || s["subtasks"].as_array().unwrap().iter().any(|t| {
-                    t["partition"] == partition.as_str() && t["attempt"].as_u64() >= Some(2)
-                })
-        },
-    );
+    wait_status(&c, &task, Duration::from_secs(20), "the subtask re-dispatched", |s| {
+        s["state"] == "Done"
+            || s["subtasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|t| t["partition"] == partition.as_str() && t["attempt"].as_u64() >= Some(2))
+    });
     c.resume(&victim);
     let s = wait_status(&c, &task, Duration::from_secs(40), "the task to end", |s| {
         s["state"] != "Running" && s["state"] != "Init"
@@ -386,10 +263,7 @@ fn fs_a_paused_workers_late_result_is_not_accepted() {
     let s = status(&c, &task);
     assert_eq!(s["result"]["success"], PARTITIONS as u64, "{s:#}");
     let (got, commits) = read_table(&data);
-    assert_eq!(
-        got, want,
-        "every line exactly once: the merge was not committed twice"
-    );
+    assert_eq!(got, want, "every line exactly once: the merge was not committed twice");
     assert_eq!(commits[&partition].len(), 1, "{commits:?}");
     let log = std::fs::read_to_string(c.log_path(&victim)).unwrap();
     assert!(log.contains("rejoining with a new incarnation"), "{log}");

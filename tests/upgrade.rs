@@ -121,10 +121,7 @@ async fn seed_scenario(root: &str, env: &[(String, String)]) {
     let out = compactd(root, &["--json", "--concurrency", "3"], env);
     assert_eq!(out.status.code(), Some(0));
     let s = summary(&out);
-    assert_eq!(
-        (s["migrated"].as_u64(), s["failed"].as_u64()),
-        (Some(4), Some(0))
-    );
+    assert_eq!((s["migrated"].as_u64(), s["failed"].as_u64()), (Some(4), Some(0)));
     let v2 = snapshot(&store, "Compaction_V2/").await;
     let paths: Vec<String> = v2.iter().map(|(p, _)| p.clone()).collect();
     assert_eq!(paths, expected_v2_paths());
@@ -142,50 +139,23 @@ async fn seed_scenario(root: &str, env: &[(String, String)]) {
     let out = compactd(root, &["--json"], env);
     assert_eq!(out.status.code(), Some(0));
     let s = summary(&out);
-    assert_eq!(
-        (s["migrated"].as_u64(), s["already_done"].as_u64()),
-        (Some(0), Some(4))
-    );
-    assert_eq!(
-        snapshot(&store, "Compaction_V2/").await,
-        v2,
-        "rerun changed the tree"
-    );
+    assert_eq!((s["migrated"].as_u64(), s["already_done"].as_u64()), (Some(0), Some(4)));
+    assert_eq!(snapshot(&store, "Compaction_V2/").await, v2, "rerun changed the tree");
 
     // A malformed v1 file is reported and left untouched; the rest migrates.
     let bad = "Compaction/Scheduler/compct.xcloud24_9876.0.1617700000000";
-    let bad_bytes =
-        b"CompactTaskId: compct.xcloud24_9876.0.1617700000000\ndb_name: ../../etc\n".to_vec();
+    let bad_bytes = b"CompactTaskId: compct.xcloud24_9876.0.1617700000000\ndb_name: ../../etc\n".to_vec();
     store.create(bad, bad_bytes.clone()).await.unwrap();
     let good = "Compaction/Scheduler/compct.xcloud25_9876.0.1617700001000.Done";
-    store
-        .create(
-            good,
-            b"db_name: d\nschema_name: s\ntable_name: t\n".to_vec(),
-        )
-        .await
-        .unwrap();
+    store.create(good, b"db_name: d\nschema_name: s\ntable_name: t\n".to_vec()).await.unwrap();
     let out = compactd(root, &["--json"], env);
     assert_eq!(out.status.code(), Some(1));
     let s = summary(&out);
-    assert_eq!(
-        (
-            s["migrated"].as_u64(),
-            s["already_done"].as_u64(),
-            s["failed"].as_u64()
-        ),
-        (Some(1), Some(4), Some(1))
-    );
+    assert_eq!((s["migrated"].as_u64(), s["already_done"].as_u64(), s["failed"].as_u64()), (Some(1), Some(4), Some(1)));
     assert_eq!(s["failures"][0]["path"].as_str(), Some(bad));
-    assert!(s["failures"][0]["reason"]
-        .as_str()
-        .unwrap()
-        .contains("db_name"));
+    assert!(s["failures"][0]["reason"].as_str().unwrap().contains("db_name"));
     assert_eq!(&store.read(bad).await.unwrap().unwrap()[..], &bad_bytes[..]);
-    assert!(migrate::upgrade_in_progress(&store)
-        .await
-        .unwrap()
-        .is_some());
+    assert!(migrate::upgrade_in_progress(&store).await.unwrap().is_some());
     // Verify fails, finalize refuses and removes nothing.
     assert_eq!(compactd(root, &["--verify"], env).status.code(), Some(1));
     assert_eq!(compactd(root, &["--finalize"], env).status.code(), Some(1));
@@ -201,9 +171,7 @@ async fn seed_scenario(root: &str, env: &[(String, String)]) {
     assert!(snapshot(&store, "Compaction/").await.is_empty());
     let left = snapshot(&store, "Compaction_V2/").await;
     assert_eq!(left.len(), 10);
-    assert!(left
-        .iter()
-        .all(|(p, _)| p.starts_with("Compaction_V2/Scheduler/")));
+    assert!(left.iter().all(|(p, _)| p.starts_with("Compaction_V2/Scheduler/")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,11 +192,7 @@ async fn seed_tree_on_s3() {
 fn usage_errors_exit_2() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_str().unwrap();
-    for args in [
-        &["--dry-run", "--verify"][..],
-        &["--concurrency", "0"],
-        &["--force"],
-    ] {
+    for args in [&["--dry-run", "--verify"][..], &["--concurrency", "0"], &["--force"]] {
         assert_eq!(compactd(root, args, &[]).status.code(), Some(2), "{args:?}");
     }
 }

@@ -20,10 +20,7 @@ const KILLS: usize = 10;
 fn tempdir() -> tempfile::TempDir {
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
-        if let Ok(d) = tempfile::Builder::new()
-            .prefix("compactd-kill")
-            .tempdir_in(shm)
-        {
+        if let Ok(d) = tempfile::Builder::new().prefix("compactd-kill").tempdir_in(shm) {
             return d;
         }
     }
@@ -59,8 +56,7 @@ fn v2_tree(root: &Path) -> BTreeMap<String, serde_json::Value> {
                 let s: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
                 s["state"].clone()
             } else if rel.ends_with(".pc.db") {
-                serde_json::from_slice(&bytes)
-                    .unwrap_or_else(|e| panic!("{rel}: torn TaskInfo left behind: {e}"))
+                serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{rel}: torn TaskInfo left behind: {e}"))
             } else {
                 assert!(bytes.is_empty(), "{rel}: marker with content");
                 serde_json::Value::Null
@@ -75,41 +71,23 @@ fn v2_tree(root: &Path) -> BTreeMap<String, serde_json::Value> {
 
 #[test]
 fn sigkill_at_random_moments_then_rerun_equals_uninterrupted_run() {
-    let seed: u64 = std::env::var("COMPACTD_KILL_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| rand::rng().random());
+    let seed: u64 =
+        std::env::var("COMPACTD_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| rand::rng().random());
     println!("kill test seed: {seed} (set COMPACTD_KILL_SEED={seed} to replay)");
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
 
     let killed_dir = tempdir();
     let killed: PathBuf = killed_dir.path().join("root");
     let reference: PathBuf = killed_dir.path().join("reference");
-    let st = upgrade(
-        &killed,
-        &[
-            "--generate-fixture",
-            &TASKS.to_string(),
-            "--seed",
-            &seed.to_string(),
-        ],
-    )
-    .status()
-    .unwrap();
+    let st =
+        upgrade(&killed, &["--generate-fixture", &TASKS.to_string(), "--seed", &seed.to_string()]).status().unwrap();
     assert!(st.success());
-    let st = Command::new("cp")
-        .arg("-a")
-        .arg(&killed)
-        .arg(&reference)
-        .status()
-        .unwrap();
+    let st = Command::new("cp").arg("-a").arg(&killed).arg(&reference).status().unwrap();
     assert!(st.success());
 
     // The uninterrupted run.
     let t = Instant::now();
-    let st = upgrade(&reference, &["--concurrency", "8"])
-        .status()
-        .unwrap();
+    let st = upgrade(&reference, &["--concurrency", "8"]).status().unwrap();
     let full = t.elapsed();
     assert_eq!(st.code(), Some(0));
     println!("uninterrupted run: {full:?}");
@@ -149,40 +127,22 @@ fn sigkill_at_random_moments_then_rerun_equals_uninterrupted_run() {
         assert_eq!(gv, wv, "{gp}");
     }
     // Exactly one v2 task per v1 task, each with its TaskInfo and one marker.
-    let v1 = std::fs::read_dir(killed.join("Compaction/Scheduler"))
-        .unwrap()
-        .count();
-    let tasks: Vec<_> = std::fs::read_dir(killed.join("Compaction_V2/Scheduler"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let v1 = std::fs::read_dir(killed.join("Compaction/Scheduler")).unwrap().count();
+    let tasks: Vec<_> =
+        std::fs::read_dir(killed.join("Compaction_V2/Scheduler")).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(v1 as u64, TASKS);
     assert_eq!(tasks.len(), v1);
     for t in &tasks {
-        let mut names: Vec<String> = std::fs::read_dir(t)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
+        let mut names: Vec<String> =
+            std::fs::read_dir(t).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         names.sort();
         assert_eq!(names.len(), 2, "{t:?}: {names:?}");
-        assert!(
-            names[0].starts_with("Status.") && names[1] == "TaskInfo.pc.db",
-            "{names:?}"
-        );
+        assert!(names[0].starts_with("Status.") && names[1] == "TaskInfo.pc.db", "{names:?}");
     }
     let locks = std::fs::read_dir(killed.join("Compaction_V2/TaskUpgradeLock"))
         .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .ends_with(".lock")
-        })
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".lock"))
         .count();
     assert_eq!(locks, v1);
-    assert_eq!(
-        upgrade(&killed, &["--verify"]).status().unwrap().code(),
-        Some(0)
-    );
+    assert_eq!(upgrade(&killed, &["--verify"]).status().unwrap().code(), Some(0));
 }

@@ -309,10 +309,7 @@ mod tests {
             repeat_flag: false,
             sub_task_flag: false,
             repeat: RepeatInfo::default(),
-            result: ResultInfo {
-                success_count: 3,
-                failed_count: 1,
-            },
+            result: ResultInfo { success_count: 3, failed_count: 1 },
             db_name: Name::parse("db").unwrap(),
             schema_name: Name::parse("s").unwrap(),
             table_name: Name::parse("t").unwrap(),
@@ -340,24 +337,16 @@ mod tests {
         let hb = br#"{"node":"n1","incarnation":1,"beat":2,"session_timeout_ms":1,"heartbeat_ms":1,"wall_ms":1,"pid":1,"version":"x"}"#;
         assert!(decode::<Heartbeat>(hb).is_ok());
         for cut in 0..hb.len() {
-            assert!(
-                decode::<Heartbeat>(&hb[..cut]).is_err(),
-                "prefix {cut} parsed"
-            );
+            assert!(decode::<Heartbeat>(&hb[..cut]).is_err(), "prefix {cut} parsed");
         }
         let evil = br#"{"node":"../etc","incarnation":1,"beat":2,"session_timeout_ms":1,"heartbeat_ms":1,"wall_ms":1,"pid":1,"version":"x"}"#;
         assert!(decode::<Heartbeat>(evil).is_err());
-        assert!(matches!(
-            decode::<Heartbeat>(&vec![b' '; MAX_FILE_BYTES + 1]),
-            Err(FormatError::TooLarge(_))
-        ));
+        assert!(matches!(decode::<Heartbeat>(&vec![b' '; MAX_FILE_BYTES + 1]), Err(FormatError::TooLarge(_))));
     }
 
     #[test]
     fn unknown_event_kinds_are_skipped_not_fatal() {
-        let e: Event =
-            decode(br#"{"seq":1,"epoch":1,"by":"n1","wall_ms":0,"kind":"FromTheFuture","x":1}"#)
-                .unwrap();
+        let e: Event = decode(br#"{"seq":1,"epoch":1,"by":"n1","wall_ms":0,"kind":"FromTheFuture","x":1}"#).unwrap();
         assert_eq!(e.kind, EventKind::Unknown);
     }
 }

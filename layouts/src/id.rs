@@ -45,47 +45,31 @@ impl TaskId {
                 reason: "timestamp must have 13 digits",
             });
         }
-        Ok(TaskId {
-            node_code,
-            unix_ms,
-            seq,
-        })
+        Ok(TaskId { node_code, unix_ms, seq })
     }
 
     pub fn parse(s: &str) -> Result<Self, IdError> {
-        let err = |reason| IdError {
-            text: s.escape_debug().to_string(),
-            reason,
-        };
+        let err = |reason| IdError { text: s.escape_debug().to_string(), reason };
         let mut parts = s.split('.');
-        let (Some(node), Some(hi), Some(lo), Some(seq), None) = (
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-            parts.next(),
-        ) else {
+        let (Some(node), Some(hi), Some(lo), Some(seq), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next(), parts.next())
+        else {
             return Err(err("expected four dot-separated parts"));
         };
-        let is_hex =
-            |p: &str| p.len() == 8 && p.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let is_hex = |p: &str| p.len() == 8 && p.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         let is_dec = |p: &str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_digit());
         if !is_hex(node) {
             return Err(err("node part must be 8 lowercase hex digits"));
         }
         if !is_dec(hi, 8) || !is_dec(lo, 8) || !lo.ends_with("000") {
-            return Err(err(
-                "time parts must be 8 digits each, the second ending in 000",
-            ));
+            return Err(err("time parts must be 8 digits each, the second ending in 000"));
         }
         if seq.is_empty()
             || seq.len() > 10
             || !seq.bytes().all(|b| b.is_ascii_digit())
             || (seq.len() > 1 && seq.starts_with('0'))
         {
-            return Err(err(
-                "sequence must be a decimal number without leading zeros",
-            ));
+            return Err(err("sequence must be a decimal number without leading zeros"));
         }
         let node_code = u32::from_str_radix(node, 16).map_err(|_| err("bad node part"))?;
         let hi: u64 = hi.parse().map_err(|_| err("bad time part"))?;
@@ -117,14 +101,7 @@ impl PartialOrd for TaskId {
 
 impl fmt::Display for TaskId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{:08x}.{:08}.{:05}000.{}",
-            self.node_code,
-            self.unix_ms / 100_000,
-            self.unix_ms % 100_000,
-            self.seq
-        )
+        write!(f, "{:08x}.{:08}.{:05}000.{}", self.node_code, self.unix_ms / 100_000, self.unix_ms % 100_000, self.seq)
     }
 }
 
@@ -162,11 +139,7 @@ pub struct IdGenerator {
 
 impl IdGenerator {
     pub fn new(node: &NodeId) -> Self {
-        IdGenerator {
-            node_code: node.code(),
-            last_ms: 0,
-            seq: 0,
-        }
+        IdGenerator { node_code: node.code(), last_ms: 0, seq: 0 }
     }
 
     pub fn next(&mut self, now_unix_ms: u64) -> TaskId {
@@ -181,11 +154,7 @@ impl IdGenerator {
                 self.seq = 0;
             }
         }
-        TaskId {
-            node_code: self.node_code,
-            unix_ms: self.last_ms,
-            seq: self.seq,
-        }
+        TaskId { node_code: self.node_code, unix_ms: self.last_ms, seq: self.seq }
     }
 }
 

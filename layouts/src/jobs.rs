@@ -98,8 +98,7 @@ pub fn relation_log(job: &Name, version: u64) -> String {
 
 /// A 20-digit version file name.
 pub fn parse_version(file_name: &str) -> Option<u64> {
-    (file_name.len() == 20 && file_name.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| file_name.parse().ok())?
+    (file_name.len() == 20 && file_name.bytes().all(|b| b.is_ascii_digit())).then(|| file_name.parse().ok())?
 }
 
 pub fn instances_of(job: &Name) -> String {
@@ -141,10 +140,7 @@ impl StepFile {
 }
 
 pub fn step_file(job: &Name, trigger: &Name, step: &Name, file: StepFile) -> String {
-    format!(
-        "{INSTANCES}{job}/{trigger}/{STEPS}/{step}.{}",
-        file.suffix()
-    )
+    format!("{INSTANCES}{job}/{trigger}/{STEPS}/{step}.{}", file.suffix())
 }
 
 /// `<step>.Claim|Task|End` → (step, file).
@@ -354,10 +350,7 @@ impl StepState {
     }
 
     pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            StepState::Succeeded | StepState::Failed | StepState::Skipped
-        )
+        matches!(self, StepState::Succeeded | StepState::Failed | StepState::Skipped)
     }
 }
 
@@ -412,31 +405,16 @@ mod tests {
         let s = Name::parse("stats.v2").unwrap();
         let t = Name::parse("20240101").unwrap();
         assert_eq!(job_main(&j), "Compaction_V2/Jobs/Definitions/report/Job");
-        assert_eq!(
-            job_log(&j, 3),
-            "Compaction_V2/Jobs/Definitions/report/JobLog/00000000000000000003"
-        );
-        assert_eq!(
-            step_log(&j, &s, 2),
-            "Compaction_V2/Jobs/Definitions/report/StepLog/stats.v2.00000000000000000002"
-        );
-        assert_eq!(
-            parse_step_log_name("stats.v2.00000000000000000002"),
-            Some((s.clone(), 2))
-        );
+        assert_eq!(job_log(&j, 3), "Compaction_V2/Jobs/Definitions/report/JobLog/00000000000000000003");
+        assert_eq!(step_log(&j, &s, 2), "Compaction_V2/Jobs/Definitions/report/StepLog/stats.v2.00000000000000000002");
+        assert_eq!(parse_step_log_name("stats.v2.00000000000000000002"), Some((s.clone(), 2)));
         assert_eq!(parse_step_log_name("stats.2"), None);
-        assert_eq!(
-            instance(&j, &t),
-            "Compaction_V2/Jobs/Instances/report/20240101/Job"
-        );
+        assert_eq!(instance(&j, &t), "Compaction_V2/Jobs/Instances/report/20240101/Job");
         assert_eq!(
             step_file(&j, &t, &s, StepFile::Claim),
             "Compaction_V2/Jobs/Instances/report/20240101/Steps/stats.v2.Claim"
         );
-        assert_eq!(
-            parse_step_file("stats.v2.End"),
-            Some((s.clone(), StepFile::End))
-        );
+        assert_eq!(parse_step_file("stats.v2.End"), Some((s.clone(), StepFile::End)));
         assert_eq!(parse_step_file("stats.v2.Other"), None);
         assert_eq!(parse_step_file("..End"), None);
     }

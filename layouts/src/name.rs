@@ -89,8 +89,7 @@ impl NodeId {
         let name = Name::parse(s)?;
         let ok = !s.starts_with('.')
             && s.len() <= 128
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
         if !ok {
             return Err(NameError::NodeCharset(s.escape_debug().to_string()));
         }
@@ -149,9 +148,7 @@ mod tests {
 
     #[test]
     fn rejects_escapes_and_controls() {
-        for bad in [
-            "", ".", "..", "a/b", "../x", "a\\b", "a\0b", "a\nb", "\u{7f}",
-        ] {
+        for bad in ["", ".", "..", "a/b", "../x", "a\\b", "a\0b", "a\nb", "\u{7f}"] {
             assert!(Name::parse(bad).is_err(), "{bad:?} accepted");
         }
         assert!(Name::parse(&"x".repeat(256)).is_err());

@@ -101,10 +101,7 @@ mod tests {
         for s in SubtaskState::ALL {
             assert_eq!(SubtaskState::from_file_name(&s.file_name()).unwrap(), *s);
         }
-        assert_eq!(
-            SubtaskState::from_file_name("Status.Success").unwrap(),
-            SubtaskState::Success
-        );
+        assert_eq!(SubtaskState::from_file_name("Status.Success").unwrap(), SubtaskState::Success);
         assert!(TaskState::from_file_name("Status.Bogus").is_err());
         assert!(TaskState::from_file_name("TaskInfo.pc.db").is_err());
         assert!(TaskState::from_file_name("Status.").is_err());

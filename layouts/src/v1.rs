@@ -49,11 +49,7 @@ pub enum V1Error {
     #[error("task info has no {0}")]
     Missing(&'static str),
     #[error("task info {key}: bad value {value:?}: {reason}")]
-    BadValue {
-        key: &'static str,
-        value: String,
-        reason: String,
-    },
+    BadValue { key: &'static str, value: String, reason: String },
     #[error("task info gives {0} twice with different values")]
     Duplicate(&'static str),
     #[error("task info says CompactTaskId {found:?} but the file is task {expected}")]
@@ -64,12 +60,7 @@ pub enum V1Error {
 
 fn bad_name(name: &str, reason: impl Into<String>) -> V1Error {
     V1Error::BadName {
-        name: name
-            .chars()
-            .take(120)
-            .collect::<String>()
-            .escape_debug()
-            .to_string(),
+        name: name.chars().take(120).collect::<String>().escape_debug().to_string(),
         reason: reason.into(),
     }
 }
@@ -85,12 +76,7 @@ pub enum V1State {
 }
 
 impl V1State {
-    pub const ALL: &'static [V1State] = &[
-        V1State::Init,
-        V1State::Assigned,
-        V1State::Cancel,
-        V1State::Done,
-    ];
+    pub const ALL: &'static [V1State] = &[V1State::Init, V1State::Assigned, V1State::Cancel, V1State::Done];
 
     /// The file-name suffix without the dot; `None` for Init.
     pub fn suffix(&self) -> Option<&'static str> {
@@ -131,29 +117,18 @@ impl V1Name {
             .strip_prefix(PREFIX)
             .and_then(|r| r.strip_prefix('.'))
             .ok_or_else(|| bad_name(s, format!("does not start with `{PREFIX}.`")))?;
-        let (rest, ms) = rest
-            .rsplit_once('.')
-            .ok_or_else(|| bad_name(s, "expected compct.<node>.<n>.<ms>"))?;
-        let (node, seq) = rest
-            .rsplit_once('.')
-            .ok_or_else(|| bad_name(s, "expected compct.<node>.<n>.<ms>"))?;
+        let (rest, ms) = rest.rsplit_once('.').ok_or_else(|| bad_name(s, "expected compct.<node>.<n>.<ms>"))?;
+        let (node, seq) = rest.rsplit_once('.').ok_or_else(|| bad_name(s, "expected compct.<node>.<n>.<ms>"))?;
         let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
         if !(ms.len() == 13 && digits(ms)) {
             return Err(bad_name(s, "timestamp must be 13 decimal digits (Unix ms)"));
         }
         if !digits(seq) || seq.len() > 9 || (seq.len() > 1 && seq.starts_with('0')) {
-            return Err(bad_name(
-                s,
-                "task number must be a decimal number without leading zeros",
-            ));
+            return Err(bad_name(s, "task number must be a decimal number without leading zeros"));
         }
         let node = NodeId::parse(node).map_err(|e| bad_name(s, e.to_string()))?;
-        let unix_ms = ms
-            .parse()
-            .map_err(|_| bad_name(s, "timestamp out of range"))?;
-        let seq = seq
-            .parse()
-            .map_err(|_| bad_name(s, "task number out of range"))?;
+        let unix_ms = ms.parse().map_err(|_| bad_name(s, "timestamp out of range"))?;
+        let seq = seq.parse().map_err(|_| bad_name(s, "task number out of range"))?;
         if unix_ms < 1_000_000_000_000 {
             return Err(bad_name(s, "timestamp must have 13 digits"));
         }
@@ -194,9 +169,9 @@ impl V1TaskFile {
                         return Err(bad_name(
                             file_name,
                             format!(
-                            "unknown state suffix {:?} (expected none, Assigned, Cancel or Done)",
-                            last.escape_debug().to_string()
-                        ),
+                                "unknown state suffix {:?} (expected none, Assigned, Cancel or Done)",
+                                last.escape_debug().to_string()
+                            ),
                         ))
                     }
                 };
@@ -308,11 +283,7 @@ pub fn parse_task_info(bytes: &[u8]) -> Result<V1TaskInfo, V1Error> {
             return Ok(()); // unknown key or section header
         };
         // YAML nulls only when unquoted: `"~"` is the text `~`.
-        let value = if matches!(value.trim(), "~" | "null" | "Null" | "NULL") {
-            ""
-        } else {
-            unquote(value)
-        };
+        let value = if matches!(value.trim(), "~" | "null" | "Null" | "NULL") { "" } else { unquote(value) };
         match &values[i] {
             Some(old) if old != value => Err(V1Error::Duplicate(KEYS[i])),
             _ => {
@@ -372,19 +343,14 @@ pub fn parse_task_info(bytes: &[u8]) -> Result<V1TaskInfo, V1Error> {
             },
         }
     };
-    fn number<T: std::str::FromStr + Default>(
-        key: &'static str,
-        v: Option<&str>,
-    ) -> Result<T, V1Error> {
+    fn number<T: std::str::FromStr + Default>(key: &'static str, v: Option<&str>) -> Result<T, V1Error> {
         match v {
             None => Ok(T::default()),
-            Some(v) if v.bytes().all(|b| b.is_ascii_digit()) => {
-                v.parse().map_err(|_| V1Error::BadValue {
-                    key,
-                    value: v.chars().take(80).collect(),
-                    reason: "number out of range".into(),
-                })
-            }
+            Some(v) if v.bytes().all(|b| b.is_ascii_digit()) => v.parse().map_err(|_| V1Error::BadValue {
+                key,
+                value: v.chars().take(80).collect(),
+                reason: "number out of range".into(),
+            }),
             Some(v) => Err(V1Error::BadValue {
                 key,
                 value: v.chars().take(80).collect(),
@@ -395,18 +361,11 @@ pub fn parse_task_info(bytes: &[u8]) -> Result<V1TaskInfo, V1Error> {
     let text_field = |key: &'static str| -> Result<Option<String>, V1Error> {
         match get(key) {
             None => Ok(None),
-            Some(v) if v.chars().any(|c| c.is_control()) || v.len() > 255 => {
-                Err(V1Error::BadValue {
-                    key,
-                    value: v
-                        .chars()
-                        .take(80)
-                        .collect::<String>()
-                        .escape_debug()
-                        .to_string(),
-                    reason: "control characters or over 255 bytes".into(),
-                })
-            }
+            Some(v) if v.chars().any(|c| c.is_control()) || v.len() > 255 => Err(V1Error::BadValue {
+                key,
+                value: v.chars().take(80).collect::<String>().escape_debug().to_string(),
+                reason: "control characters or over 255 bytes".into(),
+            }),
             Some(v) => Ok(Some(v.to_string())),
         }
     };
@@ -550,10 +509,7 @@ pub fn upgrade_task(
             schema_name: info.schema_name.clone(),
             table_name: info.table_name.clone(),
             partition_name: info.partition_name.clone(),
-            run: RunInfo {
-                partitions,
-                ..RunInfo::default()
-            },
+            run: RunInfo { partitions, ..RunInfo::default() },
         },
         upgraded_from,
     })
@@ -590,12 +546,7 @@ partition_name:
     #[test]
     fn seed_names_parse_and_map() {
         let cases = [
-            (
-                "compct.xcloud24_9876.0.1617693156000",
-                V1State::Init,
-                "345ef1df.16176931.56000000.0",
-                TaskState::Init,
-            ),
+            ("compct.xcloud24_9876.0.1617693156000", V1State::Init, "345ef1df.16176931.56000000.0", TaskState::Init),
             (
                 "compct.xcloud24_9876.0.1617606756000.Assigned",
                 V1State::Assigned,
@@ -672,10 +623,7 @@ partition_name:
     #[test]
     fn seed_task_info_parses_with_legacy_spelling() {
         let info = parse_task_info(SEED_INFO.as_bytes()).unwrap();
-        assert_eq!(
-            info.task_id.as_deref(),
-            Some("compct.xcloud24_9876.0.1617606756000")
-        );
+        assert_eq!(info.task_id.as_deref(), Some("compct.xcloud24_9876.0.1617606756000"));
         assert!(info.sub_task_flag && !info.repeat_flag);
         assert_eq!(info.result.success_count, 1);
         assert_eq!(info.db_name.as_str(), "sales");
@@ -715,10 +663,7 @@ partition_name:
             let e = parse_task_info(format!("{base}{extra}").as_bytes()).unwrap_err();
             assert!(format!("{e:?}").starts_with(want), "{extra:?}: {e:?}");
         }
-        assert_eq!(
-            parse_task_info(b"db_name: d\nschema_name: s\n").unwrap_err(),
-            V1Error::Missing("table_name")
-        );
+        assert_eq!(parse_task_info(b"db_name: d\nschema_name: s\n").unwrap_err(), V1Error::Missing("table_name"));
         assert_eq!(
             parse_task_info(b"db_name: ..\nschema_name: s\ntable_name: t").unwrap_err(),
             V1Error::BadValue {
@@ -729,10 +674,7 @@ partition_name:
         );
         assert_eq!(parse_task_info(b"\xff\xfe").unwrap_err(), V1Error::NotUtf8);
         let big = vec![b'#'; MAX_V1_FILE_BYTES + 1];
-        assert_eq!(
-            parse_task_info(&big).unwrap_err(),
-            V1Error::TooLarge(MAX_V1_FILE_BYTES + 1)
-        );
+        assert_eq!(parse_task_info(&big).unwrap_err(), V1Error::TooLarge(MAX_V1_FILE_BYTES + 1));
     }
 
     #[test]
@@ -750,29 +692,15 @@ partition_name:
         assert_eq!(up.info.state, "Init");
         assert_eq!(up.info.result.success_count, 2);
         assert_eq!(up.info.result.failed_count, 1);
-        assert_eq!(
-            up.info
-                .run
-                .partitions
-                .iter()
-                .map(Name::as_str)
-                .collect::<Vec<_>>(),
-            ["p2", "p3"]
-        );
-        assert_eq!(
-            up.upgraded_from.as_str(),
-            "compct.xcloud24_9876.0.1617606756000.Assigned"
-        );
+        assert_eq!(up.info.run.partitions.iter().map(Name::as_str).collect::<Vec<_>>(), ["p2", "p3"]);
+        assert_eq!(up.upgraded_from.as_str(), "compct.xcloud24_9876.0.1617606756000.Assigned");
         assert!(same_origin(&up, &file));
         let later = V1TaskFile::parse("compct.xcloud24_9876.0.1617606756000.Done").unwrap();
         assert!(same_origin(&up, &later));
         let other = V1TaskFile::parse("compct.xcloud24_9876.1.1617606756000").unwrap();
         assert!(!same_origin(&up, &other));
         // Deterministic: same input, same bytes.
-        assert_eq!(
-            crate::formats::encode(&up),
-            crate::formats::encode(&upgrade_task(&file, &info, &subs).unwrap())
-        );
+        assert_eq!(crate::formats::encode(&up), crate::formats::encode(&upgrade_task(&file, &info, &subs).unwrap()));
         // The file format round-trips, and plain TaskInfo readers accept it.
         let bytes = crate::formats::encode(&up);
         let back: UpgradedTaskInfo = crate::formats::decode(&bytes).unwrap();
@@ -781,18 +709,10 @@ partition_name:
         assert_eq!(plain, up.info);
         // A whole-table open subtask empties the list (empty = everything).
         subs.add(SubtaskState::Init, None);
-        assert!(upgrade_task(&file, &info, &subs)
-            .unwrap()
-            .info
-            .run
-            .partitions
-            .is_empty());
+        assert!(upgrade_task(&file, &info, &subs).unwrap().info.run.partitions.is_empty());
         // CompactTaskId must name this task.
         let other_file = V1TaskFile::parse("compct.xcloud24_9876.0.1617693156000").unwrap();
-        assert!(matches!(
-            upgrade_task(&other_file, &info, &subs),
-            Err(V1Error::IdMismatch { .. })
-        ));
+        assert!(matches!(upgrade_task(&other_file, &info, &subs), Err(V1Error::IdMismatch { .. })));
     }
 
     /// Deterministic xorshift, so failures reproduce.
@@ -812,20 +732,13 @@ partition_name:
     #[test]
     fn garbage_never_panics() {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-        let alphabet: &[u8] =
-            b"compct.xcloud_9876:01234567890 \t\n\r#'\"{},-/\\.AssignedDoneCancel\0\xff\xc3\xa9";
+        let alphabet: &[u8] = b"compct.xcloud_9876:01234567890 \t\n\r#'\"{},-/\\.AssignedDoneCancel\0\xff\xc3\xa9";
         let valid_name = b"compct.xcloud24_9876.0.1617606756000.Assigned";
         for round in 0..20_000 {
             // Random bytes from a hostile alphabet, or a mutated valid input.
-            let base: &[u8] = if round % 2 == 0 {
-                SEED_INFO.as_bytes()
-            } else {
-                valid_name
-            };
+            let base: &[u8] = if round % 2 == 0 { SEED_INFO.as_bytes() } else { valid_name };
             let mut bytes = if round % 3 == 0 {
-                (0..rng.below(80))
-                    .map(|_| alphabet[rng.below(alphabet.len())])
-                    .collect::<Vec<u8>>()
+                (0..rng.below(80)).map(|_| alphabet[rng.below(alphabet.len())]).collect::<Vec<u8>>()
             } else {
                 base.to_vec()
             };

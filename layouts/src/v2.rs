@@ -47,14 +47,7 @@ pub const OUTPUT: &str = "Output";
 
 /// Every top-level folder of the v2 tree; anything else below `Compaction_V2/`
 /// is reported by `compactd check`.
-pub const TOP_LEVEL: &[&str] = &[
-    "Scheduler/",
-    "TaskAssigned/",
-    "TaskUpgradeLock/",
-    "Registry/",
-    "Election/",
-    "Jobs/",
-];
+pub const TOP_LEVEL: &[&str] = &["Scheduler/", "TaskAssigned/", "TaskUpgradeLock/", "Registry/", "Election/", "Jobs/"];
 
 pub fn task_dir(task: &TaskId) -> String {
     format!("{SCHEDULER}{task}/")
@@ -105,8 +98,7 @@ pub fn reassign_request(task: &TaskId, unit: u32) -> String {
 
 pub fn parse_reassign_request(file_name: &str) -> Option<u32> {
     let n = file_name.strip_prefix(REASSIGN_PREFIX)?.strip_prefix('u')?;
-    (!n.is_empty() && n.len() <= 9 && n.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| n.parse().ok())?
+    (!n.is_empty() && n.len() <= 9 && n.bytes().all(|b| b.is_ascii_digit())).then(|| n.parse().ok())?
 }
 
 /// `TaskAssigned/<node>/Manage.<task>`: tells `node` it manages `task`.
@@ -130,10 +122,8 @@ pub fn parse_subtask_name(name: &str) -> Option<(TaskId, u32, u32, u32)> {
     let u = it.next()?.strip_prefix('u')?;
     let r = it.next()?.strip_prefix('r')?;
     let task = TaskId::parse(it.next()?).ok()?;
-    let num = |s: &str| {
-        (!s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit()))
-            .then(|| s.parse().ok())?
-    };
+    let num =
+        |s: &str| (!s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?;
     Some((task, num(r)?, num(u)?, num(a)?))
 }
 
@@ -168,8 +158,7 @@ pub fn event(seq: u64) -> String {
 }
 
 pub fn parse_event_name(file_name: &str) -> Option<u64> {
-    (file_name.len() == 20 && file_name.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| file_name.parse().ok())?
+    (file_name.len() == 20 && file_name.bytes().all(|b| b.is_ascii_digit())).then(|| file_name.parse().ok())?
 }
 
 pub fn lease(epoch: u64) -> String {
@@ -201,46 +190,28 @@ mod tests {
             task_status(&t, TaskState::Init),
             "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Status.Init"
         );
-        assert_eq!(
-            task_info(&t),
-            "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/TaskInfo.pc.db"
-        );
+        assert_eq!(task_info(&t), "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/TaskInfo.pc.db");
         let n = NodeId::parse("xcloud24_9876").unwrap();
         assert_eq!(heartbeat(&n), "Compaction_V2/Registry/Nodes/xcloud24_9876");
-        assert_eq!(
-            lease(7),
-            "Compaction_V2/Election/Lease.00000000000000000007"
-        );
+        assert_eq!(lease(7), "Compaction_V2/Election/Lease.00000000000000000007");
         assert_eq!(parse_lease_name("Lease.00000000000000000007"), Some(7));
         assert_eq!(parse_lease_name("Lease.7"), None);
         assert_eq!(parse_event_name("00000000000000000042"), Some(42));
-        assert_eq!(
-            parse_offline_marker("xcloud24_9876.17"),
-            Some((n.clone(), 17))
-        );
+        assert_eq!(parse_offline_marker("xcloud24_9876.17"), Some((n.clone(), 17)));
         assert_eq!(parse_offline_marker("../x.17"), None);
         assert_eq!(file_name("a/b/"), "b");
         let sub = subtask_name(&t, 2, 5, 3);
         assert_eq!(sub.as_str(), "aaaaffff.16176931.56000000.0.r2.u5.a3");
         assert_eq!(parse_subtask_name(sub.as_str()), Some((t, 2, 5, 3)));
-        assert_eq!(
-            parse_subtask_name("aaaaffff.16176931.56000000.0.r2.u5"),
-            None
-        );
+        assert_eq!(parse_subtask_name("aaaaffff.16176931.56000000.0.r2.u5"), None);
         assert_eq!(parse_subtask_name("x.r1.u1.a1"), None);
         assert_eq!(
             manager_term(&t, 3),
             "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Manager.00000000000000000003"
         );
         assert_eq!(parse_manager_term("Manager.00000000000000000003"), Some(3));
-        assert_eq!(
-            parse_manage_pointer("Manage.aaaaffff.16176931.56000000.0"),
-            Some(t)
-        );
+        assert_eq!(parse_manage_pointer("Manage.aaaaffff.16176931.56000000.0"), Some(t));
         let lock = upgrade_lock(&Name::parse("compct.xcloud24_9876.0.1617693156000").unwrap());
-        assert_eq!(
-            lock,
-            "Compaction_V2/TaskUpgradeLock/compct.xcloud24_9876.0.1617693156000.lock"
-        );
+        assert_eq!(lock, "Compaction_V2/TaskUpgradeLock/compct.xcloud24_9876.0.1617693156000.lock");
     }
 }

@@ -13,9 +13,8 @@
 //! `PROPTEST_CASES=20000 cargo test -p compactd-layouts --test parsers_prop`.
 
 use compactd_layouts::formats::{
-    self, Event, EventKind, Heartbeat, Lease, ManagePointer, ManagerTerm, Member, OfflineRecord,
-    RepeatInfo, ResultInfo, RunInfo, StatusMark, StopRequest, TaskInfo, UpgradeState,
-    UpgradedTaskInfo,
+    self, Event, EventKind, Heartbeat, Lease, ManagePointer, ManagerTerm, Member, OfflineRecord, RepeatInfo,
+    ResultInfo, RunInfo, StatusMark, StopRequest, TaskInfo, UpgradeState, UpgradedTaskInfo,
 };
 use compactd_layouts::v1::{self, V1Name, V1State, V1TaskFile};
 use compactd_layouts::{v2, Name, NodeId, SubtaskState, TaskId, TaskState};
@@ -86,8 +85,7 @@ const MS_MIN: u64 = 1_000_000_000_000;
 const MS_MAX: u64 = 9_999_999_999_999;
 
 fn task_id() -> impl Strategy<Value = TaskId> {
-    (any::<u32>(), MS_MIN..=MS_MAX, any::<u32>())
-        .prop_map(|(n, ms, seq)| TaskId::new(n, ms, seq).expect("13-digit ms"))
+    (any::<u32>(), MS_MIN..=MS_MAX, any::<u32>()).prop_map(|(n, ms, seq)| TaskId::new(n, ms, seq).expect("13-digit ms"))
 }
 
 /// Subtask numbers that the subtask-name parser accepts (at most 9 digits).
@@ -104,15 +102,8 @@ fn member() -> impl Strategy<Value = Member> {
 }
 
 fn heartbeat() -> impl Strategy<Value = Heartbeat> {
-    (
-        node_id(),
-        any::<[u64; 5]>(),
-        any::<u32>(),
-        "[ -~]{0,20}",
-        any::<Option<u64>>(),
-        any::<[u64; 2]>(),
-    )
-        .prop_map(|(node, n, pid, version, monitor_epoch, m)| Heartbeat {
+    (node_id(), any::<[u64; 5]>(), any::<u32>(), "[ -~]{0,20}", any::<Option<u64>>(), any::<[u64; 2]>()).prop_map(
+        |(node, n, pid, version, monitor_epoch, m)| Heartbeat {
             node,
             incarnation: n[0],
             beat: n[1],
@@ -124,7 +115,8 @@ fn heartbeat() -> impl Strategy<Value = Heartbeat> {
             monitor_epoch,
             fenced_actions: m[0],
             event_cursor: m[1],
-        })
+        },
+    )
 }
 
 fn lease() -> impl Strategy<Value = Lease> {
@@ -151,12 +143,9 @@ fn lease() -> impl Strategy<Value = Lease> {
 
 fn event_kind() -> impl Strategy<Value = EventKind> {
     prop_oneof![
-        (node_id(), any::<u64>())
-            .prop_map(|(node, incarnation)| EventKind::NodeJoined { node, incarnation }),
-        (node_id(), any::<u64>())
-            .prop_map(|(node, incarnation)| EventKind::NodeOffline { node, incarnation }),
-        (node_id(), any::<u64>())
-            .prop_map(|(node, incarnation)| EventKind::NodeLeft { node, incarnation }),
+        (node_id(), any::<u64>()).prop_map(|(node, incarnation)| EventKind::NodeJoined { node, incarnation }),
+        (node_id(), any::<u64>()).prop_map(|(node, incarnation)| EventKind::NodeOffline { node, incarnation }),
+        (node_id(), any::<u64>()).prop_map(|(node, incarnation)| EventKind::NodeLeft { node, incarnation }),
         node_id().prop_map(|node| EventKind::MonitorElected { node }),
     ]
 }
@@ -172,14 +161,8 @@ fn event() -> impl Strategy<Value = Event> {
 }
 
 fn offline_record() -> impl Strategy<Value = OfflineRecord> {
-    (
-        node_id(),
-        node_id(),
-        any::<[u64; 3]>(),
-        any::<bool>(),
-        any::<Option<u64>>(),
-    )
-        .prop_map(|(node, by, n, cleaned, event_seq)| OfflineRecord {
+    (node_id(), node_id(), any::<[u64; 3]>(), any::<bool>(), any::<Option<u64>>()).prop_map(
+        |(node, by, n, cleaned, event_seq)| OfflineRecord {
             node,
             incarnation: n[0],
             epoch: n[1],
@@ -187,7 +170,8 @@ fn offline_record() -> impl Strategy<Value = OfflineRecord> {
             wall_ms: n[2],
             cleaned,
             event_seq,
-        })
+        },
+    )
 }
 
 fn task_info() -> impl Strategy<Value = TaskInfo> {
@@ -198,64 +182,42 @@ fn task_info() -> impl Strategy<Value = TaskInfo> {
         (any::<u32>(), any::<u64>(), any::<u64>(), any::<u64>()),
         (name(), name(), name(), proptest::option::of(name())),
     )
-        .prop_map(
-            |(id, state, flags, (rc, ri, ok, failed), (db, schema, table, part))| TaskInfo {
-                id,
-                state: state.as_str().to_string(),
-                repeat_flag: flags[0],
-                sub_task_flag: flags[1],
-                repeat: RepeatInfo {
-                    repeat_count: rc,
-                    repeat_interval: ri,
-                },
-                result: ResultInfo {
-                    success_count: ok,
-                    failed_count: failed,
-                },
-                db_name: db,
-                schema_name: schema,
-                table_name: table,
-                partition_name: part,
-                run: RunInfo::default(),
-            },
-        )
+        .prop_map(|(id, state, flags, (rc, ri, ok, failed), (db, schema, table, part))| TaskInfo {
+            id,
+            state: state.as_str().to_string(),
+            repeat_flag: flags[0],
+            sub_task_flag: flags[1],
+            repeat: RepeatInfo { repeat_count: rc, repeat_interval: ri },
+            result: ResultInfo { success_count: ok, failed_count: failed },
+            db_name: db,
+            schema_name: schema,
+            table_name: table,
+            partition_name: part,
+            run: RunInfo::default(),
+        })
 }
 
 /// A [`Name`] as a double-quoted v1 task-info value: no `"`, no ` #` (cut
 /// as a comment even inside quotes) and not `~`/`null` (read as null even
 /// when quoted): see the ignored test `v1_task_info_reads_quoted_values_as_text`.
 fn v1_value() -> impl Strategy<Value = Name> {
-    prop_oneof!["[a-zA-Z0-9_=.-]{1,60}", "[^/\\\\\"\\p{Cc}]{1,40}"].prop_filter_map(
-        "not a valid name",
-        |s| {
-            let yaml_trap =
-                s.contains(" #") || matches!(s.as_str(), "~" | "null" | "Null" | "NULL");
-            (!yaml_trap).then(|| Name::parse(&s).ok())?
-        },
-    )
+    prop_oneof!["[a-zA-Z0-9_=.-]{1,60}", "[^/\\\\\"\\p{Cc}]{1,40}"].prop_filter_map("not a valid name", |s| {
+        let yaml_trap = s.contains(" #") || matches!(s.as_str(), "~" | "null" | "Null" | "NULL");
+        (!yaml_trap).then(|| Name::parse(&s).ok())?
+    })
 }
 
 fn v1_name() -> impl Strategy<Value = V1Name> {
-    (node_id(), 0u32..1_000_000_000, MS_MIN..=MS_MAX).prop_map(|(node, seq, unix_ms)| V1Name {
-        node,
-        seq,
-        unix_ms,
-    })
+    (node_id(), 0u32..1_000_000_000, MS_MIN..=MS_MAX).prop_map(|(node, seq, unix_ms)| V1Name { node, seq, unix_ms })
 }
 
 /// A segment accepted by a parser must be usable as one path segment.
 fn assert_safe_segment(s: &str) {
     assert!(!s.is_empty(), "accepted an empty name");
     assert!(s.len() <= 255, "accepted {} bytes", s.len());
-    assert!(
-        !s.contains('/') && !s.contains('\\'),
-        "accepted separator in {s:?}"
-    );
+    assert!(!s.contains('/') && !s.contains('\\'), "accepted separator in {s:?}");
     assert!(s != "." && s != "..", "accepted {s:?}");
-    assert!(
-        !s.chars().any(char::is_control),
-        "accepted control char in {s:?}"
-    );
+    assert!(!s.chars().any(char::is_control), "accepted control char in {s:?}");
 }
 
 // ---------------------------------------------------------------------------
@@ -783,10 +745,7 @@ fn v1_task_info_reads_quoted_values_as_text() {
 #[test]
 fn oversized_files_are_refused_unread() {
     let big = vec![b' '; formats::MAX_FILE_BYTES + 1];
-    assert!(matches!(
-        formats::decode::<Heartbeat>(&big),
-        Err(formats::FormatError::TooLarge(_))
-    ));
+    assert!(matches!(formats::decode::<Heartbeat>(&big), Err(formats::FormatError::TooLarge(_))));
     let big = vec![b'a'; v1::MAX_V1_FILE_BYTES + 1];
     assert!(v1::parse_task_info(&big).is_err());
 }
@@ -795,9 +754,6 @@ fn oversized_files_are_refused_unread() {
 fn proptest_cases_follow_the_environment() {
     // proptest reads PROPTEST_CASES in `Config::default()`; this file relies
     // on it to run longer. Default: 256.
-    let want = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256u32);
+    let want = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256u32);
     assert_eq!(ProptestConfig::default().cases, want);
 }

@@ -22,21 +22,16 @@ use store::layers::{CountingLayer, OpCounter, OpCounts};
 use store::{RootUri, Store};
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
-                l.split_whitespace()
-                    .nth(1)
-                    .and_then(|k| k.parse::<f64>().ok())
-            })
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|k| k.parse::<f64>().ok()))
         })
         .map(|kib| kib / 1024.0)
         .unwrap_or(f64::NAN)
@@ -45,18 +40,12 @@ fn peak_rss_mib() -> f64 {
 async fn counted(uri: &RootUri) -> (Store, OpCounter) {
     let counter = OpCounter::new();
     let c = counter.clone();
-    let store = Store::open_with(uri, move |op| op.layer(CountingLayer::new(c.clone())))
-        .await
-        .expect("open store");
+    let store = Store::open_with(uri, move |op| op.layer(CountingLayer::new(c.clone()))).await.expect("open store");
     (store, counter)
 }
 
 async fn upgrade(store: &Store, concurrency: usize) -> Report {
-    let opts = Options {
-        mode: Mode::Apply,
-        concurrency,
-        force: false,
-    };
+    let opts = Options { mode: Mode::Apply, concurrency, force: false };
     let r = migrate::run(store, &opts, &|_| {}).await.expect("upgrade");
     assert_eq!(r.failed, 0, "{r:#?}");
     r
@@ -84,18 +73,11 @@ async fn bench_fs(base: &Path, label: &str, tasks: u64, concurrency: usize) {
     let plain = Store::open(&uri).await.unwrap();
     let spec = migrate::fixture::Spec { tasks, seed: 1 };
     let t = Instant::now();
-    let files = migrate::fixture::write(&plain, &spec, concurrency)
-        .await
-        .unwrap();
+    let files = migrate::fixture::write(&plain, &spec, concurrency).await.unwrap();
     let gen = t.elapsed();
 
     let t = Instant::now();
-    let st = Command::new("cp")
-        .arg("-r")
-        .arg(&src)
-        .arg(&copy)
-        .status()
-        .unwrap();
+    let st = Command::new("cp").arg("-r").arg(&src).arg(&copy).status().unwrap();
     assert!(st.success());
     let cp = t.elapsed();
 
@@ -113,10 +95,7 @@ async fn bench_fs(base: &Path, label: &str, tasks: u64, concurrency: usize) {
     let counts2 = counter.snapshot();
 
     println!("fs ({label}): {tasks} v1 tasks, {files} files (generated in {gen:.2?})");
-    println!(
-        "  cp -r          : {cp:>9.2?}  {:>9.0} tasks/s",
-        tasks as f64 / cp.as_secs_f64()
-    );
+    println!("  cp -r          : {cp:>9.2?}  {:>9.0} tasks/s", tasks as f64 / cp.as_secs_f64());
     println!(
         "  upgrade        : {up:>9.2?}  {:>9.0} tasks/s  ({} migrated, {} subtasks, concurrency {concurrency})",
         tasks as f64 / up.as_secs_f64(),
@@ -152,9 +131,7 @@ impl S3 {
             .spawn()
             .ok()?;
         let mut line = String::new();
-        BufReader::new(child.stdout.as_mut()?)
-            .read_line(&mut line)
-            .ok()?;
+        BufReader::new(child.stdout.as_mut()?).read_line(&mut line).ok()?;
         let port = line.trim().strip_prefix("PORT ")?.parse().ok()?;
         Some(S3 { child, port })
     }
@@ -170,10 +147,7 @@ impl S3 {
         let mut resp = String::new();
         s.read_to_string(&mut resp).unwrap();
         assert!(resp.split_whitespace().nth(1) == Some("200"), "{resp}");
-        format!(
-            "s3://{name}/compactd?endpoint=http://127.0.0.1:{}&region=us-east-1",
-            self.port
-        )
+        format!("s3://{name}/compactd?endpoint=http://127.0.0.1:{}&region=us-east-1", self.port)
     }
 }
 
@@ -193,13 +167,7 @@ async fn bench_s3(repo: &Path, tasks: u64, concurrency: usize) {
     std::env::set_var("AWS_SECRET_ACCESS_KEY", "compactd-bench-secret");
     let uri = RootUri::parse(&server.bucket("upgrade-bench")).unwrap();
     let plain = Store::open(&uri).await.unwrap();
-    migrate::fixture::write(
-        &plain,
-        &migrate::fixture::Spec { tasks, seed: 1 },
-        concurrency,
-    )
-    .await
-    .unwrap();
+    migrate::fixture::write(&plain, &migrate::fixture::Spec { tasks, seed: 1 }, concurrency).await.unwrap();
     let (store, counter) = counted(&uri).await;
     let t = Instant::now();
     let r = upgrade(&store, concurrency).await;
@@ -208,10 +176,7 @@ async fn bench_s3(repo: &Path, tasks: u64, concurrency: usize) {
     counter.reset();
     upgrade(&store, concurrency).await;
     let rerun = counter.snapshot();
-    println!(
-        "s3 (loopback moto): {tasks} v1 tasks, {} subtasks ({} open) in {up:.2?}",
-        r.subtasks, r.subtasks_open
-    );
+    println!("s3 (loopback moto): {tasks} v1 tasks, {} subtasks ({} open) in {up:.2?}", r.subtasks, r.subtasks_open);
     println!("  requests, first run : {first}");
     println!("  per task, first run : {}", per_task(&first, tasks));
     println!("  per task, rerun     : {}", per_task(&rerun, tasks));
@@ -223,27 +188,15 @@ fn main() {
     let s3_tasks = env_u64("COMPACTD_BENCH_S3_TASKS", 300);
     let concurrency = env_u64("COMPACTD_BENCH_CONCURRENCY", 16) as usize;
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
         let disk = tempfile::tempdir().unwrap();
-        bench_fs(
-            disk.path(),
-            &format!("disk, {}", std::env::temp_dir().display()),
-            tasks,
-            concurrency,
-        )
-        .await;
+        bench_fs(disk.path(), &format!("disk, {}", std::env::temp_dir().display()), tasks, concurrency).await;
         if Path::new("/dev/shm").is_dir() {
             let shm = tempfile::tempdir_in("/dev/shm").unwrap();
             bench_fs(shm.path(), "tmpfs, /dev/shm", tasks, concurrency).await;
         }
         bench_s3(&repo, s3_tasks, concurrency).await;
     });
-    println!(
-        "peak RSS of the benchmark process: {:.1} MiB",
-        peak_rss_mib()
-    );
+    println!("peak RSS of the benchmark process: {:.1} MiB", peak_rss_mib());
 }

@@ -54,11 +54,7 @@ pub fn task_info_text(
     table: &str,
     partition: &str,
 ) -> String {
-    let result = if legacy_spelling {
-        "ResulttInfo"
-    } else {
-        "ResultInfo"
-    };
+    let result = if legacy_spelling { "ResulttInfo" } else { "ResultInfo" };
     format!(
         "CompactTaskId: \"{id}\"\nCompactTaskState: \"{state}\"\nrepeat_flag: {repeat}\nsub_task_flag: {subtasks}\n\
          RepeatInfo:\n  repeatCount: {repeat_count}\n  repeatInterval: {}\n{result}:\n  successCount: {success}\n  failedCount: {failed}\n\
@@ -84,11 +80,7 @@ pub fn task_files(spec: &Spec, i: u64) -> Vec<(String, Vec<u8>)> {
     let legacy = i.is_multiple_of(3);
     let db = format!("db{}", rng.below(8));
     let table = format!("t{i}");
-    let nsub = if state == "Assigned" {
-        1 + rng.below(3)
-    } else {
-        0
-    };
+    let nsub = if state == "Assigned" { 1 + rng.below(3) } else { 0 };
     let mut out = vec![(
         format!("Compaction/Scheduler/{id}{suffix}"),
         task_info_text(
@@ -165,10 +157,7 @@ mod tests {
 
     #[test]
     fn generated_files_parse() {
-        let spec = Spec {
-            tasks: 300,
-            seed: 7,
-        };
+        let spec = Spec { tasks: 300, seed: 7 };
         let mut states = std::collections::HashSet::new();
         for i in 0..spec.tasks {
             let files = task_files(&spec, i);

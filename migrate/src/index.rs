@@ -55,11 +55,7 @@ pub struct SubtaskIndex {
 impl SubtaskIndex {
     /// Lists `Compaction/TaskAssigned/` and reads open subtasks' task info
     /// (when `read_open`) with at most `concurrency` reads in flight.
-    pub async fn build(
-        store: &Store,
-        concurrency: usize,
-        read_open: bool,
-    ) -> Result<SubtaskIndex, MigrateError> {
+    pub async fn build(store: &Store, concurrency: usize, read_open: bool) -> Result<SubtaskIndex, MigrateError> {
         let mut folders: HashMap<(String, String), Folder> = HashMap::new();
         let mut problems = Vec::new();
         let mut problem_count = 0u64;
@@ -71,16 +67,11 @@ impl SubtaskIndex {
         };
         let mut listing = std::pin::pin!(store.list_stream(v1::TASK_ASSIGNED, true));
         while let Some(entry) = listing.try_next().await? {
-            let rel = entry
-                .path
-                .strip_prefix(v1::TASK_ASSIGNED)
-                .unwrap_or(&entry.path);
+            let rel = entry.path.strip_prefix(v1::TASK_ASSIGNED).unwrap_or(&entry.path);
             let parts: Vec<&str> = rel.split('/').collect();
             match parts.as_slice() {
                 [worker, sub, file] => {
-                    let f = folders
-                        .entry((worker.to_string(), sub.to_string()))
-                        .or_default();
+                    let f = folders.entry((worker.to_string(), sub.to_string())).or_default();
                     if *file == v1::TASK_INFO {
                         f.has_info = true;
                     } else if file.starts_with(STATUS_PREFIX) {
@@ -95,18 +86,9 @@ impl SubtaskIndex {
                     }
                     // Other files in a subtask folder are ignored.
                 }
-                [_] => problem(Issue::new(
-                    &entry.path,
-                    "a file where a worker folder is expected",
-                )),
-                [_, _] => problem(Issue::new(
-                    &entry.path,
-                    "a file where a subtask folder is expected",
-                )),
-                _ => problem(Issue::new(
-                    &entry.path,
-                    "unexpected nesting below a subtask folder",
-                )),
+                [_] => problem(Issue::new(&entry.path, "a file where a worker folder is expected")),
+                [_, _] => problem(Issue::new(&entry.path, "a file where a subtask folder is expected")),
+                _ => problem(Issue::new(&entry.path, "unexpected nesting below a subtask folder")),
             }
         }
 
@@ -126,13 +108,7 @@ impl SubtaskIndex {
         while let Some(r) = resolved.next().await {
             match r {
                 Resolved::NotASubtask(issue) => index.problem(issue),
-                Resolved::Subtask {
-                    key,
-                    path,
-                    state,
-                    partition,
-                    broken,
-                } => {
+                Resolved::Subtask { key, path, state, partition, broken } => {
                     index.subtasks += 1;
                     let mut groups = index.groups.lock().unwrap();
                     let g = groups.entry(key).or_default();
@@ -194,9 +170,7 @@ async fn resolve(worker: String, sub: String, folder: Folder, read_open: bool) -
     let dir = format!("{}{worker}/{sub}/", v1::TASK_ASSIGNED);
     let worker = match NodeId::parse(&worker) {
         Ok(w) => w,
-        Err(e) => {
-            return Resolved::NotASubtask(Issue::new(&dir, format!("bad worker folder: {e}")))
-        }
+        Err(e) => return Resolved::NotASubtask(Issue::new(&dir, format!("bad worker folder: {e}"))),
     };
     let name = match v1::parse_subtask_dir(&sub) {
         Ok(n) => n,
@@ -211,21 +185,13 @@ async fn resolve(worker: String, sub: String, folder: Folder, read_open: bool) -
         broken,
     };
     if let Some(reason) = folder.bad_status {
-        return subtask(
-            SubtaskState::Init,
-            String::new(),
-            Some(Issue::new(&dir, reason)),
-        );
+        return subtask(SubtaskState::Init, String::new(), Some(Issue::new(&dir, reason)));
     }
     // No marker: the subtask was never started; it is open.
     let state = folder.best.unwrap_or(SubtaskState::Init);
     let info_path = v1::subtask_info(&worker, &name);
     if v1::subtask_is_open(state) && read_open && !folder.has_info {
-        return subtask(
-            state,
-            String::new(),
-            Some(Issue::new(&info_path, "open subtask without TaskInfo")),
-        );
+        return subtask(state, String::new(), Some(Issue::new(&info_path, "open subtask without TaskInfo")));
     }
     subtask(state, info_path, None)
 }

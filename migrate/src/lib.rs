@@ -48,10 +48,7 @@ pub struct Issue {
 
 impl Issue {
     pub fn new(path: &str, reason: impl Into<String>) -> Issue {
-        Issue {
-            path: path.to_string(),
-            reason: reason.into(),
-        }
+        Issue { path: path.to_string(), reason: reason.into() }
     }
 }
 
@@ -82,11 +79,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options {
-            mode: Mode::Apply,
-            concurrency: DEFAULT_CONCURRENCY,
-            force: false,
-        }
+        Options { mode: Mode::Apply, concurrency: DEFAULT_CONCURRENCY, force: false }
     }
 }
 
@@ -192,11 +185,7 @@ impl Report {
 
     /// True if the pass found nothing that needs an operator: exit code 0.
     pub fn is_clean(&self) -> bool {
-        self.failed == 0
-            && self.unmigrated == 0
-            && self.orphans == 0
-            && self.problems == 0
-            && self.refused.is_none()
+        self.failed == 0 && self.unmigrated == 0 && self.orphans == 0 && self.problems == 0 && self.refused.is_none()
     }
 
     fn record(&mut self, ev: &TaskEvent) {
@@ -208,19 +197,11 @@ impl Report {
             Outcome::Verified => self.verified += 1,
             Outcome::Unmigrated(r) => {
                 self.unmigrated += 1;
-                Self::list(
-                    &mut self.failures,
-                    &mut self.truncated,
-                    Issue::new(&ev.path, r.clone()),
-                );
+                Self::list(&mut self.failures, &mut self.truncated, Issue::new(&ev.path, r.clone()));
             }
             Outcome::Failed(r) => {
                 self.failed += 1;
-                Self::list(
-                    &mut self.failures,
-                    &mut self.truncated,
-                    Issue::new(&ev.path, r.clone()),
-                );
+                Self::list(&mut self.failures, &mut self.truncated, Issue::new(&ev.path, r.clone()));
             }
         }
     }
@@ -236,15 +217,9 @@ impl Report {
         }
         for g in index.into_orphans() {
             self.orphans += g.folders;
-            let reason = format!(
-                "orphan: no main task of this node and timestamp ({} subtask folder(s) of it)",
-                g.folders
-            );
-            Self::list(
-                &mut self.orphan_list,
-                &mut self.truncated,
-                Issue::new(&g.first_path, reason),
-            );
+            let reason =
+                format!("orphan: no main task of this node and timestamp ({} subtask folder(s) of it)", g.folders);
+            Self::list(&mut self.orphan_list, &mut self.truncated, Issue::new(&g.first_path, reason));
         }
     }
 }
@@ -253,10 +228,7 @@ impl Report {
 pub type OnTask<'a> = &'a (dyn Fn(&TaskEvent) + Send + Sync);
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 fn whoami() -> String {
@@ -271,26 +243,15 @@ fn whoami() -> String {
 pub async fn read_state(store: &Store) -> Result<Option<UpgradeState>, MigrateError> {
     match store.read(v2::UPGRADE_STATE).await? {
         None => Ok(None),
-        Some(b) => formats::decode(&b)
-            .map(Some)
-            .map_err(|e| MigrateError::Marker {
-                path: v2::UPGRADE_STATE.into(),
-                reason: format!("unreadable upgrade state: {e}"),
-            }),
+        Some(b) => formats::decode(&b).map(Some).map_err(|e| MigrateError::Marker {
+            path: v2::UPGRADE_STATE.into(),
+            reason: format!("unreadable upgrade state: {e}"),
+        }),
     }
 }
 
-async fn write_state(
-    store: &Store,
-    state: UpgradePhase,
-    v1_tasks: u64,
-) -> Result<(), MigrateError> {
-    let s = UpgradeState {
-        state,
-        wall_ms: now_ms(),
-        by: whoami(),
-        v1_tasks,
-    };
+async fn write_state(store: &Store, state: UpgradePhase, v1_tasks: u64) -> Result<(), MigrateError> {
+    let s = UpgradeState { state, wall_ms: now_ms(), by: whoami(), v1_tasks };
     store.put(v2::UPGRADE_STATE, formats::encode(&s)).await?;
     Ok(())
 }
@@ -321,10 +282,9 @@ pub async fn upgrade_in_progress(store: &Store) -> Result<Option<String>, Migrat
                 None => Ok(None),
             }
         }
-        Err(MigrateError::Marker { reason, .. }) => Ok(Some(format!(
-            "{}: {reason}; run `compactd upgrade --verify`",
-            v2::UPGRADE_STATE
-        ))),
+        Err(MigrateError::Marker { reason, .. }) => {
+            Ok(Some(format!("{}: {reason}; run `compactd upgrade --verify`", v2::UPGRADE_STATE)))
+        }
         Err(e) => Err(e),
     }
 }
@@ -342,21 +302,13 @@ async fn any_lock(store: &Store) -> Result<bool, MigrateError> {
 }
 
 fn lock_path(file_name: &str) -> String {
-    format!(
-        "{}{file_name}{}",
-        v2::UPGRADE_LOCKS,
-        v2::UPGRADE_LOCK_SUFFIX
-    )
+    format!("{}{file_name}{}", v2::UPGRADE_LOCKS, v2::UPGRADE_LOCK_SUFFIX)
 }
 
 /// Runs one pass in `opts.mode` (Apply, DryRun or Verify; Finalize goes
 /// through [`finalize`]). `Err` only for failures that stop the pass
 /// (a listing or the state marker); per-task problems are in the report.
-pub async fn run(
-    store: &Store,
-    opts: &Options,
-    on_task: OnTask<'_>,
-) -> Result<Report, MigrateError> {
+pub async fn run(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<Report, MigrateError> {
     match opts.mode {
         Mode::Finalize => finalize(store, opts, on_task).await,
         _ => pass(store, opts, on_task).await,
@@ -428,11 +380,7 @@ async fn pass(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<Repo
     }
     let wrote = ctx.running.get().is_some();
     report.absorb_index(index);
-    report.state = if wrote {
-        Some(UpgradePhase::Running)
-    } else {
-        marker
-    };
+    report.state = if wrote { Some(UpgradePhase::Running) } else { marker };
     let all_there = report.failed == 0 && report.unmigrated == 0;
     let next = match opts.mode {
         // Apply: complete when every v1 task file is migrated, running while
@@ -441,9 +389,7 @@ async fn pass(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<Repo
         Mode::Apply if !all_there => Some(UpgradePhase::Running),
         // Verify completes the marker only when there is nothing to report,
         // and only on a root that is being upgraded; it never downgrades.
-        Mode::Verify if report.is_clean() && marker == Some(UpgradePhase::Running) => {
-            Some(UpgradePhase::Complete)
-        }
+        Mode::Verify if report.is_clean() && marker == Some(UpgradePhase::Running) => Some(UpgradePhase::Complete),
         _ => None,
     };
     if let Some(next) = next.filter(|n| report.state != Some(*n)) {
@@ -454,12 +400,7 @@ async fn pass(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<Repo
     Ok(report)
 }
 
-fn fail(
-    path: &str,
-    v2: Option<TaskId>,
-    state: Option<TaskState>,
-    reason: impl Into<String>,
-) -> TaskEvent {
+fn fail(path: &str, v2: Option<TaskId>, state: Option<TaskState>, reason: impl Into<String>) -> TaskEvent {
     TaskEvent {
         path: path.to_string(),
         v2_id: v2.map(|i| i.to_string()),
@@ -471,12 +412,7 @@ fn fail(
 async fn one_task(ctx: &Ctx<'_>, path: &str, is_dir: bool) -> TaskEvent {
     let name = v2::file_name(path);
     if is_dir {
-        return fail(
-            path,
-            None,
-            None,
-            "a folder where a v1 task file is expected",
-        );
+        return fail(path, None, None, "a folder where a v1 task file is expected");
     }
     let file = match V1TaskFile::parse(name) {
         Ok(f) => f,
@@ -487,12 +423,8 @@ async fn one_task(ctx: &Ctx<'_>, path: &str, is_dir: bool) -> TaskEvent {
         Ok(id) => id,
         Err(e) => return fail(path, None, Some(state), e.to_string()),
     };
-    let event = |outcome| TaskEvent {
-        path: path.to_string(),
-        v2_id: Some(id.to_string()),
-        v2_state: Some(state),
-        outcome,
-    };
+    let event =
+        |outcome| TaskEvent { path: path.to_string(), v2_id: Some(id.to_string()), v2_state: Some(state), outcome };
     let lock = lock_path(name);
     let result = match ctx.mode {
         Mode::Verify => verify_task(ctx, path, &file, id, &lock).await,
@@ -513,19 +445,13 @@ async fn read_v1(
 ) -> Result<UpgradedTaskInfo, String> {
     let bytes = match ctx.store.read(path).await {
         Ok(Some(b)) => b,
-        Ok(None) => {
-            return Err("vanished during the upgrade (renamed by a running v1 node?); rerun".into())
-        }
+        Ok(None) => return Err("vanished during the upgrade (renamed by a running v1 node?); rerun".into()),
         Err(e) => return Err(e.to_string()),
     };
     let info = v1::parse_task_info(&bytes).map_err(|e| e.to_string())?;
     let tally = match &group {
         Some(g) if !g.broken.is_empty() => {
-            return Err(format!(
-                "{} subtask(s) unreadable, first {}",
-                g.broken.len(),
-                g.broken[0]
-            ))
+            return Err(format!("{} subtask(s) unreadable, first {}", g.broken.len(), g.broken[0]))
         }
         Some(g) => {
             let mut tally = g.tally.clone();
@@ -542,13 +468,7 @@ async fn read_v1(
     v1::upgrade_task(file, &info, &tally).map_err(|e| e.to_string())
 }
 
-async fn migrate_task(
-    ctx: &Ctx<'_>,
-    path: &str,
-    file: &V1TaskFile,
-    id: TaskId,
-    lock: &str,
-) -> Result<Outcome, String> {
+async fn migrate_task(ctx: &Ctx<'_>, path: &str, file: &V1TaskFile, id: TaskId, lock: &str) -> Result<Outcome, String> {
     let store = ctx.store;
     if ctx.check_locks && store.exists(lock).await.map_err(|e| e.to_string())? {
         // Still claim the subtasks, so that they are not reported as orphans.
@@ -568,11 +488,7 @@ async fn migrate_task(
     match store.create(&info_path, bytes.clone()).await.map_err(io)? {
         Created::Created => made = true,
         Created::Exists => {
-            let existing = store
-                .read(&info_path)
-                .await
-                .map_err(io)?
-                .unwrap_or_default();
+            let existing = store.read(&info_path).await.map_err(io)?.unwrap_or_default();
             if serde_json::from_slice::<serde_json::Value>(&existing).is_err() {
                 // Torn by a killed upgrader (fs creates write in place):
                 // the content is a function of the v1 tree, so write it whole.
@@ -583,15 +499,10 @@ async fn migrate_task(
                 match formats::decode::<UpgradedTaskInfo>(&existing) {
                     Ok(other) if v1::same_origin(&other, file) => {}
                     Ok(other) => {
-                        return Err(format!(
-                            "v2 id collision: {info_path} was made from {}",
-                            other.upgraded_from
-                        ))
+                        return Err(format!("v2 id collision: {info_path} was made from {}", other.upgraded_from))
                     }
                     Err(_) => {
-                        return Err(format!(
-                            "v2 id collision: {info_path} exists and was not made by the upgrade"
-                        ))
+                        return Err(format!("v2 id collision: {info_path} exists and was not made by the upgrade"))
                     }
                 }
             }
@@ -600,20 +511,10 @@ async fn migrate_task(
     let status = v2::task_status(&id, v1::v2_state(file.state));
     made |= store.create(&status, Vec::new()).await.map_err(io)? == Created::Created;
     made |= store.create(lock, Vec::new()).await.map_err(io)? == Created::Created;
-    Ok(if made {
-        Outcome::Migrated
-    } else {
-        Outcome::AlreadyDone
-    })
+    Ok(if made { Outcome::Migrated } else { Outcome::AlreadyDone })
 }
 
-async fn verify_task(
-    ctx: &Ctx<'_>,
-    path: &str,
-    file: &V1TaskFile,
-    id: TaskId,
-    lock: &str,
-) -> Result<Outcome, String> {
+async fn verify_task(ctx: &Ctx<'_>, path: &str, file: &V1TaskFile, id: TaskId, lock: &str) -> Result<Outcome, String> {
     let store = ctx.store;
     ctx.index.claim(&file.name);
     let io = |e: store::StoreError| e.to_string();
@@ -622,26 +523,14 @@ async fn verify_task(
         None => missing.push(format!("no {}", v2::task_info(&id))),
         Some(b) => match formats::decode::<UpgradedTaskInfo>(&b) {
             Ok(u) if v1::same_origin(&u, file) => {}
-            Ok(u) => {
-                return Err(format!(
-                    "v2 id collision: {id} was made from {}",
-                    u.upgraded_from
-                ))
-            }
+            Ok(u) => return Err(format!("v2 id collision: {id} was made from {}", u.upgraded_from)),
             Err(_) if serde_json::from_slice::<serde_json::Value>(&b).is_ok() => {
-                return Err(format!(
-                    "v2 id collision: {} exists and was not made by the upgrade",
-                    v2::task_info(&id)
-                ))
+                return Err(format!("v2 id collision: {} exists and was not made by the upgrade", v2::task_info(&id)))
             }
             Err(e) => missing.push(format!("{} unreadable: {e}", v2::task_info(&id))),
         },
     }
-    if !store
-        .exists(&v2::task_status(&id, v1::v2_state(file.state)))
-        .await
-        .map_err(io)?
-    {
+    if !store.exists(&v2::task_status(&id, v1::v2_state(file.state))).await.map_err(io)? {
         // v2 may have moved the task on since: any valid marker will do.
         let any = store
             .list(&v2::task_dir(&id))
@@ -661,9 +550,7 @@ async fn verify_task(
     }
     // Unmigrated, or impossible to migrate? Only the v1 file can tell.
     let bytes = store.read(path).await.map_err(io)?.unwrap_or_default();
-    match v1::parse_task_info(&bytes)
-        .and_then(|i| v1::upgrade_task(file, &i, &SubtaskTally::default()))
-    {
+    match v1::parse_task_info(&bytes).and_then(|i| v1::upgrade_task(file, &i, &SubtaskTally::default())) {
         Ok(_) => Ok(Outcome::Unmigrated(missing.join("; "))),
         Err(e) => Err(e.to_string()),
     }
@@ -673,28 +560,19 @@ async fn verify_task(
 /// picture). Refuses while verify reports anything, except that `force`
 /// accepts orphans, problems and v1 files that cannot be migrated (they are
 /// removed with the tree); it never accepts an unmigrated valid task.
-pub async fn finalize(
-    store: &Store,
-    opts: &Options,
-    on_task: OnTask<'_>,
-) -> Result<Report, MigrateError> {
+pub async fn finalize(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<Report, MigrateError> {
     let started = Instant::now();
     let marker = read_state(store).await.ok().flatten().map(|s| s.state);
     let mut report = if marker == Some(UpgradePhase::Finalizing) {
         // A finalize was interrupted after verify passed: just finish it.
         Report::new(Mode::Finalize)
     } else {
-        let verify = Options {
-            mode: Mode::Verify,
-            ..opts.clone()
-        };
+        let verify = Options { mode: Mode::Verify, ..opts.clone() };
         let mut r = pass(store, &verify, on_task).await?;
         r.mode = Mode::Finalize;
         if r.unmigrated > 0 {
-            let why = format!(
-                "{} v1 task(s) have no complete v2 task or lock; run `compactd upgrade` first",
-                r.unmigrated
-            );
+            let why =
+                format!("{} v1 task(s) have no complete v2 task or lock; run `compactd upgrade` first", r.unmigrated);
             return Ok(refuse(r, why, started));
         }
         if !r.is_clean() && !opts.force {
@@ -728,7 +606,5 @@ fn refuse(mut r: Report, why: String, started: Instant) -> Report {
 
 /// The v2 id of a v1 task file name, if it is one (for tests and tools).
 pub fn v2_id_of(file_name: &str) -> Option<TaskId> {
-    V1TaskFile::parse(file_name)
-        .ok()
-        .and_then(|f| v1::v2_id(&f.name).ok())
+    V1TaskFile::parse(file_name).ok().and_then(|f| v1::v2_id(&f.name).ok())
 }

@@ -85,26 +85,18 @@ pub struct JobArgs {
 }
 
 fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 fn when(ms: Option<u64>) -> String {
-    ms.map(|ms| {
-        humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
-    })
-    .unwrap_or_else(|| "-".into())
+    ms.map(|ms| humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string())
+        .unwrap_or_else(|| "-".into())
 }
 
 /// `<host>_<pid>`: who wrote a definition or request (for humans), and the
 /// node code of the Snowflake codes it makes.
 fn writer() -> NodeId {
-    let host = hostname::get()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_default();
+    let host = hostname::get().ok().and_then(|h| h.into_string().ok()).unwrap_or_default();
     let host: String = host
         .split('.')
         .next()
@@ -113,8 +105,7 @@ fn writer() -> NodeId {
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
         .collect();
     let host = if host.is_empty() { "cli".into() } else { host };
-    NodeId::parse(&format!("{host}_{}", std::process::id()))
-        .unwrap_or_else(|_| NodeId::parse("cli").expect("valid"))
+    NodeId::parse(&format!("{host}_{}", std::process::id())).unwrap_or_else(|_| NodeId::parse("cli").expect("valid"))
 }
 
 fn print_json<T: Serialize>(v: &T) -> anyhow::Result<()> {
@@ -138,11 +129,7 @@ pub async fn define(store: Store, args: DefineArgs) -> anyhow::Result<i32> {
                     "{}: version {} (changed steps: {}; relations version {})",
                     applied.job,
                     applied.version,
-                    if steps.is_empty() {
-                        "none".into()
-                    } else {
-                        steps.join(", ")
-                    },
+                    if steps.is_empty() { "none".into() } else { steps.join(", ") },
                     applied.relations_version
                 );
             } else {
@@ -154,16 +141,9 @@ pub async fn define(store: Store, args: DefineArgs) -> anyhow::Result<i32> {
             if json {
                 print_json(&rows)?;
             } else {
-                println!(
-                    "{:<8} {:<8} {:<25} {:<24} STEPS",
-                    "VERSION", "CURRENT", "LOGGED", "BY"
-                );
+                println!("{:<8} {:<8} {:<25} {:<24} STEPS", "VERSION", "CURRENT", "LOGGED", "BY");
                 for r in rows {
-                    let steps: Vec<String> = r
-                        .steps
-                        .iter()
-                        .map(|s| format!("{}@{}", s.name, s.version))
-                        .collect();
+                    let steps: Vec<String> = r.steps.iter().map(|s| format!("{}@{}", s.name, s.version)).collect();
                     println!(
                         "{:<8} {:<8} {:<25} {:<24} {}",
                         r.version,
@@ -195,19 +175,12 @@ pub async fn define(store: Store, args: DefineArgs) -> anyhow::Result<i32> {
                     job: Name,
                     version: Option<u64>,
                 }
-                let rows: Vec<Row> = rows
-                    .into_iter()
-                    .map(|(job, version)| Row { job, version })
-                    .collect();
+                let rows: Vec<Row> = rows.into_iter().map(|(job, version)| Row { job, version }).collect();
                 print_json(&rows)?;
             } else {
                 println!("{:<32} VERSION", "JOB");
                 for (job, v) in rows {
-                    println!(
-                        "{:<32} {}",
-                        job.as_str(),
-                        v.map_or("deleted".into(), |v| v.to_string())
-                    );
+                    println!("{:<32} {}", job.as_str(), v.map_or("deleted".into(), |v| v.to_string()));
                 }
             }
         }
@@ -218,15 +191,7 @@ pub async fn define(store: Store, args: DefineArgs) -> anyhow::Result<i32> {
 pub async fn trigger(store: Store, args: TriggerArgs) -> anyhow::Result<i32> {
     let params = instance::parse_params(&args.params)?;
     let who = writer();
-    let t = jobs::trigger(
-        &store,
-        &args.job,
-        &args.trigger,
-        params,
-        who.as_str(),
-        now_ms(),
-    )
-    .await?;
+    let t = jobs::trigger(&store, &args.job, &args.trigger, params, who.as_str(), now_ms()).await?;
     let view = instance::view(&store, &args.job, &args.trigger, false).await?;
     if args.json {
         #[derive(Serialize)]
@@ -234,10 +199,7 @@ pub async fn trigger(store: Store, args: TriggerArgs) -> anyhow::Result<i32> {
             created: bool,
             job: JobView,
         }
-        print_json(&Out {
-            created: t.created,
-            job: view,
-        })?;
+        print_json(&Out { created: t.created, job: view })?;
     } else if t.created {
         println!(
             "created job {}/{} (definition version {}, {} steps)",
@@ -271,11 +233,7 @@ pub async fn list(store: Store, args: JobsArgs) -> anyhow::Result<i32> {
         "JOB", "TRIGGER", "STATE", "VERSION", "STEPS OK", "CREATED"
     );
     for v in views {
-        let ok = v
-            .steps
-            .iter()
-            .filter(|s| s.state == layouts::jobs::StepState::Succeeded)
-            .count();
+        let ok = v.steps.iter().filter(|s| s.state == layouts::jobs::StepState::Succeeded).count();
         println!(
             "{:<24} {:<20} {:<10} {:>7} {:>9} {:<25} {}",
             v.job.as_str(),
@@ -305,10 +263,7 @@ pub async fn show(store: Store, args: JobArgs) -> anyhow::Result<i32> {
         when(Some(v.created_wall_ms)),
         when(v.finished_wall_ms)
     );
-    println!(
-        "{:<20} {:<10} {:<30} {:<25} {:<25} AFTER",
-        "STEP", "STATE", "TASK", "STARTED", "FINISHED"
-    );
+    println!("{:<20} {:<10} {:<30} {:<25} {:<25} AFTER", "STEP", "STATE", "TASK", "STARTED", "FINISHED");
     for s in &v.steps {
         let deps: Vec<&str> = s.dependent_steps.iter().map(Name::as_str).collect();
         println!(

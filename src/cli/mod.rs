@@ -10,19 +10,10 @@ pub mod upgrade;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "compactd",
-    version,
-    about = "Compaction scheduler coordinating through files on a shared backend"
-)]
+#[command(name = "compactd", version, about = "Compaction scheduler coordinating through files on a shared backend")]
 pub struct Cli {
     /// Backend root: a path or fs:///abs/path, memory://, s3://bucket/prefix?endpoint=…&region=…
-    #[arg(
-        long,
-        global = true,
-        env = "COMPACTD_ROOT",
-        default_value = "./cluster.compact"
-    )]
+    #[arg(long, global = true, env = "COMPACTD_ROOT", default_value = "./cluster.compact")]
     pub root: String,
 
     #[command(subcommand)]
@@ -70,15 +61,9 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     if let store::RootUri::Fs { root } = &uri {
         // Only commands that set a cluster up may create its root: a typo in
         // --root must not leave a new empty tree behind.
-        let creates = matches!(
-            cli.command,
-            Command::Run(_) | Command::Merge(_) | Command::Define(_)
-        );
+        let creates = matches!(cli.command, Command::Run(_) | Command::Merge(_) | Command::Define(_));
         if !creates && !root.exists() {
-            anyhow::bail!(
-                "no compactd tree at {} (is --root right? `compactd run` creates it)",
-                root.display()
-            );
+            anyhow::bail!("no compactd tree at {} (is --root right? `compactd run` creates it)", root.display());
         }
     }
     let store = store::Store::open(&uri).await?;

@@ -40,28 +40,21 @@ pub use crate::tasks::newest_lease;
 pub async fn collect(store: &Store) -> store::Result<Vec<NodeRow>> {
     let lease = newest_lease(store).await?;
     let (beats, _) = crate::registry::read_heartbeats(store).await?;
-    let mut ids: BTreeMap<NodeId, Option<&Heartbeat>> =
-        beats.iter().map(|(k, v)| (k.clone(), Some(v))).collect();
+    let mut ids: BTreeMap<NodeId, Option<&Heartbeat>> = beats.iter().map(|(k, v)| (k.clone(), Some(v))).collect();
     for m in lease.iter().flat_map(|l| l.members.iter()) {
         ids.entry(m.node.clone()).or_insert(None);
     }
     let rows = ids
         .into_iter()
         .map(|(id, hb)| {
-            let member = lease
-                .as_ref()
-                .and_then(|l| l.members.iter().find(|m| m.node == id));
+            let member = lease.as_ref().and_then(|l| l.members.iter().find(|m| m.node == id));
             let incarnation = hb.map(|h| h.incarnation).or(member.map(|m| m.incarnation));
             let alive = member.is_some_and(|m| Some(m.incarnation) == incarnation);
-            let declared_offline = lease.as_ref().is_some_and(|l| {
-                l.offline
-                    .iter()
-                    .any(|m| m.node == id && Some(m.incarnation) == incarnation)
-            });
+            let declared_offline = lease
+                .as_ref()
+                .is_some_and(|l| l.offline.iter().any(|m| m.node == id && Some(m.incarnation) == incarnation));
             NodeRow {
-                monitor: lease
-                    .as_ref()
-                    .is_some_and(|l| l.holder == id && !l.released),
+                monitor: lease.as_ref().is_some_and(|l| l.holder == id && !l.released),
                 alive,
                 incarnation,
                 beat: hb.map(|h| h.beat),
@@ -88,16 +81,10 @@ pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
     }
     let lease = newest_lease(&store).await?;
     match &lease {
-        Some(l) => println!(
-            "monitor: {} (epoch {}, renewal {})",
-            l.holder, l.epoch, l.renewal
-        ),
+        Some(l) => println!("monitor: {} (epoch {}, renewal {})", l.holder, l.epoch, l.renewal),
         None => println!("monitor: none elected yet"),
     }
-    println!(
-        "{:<28} {:<6} {:<8} {:>14} {:>8} {:>7}",
-        "NODE", "ALIVE", "MONITOR", "INCARNATION", "PID", "FENCED"
-    );
+    println!("{:<28} {:<6} {:<8} {:>14} {:>8} {:>7}", "NODE", "ALIVE", "MONITOR", "INCARNATION", "PID", "FENCED");
     for r in rows {
         println!(
             "{:<28} {:<6} {:<8} {:>14} {:>8} {:>7}",

@@ -67,8 +67,7 @@ pub enum ExecutorArg {
 
 /// Parses `500ms`, `10s`, `1h`, `1h30m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s)
-        .map_err(|e| format!("{e} (write durations like 500ms, 10s, 1h)"))?;
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (write durations like 500ms, 10s, 1h)"))?;
     if d.is_zero() {
         return Err("duration must be positive".into());
     }
@@ -78,29 +77,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Parses `1048576`, `64KiB`, `128MiB`, `1GiB`.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
-    let (num, mul) = [
-        ("GiB", 1u64 << 30),
-        ("MiB", 1 << 20),
-        ("KiB", 1 << 10),
-        ("B", 1),
-    ]
-    .iter()
-    .find_map(|(suffix, m)| s.strip_suffix(suffix).map(|n| (n, *m)))
-    .unwrap_or((s, 1));
-    let n: u64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (write 1048576, 64KiB, 128MiB, 1GiB)"))?;
-    n.checked_mul(mul)
-        .filter(|v| *v > 0)
-        .ok_or_else(|| "size must be positive and fit in 64 bits".into())
+    let (num, mul) = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)]
+        .iter()
+        .find_map(|(suffix, m)| s.strip_suffix(suffix).map(|n| (n, *m)))
+        .unwrap_or((s, 1));
+    let n: u64 = num.trim().parse().map_err(|_| format!("{s:?} is not a size (write 1048576, 64KiB, 128MiB, 1GiB)"))?;
+    n.checked_mul(mul).filter(|v| *v > 0).ok_or_else(|| "size must be positive and fit in 64 bits".into())
 }
 
 fn default_node_id() -> String {
-    let host = hostname::get()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_else(|| "node".into());
+    let host = hostname::get().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "node".into());
     let host: String = host
         .split('.')
         .next()
@@ -108,11 +94,7 @@ fn default_node_id() -> String {
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
         .collect();
-    format!(
-        "{}_{}",
-        if host.is_empty() { "node" } else { &host },
-        std::process::id()
-    )
+    format!("{}_{}", if host.is_empty() { "node" } else { &host }, std::process::id())
 }
 
 pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
@@ -122,7 +104,9 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     };
     if !args.allow_unfinished_upgrade {
         if let Some(why) = migrate::upgrade_in_progress(&store).await? {
-            anyhow::bail!("{why}\n(finish it with `compactd upgrade`, or start anyway with --allow-unfinished-upgrade)");
+            anyhow::bail!(
+                "{why}\n(finish it with `compactd upgrade`, or start anyway with --allow-unfinished-upgrade)"
+            );
         }
     }
     let cfg = NodeConfig {
@@ -156,8 +140,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("SIGTERM handler");
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
             tokio::select! {
                 _ = term.recv() => {}
                 _ = tokio::signal::ctrl_c() => {}
@@ -166,14 +149,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
             shutdown.cancel();
         })
     };
-    let result = crate::daemon::run(
-        cfg,
-        store,
-        Some((work, data)),
-        SystemClock::shared(),
-        shutdown,
-    )
-    .await;
+    let result = crate::daemon::run(cfg, store, Some((work, data)), SystemClock::shared(), shutdown).await;
     signals.abort();
     result?;
     Ok(0)

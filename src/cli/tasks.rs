@@ -14,24 +14,13 @@ use crate::cli::run::parse_duration;
 use crate::tasks::{self, Repeat, TaskSpec};
 
 fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 fn parse_kv(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s
-        .split_once('=')
-        .ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
-    if k.is_empty()
-        || !k
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
-    {
-        return Err(format!(
-            "parameter name {k:?} may only hold letters, digits, '_', '-', '.'"
-        ));
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
+    if k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.') {
+        return Err(format!("parameter name {k:?} may only hold letters, digits, '_', '-', '.'"));
     }
     Ok((k.to_string(), v.to_string()))
 }
@@ -78,16 +67,10 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     spec.shards = args.shards;
     spec.manager = args.manager;
     spec.params = args.params.into_iter().collect::<BTreeMap<_, _>>();
-    spec.executor = args.command.map(|c| ExecutorSpec {
-        kind: ExecutorKind::Command,
-        command: Some(c),
-        timeout_ms: None,
-    });
+    spec.executor =
+        args.command.map(|c| ExecutorSpec { kind: ExecutorKind::Command, command: Some(c), timeout_ms: None });
     if let Some(rounds) = args.repeat {
-        spec.repeat = Some(Repeat {
-            rounds,
-            interval: args.interval.unwrap_or_default(),
-        });
+        spec.repeat = Some(Repeat { rounds, interval: args.interval.unwrap_or_default() });
     }
     let id = tasks::submit(&store, spec, wall_ms()).await?;
     if args.json {
@@ -145,24 +128,10 @@ pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
         println!("stop requested");
     }
     if !s.subtasks.is_empty() {
-        println!(
-            "{:<52} {:<20} {:<16} {:<8} {:>7}",
-            "SUBTASK", "PARTITION", "NODE", "STATE", "ATTEMPT"
-        );
+        println!("{:<52} {:<20} {:<16} {:<8} {:>7}", "SUBTASK", "PARTITION", "NODE", "STATE", "ATTEMPT");
         for t in &s.subtasks {
-            let unit = t
-                .partition
-                .clone()
-                .or(t.shard.map(|s| format!("shard {s}")))
-                .unwrap_or_default();
-            println!(
-                "{:<52} {:<20} {:<16} {:<8} {:>7}",
-                t.id,
-                unit,
-                t.node,
-                t.state.as_str(),
-                t.attempt
-            );
+            let unit = t.partition.clone().or(t.shard.map(|s| format!("shard {s}"))).unwrap_or_default();
+            println!("{:<52} {:<20} {:<16} {:<8} {:>7}", t.id, unit, t.node, t.state.as_str(), t.attempt);
         }
     }
     Ok(0)
@@ -192,11 +161,7 @@ pub async fn list(store: Store, args: ListArgs) -> anyhow::Result<i32> {
         let Ok(info) = tasks::read_info(&store, &id).await else {
             continue;
         };
-        let manager = tasks::read_term(&store, &id, dir.term())
-            .await
-            .ok()
-            .flatten()
-            .map(|t| t.node.to_string());
+        let manager = tasks::read_term(&store, &id, dir.term()).await.ok().flatten().map(|t| t.node.to_string());
         rows.push(ListRow {
             id,
             state: dir.state,
@@ -266,19 +231,15 @@ pub async fn reassign(store: Store, args: ReassignArgs) -> anyhow::Result<i32> {
         println!("task {id} is managed by {node} from term {term}");
         return Ok(0);
     }
-    let (task, _, unit, _) = v2::parse_subtask_name(&args.id).context("not a subtask id (<task>.r<round>.u<unit>.a<attempt>); for a task's manager use --manager NODE")?;
+    let (task, _, unit, _) = v2::parse_subtask_name(&args.id)
+        .context("not a subtask id (<task>.r<round>.u<unit>.a<attempt>); for a task's manager use --manager NODE")?;
     if let Some(to) = &args.to {
         if !tasks::live_members(&store).await?.contains(to) {
             anyhow::bail!("node {to} is not a live member");
         }
     }
-    let req = ReassignRequest {
-        to: args.to,
-        wall_ms: wall_ms(),
-    };
-    store
-        .put(&v2::reassign_request(&task, unit), formats::encode(&req))
-        .await?;
+    let req = ReassignRequest { to: args.to, wall_ms: wall_ms() };
+    store.put(&v2::reassign_request(&task, unit), formats::encode(&req)).await?;
     println!("reassign requested for unit {unit} of task {task}; its manager moves it");
     Ok(0)
 }
@@ -298,10 +259,7 @@ pub async fn history(store: Store, args: HistoryArgs) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&tasks)?);
         return Ok(0);
     }
-    println!(
-        "{:<32} {:<8} {:<30} {:>8} {:>7}",
-        "TASK", "STATE", "TABLE", "SUCCESS", "FAILED"
-    );
+    println!("{:<32} {:<8} {:<30} {:>8} {:>7}", "TASK", "STATE", "TABLE", "SUCCESS", "FAILED");
     for t in tasks {
         let i = &t.info;
         println!(

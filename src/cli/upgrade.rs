@@ -59,18 +59,11 @@ pub struct UpgradeArgs {
 
 pub async fn run(store: store::Store, args: UpgradeArgs) -> anyhow::Result<i32> {
     if let Some(tasks) = args.generate_fixture {
-        let spec = migrate::fixture::Spec {
-            tasks,
-            seed: args.seed,
-        };
+        let spec = migrate::fixture::Spec { tasks, seed: args.seed };
         let files = migrate::fixture::write(&store, &spec, args.concurrency as usize)
             .await
             .context("generating the v1 fixture")?;
-        eprintln!(
-            "wrote a v1 tree of {tasks} tasks ({files} files, seed {}) at {}",
-            args.seed,
-            store.uri()
-        );
+        eprintln!("wrote a v1 tree of {tasks} tasks ({files} files, seed {}) at {}", args.seed, store.uri());
         return Ok(0);
     }
     let mode = if args.dry_run {
@@ -82,18 +75,12 @@ pub async fn run(store: store::Store, args: UpgradeArgs) -> anyhow::Result<i32> 
     } else {
         Mode::Apply
     };
-    let opts = Options {
-        mode,
-        concurrency: args.concurrency as usize,
-        force: args.force,
-    };
+    let opts = Options { mode, concurrency: args.concurrency as usize, force: args.force };
     let bar = (!args.json && std::io::stderr().is_terminal() && mode != Mode::DryRun).then(|| {
         let bar = indicatif::ProgressBar::new_spinner();
         bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} {pos} v1 tasks {msg} [{elapsed}, {per_sec}]",
-            )
-            .expect("static template"),
+            indicatif::ProgressStyle::with_template("{spinner} {pos} v1 tasks {msg} [{elapsed}, {per_sec}]")
+                .expect("static template"),
         );
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
         bar
@@ -156,11 +143,7 @@ fn summary(r: &Report, elapsed: std::time::Duration) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let secs = elapsed.as_secs_f64();
-    let rate = if secs > 0.0 {
-        r.v1_tasks as f64 / secs
-    } else {
-        0.0
-    };
+    let rate = if secs > 0.0 { r.v1_tasks as f64 / secs } else { 0.0 };
     let head = match r.mode {
         Mode::DryRun => format!(
             "dry run: {} v1 tasks: {} to migrate, {} already done, {} failed",
@@ -172,11 +155,7 @@ fn summary(r: &Report, elapsed: std::time::Duration) -> String {
         ),
         Mode::Verify | Mode::Finalize => format!(
             "{}: {} v1 tasks: {} verified, {} not upgraded, {} failed",
-            if r.mode == Mode::Verify {
-                "verify"
-            } else {
-                "finalize"
-            },
+            if r.mode == Mode::Verify { "verify" } else { "finalize" },
             r.v1_tasks,
             r.verified,
             r.unmigrated,
@@ -199,11 +178,7 @@ fn summary(r: &Report, elapsed: std::time::Duration) -> String {
         let _ = writeln!(s, "PROBLEM {i}");
     }
     if r.truncated {
-        let _ = writeln!(
-            s,
-            "(lists cut at {} entries each; counts are exact)",
-            migrate::MAX_LISTED
-        );
+        let _ = writeln!(s, "(lists cut at {} entries each; counts are exact)", migrate::MAX_LISTED);
     }
     if let Some(why) = &r.refused {
         let _ = writeln!(s, "finalize REFUSED: {why}");

@@ -80,17 +80,11 @@ impl MergeJob {
     }
 
     fn staging_dir(&self, attempt: u32) -> String {
-        format!(
-            "{}{META_DIR}staging/{}.r{}.a{attempt}/",
-            self.dir, self.task, self.round
-        )
+        format!("{}{META_DIR}staging/{}.r{}.a{attempt}/", self.dir, self.task, self.round)
     }
 
     fn broken(&self, problem: impl Into<String>) -> MergeError {
-        MergeError::Broken {
-            partition: self.dir.clone(),
-            problem: problem.into(),
-        }
+        MergeError::Broken { partition: self.dir.clone(), problem: problem.into() }
     }
 }
 
@@ -112,15 +106,10 @@ async fn data_files(store: &Store, dir: &str) -> store::Result<Vec<(String, u64)
 pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
     if let Some(commit) = read_commit(store, job).await? {
         roll_forward(store, job, &commit).await?;
-        return Ok(Outcome::RolledForward {
-            by_attempt: commit.attempt,
-        });
+        return Ok(Outcome::RolledForward { by_attempt: commit.attempt });
     }
-    let small: Vec<(String, u64)> = data_files(store, &job.dir)
-        .await?
-        .into_iter()
-        .filter(|(_, len)| *len < job.target_size)
-        .collect();
+    let small: Vec<(String, u64)> =
+        data_files(store, &job.dir).await?.into_iter().filter(|(_, len)| *len < job.target_size).collect();
     if small.len() < 2 {
         return Ok(Outcome::NothingToDo);
     }
@@ -145,10 +134,8 @@ pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
     for (k, group) in groups.iter().enumerate() {
         let mut buf = Vec::with_capacity(group.iter().map(|f| f.1 as usize + 1).sum());
         for (path, _) in group {
-            let bytes = store
-                .read(path)
-                .await?
-                .ok_or_else(|| job.broken(format!("input {path} vanished while staging")))?;
+            let bytes =
+                store.read(path).await?.ok_or_else(|| job.broken(format!("input {path} vanished while staging")))?;
             buf.extend_from_slice(&bytes);
             if !bytes.is_empty() && !bytes.ends_with(b"\n") {
                 buf.push(b'\n');
@@ -165,13 +152,7 @@ pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
     if !job.delay_before_commit.is_zero() {
         tokio::time::sleep(job.delay_before_commit).await;
     }
-    let commit = Commit {
-        task: job.task.clone(),
-        round: job.round,
-        attempt: job.attempt,
-        outputs,
-        done: false,
-    };
+    let commit = Commit { task: job.task.clone(), round: job.round, attempt: job.attempt, outputs, done: false };
     let bytes = serde_json::to_vec_pretty(&commit).expect("commit serializes");
     match store.create(&job.commit_path(), bytes).await? {
         Created::Created => {
@@ -184,13 +165,9 @@ pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
             // Another attempt of this round committed first: apply its plan,
             // drop ours.
             store.delete_all(&staging).await?;
-            let winner = read_commit(store, job)
-                .await?
-                .ok_or_else(|| job.broken("commit vanished"))?;
+            let winner = read_commit(store, job).await?.ok_or_else(|| job.broken("commit vanished"))?;
             roll_forward(store, job, &winner).await?;
-            Ok(Outcome::RolledForward {
-                by_attempt: winner.attempt,
-            })
+            Ok(Outcome::RolledForward { by_attempt: winner.attempt })
         }
     }
 }
@@ -219,10 +196,7 @@ async fn roll_forward(store: &Store, job: &MergeJob, commit: &Commit) -> Result<
                 continue;
             }
             let bytes = store.read(&o.staged).await?.ok_or_else(|| {
-                job.broken(format!(
-                    "{} is committed but neither it nor {} exists",
-                    o.final_path, o.staged
-                ))
+                job.broken(format!("{} is committed but neither it nor {} exists", o.final_path, o.staged))
             })?;
             store.put(&o.final_path, bytes).await?;
         }
@@ -231,23 +205,12 @@ async fn roll_forward(store: &Store, job: &MergeJob, commit: &Commit) -> Result<
                 store.delete(input).await?;
             }
         }
-        let done = Commit {
-            done: true,
-            ..commit.clone()
-        };
-        store
-            .put(
-                &job.commit_path(),
-                serde_json::to_vec_pretty(&done).expect("commit serializes"),
-            )
-            .await?;
+        let done = Commit { done: true, ..commit.clone() };
+        store.put(&job.commit_path(), serde_json::to_vec_pretty(&done).expect("commit serializes")).await?;
     }
     // Staging of every attempt of this round is garbage now.
     let prefix = format!("{}.r{}.a", job.task, job.round);
-    for e in store
-        .list(&format!("{}{META_DIR}staging/", job.dir))
-        .await?
-    {
+    for e in store.list(&format!("{}{META_DIR}staging/", job.dir)).await? {
         if e.is_dir && e.name().starts_with(&prefix) {
             store.delete_all(&e.path).await?;
         }
@@ -274,12 +237,7 @@ mod tests {
         let mut all = vec![];
         for (p, _) in data_files(store, dir).await.unwrap() {
             let b = store.read(&p).await.unwrap().unwrap();
-            all.extend(
-                String::from_utf8(b.to_vec())
-                    .unwrap()
-                    .lines()
-                    .map(str::to_string),
-            );
+            all.extend(String::from_utf8(b.to_vec()).unwrap().lines().map(str::to_string));
         }
         all.sort();
         all
@@ -297,10 +255,7 @@ mod tests {
                     text.push('\n'); // file 3 has no final newline
                 }
             }
-            store
-                .put(&format!("db/s/t/p1/part-{f:03}"), text.into_bytes())
-                .await
-                .unwrap();
+            store.put(&format!("db/s/t/p1/part-{f:03}"), text.into_bytes()).await.unwrap();
         }
         store.put("db/s/t/p1/big", vec![b'x'; 2000]).await.unwrap();
         want.push("x".repeat(2000));
@@ -319,16 +274,9 @@ mod tests {
         assert!(files.len() < 11, "{files:?}");
         assert!(files.iter().any(|f| f.0.ends_with("/big")));
         // a rerun of the round changes nothing
-        assert!(matches!(
-            run(&store, &job(2)).await.unwrap(),
-            Outcome::RolledForward { by_attempt: 1 }
-        ));
+        assert!(matches!(run(&store, &job(2)).await.unwrap(), Outcome::RolledForward { by_attempt: 1 }));
         assert_eq!(lines(&store, "db/s/t/p1/").await, want);
-        assert!(store
-            .list("db/s/t/p1/_compactd/staging/")
-            .await
-            .unwrap()
-            .is_empty());
+        assert!(store.list("db/s/t/p1/_compactd/staging/").await.unwrap().is_empty());
     }
 
     #[tokio::test]
@@ -355,21 +303,11 @@ mod tests {
             task: j1.task.clone(),
             round: 1,
             attempt: 1,
-            outputs: vec![Output {
-                staged: format!("{staging}0"),
-                final_path: "db/s/t/p1/compacted-x".into(),
-                inputs,
-            }],
+            outputs: vec![Output { staged: format!("{staging}0"), final_path: "db/s/t/p1/compacted-x".into(), inputs }],
             done: false,
         };
-        store
-            .create(&j1.commit_path(), serde_json::to_vec(&c).unwrap())
-            .await
-            .unwrap();
-        assert_eq!(
-            run(&store, &job(2)).await.unwrap(),
-            Outcome::RolledForward { by_attempt: 1 }
-        );
+        store.create(&j1.commit_path(), serde_json::to_vec(&c).unwrap()).await.unwrap();
+        assert_eq!(run(&store, &job(2)).await.unwrap(), Outcome::RolledForward { by_attempt: 1 });
         assert_eq!(lines(&store, "db/s/t/p1/").await, want);
         assert_eq!(data_files(&store, "db/s/t/p1/").await.unwrap().len(), 2);
     }
@@ -379,9 +317,6 @@ mod tests {
         let store = Store::memory().await;
         store.put("db/s/t/p1/a", b"1\n".to_vec()).await.unwrap();
         assert_eq!(run(&store, &job(1)).await.unwrap(), Outcome::NothingToDo);
-        assert_eq!(
-            run(&Store::memory().await, &job(1)).await.unwrap(),
-            Outcome::NothingToDo
-        );
+        assert_eq!(run(&Store::memory().await, &job(1)).await.unwrap(), Outcome::NothingToDo);
     }
 }

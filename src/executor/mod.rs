@@ -50,11 +50,7 @@ pub fn shell_quote(s: &str) -> String {
 }
 
 /// Replaces the placeholders of a command template.
-pub fn render(
-    template: &str,
-    vars: &BTreeMap<&'static str, String>,
-    params: &BTreeMap<String, String>,
-) -> String {
+pub fn render(template: &str, vars: &BTreeMap<&'static str, String>, params: &BTreeMap<String, String>) -> String {
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(open) = rest.find('{') {
@@ -80,15 +76,7 @@ pub fn render(
 }
 
 fn env_name(key: &str) -> String {
-    key.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    key.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
 }
 
 /// How a child ended.
@@ -130,9 +118,10 @@ fn capture(mut r: impl tokio::io::AsyncRead + Unpin + Send + 'static, tail: Arc<
 pub fn spawn(req: &ExecRequest) -> std::io::Result<Running> {
     let mut cmd = match req.kind {
         ExecutorKind::Command => {
-            let template = req.command.as_deref().ok_or_else(|| {
-                std::io::Error::other("the command executor needs a command template (--command)")
-            })?;
+            let template = req
+                .command
+                .as_deref()
+                .ok_or_else(|| std::io::Error::other("the command executor needs a command template (--command)"))?;
             let mut c = tokio::process::Command::new("sh");
             c.arg("-c").arg(render(template, &req.vars, &req.params));
             c
@@ -140,24 +129,10 @@ pub fn spawn(req: &ExecRequest) -> std::io::Result<Running> {
         ExecutorKind::Merge => {
             let exe = std::env::current_exe()?;
             let mut c = tokio::process::Command::new(exe);
-            let dir = format!(
-                "{}/{}/{}/{}/",
-                req.var("db"),
-                req.var("schema"),
-                req.var("table"),
-                req.var("partition")
-            );
-            c.args([
-                "--root",
-                &req.data_uri,
-                "__merge",
-                "--dir",
-                &dir,
-                "--task",
-                req.var("task"),
-            ])
-            .args(["--round", req.var("round"), "--attempt", req.var("attempt")])
-            .args(["--target-size", &req.target_size.to_string()]);
+            let dir = format!("{}/{}/{}/{}/", req.var("db"), req.var("schema"), req.var("table"), req.var("partition"));
+            c.args(["--root", &req.data_uri, "__merge", "--dir", &dir, "--task", req.var("task")])
+                .args(["--round", req.var("round"), "--attempt", req.var("attempt")])
+                .args(["--target-size", &req.target_size.to_string()]);
             c
         }
     };
@@ -167,11 +142,7 @@ pub fn spawn(req: &ExecRequest) -> std::io::Result<Running> {
     for (k, v) in &req.params {
         cmd.env(format!("COMPACTD_PARAM_{}", env_name(k)), v);
     }
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
     // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -188,12 +159,7 @@ pub fn spawn(req: &ExecRequest) -> std::io::Result<Running> {
     if let Some(err) = child.stderr.take() {
         capture(err, tail.clone());
     }
-    Ok(Running {
-        child,
-        pgid,
-        deadline: std::time::Instant::now() + req.timeout,
-        tail,
-    })
+    Ok(Running { child, pgid, deadline: std::time::Instant::now() + req.timeout, tail })
 }
 
 impl Running {
@@ -291,15 +257,8 @@ mod tests {
         vars.insert("db", "it's".to_string());
         let mut params = BTreeMap::new();
         params.insert("date".to_string(), "2024-01-01".to_string());
-        let s = render(
-            "echo {partition} {db} {param.date} {unknown} {",
-            &vars,
-            &params,
-        );
-        assert_eq!(
-            s,
-            "echo 'dt=1; rm -rf /' 'it'\\''s' '2024-01-01' {unknown} {"
-        );
+        let s = render("echo {partition} {db} {param.date} {unknown} {", &vars, &params);
+        assert_eq!(s, "echo 'dt=1; rm -rf /' 'it'\\''s' '2024-01-01' {unknown} {");
     }
 
     #[tokio::test]

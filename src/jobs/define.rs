@@ -52,26 +52,20 @@ pub struct VersionRow {
     pub relations_version: u64,
 }
 
-pub(crate) async fn read_json<T: for<'de> Deserialize<'de>>(
-    store: &Store,
-    path: &str,
-) -> Result<Option<T>, JobError> {
+pub(crate) async fn read_json<T: for<'de> Deserialize<'de>>(store: &Store, path: &str) -> Result<Option<T>, JobError> {
     match store.read(path).await? {
         None => Ok(None),
-        Some(b) => decode(&b).map(Some).map_err(|e| JobError::Malformed {
-            path: path.to_string(),
-            problem: e.to_string(),
-        }),
+        Some(b) => {
+            decode(&b).map(Some).map_err(|e| JobError::Malformed { path: path.to_string(), problem: e.to_string() })
+        }
     }
 }
 
 async fn must_read<T: for<'de> Deserialize<'de>>(store: &Store, path: &str) -> Result<T, JobError> {
-    read_json(store, path)
-        .await?
-        .ok_or_else(|| JobError::Malformed {
-            path: path.to_string(),
-            problem: "missing (a logged version it depends on is gone)".into(),
-        })
+    read_json(store, path).await?.ok_or_else(|| JobError::Malformed {
+        path: path.to_string(),
+        problem: "missing (a logged version it depends on is gone)".into(),
+    })
 }
 
 /// The current definition (main copy), `None` if never applied or deleted.
@@ -81,12 +75,8 @@ pub async fn current(store: &Store, job: &Name) -> Result<Option<JobDefinition>,
 
 /// Logged job versions, ascending.
 pub async fn logged_versions(store: &Store, job: &Name) -> Result<Vec<u64>, JobError> {
-    let mut v: Vec<u64> = store
-        .list(&paths::job_log_dir(job))
-        .await?
-        .iter()
-        .filter_map(|e| paths::parse_version(e.name()))
-        .collect();
+    let mut v: Vec<u64> =
+        store.list(&paths::job_log_dir(job)).await?.iter().filter_map(|e| paths::parse_version(e.name())).collect();
     v.sort_unstable();
     Ok(v)
 }
@@ -94,26 +84,14 @@ pub async fn logged_versions(store: &Store, job: &Name) -> Result<Vec<u64>, JobE
 pub async fn logged(store: &Store, job: &Name, version: u64) -> Result<JobDefinition, JobError> {
     read_json(store, &paths::job_log(job, version))
         .await?
-        .ok_or_else(|| JobError::VersionNotFound {
-            job: job.to_string(),
-            version,
-        })
+        .ok_or_else(|| JobError::VersionNotFound { job: job.to_string(), version })
 }
 
-pub async fn step_version(
-    store: &Store,
-    job: &Name,
-    step: &Name,
-    version: u64,
-) -> Result<StepDefinition, JobError> {
+pub async fn step_version(store: &Store, job: &Name, step: &Name, version: u64) -> Result<StepDefinition, JobError> {
     must_read(store, &paths::step_log(job, step, version)).await
 }
 
-pub async fn relations_version(
-    store: &Store,
-    job: &Name,
-    version: u64,
-) -> Result<Relations, JobError> {
+pub async fn relations_version(store: &Store, job: &Name, version: u64) -> Result<Relations, JobError> {
     must_read(store, &paths::relation_log(job, version)).await
 }
 
@@ -136,21 +114,12 @@ pub async fn assemble(store: &Store, def: &JobDefinition) -> Result<JobSpec, Job
     let mut steps = vec![];
     for r in &def.steps {
         let s = step_version(store, &def.name, &r.name, r.version).await?;
-        let mut spec = StepSpec::from_body(
-            s.name.clone(),
-            s.body,
-            deps.get(&s.name).cloned().unwrap_or_default(),
-        );
+        let mut spec = StepSpec::from_body(s.name.clone(), s.body, deps.get(&s.name).cloned().unwrap_or_default());
         spec.code = Some(s.code);
         spec.version = Some(s.version);
         steps.push(spec);
     }
-    Ok(JobSpec {
-        job_name: def.name.clone(),
-        steps,
-        code: Some(def.code),
-        version: Some(def.version),
-    })
+    Ok(JobSpec { job_name: def.name.clone(), steps, code: Some(def.code), version: Some(def.version) })
 }
 
 /// `define show JOB [--version N]`.
@@ -168,14 +137,9 @@ pub(crate) async fn current_or_err(store: &Store, job: &Name) -> Result<JobDefin
         None => {
             let versions = logged_versions(store, job).await?;
             if versions.is_empty() {
-                Err(JobError::NotFound {
-                    job: job.to_string(),
-                })
+                Err(JobError::NotFound { job: job.to_string() })
             } else {
-                Err(JobError::Deleted {
-                    job: job.to_string(),
-                    versions,
-                })
+                Err(JobError::Deleted { job: job.to_string(), versions })
             }
         }
     }
@@ -197,9 +161,7 @@ pub async fn versions(store: &Store, job: &Name) -> Result<Vec<VersionRow>, JobE
         });
     }
     if out.is_empty() {
-        return Err(JobError::NotFound {
-            job: job.to_string(),
-        });
+        return Err(JobError::NotFound { job: job.to_string() });
     }
     Ok(out)
 }
@@ -236,13 +198,7 @@ async fn step_log_index(store: &Store, job: &Name) -> Result<BTreeMap<Name, Vec<
 
 /// `define apply`: validates, then logs new versions of what changed and
 /// replaces the main copies. Nothing is written when validation fails.
-pub async fn apply(
-    store: &Store,
-    spec: &JobSpec,
-    who: &NodeId,
-    by: &str,
-    wall_ms: u64,
-) -> Result<Applied, JobError> {
+pub async fn apply(store: &Store, spec: &JobSpec, who: &NodeId, by: &str, wall_ms: u64) -> Result<Applied, JobError> {
     spec::validate(spec)?;
     let job = &spec.job_name;
     let cur = current(store, job).await?;
@@ -276,31 +232,18 @@ pub async fn apply(
     for s in &spec.steps {
         let body = s.body();
         if let Some(old) = cur_steps.get(&s.step_name).filter(|o| o.body == body) {
-            refs.push(StepRef {
-                name: s.step_name.clone(),
-                code: old.code,
-                version: old.version,
-            });
+            refs.push(StepRef { name: s.step_name.clone(), code: old.code, version: old.version });
             new_defs.push(old.clone());
             continue;
         }
         let logged_before = index.get(&s.step_name);
-        let code = match (
-            cur_steps.get(&s.step_name),
-            logged_before.and_then(|v| v.last()),
-        ) {
+        let code = match (cur_steps.get(&s.step_name), logged_before.and_then(|v| v.last())) {
             (Some(old), _) => old.code,
             (None, Some(v)) => step_version(store, job, &s.step_name, *v).await?.code,
             (None, None) => ids.next(wall_ms).snowflake(),
         };
         let first = logged_before.and_then(|v| v.last()).map_or(1, |v| v + 1);
-        let mut def = StepDefinition {
-            name: s.step_name.clone(),
-            code,
-            version: 0,
-            body,
-            wall_ms,
-        };
+        let mut def = StepDefinition { name: s.step_name.clone(), code, version: 0, body, wall_ms };
         let version = create_next(
             store,
             first,
@@ -313,11 +256,7 @@ pub async fn apply(
         )
         .await?;
         def.version = version;
-        refs.push(StepRef {
-            name: s.step_name.clone(),
-            code,
-            version,
-        });
+        refs.push(StepRef { name: s.step_name.clone(), code, version });
         changed_steps.push(s.step_name.clone());
         new_defs.push(def);
     }
@@ -328,12 +267,7 @@ pub async fn apply(
     for s in &spec.steps {
         let post_code = code_of[&s.step_name];
         if s.dependent_steps.is_empty() {
-            rows.push(Relation {
-                pre_step: None,
-                pre_code: 0,
-                post_step: s.step_name.clone(),
-                post_code,
-            });
+            rows.push(Relation { pre_step: None, pre_code: 0, post_step: s.step_name.clone(), post_code });
         }
         for d in &s.dependent_steps {
             rows.push(Relation {
@@ -354,12 +288,7 @@ pub async fn apply(
                 .filter_map(|e| paths::parse_version(e.name()))
                 .max()
                 .map_or(1, |v| v + 1);
-            let mut rel = Relations {
-                job_code,
-                version: 0,
-                relations: rows,
-                wall_ms,
-            };
+            let mut rel = Relations { job_code, version: 0, relations: rows, wall_ms };
             rel.version = create_next(
                 store,
                 first,
@@ -375,10 +304,7 @@ pub async fn apply(
         }
     };
 
-    if let Some(d) = cur
-        .as_ref()
-        .filter(|d| d.steps == refs && d.relations_version == rel.version)
-    {
+    if let Some(d) = cur.as_ref().filter(|d| d.steps == refs && d.relations_version == rel.version) {
         remove_stale_step_mains(store, job, &refs).await?;
         return Ok(Applied {
             job: job.clone(),
@@ -433,20 +359,14 @@ async fn install(
 ) -> Result<(), JobError> {
     let job = &def.name;
     for s in steps {
-        store
-            .put(&paths::step_main(job, &s.name), encode(s))
-            .await?;
+        store.put(&paths::step_main(job, &s.name), encode(s)).await?;
     }
     store.put(&paths::relations_main(job), encode(rel)).await?;
     store.put(&paths::job_main(job), encode(def)).await?;
     remove_stale_step_mains(store, job, &def.steps).await
 }
 
-async fn remove_stale_step_mains(
-    store: &Store,
-    job: &Name,
-    keep: &[StepRef],
-) -> Result<(), JobError> {
+async fn remove_stale_step_mains(store: &Store, job: &Name, keep: &[StepRef]) -> Result<(), JobError> {
     let keep: BTreeSet<&str> = keep.iter().map(|r| r.name.as_str()).collect();
     for e in store.list(&paths::steps_main_dir(job)).await? {
         if !e.is_dir && !keep.contains(e.name()) {

@@ -41,8 +41,8 @@ use std::collections::BTreeMap;
 
 use layouts::formats::{ExecutorKind, ExecutorSpec};
 use layouts::jobs::{
-    self as paths, JobEnd, JobInstance, JobState, StepClaim, StepDefinition, StepEnd, StepFile,
-    StepKind, StepState, StepTask,
+    self as paths, JobEnd, JobInstance, JobState, StepClaim, StepDefinition, StepEnd, StepFile, StepKind, StepState,
+    StepTask,
 };
 use layouts::{Name, NodeId, TaskId, TaskState};
 use serde::Serialize;
@@ -102,39 +102,21 @@ async fn drive_instance(
     report: &mut DriveReport,
 ) -> Result<(), JobError> {
     // A file being created (fs) may not parse yet: look again next round.
-    let Ok(Some(inst)) =
-        define::read_json::<JobInstance>(store, &paths::instance(job, trigger)).await
-    else {
+    let Ok(Some(inst)) = define::read_json::<JobInstance>(store, &paths::instance(job, trigger)).await else {
         return Ok(());
     };
-    let order = super::spec::order(
-        job.as_str(),
-        inst.steps.iter().map(|s| (&s.name, &s.dependent_steps)),
-    )?;
-    let deps: BTreeMap<&Name, &Vec<Name>> = inst
-        .steps
-        .iter()
-        .map(|s| (&s.name, &s.dependent_steps))
-        .collect();
+    let order = super::spec::order(job.as_str(), inst.steps.iter().map(|s| (&s.name, &s.dependent_steps)))?;
+    let deps: BTreeMap<&Name, &Vec<Name>> = inst.steps.iter().map(|s| (&s.name, &s.dependent_steps)).collect();
     let files = read_steps(store, &inst, false).await?;
     let mut states: BTreeMap<Name, StepState> = BTreeMap::new();
-    let d = Driver {
-        store,
-        me,
-        wall_ms,
-        inst: &inst,
-    };
+    let d = Driver { store, me, wall_ms, inst: &inst };
     for step in &order {
         let f = files.get(step).cloned().unwrap_or_default();
         let state = d.advance(step, &f, deps[step], &states, report).await?;
         states.insert(step.clone(), state);
     }
     if states.values().all(|s| s.is_terminal()) {
-        let failed: Vec<Name> = order
-            .iter()
-            .filter(|s| states[*s] == StepState::Failed)
-            .cloned()
-            .collect();
+        let failed: Vec<Name> = order.iter().filter(|s| states[*s] == StepState::Failed).cloned().collect();
         let end = JobEnd {
             state: if failed.is_empty() && states.values().all(|s| *s == StepState::Succeeded) {
                 JobState::Succeeded
@@ -144,18 +126,9 @@ async fn drive_instance(
             finished_wall_ms: wall_ms,
             failed_steps: failed,
         };
-        if store
-            .create(
-                &paths::instance_end(job, trigger),
-                layouts::formats::encode(&end),
-            )
-            .await?
-            == Created::Created
-        {
+        if store.create(&paths::instance_end(job, trigger), layouts::formats::encode(&end)).await? == Created::Created {
             tracing::info!(%job, %trigger, state = end.state.as_str(), "job finished");
-            report
-                .jobs_finished
-                .push(format!("{job}/{trigger} {}", end.state.as_str()));
+            report.jobs_finished.push(format!("{job}/{trigger} {}", end.state.as_str()));
         }
     }
     Ok(())
@@ -193,18 +166,13 @@ impl Driver<'_> {
             (_, _, Seen::Unreadable) => Ok(StepState::Submitting),
             (_, _, Seen::Read(c)) => self.recover(step, c, report).await,
             _ => {
-                let dep_states: Vec<(&Name, StepState)> = deps
-                    .iter()
-                    .map(|d| (d, states.get(d).copied().unwrap_or(StepState::Waiting)))
-                    .collect();
-                if let Some((d, s)) = dep_states
-                    .iter()
-                    .find(|(_, s)| matches!(s, StepState::Failed | StepState::Skipped))
+                let dep_states: Vec<(&Name, StepState)> =
+                    deps.iter().map(|d| (d, states.get(d).copied().unwrap_or(StepState::Waiting))).collect();
+                if let Some((d, s)) =
+                    dep_states.iter().find(|(_, s)| matches!(s, StepState::Failed | StepState::Skipped))
                 {
                     let reason = format!("dependent step \"{d}\" {}", s.as_str().to_lowercase());
-                    return self
-                        .finish(step, StepState::Skipped, None, Some(reason), report)
-                        .await;
+                    return self.finish(step, StepState::Skipped, None, Some(reason), report).await;
                 }
                 if dep_states.iter().all(|(_, s)| *s == StepState::Succeeded) {
                     return self.start(step, report).await;
@@ -223,40 +191,22 @@ impl Driver<'_> {
         reason: Option<String>,
         report: &mut DriveReport,
     ) -> Result<StepState, JobError> {
-        let end = StepEnd {
-            state,
-            finished_wall_ms: self.wall_ms,
-            task,
-            reason,
-        };
+        let end = StepEnd { state, finished_wall_ms: self.wall_ms, task, reason };
         let path = self.path(step, StepFile::End);
-        match self
-            .store
-            .create(&path, layouts::formats::encode(&end))
-            .await?
-        {
+        match self.store.create(&path, layouts::formats::encode(&end)).await? {
             Created::Created => {
                 tracing::info!(job = %self.inst.job, trigger = %self.inst.trigger, %step, state = state.as_str(), "step finished");
-                report
-                    .steps_finished
-                    .push(format!("{} {}", self.marker(step), state.as_str()));
+                report.steps_finished.push(format!("{} {}", self.marker(step), state.as_str()));
                 Ok(state)
             }
-            Created::Exists => Ok(
-                match define::read_json::<StepEnd>(self.store, &path).await {
-                    Ok(Some(e)) => e.state,
-                    _ => StepState::Running,
-                },
-            ),
+            Created::Exists => Ok(match define::read_json::<StepEnd>(self.store, &path).await {
+                Ok(Some(e)) => e.state,
+                _ => StepState::Running,
+            }),
         }
     }
 
-    async fn check_task(
-        &self,
-        step: &Name,
-        t: &StepTask,
-        report: &mut DriveReport,
-    ) -> Result<StepState, JobError> {
+    async fn check_task(&self, step: &Name, t: &StepTask, report: &mut DriveReport) -> Result<StepState, JobError> {
         let dir = tasks::read_dir(self.store, &t.task).await?;
         let (state, reason) = match dir.state {
             Some(TaskState::Done) => match tasks::read_info(self.store, &t.task).await {
@@ -273,13 +223,9 @@ impl Driver<'_> {
                 (StepState::Failed, Some(format!("task {} {}", t.task, s)))
             }
             Some(_) => return Ok(StepState::Running),
-            None if !dir.has_info && dir.terms.is_empty() => (
-                StepState::Failed,
-                Some(format!(
-                    "task {} is gone from the tree before its outcome was seen",
-                    t.task
-                )),
-            ),
+            None if !dir.has_info && dir.terms.is_empty() => {
+                (StepState::Failed, Some(format!("task {} is gone from the tree before its outcome was seen", t.task)))
+            }
             None => return Ok(StepState::Running),
         };
         self.finish(step, state, Some(t.task), reason, report).await
@@ -287,19 +233,8 @@ impl Driver<'_> {
 
     /// No files yet and every dependency succeeded: claim, submit, record.
     async fn start(&self, step: &Name, report: &mut DriveReport) -> Result<StepState, JobError> {
-        let claim = StepClaim {
-            by: self.me.to_string(),
-            wall_ms: self.wall_ms,
-            marker: self.marker(step),
-        };
-        match self
-            .store
-            .create(
-                &self.path(step, StepFile::Claim),
-                layouts::formats::encode(&claim),
-            )
-            .await?
-        {
+        let claim = StepClaim { by: self.me.to_string(), wall_ms: self.wall_ms, marker: self.marker(step) };
+        match self.store.create(&self.path(step, StepFile::Claim), layouts::formats::encode(&claim)).await? {
             Created::Created => self.submit(step, report).await,
             // Another driver claimed it: it submits; we look next round.
             Created::Exists => Ok(StepState::Submitting),
@@ -307,12 +242,7 @@ impl Driver<'_> {
     }
 
     /// A claim without a recorded task.
-    async fn recover(
-        &self,
-        step: &Name,
-        claim: &StepClaim,
-        report: &mut DriveReport,
-    ) -> Result<StepState, JobError> {
+    async fn recover(&self, step: &Name, claim: &StepClaim, report: &mut DriveReport) -> Result<StepState, JobError> {
         if let Some(id) = find_task(self.store, &claim.marker, claim.wall_ms).await? {
             return self.record(step, id, id.unix_ms, report).await;
         }
@@ -327,23 +257,15 @@ impl Driver<'_> {
         let Some(pinned) = self.inst.steps.iter().find(|s| &s.name == step) else {
             return Ok(StepState::Waiting);
         };
-        let def = match define::step_version(self.store, &self.inst.job, step, pinned.version).await
-        {
+        let def = match define::step_version(self.store, &self.inst.job, step, pinned.version).await {
             Ok(d) => d,
             Err(JobError::Store(e)) => return Err(e.into()),
-            Err(e) => {
-                return self
-                    .finish(step, StepState::Failed, None, Some(e.to_string()), report)
-                    .await
-            }
+            Err(e) => return self.finish(step, StepState::Failed, None, Some(e.to_string()), report).await,
         };
         let spec = task_spec(self.inst, &def);
         match tasks::submit(self.store, spec, self.wall_ms).await {
             Ok(id) => self.record(step, id, self.wall_ms, report).await,
-            Err(TaskError::Invalid(problem)) => {
-                self.finish(step, StepState::Failed, None, Some(problem), report)
-                    .await
-            }
+            Err(TaskError::Invalid(problem)) => self.finish(step, StepState::Failed, None, Some(problem), report).await,
             // No live node, a store error: the claim is ours, the next round
             // (or the next monitor, after the grace) submits again.
             Err(source) => Err(JobError::Task {
@@ -364,17 +286,9 @@ impl Driver<'_> {
         started_wall_ms: u64,
         report: &mut DriveReport,
     ) -> Result<StepState, JobError> {
-        let t = StepTask {
-            task: id,
-            started_wall_ms,
-            by: self.me.to_string(),
-        };
+        let t = StepTask { task: id, started_wall_ms, by: self.me.to_string() };
         let path = self.path(step, StepFile::Task);
-        match self
-            .store
-            .create(&path, layouts::formats::encode(&t))
-            .await?
-        {
+        match self.store.create(&path, layouts::formats::encode(&t)).await? {
             Created::Created => {
                 tracing::info!(job = %self.inst.job, trigger = %self.inst.trigger, %step, task = %id, "step started");
                 report.submitted.push(format!("{} {id}", self.marker(step)));
@@ -395,11 +309,7 @@ impl Driver<'_> {
 /// The task with `marker` submitted at or after `since_ms`, if a complete one
 /// (with a status marker) exists.
 async fn find_task(store: &Store, marker: &str, since_ms: u64) -> Result<Option<TaskId>, JobError> {
-    let mut ids: Vec<TaskId> = tasks::list_ids(store)
-        .await?
-        .into_iter()
-        .filter(|id| id.unix_ms >= since_ms)
-        .collect();
+    let mut ids: Vec<TaskId> = tasks::list_ids(store).await?.into_iter().filter(|id| id.unix_ms >= since_ms).collect();
     ids.sort();
     for id in ids {
         let Ok(info) = tasks::read_info(store, &id).await else {
@@ -420,16 +330,10 @@ async fn find_task(store: &Store, marker: &str, since_ms: u64) -> Result<Option<
 pub fn task_params(inst: &JobInstance, def: &StepDefinition) -> BTreeMap<String, String> {
     let mut p = def.body.params.clone();
     p.extend(inst.params.clone());
-    p.entry("job".into())
-        .or_insert_with(|| inst.job.to_string());
-    p.entry("trigger".into())
-        .or_insert_with(|| inst.trigger.to_string());
-    p.entry("step".into())
-        .or_insert_with(|| def.name.to_string());
-    p.insert(
-        MARKER_PARAM.into(),
-        format!("{}/{}/{}", inst.job, inst.trigger, def.name),
-    );
+    p.entry("job".into()).or_insert_with(|| inst.job.to_string());
+    p.entry("trigger".into()).or_insert_with(|| inst.trigger.to_string());
+    p.entry("step".into()).or_insert_with(|| def.name.to_string());
+    p.insert(MARKER_PARAM.into(), format!("{}/{}/{}", inst.job, inst.trigger, def.name));
     p
 }
 
@@ -444,11 +348,8 @@ pub fn task_spec(inst: &JobInstance, def: &StepDefinition) -> TaskSpec {
             s
         }
         _ => {
-            let mut s = TaskSpec::table(
-                inst.job.clone(),
-                Name::parse(COMMAND_SCHEMA).expect("valid"),
-                def.name.clone(),
-            );
+            let mut s =
+                TaskSpec::table(inst.job.clone(), Name::parse(COMMAND_SCHEMA).expect("valid"), def.name.clone());
             s.shards = Some(b.sharding.unwrap_or(1));
             s.executor = Some(ExecutorSpec {
                 kind: ExecutorKind::Command,

@@ -13,8 +13,7 @@ use std::time::Duration;
 use futures::TryStreamExt;
 use layouts::formats::{decode, encode};
 use layouts::jobs::{
-    self as paths, InstanceStep, JobEnd, JobInstance, JobState, StepClaim, StepEnd, StepFile,
-    StepState, StepTask,
+    self as paths, InstanceStep, JobEnd, JobInstance, JobState, StepClaim, StepEnd, StepFile, StepState, StepTask,
 };
 use layouts::{Name, TaskId};
 use serde::{Deserialize, Serialize};
@@ -40,9 +39,7 @@ pub fn parse_params(pairs: &[String]) -> Result<BTreeMap<String, String>, JobErr
             return Err(JobError::BadParam(format!("{p:?}: expected NAME=VALUE")));
         };
         if !valid_param_name(k) {
-            return Err(JobError::BadParam(format!(
-                "{p:?}: the name must be ASCII letters, digits and `_`"
-            )));
+            return Err(JobError::BadParam(format!("{p:?}: the name must be ASCII letters, digits and `_`")));
         }
         if v.contains('\0') {
             return Err(JobError::BadParam(format!("{p:?}: the value contains NUL")));
@@ -54,10 +51,7 @@ pub fn parse_params(pairs: &[String]) -> Result<BTreeMap<String, String>, JobErr
 
 /// Reads a file written by atomic create, waiting out the moment on fs when
 /// the winner's content is not written yet (an empty or partial file).
-async fn read_created<T: for<'de> Deserialize<'de>>(
-    store: &Store,
-    path: &str,
-) -> Result<Option<T>, JobError> {
+async fn read_created<T: for<'de> Deserialize<'de>>(store: &Store, path: &str) -> Result<Option<T>, JobError> {
     let mut last = String::new();
     for _ in 0..100 {
         match store.read(path).await? {
@@ -69,18 +63,11 @@ async fn read_created<T: for<'de> Deserialize<'de>>(
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Err(JobError::Malformed {
-        path: path.to_string(),
-        problem: last,
-    })
+    Err(JobError::Malformed { path: path.to_string(), problem: last })
 }
 
 /// Reads an instance (`None` if there is none).
-pub async fn read_instance(
-    store: &Store,
-    job: &Name,
-    trigger: &Name,
-) -> Result<Option<JobInstance>, JobError> {
+pub async fn read_instance(store: &Store, job: &Name, trigger: &Name) -> Result<Option<JobInstance>, JobError> {
     read_created(store, &paths::instance(job, trigger)).await
 }
 
@@ -95,16 +82,11 @@ pub async fn trigger(
     wall_ms: u64,
 ) -> Result<Triggered, JobError> {
     if let Some(k) = params.keys().find(|k| !valid_param_name(k)) {
-        return Err(JobError::BadParam(format!(
-            "{k:?}: the name must be ASCII letters, digits and `_`"
-        )));
+        return Err(JobError::BadParam(format!("{k:?}: the name must be ASCII letters, digits and `_`")));
     }
     // An existing instance is reported even if its definition is gone since.
     if let Some(instance) = read_instance(store, job, trigger).await? {
-        return Ok(Triggered {
-            created: false,
-            instance,
-        });
+        return Ok(Triggered { created: false, instance });
     }
     // One read of the main copy: a consistent snapshot of the definition.
     let def = define::current_or_err(store, job).await?;
@@ -132,22 +114,13 @@ pub async fn trigger(
     };
     let path = paths::instance(job, trigger);
     match store.create(&path, encode(&instance)).await? {
-        Created::Created => Ok(Triggered {
-            created: true,
-            instance,
-        }),
+        Created::Created => Ok(Triggered { created: true, instance }),
         Created::Exists => {
-            let instance =
-                read_created(store, &path)
-                    .await?
-                    .ok_or_else(|| JobError::Malformed {
-                        path,
-                        problem: "created by another request, then removed".into(),
-                    })?;
-            Ok(Triggered {
-                created: false,
-                instance,
-            })
+            let instance = read_created(store, &path).await?.ok_or_else(|| JobError::Malformed {
+                path,
+                problem: "created by another request, then removed".into(),
+            })?;
+            Ok(Triggered { created: false, instance })
         }
     }
 }
@@ -185,19 +158,14 @@ impl StepFiles {
     pub(crate) fn state(&self) -> StepState {
         match (&self.end, &self.task, &self.claim) {
             (Seen::Read(e), _, _) => e.state,
-            (Seen::Unreadable, _, _) | (_, Seen::Read(_) | Seen::Unreadable, _) => {
-                StepState::Running
-            }
+            (Seen::Unreadable, _, _) | (_, Seen::Read(_) | Seen::Unreadable, _) => StepState::Running,
             (_, _, Seen::Read(_) | Seen::Unreadable) => StepState::Submitting,
             _ => StepState::Waiting,
         }
     }
 }
 
-async fn read_seen<T: for<'de> Deserialize<'de>>(
-    store: &Store,
-    path: &str,
-) -> Result<Seen<T>, JobError> {
+async fn read_seen<T: for<'de> Deserialize<'de>>(store: &Store, path: &str) -> Result<Seen<T>, JobError> {
     Ok(match store.read(path).await? {
         None => Seen::Absent,
         Some(b) => match decode(&b) {
@@ -215,10 +183,7 @@ pub(crate) async fn read_steps(
     all: bool,
 ) -> Result<BTreeMap<Name, StepFiles>, JobError> {
     let mut present: BTreeMap<Name, Vec<StepFile>> = BTreeMap::new();
-    for e in store
-        .list(&paths::instance_steps_dir(&inst.job, &inst.trigger))
-        .await?
-    {
+    for e in store.list(&paths::instance_steps_dir(&inst.job, &inst.trigger)).await? {
         if let Some((step, f)) = paths::parse_step_file(e.name()) {
             present.entry(step).or_default().push(f);
         }
@@ -234,9 +199,7 @@ pub(crate) async fn read_steps(
         if have.contains(&StepFile::Task) && (all || !files.end.present()) {
             files.task = read_seen(store, &path(StepFile::Task)).await?;
         }
-        if have.contains(&StepFile::Claim)
-            && (all || (!files.end.present() && !files.task.present()))
-        {
+        if have.contains(&StepFile::Claim) && (all || (!files.end.present() && !files.task.present())) {
             files.claim = read_seen(store, &path(StepFile::Claim)).await?;
         }
         out.insert(s.name.clone(), files);
@@ -251,14 +214,11 @@ pub async fn list_instances(store: &Store) -> Result<Vec<(Name, Name, bool)>, Jo
     while let Some(e) = entries.try_next().await? {
         let rel = &e.path[paths::INSTANCES.len().min(e.path.len())..];
         let mut parts = rel.split('/');
-        let (Some(job), Some(trigger), Some(file), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
+        let (Some(job), Some(trigger), Some(file), None) = (parts.next(), parts.next(), parts.next(), parts.next())
         else {
             continue;
         };
-        let f = found
-            .entry((job.to_string(), trigger.to_string()))
-            .or_default();
+        let f = found.entry((job.to_string(), trigger.to_string())).or_default();
         match file {
             paths::JOB_FILE => f.0 = true,
             paths::END => f.1 = true,
@@ -335,48 +295,26 @@ pub struct JobView {
 }
 
 /// The view of one instance; with `tasks`, each step's task status too.
-pub async fn view(
-    store: &Store,
-    job: &Name,
-    trigger: &Name,
-    tasks: bool,
-) -> Result<JobView, JobError> {
+pub async fn view(store: &Store, job: &Name, trigger: &Name, tasks: bool) -> Result<JobView, JobError> {
     let inst = read_instance(store, job, trigger)
         .await?
-        .ok_or_else(|| JobError::NoInstance {
-            job: job.to_string(),
-            trigger: trigger.to_string(),
-        })?;
+        .ok_or_else(|| JobError::NoInstance { job: job.to_string(), trigger: trigger.to_string() })?;
     view_of(store, &inst, tasks).await
 }
 
-pub(crate) async fn view_of(
-    store: &Store,
-    inst: &JobInstance,
-    with_tasks: bool,
-) -> Result<JobView, JobError> {
+pub(crate) async fn view_of(store: &Store, inst: &JobInstance, with_tasks: bool) -> Result<JobView, JobError> {
     let files = read_steps(store, inst, true).await?;
-    let end: Option<JobEnd> =
-        match read_json(store, &paths::instance_end(&inst.job, &inst.trigger)).await {
-            Ok(e) => e,
-            Err(JobError::Malformed { .. }) => None,
-            Err(e) => return Err(e),
-        };
+    let end: Option<JobEnd> = match read_json(store, &paths::instance_end(&inst.job, &inst.trigger)).await {
+        Ok(e) => e,
+        Err(JobError::Malformed { .. }) => None,
+        Err(e) => return Err(e),
+    };
     let mut steps = vec![];
     for s in &inst.steps {
         let f = files.get(&s.name).cloned().unwrap_or_default();
-        let def = define::step_version(store, &inst.job, &s.name, s.version)
-            .await
-            .ok();
-        let params = def
-            .as_ref()
-            .map(|d| super::drive::task_params(inst, d))
-            .unwrap_or_default();
-        let task = f
-            .task
-            .get()
-            .map(|t| t.task)
-            .or(f.end.get().and_then(|e| e.task));
+        let def = define::step_version(store, &inst.job, &s.name, s.version).await.ok();
+        let params = def.as_ref().map(|d| super::drive::task_params(inst, d)).unwrap_or_default();
+        let task = f.task.get().map(|t| t.task).or(f.end.get().and_then(|e| e.task));
         let mut v = StepView {
             name: s.name.clone(),
             state: f.state(),
@@ -398,11 +336,8 @@ pub(crate) async fn view_of(
                 let mut states = BTreeMap::new();
                 let mut list = vec![];
                 for sub in &st.subtasks {
-                    let key = sub
-                        .shard
-                        .map(|i| i.to_string())
-                        .or(sub.partition.clone())
-                        .unwrap_or_else(|| sub.id.clone());
+                    let key =
+                        sub.shard.map(|i| i.to_string()).or(sub.partition.clone()).unwrap_or_else(|| sub.id.clone());
                     states.insert(key, sub.state.as_str().to_string());
                     let total = def.as_ref().and_then(|d| d.body.sharding).unwrap_or(1);
                     list.push(TaskView {
@@ -412,9 +347,7 @@ pub(crate) async fn view_of(
                         id: sub.id.clone(),
                         state: sub.state.as_str().to_string(),
                         node: sub.node.clone(),
-                        sharding: sub
-                            .shard
-                            .map(|index| layouts::formats::Shard { index, total }),
+                        sharding: sub.shard.map(|index| layouts::formats::Shard { index, total }),
                         partition: sub.partition.clone(),
                         params: params.clone(),
                     });
@@ -451,8 +384,6 @@ pub async fn views(store: &Store, job: Option<&Name>) -> Result<Vec<JobView>, Jo
             Err(e) => return Err(e),
         }
     }
-    out.sort_by(|a, b| {
-        (a.created_wall_ms, &a.job, &a.trigger).cmp(&(b.created_wall_ms, &b.job, &b.trigger))
-    });
+    out.sort_by(|a, b| (a.created_wall_ms, &a.job, &a.trigger).cmp(&(b.created_wall_ms, &b.job, &b.trigger)));
     Ok(out)
 }

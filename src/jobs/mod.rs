@@ -53,11 +53,7 @@ pub enum JobError {
     #[error("job {job:?}: steps form a cycle: {}", steps.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(" -> "))]
     Cycle { job: String, steps: Vec<String> },
     #[error("job {job:?}, step {step:?}: {problem}")]
-    InvalidStep {
-        job: String,
-        step: String,
-        problem: String,
-    },
+    InvalidStep { job: String, step: String, problem: String },
     #[error("job {job:?} is not defined")]
     NotFound { job: String },
     #[error("job {job:?} is deleted (logged versions: {}; `define switch` restores one)", versions.iter().map(u64::to_string).collect::<Vec<_>>().join(", "))]
@@ -71,17 +67,9 @@ pub enum JobError {
     #[error("invalid parameter {0}")]
     BadParam(String),
     #[error("job {job:?} trigger {trigger:?} step {step:?}: {source}")]
-    Task {
-        job: String,
-        trigger: String,
-        step: String,
-        source: Box<crate::tasks::TaskError>,
-    },
+    Task { job: String, trigger: String, step: String, source: Box<crate::tasks::TaskError> },
 }
 
 fn quoted(v: &[String]) -> String {
-    v.iter()
-        .map(|s| format!("{s:?}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+    v.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
 }

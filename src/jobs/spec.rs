@@ -114,17 +114,10 @@ pub fn parse(path: &str, bytes: &[u8]) -> Result<JobSpec, JobError> {
     if bytes.len() > layouts::formats::MAX_FILE_BYTES {
         return Err(JobError::Parse {
             path: path.into(),
-            problem: format!(
-                "file is {} bytes, over the {}-byte limit",
-                bytes.len(),
-                layouts::formats::MAX_FILE_BYTES
-            ),
+            problem: format!("file is {} bytes, over the {}-byte limit", bytes.len(), layouts::formats::MAX_FILE_BYTES),
         });
     }
-    serde_json::from_slice(bytes).map_err(|e| JobError::Parse {
-        path: path.into(),
-        problem: e.to_string(),
-    })
+    serde_json::from_slice(bytes).map_err(|e| JobError::Parse { path: path.into(), problem: e.to_string() })
 }
 
 /// A parameter name: it becomes `{param.NAME}` and `COMPACTD_PARAM_<NAME>`.
@@ -137,10 +130,7 @@ pub fn valid_param_name(k: &str) -> bool {
 pub fn validate(spec: &JobSpec) -> Result<Vec<Name>, JobError> {
     let job = spec.job_name.to_string();
     if spec.steps.is_empty() {
-        return Err(JobError::Invalid {
-            job,
-            problem: "a job needs at least one step".into(),
-        });
+        return Err(JobError::Invalid { job, problem: "a job needs at least one step".into() });
     }
     let mut seen = BTreeSet::new();
     let mut dups = BTreeSet::new();
@@ -150,10 +140,7 @@ pub fn validate(spec: &JobSpec) -> Result<Vec<Name>, JobError> {
         }
     }
     if !dups.is_empty() {
-        return Err(JobError::DuplicateSteps {
-            job,
-            steps: dups.into_iter().collect(),
-        });
+        return Err(JobError::DuplicateSteps { job, steps: dups.into_iter().collect() });
     }
     let mut unknown = vec![];
     for s in &spec.steps {
@@ -164,34 +151,20 @@ pub fn validate(spec: &JobSpec) -> Result<Vec<Name>, JobError> {
         }
     }
     if !unknown.is_empty() {
-        return Err(JobError::UnknownDependencies {
-            job,
-            missing: unknown,
-        });
+        return Err(JobError::UnknownDependencies { job, missing: unknown });
     }
     for s in &spec.steps {
         let problem = step_problem(s);
         if let Some(problem) = problem {
-            return Err(JobError::InvalidStep {
-                job,
-                step: s.step_name.to_string(),
-                problem,
-            });
+            return Err(JobError::InvalidStep { job, step: s.step_name.to_string(), problem });
         }
     }
-    order(
-        &job,
-        spec.steps
-            .iter()
-            .map(|s| (&s.step_name, &s.dependent_steps)),
-    )
+    order(&job, spec.steps.iter().map(|s| (&s.step_name, &s.dependent_steps)))
 }
 
 fn step_problem(s: &StepSpec) -> Option<String> {
     if let Some(k) = s.params.keys().find(|k| !valid_param_name(k)) {
-        return Some(format!(
-            "parameter name {k:?} must be ASCII letters, digits and `_`"
-        ));
+        return Some(format!("parameter name {k:?} must be ASCII letters, digits and `_`"));
     }
     if s.sharding == Some(0) {
         return Some("sharding must be at least 1".into());
@@ -206,10 +179,7 @@ fn step_problem(s: &StepSpec) -> Option<String> {
                 return Some("a `compact` step needs `db`, `schema` and `table`".into());
             }
             if s.sharding.is_some() {
-                return Some(
-                    "a `compact` step runs one subtask per partition and takes no `sharding`"
-                        .into(),
-                );
+                return Some("a `compact` step runs one subtask per partition and takes no `sharding`".into());
             }
             if s.command.is_some() {
                 return Some("a `compact` step takes no `command`".into());
@@ -219,12 +189,8 @@ fn step_problem(s: &StepSpec) -> Option<String> {
             if s.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
                 return Some("a `command` step needs a non-empty `command` template".into());
             }
-            if s.db.is_some() || s.schema.is_some() || s.table.is_some() || !s.partitions.is_empty()
-            {
-                return Some(
-                    "a `command` step takes no `db`/`schema`/`table`/`partitions` (use `params`)"
-                        .into(),
-                );
+            if s.db.is_some() || s.schema.is_some() || s.table.is_some() || !s.partitions.is_empty() {
+                return Some("a `command` step takes no `db`/`schema`/`table`/`partitions` (use `params`)".into());
             }
         }
     }
@@ -233,17 +199,10 @@ fn step_problem(s: &StepSpec) -> Option<String> {
 
 /// Topological order of steps given as (name, dependencies); a cycle is an
 /// error naming its steps in order (`A -> B -> A`).
-pub fn order<'a>(
-    job: &str,
-    steps: impl Iterator<Item = (&'a Name, &'a Vec<Name>)>,
-) -> Result<Vec<Name>, JobError> {
+pub fn order<'a>(job: &str, steps: impl Iterator<Item = (&'a Name, &'a Vec<Name>)>) -> Result<Vec<Name>, JobError> {
     let steps: Vec<(&Name, &Vec<Name>)> = steps.collect();
     let mut g: DiGraph<usize, ()> = DiGraph::new();
-    let idx: BTreeMap<&Name, NodeIndex> = steps
-        .iter()
-        .enumerate()
-        .map(|(i, (n, _))| (*n, g.add_node(i)))
-        .collect();
+    let idx: BTreeMap<&Name, NodeIndex> = steps.iter().enumerate().map(|(i, (n, _))| (*n, g.add_node(i))).collect();
     for (n, deps) in &steps {
         for d in deps.iter() {
             if let Some(&from) = idx.get(d) {
@@ -259,21 +218,13 @@ pub fn order<'a>(
             let members: BTreeSet<NodeIndex> = scc.iter().copied().collect();
             let path = cycle_path(&g, &members);
             let names: Vec<String> = path.iter().map(|i| steps[g[*i]].0.to_string()).collect();
-            return Err(JobError::Cycle {
-                job: job.to_string(),
-                steps: names,
-            });
+            return Err(JobError::Cycle { job: job.to_string(), steps: names });
         }
     }
     // Kahn's algorithm, always taking the earliest-defined ready step, so
     // the order is stable and readable.
-    let mut indegree: Vec<usize> = g
-        .node_indices()
-        .map(|i| {
-            g.neighbors_directed(i, petgraph::Direction::Incoming)
-                .count()
-        })
-        .collect();
+    let mut indegree: Vec<usize> =
+        g.node_indices().map(|i| g.neighbors_directed(i, petgraph::Direction::Incoming).count()).collect();
     let mut ready: BTreeSet<usize> = (0..steps.len()).filter(|i| indegree[*i] == 0).collect();
     let mut out = vec![];
     while let Some(i) = ready.pop_first() {

@@ -43,40 +43,24 @@ async fn with_member(store: &Store) {
         renewal: 1,
         lease_ms: 1500,
         wall_ms: T0,
-        members: vec![Member {
-            node: me(),
-            incarnation: 1,
-            session_timeout_ms: 1500,
-        }],
+        members: vec![Member { node: me(), incarnation: 1, session_timeout_ms: 1500 }],
         offline: vec![],
         last_event: 0,
         released: false,
     };
-    store
-        .create(&v2::lease(1), formats::encode(&lease))
-        .await
-        .unwrap();
+    store.create(&v2::lease(1), formats::encode(&lease)).await.unwrap();
 }
 
 async fn jobs_files(store: &Store) -> Vec<String> {
-    store
-        .list_stream(paths::JOBS, true)
-        .map_ok(|e| e.path)
-        .try_collect()
-        .await
-        .unwrap()
+    store.list_stream(paths::JOBS, true).map_ok(|e| e.path).try_collect().await.unwrap()
 }
 
 async fn apply(store: &Store, json: &str, wall: u64) -> Applied {
-    define::apply(store, &parse(json), &me(), "test", wall)
-        .await
-        .unwrap()
+    define::apply(store, &parse(json), &me(), "test", wall).await.unwrap()
 }
 
 async fn view(store: &Store, job: &str, trigger: &str) -> JobView {
-    instance::view(store, &n(job), &n(trigger), false)
-        .await
-        .unwrap()
+    instance::view(store, &n(job), &n(trigger), false).await.unwrap()
 }
 
 fn step<'a>(v: &'a JobView, name: &str) -> &'a instance::StepView {
@@ -84,10 +68,7 @@ fn step<'a>(v: &'a JobView, name: &str) -> &'a instance::StepView {
 }
 
 async fn finish_task(store: &Store, id: &TaskId, state: TaskState) {
-    store
-        .create(&v2::task_status(id, state), Vec::new())
-        .await
-        .unwrap();
+    store.create(&v2::task_status(id, state), Vec::new()).await.unwrap();
 }
 
 /// Drives until the instance ends; every round, `complete` decides how each
@@ -121,51 +102,30 @@ async fn run_to_end(
 #[tokio::test]
 async fn validation_names_the_steps_and_writes_nothing() {
     let store = Store::memory().await;
-    let e = define::apply(&store, &parse(CYCLE), &me(), "t", T0)
-        .await
-        .unwrap_err();
+    let e = define::apply(&store, &parse(CYCLE), &me(), "t", T0).await.unwrap_err();
     let msg = e.to_string();
     assert!(matches!(e, JobError::Cycle { .. }), "{msg}");
-    assert!(
-        msg.contains(r#""extract" -> "transform" -> "publish" -> "extract""#),
-        "{msg}"
-    );
+    assert!(msg.contains(r#""extract" -> "transform" -> "publish" -> "extract""#), "{msg}");
 
-    let e = define::apply(&store, &parse(UNKNOWN), &me(), "t", T0)
-        .await
-        .unwrap_err();
+    let e = define::apply(&store, &parse(UNKNOWN), &me(), "t", T0).await.unwrap_err();
     let msg = e.to_string();
-    assert!(
-        msg.contains(r#"step "publish" depends on unknown step "transform""#),
-        "{msg}"
-    );
+    assert!(msg.contains(r#"step "publish" depends on unknown step "transform""#), "{msg}");
 
     let dup = r#"{"jobName":"dup","steps":[
         {"stepName":"a","kind":"command","command":"true"},
         {"stepName":"b","kind":"command","command":"true"},
         {"stepName":"a","kind":"command","command":"false"}]}"#;
-    let msg = define::apply(&store, &parse(dup), &me(), "t", T0)
-        .await
-        .unwrap_err()
-        .to_string();
+    let msg = define::apply(&store, &parse(dup), &me(), "t", T0).await.unwrap_err().to_string();
     assert!(msg.contains(r#"duplicate step name(s): "a""#), "{msg}");
 
-    let selfdep = r#"{"jobName":"s","steps":[{"stepName":"a","kind":"command","command":"true","dependentSteps":["a"]}]}"#;
-    let msg = define::apply(&store, &parse(selfdep), &me(), "t", T0)
-        .await
-        .unwrap_err()
-        .to_string();
+    let selfdep =
+        r#"{"jobName":"s","steps":[{"stepName":"a","kind":"command","command":"true","dependentSteps":["a"]}]}"#;
+    let msg = define::apply(&store, &parse(selfdep), &me(), "t", T0).await.unwrap_err().to_string();
     assert!(msg.contains(r#"cycle: "a" -> "a""#), "{msg}");
 
     for (bad, want) in [
-        (
-            r#"{"jobName":"x","steps":[{"stepName":"c","kind":"compact","db":"d"}]}"#,
-            "needs `db`, `schema` and `table`",
-        ),
-        (
-            r#"{"jobName":"x","steps":[{"stepName":"c","kind":"command"}]}"#,
-            "needs a non-empty `command`",
-        ),
+        (r#"{"jobName":"x","steps":[{"stepName":"c","kind":"compact","db":"d"}]}"#, "needs `db`, `schema` and `table`"),
+        (r#"{"jobName":"x","steps":[{"stepName":"c","kind":"command"}]}"#, "needs a non-empty `command`"),
         (
             r#"{"jobName":"x","steps":[{"stepName":"c","kind":"command","command":"x","sharding":0}]}"#,
             "sharding must be at least 1",
@@ -176,16 +136,10 @@ async fn validation_names_the_steps_and_writes_nothing() {
         ),
         (r#"{"jobName":"x","steps":[]}"#, "at least one step"),
     ] {
-        let msg = define::apply(&store, &parse(bad), &me(), "t", T0)
-            .await
-            .unwrap_err()
-            .to_string();
+        let msg = define::apply(&store, &parse(bad), &me(), "t", T0).await.unwrap_err().to_string();
         assert!(msg.contains(want), "{msg}");
     }
-    assert!(
-        jobs_files(&store).await.is_empty(),
-        "validation wrote files"
-    );
+    assert!(jobs_files(&store).await.is_empty(), "validation wrote files");
 
     // Bad input is an error naming the file, never a panic.
     for bad in [
@@ -234,24 +188,13 @@ async fn split_storage_versions_switch_and_show() {
         "Relations",
         "RelationLog/00000000000000000001",
     ] {
-        assert!(
-            files.contains(&format!("{d}{f}")),
-            "{f} missing: {files:#?}"
-        );
+        assert!(files.contains(&format!("{d}{f}")), "{f} missing: {files:#?}");
     }
-    let def = define::current(&store, &n("diamond"))
-        .await
-        .unwrap()
-        .unwrap();
-    let rel = define::relations_version(&store, &n("diamond"), 1)
-        .await
-        .unwrap();
+    let def = define::current(&store, &n("diamond")).await.unwrap().unwrap();
+    let rel = define::relations_version(&store, &n("diamond"), 1).await.unwrap();
     // A is a root (pre code 0), D has two predecessors: 1 + 1 + 1 + 2 rows.
     assert_eq!(rel.relations.len(), 5);
-    assert!(rel
-        .relations
-        .iter()
-        .any(|r| r.pre_code == 0 && r.post_step.as_str() == "A"));
+    assert!(rel.relations.iter().any(|r| r.pre_code == 0 && r.post_step.as_str() == "A"));
     let codes: std::collections::BTreeSet<u64> = def.steps.iter().map(|s| s.code).collect();
     assert_eq!(codes.len(), 4, "distinct Snowflake codes");
     assert!(!codes.contains(&def.code));
@@ -266,19 +209,12 @@ async fn split_storage_versions_switch_and_show() {
     assert_eq!((a2.version, a2.changed), (2, true));
     assert_eq!(a2.changed_steps, vec![n("B")]);
     assert_eq!(a2.relations_version, 1, "relations unchanged");
-    let cur = define::current(&store, &n("diamond"))
-        .await
-        .unwrap()
-        .unwrap();
+    let cur = define::current(&store, &n("diamond")).await.unwrap().unwrap();
     let b = cur.steps.iter().find(|s| s.name.as_str() == "B").unwrap();
     assert_eq!(b.version, 2);
     assert_eq!(
         b.code,
-        def.steps
-            .iter()
-            .find(|s| s.name.as_str() == "B")
-            .unwrap()
-            .code,
+        def.steps.iter().find(|s| s.name.as_str() == "B").unwrap().code,
         "a step keeps its code across versions"
     );
 
@@ -299,11 +235,7 @@ async fn split_storage_versions_switch_and_show() {
         {"stepName":"C","kind":"command","command":"true","dependentSteps":["A"]}]}"#;
     let a3 = apply(&store, v3, T0 + 3).await;
     assert_eq!((a3.version, a3.relations_version), (3, 2));
-    assert!(store
-        .read(&paths::step_main(&n("diamond"), &n("B")))
-        .await
-        .unwrap()
-        .is_none());
+    assert!(store.read(&paths::step_main(&n("diamond"), &n("B"))).await.unwrap().is_none());
 
     // versions: all logged, the current one marked.
     let rows = define::versions(&store, &n("diamond")).await.unwrap();
@@ -315,17 +247,9 @@ async fn split_storage_versions_switch_and_show() {
     assert_eq!(sw.version, 1);
     let shown = define::show(&store, &n("diamond"), None).await.unwrap();
     assert_eq!(shown, old);
-    assert!(store
-        .read(&paths::step_main(&n("diamond"), &n("B")))
-        .await
-        .unwrap()
-        .is_some());
-    let vs: Vec<(u64, bool)> = define::versions(&store, &n("diamond"))
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.version, r.current))
-        .collect();
+    assert!(store.read(&paths::step_main(&n("diamond"), &n("B"))).await.unwrap().is_some());
+    let vs: Vec<(u64, bool)> =
+        define::versions(&store, &n("diamond")).await.unwrap().iter().map(|r| (r.version, r.current)).collect();
     assert_eq!(vs, vec![(1, true), (2, false), (3, false)]);
     assert!(matches!(
         define::switch(&store, &n("diamond"), 9).await,
@@ -352,13 +276,8 @@ async fn delete_keeps_the_log() {
     let e = define::show(&store, &n("diamond"), None).await.unwrap_err();
     assert!(matches!(e, JobError::Deleted { .. }), "{e}");
     assert!(e.to_string().contains("define switch"), "{e}");
-    assert_eq!(
-        define::versions(&store, &n("diamond")).await.unwrap().len(),
-        1
-    );
-    let e = trigger(&store, &n("diamond"), &n("t"), BTreeMap::new(), "t", T0)
-        .await
-        .unwrap_err();
+    assert_eq!(define::versions(&store, &n("diamond")).await.unwrap().len(), 1);
+    let e = trigger(&store, &n("diamond"), &n("t"), BTreeMap::new(), "t", T0).await.unwrap_err();
     assert!(matches!(e, JobError::Deleted { .. }), "{e}");
     // The log still has it: show --version and switch bring it back.
     define::show(&store, &n("diamond"), Some(1)).await.unwrap();
@@ -374,9 +293,7 @@ async fn diamond_runs_in_dag_order() {
     with_member(&store).await;
     apply(&store, DIAMOND, T0).await;
     let params = instance::parse_params(&["out=/tmp/x".into(), "day=2024-01-01".into()]).unwrap();
-    let t = trigger(&store, &n("diamond"), &n("20240101"), params, "t", T0)
-        .await
-        .unwrap();
+    let t = trigger(&store, &n("diamond"), &n("20240101"), params, "t", T0).await.unwrap();
     assert!(t.created);
     let v = view(&store, "diamond", "20240101").await;
     assert!(v.steps.iter().all(|s| s.state == StepState::Waiting));
@@ -398,12 +315,7 @@ async fn diamond_runs_in_dag_order() {
         assert!(s.finished_wall_ms.unwrap() > started);
         for d in &s.dependent_steps {
             let dep = step(&v, d.as_str());
-            assert!(
-                started >= dep.finished_wall_ms.unwrap(),
-                "{} started at {started} before {} finished",
-                s.name,
-                d
-            );
+            assert!(started >= dep.finished_wall_ms.unwrap(), "{} started at {started} before {} finished", s.name, d);
         }
     }
     // B and C ran in parallel; D waited for the slower C.
@@ -411,33 +323,19 @@ async fn diamond_runs_in_dag_order() {
     assert!(step(&v, "D").started_wall_ms >= step(&v, "C").finished_wall_ms);
 
     // Each step ran as one main task with the right shape and parameters.
-    let b = tasks::read_info(&store, &step(&v, "B").task.unwrap())
-        .await
-        .unwrap();
+    let b = tasks::read_info(&store, &step(&v, "B").task.unwrap()).await.unwrap();
     assert_eq!(b.run.shards, Some(4));
-    assert_eq!(
-        (
-            b.db_name.as_str(),
-            b.schema_name.as_str(),
-            b.table_name.as_str()
-        ),
-        ("diamond", "jobs", "B")
-    );
+    assert_eq!((b.db_name.as_str(), b.schema_name.as_str(), b.table_name.as_str()), ("diamond", "jobs", "B"));
     let exec = b.run.executor.unwrap();
     assert_eq!(exec.kind, ExecutorKind::Command);
     assert!(exec.command.unwrap().contains("{param.out}"));
     let p = &b.run.params;
-    assert_eq!(
-        p["out"], "/tmp/x",
-        "request params override the definition's"
-    );
+    assert_eq!(p["out"], "/tmp/x", "request params override the definition's");
     assert_eq!(p["day"], "2024-01-01");
     assert_eq!(p["trigger"], "20240101");
     assert_eq!(p["step"], "B");
     assert_eq!(p[MARKER_PARAM], "diamond/20240101/B");
-    let a = tasks::read_info(&store, &step(&v, "A").task.unwrap())
-        .await
-        .unwrap();
+    let a = tasks::read_info(&store, &step(&v, "A").task.unwrap()).await.unwrap();
     assert_eq!(a.run.shards, Some(1));
     // Exactly four tasks: no step was submitted twice.
     assert_eq!(tasks::list_ids(&store).await.unwrap().len(), 4);
@@ -454,35 +352,17 @@ async fn compact_steps_submit_their_table() {
     let store = Store::memory().await;
     with_member(&store).await;
     apply(&store, REPORT, T0).await;
-    trigger(
-        &store,
-        &n("events-report"),
-        &n("d1"),
-        BTreeMap::new(),
-        "t",
-        T0,
-    )
-    .await
-    .unwrap();
+    trigger(&store, &n("events-report"), &n("d1"), BTreeMap::new(), "t", T0).await.unwrap();
     let r = drive(&store, &me(), T0 + 1).await.unwrap();
     assert_eq!(r.submitted.len(), 1, "{r:?}");
     let v = view(&store, "events-report", "d1").await;
-    let info = tasks::read_info(&store, &step(&v, "compact").task.unwrap())
-        .await
-        .unwrap();
+    let info = tasks::read_info(&store, &step(&v, "compact").task.unwrap()).await.unwrap();
     assert_eq!(
-        (
-            info.db_name.as_str(),
-            info.schema_name.as_str(),
-            info.table_name.as_str()
-        ),
+        (info.db_name.as_str(), info.schema_name.as_str(), info.table_name.as_str()),
         ("db", "public", "events")
     );
     assert!(info.run.partitions.is_empty() && info.run.shards.is_none());
-    assert!(
-        info.run.executor.is_none(),
-        "compact uses the nodes' executor"
-    );
+    assert!(info.run.executor.is_none(), "compact uses the nodes' executor");
 }
 
 #[tokio::test]
@@ -492,20 +372,13 @@ async fn a_failed_step_fails_the_job_and_skips_its_dependents() {
     apply(&store, DIAMOND, T0).await;
     let mut wall = T0;
     for key in ["marker", "counted"] {
-        trigger(&store, &n("diamond"), &n(key), BTreeMap::new(), "t", wall)
-            .await
-            .unwrap();
+        trigger(&store, &n("diamond"), &n(key), BTreeMap::new(), "t", wall).await.unwrap();
     }
     let v = run_to_end(&store, "diamond", "marker", &mut wall, |s| {
-        Some(if s == "B" {
-            TaskState::Failed
-        } else {
-            TaskState::Done
-        })
+        Some(if s == "B" { TaskState::Failed } else { TaskState::Done })
     })
     .await;
-    let states: Vec<(&str, StepState)> =
-        v.steps.iter().map(|s| (s.name.as_str(), s.state)).collect();
+    let states: Vec<(&str, StepState)> = v.steps.iter().map(|s| (s.name.as_str(), s.state)).collect();
     assert_eq!(
         states,
         vec![
@@ -517,16 +390,9 @@ async fn a_failed_step_fails_the_job_and_skips_its_dependents() {
     );
     assert_eq!(v.state, JobState::Failed);
     assert!(step(&v, "D").task.is_none(), "a skipped step has no task");
-    assert!(step(&v, "D")
-        .reason
-        .as_ref()
-        .unwrap()
-        .contains("\"B\" failed"));
+    assert!(step(&v, "D").reason.as_ref().unwrap().contains("\"B\" failed"));
     let end: layouts::jobs::JobEnd =
-        define::read_json(&store, &paths::instance_end(&n("diamond"), &n("marker")))
-            .await
-            .unwrap()
-            .unwrap();
+        define::read_json(&store, &paths::instance_end(&n("diamond"), &n("marker"))).await.unwrap().unwrap();
     assert_eq!(end.failed_steps, vec![n("B")]);
 
     // A task that is Done with failed subtasks fails its step too.
@@ -539,16 +405,7 @@ async fn a_failed_step_fails_the_job_and_skips_its_dependents() {
     assert!(marked);
     assert_eq!(v.state, JobState::Succeeded);
 
-    trigger(
-        &store,
-        &n("diamond"),
-        &n("counted2"),
-        BTreeMap::new(),
-        "t",
-        wall,
-    )
-    .await
-    .unwrap();
+    trigger(&store, &n("diamond"), &n("counted2"), BTreeMap::new(), "t", wall).await.unwrap();
     wall += 1000;
     drive(&store, &me(), wall).await.unwrap();
     let v = view(&store, "diamond", "counted2").await;
@@ -556,21 +413,14 @@ async fn a_failed_step_fails_the_job_and_skips_its_dependents() {
     let mut info: TaskInfo = tasks::read_info(&store, &a).await.unwrap();
     info.result.failed_count = 1;
     info.result.success_count = 0;
-    store
-        .put(&v2::task_info(&a), formats::encode(&info))
-        .await
-        .unwrap();
+    store.put(&v2::task_info(&a), formats::encode(&info)).await.unwrap();
     finish_task(&store, &a, TaskState::Done).await;
     wall += 1000;
     drive(&store, &me(), wall).await.unwrap();
     let v = view(&store, "diamond", "counted2").await;
     assert_eq!(v.state, JobState::Failed);
     assert_eq!(step(&v, "A").state, StepState::Failed);
-    assert!(step(&v, "A")
-        .reason
-        .as_ref()
-        .unwrap()
-        .contains("1 subtask(s) failed"));
+    assert!(step(&v, "A").reason.as_ref().unwrap().contains("1 subtask(s) failed"));
     assert!(v.steps[1..].iter().all(|s| s.state == StepState::Skipped));
 }
 
@@ -580,9 +430,7 @@ async fn a_running_job_keeps_the_versions_it_started_with() {
     with_member(&store).await;
     apply(&store, DIAMOND, T0).await;
     let mut wall = T0;
-    trigger(&store, &n("diamond"), &n("old"), BTreeMap::new(), "t", wall)
-        .await
-        .unwrap();
+    trigger(&store, &n("diamond"), &n("old"), BTreeMap::new(), "t", wall).await.unwrap();
     wall += 1000;
     drive(&store, &me(), wall).await.unwrap(); // A of "old" is running
 
@@ -591,24 +439,13 @@ async fn a_running_job_keeps_the_versions_it_started_with() {
         {"stepName":"A","kind":"command","command":"echo v2-A"},
         {"stepName":"D","kind":"command","command":"echo v2-D","sharding":2,"dependentSteps":["A"]}]}"#;
     assert_eq!(apply(&store, v2, wall).await.version, 2);
-    trigger(&store, &n("diamond"), &n("new"), BTreeMap::new(), "t", wall)
-        .await
-        .unwrap();
+    trigger(&store, &n("diamond"), &n("new"), BTreeMap::new(), "t", wall).await.unwrap();
     // And is deleted outright: both instances still run to the end.
     define::delete(&store, &n("diamond")).await.unwrap();
 
-    let old = run_to_end(&store, "diamond", "old", &mut wall, |_| {
-        Some(TaskState::Done)
-    })
-    .await;
-    let new = run_to_end(&store, "diamond", "new", &mut wall, |_| {
-        Some(TaskState::Done)
-    })
-    .await;
-    assert_eq!(
-        (old.state, new.state),
-        (JobState::Succeeded, JobState::Succeeded)
-    );
+    let old = run_to_end(&store, "diamond", "old", &mut wall, |_| Some(TaskState::Done)).await;
+    let new = run_to_end(&store, "diamond", "new", &mut wall, |_| Some(TaskState::Done)).await;
+    assert_eq!((old.state, new.state), (JobState::Succeeded, JobState::Succeeded));
     assert_eq!((old.job_version, new.job_version), (1, 2));
     assert_eq!(old.steps.len(), 4);
     assert_eq!(new.steps.len(), 2);
@@ -628,16 +465,7 @@ async fn a_running_job_keeps_the_versions_it_started_with() {
 
     // switch brings back version 1 for new instances.
     define::switch(&store, &n("diamond"), 1).await.unwrap();
-    let t = trigger(
-        &store,
-        &n("diamond"),
-        &n("again"),
-        BTreeMap::new(),
-        "t",
-        wall,
-    )
-    .await
-    .unwrap();
+    let t = trigger(&store, &n("diamond"), &n("again"), BTreeMap::new(), "t", wall).await.unwrap();
     assert_eq!(t.instance.job_version, 1);
     assert_eq!(t.instance.steps.len(), 4);
 }
@@ -651,16 +479,7 @@ async fn trigger_race(stores: Vec<Store>) {
         .map(|(i, s)| {
             tokio::spawn(async move {
                 let params = BTreeMap::from([("who".to_string(), i.to_string())]);
-                trigger(
-                    &s,
-                    &n("diamond"),
-                    &n("2024-01-01"),
-                    params,
-                    "t",
-                    T0 + i as u64,
-                )
-                .await
-                .unwrap()
+                trigger(&s, &n("diamond"), &n("2024-01-01"), params, "t", T0 + i as u64).await.unwrap()
             })
         })
         .collect();
@@ -676,16 +495,7 @@ async fn trigger_race(stores: Vec<Store>) {
     let all = instance::list_instances(&first).await.unwrap();
     assert_eq!(all.len(), 1);
     // A later request reports it too.
-    let again = trigger(
-        &first,
-        &n("diamond"),
-        &n("2024-01-01"),
-        BTreeMap::new(),
-        "t",
-        T0,
-    )
-    .await
-    .unwrap();
+    let again = trigger(&first, &n("diamond"), &n("2024-01-01"), BTreeMap::new(), "t", T0).await.unwrap();
     assert!(!again.created);
     assert_eq!(again.instance, winner);
 }
@@ -699,9 +509,7 @@ async fn ten_concurrent_triggers_create_one_job_on_memory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ten_concurrent_triggers_create_one_job_on_fs() {
     let dir = tempfile::tempdir().unwrap();
-    let uri = store::RootUri::Fs {
-        root: dir.path().to_path_buf(),
-    };
+    let uri = store::RootUri::Fs { root: dir.path().to_path_buf() };
     let mut stores = vec![];
     for _ in 0..10 {
         stores.push(Store::open(&uri).await.unwrap());
@@ -716,17 +524,10 @@ async fn trigger_checks_its_input() {
     for bad in ["x", "=1", "a-b=1", "a b=1"] {
         assert!(instance::parse_params(&[bad.into()]).is_err(), "{bad}");
     }
-    assert_eq!(
-        instance::parse_params(&["a=b=c".into()]).unwrap()["a"],
-        "b=c"
-    );
-    let e = trigger(&store, &n("nope"), &n("k"), BTreeMap::new(), "t", T0)
-        .await
-        .unwrap_err();
+    assert_eq!(instance::parse_params(&["a=b=c".into()]).unwrap()["a"], "b=c");
+    let e = trigger(&store, &n("nope"), &n("k"), BTreeMap::new(), "t", T0).await.unwrap_err();
     assert!(matches!(e, JobError::NotFound { .. }), "{e}");
-    let e = instance::view(&store, &n("diamond"), &n("k"), false)
-        .await
-        .unwrap_err();
+    let e = instance::view(&store, &n("diamond"), &n("k"), false).await.unwrap_err();
     assert!(matches!(e, JobError::NoInstance { .. }), "{e}");
 }
 
@@ -735,29 +536,15 @@ async fn an_unrecorded_submission_is_found_not_repeated() {
     let store = Store::memory().await;
     with_member(&store).await;
     apply(&store, DIAMOND, T0).await;
-    let inst = trigger(&store, &n("diamond"), &n("k"), BTreeMap::new(), "t", T0)
-        .await
-        .unwrap()
-        .instance;
+    let inst = trigger(&store, &n("diamond"), &n("k"), BTreeMap::new(), "t", T0).await.unwrap().instance;
     let a = n("A");
     let claim_path = paths::step_file(&inst.job, &inst.trigger, &a, paths::StepFile::Claim);
-    let claim = layouts::jobs::StepClaim {
-        by: "n1".into(),
-        wall_ms: T0 + 1000,
-        marker: "diamond/k/A".into(),
-    };
+    let claim = layouts::jobs::StepClaim { by: "n1".into(), wall_ms: T0 + 1000, marker: "diamond/k/A".into() };
 
     // 1. The driver crashed after submit, before recording the task id.
-    store
-        .create(&claim_path, formats::encode(&claim))
-        .await
-        .unwrap();
-    let def = define::step_version(&store, &inst.job, &a, 1)
-        .await
-        .unwrap();
-    let id = tasks::submit(&store, drive::task_spec(&inst, &def), T0 + 1000)
-        .await
-        .unwrap();
+    store.create(&claim_path, formats::encode(&claim)).await.unwrap();
+    let def = define::step_version(&store, &inst.job, &a, 1).await.unwrap();
+    let id = tasks::submit(&store, drive::task_spec(&inst, &def), T0 + 1000).await.unwrap();
     let r = drive(&store, &me(), T0 + 2000).await.unwrap();
     assert_eq!(r.submitted, vec![format!("diamond/k/A {id}")]);
     assert_eq!(tasks::list_ids(&store).await.unwrap(), vec![id]);
@@ -766,9 +553,7 @@ async fn an_unrecorded_submission_is_found_not_repeated() {
     assert_eq!(step(&v, "A").started_wall_ms, Some(T0 + 1000));
 
     // 2. Crashed before submit (claim only): its own claim is resubmitted.
-    trigger(&store, &n("diamond"), &n("k2"), BTreeMap::new(), "t", T0)
-        .await
-        .unwrap();
+    trigger(&store, &n("diamond"), &n("k2"), BTreeMap::new(), "t", T0).await.unwrap();
     let p2 = paths::step_file(&n("diamond"), &n("k2"), &a, paths::StepFile::Claim);
     let mut c2 = claim.clone();
     c2.marker = "diamond/k2/A".into();
@@ -779,9 +564,7 @@ async fn an_unrecorded_submission_is_found_not_repeated() {
     assert_eq!(tasks::list_ids(&store).await.unwrap().len(), 2);
 
     // 3. Another node's fresh claim is left to it until the grace is over.
-    trigger(&store, &n("diamond"), &n("k3"), BTreeMap::new(), "t", T0)
-        .await
-        .unwrap();
+    trigger(&store, &n("diamond"), &n("k3"), BTreeMap::new(), "t", T0).await.unwrap();
     let p3 = paths::step_file(&n("diamond"), &n("k3"), &a, paths::StepFile::Claim);
     let mut c3 = claim.clone();
     c3.by = "n2".into();
@@ -789,17 +572,9 @@ async fn an_unrecorded_submission_is_found_not_repeated() {
     c3.wall_ms = T0 + 4000;
     store.create(&p3, formats::encode(&c3)).await.unwrap();
     drive(&store, &me(), T0 + 5000).await.unwrap();
-    assert_eq!(
-        step(&view(&store, "diamond", "k3").await, "A").state,
-        StepState::Submitting
-    );
-    drive(&store, &me(), T0 + 4000 + drive::CLAIM_GRACE_MS)
-        .await
-        .unwrap();
-    assert_eq!(
-        step(&view(&store, "diamond", "k3").await, "A").state,
-        StepState::Running
-    );
+    assert_eq!(step(&view(&store, "diamond", "k3").await, "A").state, StepState::Submitting);
+    drive(&store, &me(), T0 + 4000 + drive::CLAIM_GRACE_MS).await.unwrap();
+    assert_eq!(step(&view(&store, "diamond", "k3").await, "A").state, StepState::Running);
     assert_eq!(tasks::list_ids(&store).await.unwrap().len(), 3);
 }
 
@@ -807,16 +582,11 @@ async fn an_unrecorded_submission_is_found_not_repeated() {
 async fn no_live_node_leaves_the_claim_for_the_next_round() {
     let store = Store::memory().await;
     apply(&store, DIAMOND, T0).await;
-    trigger(&store, &n("diamond"), &n("k"), BTreeMap::new(), "t", T0)
-        .await
-        .unwrap();
+    trigger(&store, &n("diamond"), &n("k"), BTreeMap::new(), "t", T0).await.unwrap();
     let r = drive(&store, &me(), T0 + 1000).await.unwrap();
     assert_eq!(r.errors.len(), 1, "{r:?}");
     assert!(r.errors[0].contains("no live node"), "{r:?}");
-    assert_eq!(
-        step(&view(&store, "diamond", "k").await, "A").state,
-        StepState::Submitting
-    );
+    assert_eq!(step(&view(&store, "diamond", "k").await, "A").state, StepState::Submitting);
     with_member(&store).await;
     let r = drive(&store, &me(), T0 + 2000).await.unwrap();
     assert_eq!(r.submitted.len(), 1, "{r:?}");

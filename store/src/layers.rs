@@ -78,13 +78,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use opendal::raw::{
-    oio, Layer, OpCompose, OpCopy, OpCreateDir, OpDelete, OpList, OpPresign, OpRead, OpRename,
-    OpRestore, OpStat, OpWrite, RpCreateDir, RpPresign, RpRead, RpRename, RpRestore, RpStat,
-    Service, ServiceInfo, Servicer,
+    oio, Layer, OpCompose, OpCopy, OpCreateDir, OpDelete, OpList, OpPresign, OpRead, OpRename, OpRestore, OpStat,
+    OpWrite, RpCreateDir, RpPresign, RpRead, RpRename, RpRestore, RpStat, Service, ServiceInfo, Servicer,
 };
-use opendal::{
-    Buffer, BytesRange, Capability, Error, ErrorKind, Metadata, OperationContext, Result,
-};
+use opendal::{Buffer, BytesRange, Capability, Error, ErrorKind, Metadata, OperationContext, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -106,15 +103,8 @@ pub enum OpKind {
 }
 
 impl OpKind {
-    pub const ALL: [OpKind; 7] = [
-        OpKind::Create,
-        OpKind::Put,
-        OpKind::Read,
-        OpKind::Stat,
-        OpKind::List,
-        OpKind::Delete,
-        OpKind::Other,
-    ];
+    pub const ALL: [OpKind; 7] =
+        [OpKind::Create, OpKind::Put, OpKind::Read, OpKind::Stat, OpKind::List, OpKind::Delete, OpKind::Other];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -271,17 +261,8 @@ impl OpCounter {
     /// flight; reset between phases of a test.
     pub fn reset(&self) {
         let c = &*self.0;
-        for a in [
-            &c.create,
-            &c.put,
-            &c.read,
-            &c.stat,
-            &c.list,
-            &c.list_entries,
-            &c.list_pages_est,
-            &c.delete,
-            &c.other,
-        ] {
+        for a in [&c.create, &c.put, &c.read, &c.stat, &c.list, &c.list_entries, &c.list_pages_est, &c.delete, &c.other]
+        {
             a.store(0, Ordering::Relaxed);
         }
     }
@@ -319,10 +300,7 @@ impl CountingLayer {
 
 impl Layer for CountingLayer {
     fn apply_service(&self, inner: Servicer) -> Servicer {
-        Arc::new(CountingService {
-            inner,
-            counter: self.counter.clone(),
-        })
+        Arc::new(CountingService { inner, counter: self.counter.clone() })
     }
 }
 
@@ -348,12 +326,7 @@ impl Service for CountingService {
         self.inner.capability()
     }
 
-    async fn create_dir(
-        &self,
-        ctx: &OperationContext,
-        path: &str,
-        args: OpCreateDir,
-    ) -> Result<RpCreateDir> {
+    async fn create_dir(&self, ctx: &OperationContext, path: &str, args: OpCreateDir) -> Result<RpCreateDir> {
         self.counter.add(OpKind::Other);
         self.inner.create_dir(ctx, path, args).await
     }
@@ -366,54 +339,30 @@ impl Service for CountingService {
     fn read(&self, ctx: &OperationContext, path: &str, args: OpRead) -> Result<Self::Reader> {
         // Creating a reader does no I/O; each open/read on it is one GET.
         let inner = self.inner.read(ctx, path, args)?;
-        Ok(CountingReader {
-            inner,
-            counter: self.counter.clone(),
-        })
+        Ok(CountingReader { inner, counter: self.counter.clone() })
     }
 
     fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
         let kind = OpKind::of_write(&args);
         let inner = self.inner.write(ctx, path, args)?;
-        Ok(CountingWriter {
-            inner,
-            counter: self.counter.clone(),
-            kind,
-            counted: false,
-        })
+        Ok(CountingWriter { inner, counter: self.counter.clone(), kind, counted: false })
     }
 
     fn delete(&self, ctx: &OperationContext) -> Result<Self::Deleter> {
         let inner = self.inner.delete(ctx)?;
-        Ok(CountingDeleter {
-            inner,
-            counter: self.counter.clone(),
-        })
+        Ok(CountingDeleter { inner, counter: self.counter.clone() })
     }
 
     fn list(&self, ctx: &OperationContext, path: &str, args: OpList) -> Result<Self::Lister> {
         // Count the call even if the backend refuses it up front: memory
         // scans here, S3 and fs on the first `next`.
         self.counter.add(OpKind::List);
-        self.counter
-            .0
-            .list_pages_est
-            .fetch_add(1, Ordering::Relaxed);
+        self.counter.0.list_pages_est.fetch_add(1, Ordering::Relaxed);
         let inner = self.inner.list(ctx, path, args)?;
-        Ok(CountingLister {
-            inner,
-            counter: self.counter.clone(),
-            entries: 0,
-        })
+        Ok(CountingLister { inner, counter: self.counter.clone(), entries: 0 })
     }
 
-    fn copy(
-        &self,
-        ctx: &OperationContext,
-        from: &str,
-        to: &str,
-        args: OpCopy,
-    ) -> Result<Self::Copier> {
+    fn copy(&self, ctx: &OperationContext, from: &str, to: &str, args: OpCopy) -> Result<Self::Copier> {
         self.counter.add(OpKind::Other);
         self.inner.copy(ctx, from, to, args)
     }
@@ -423,33 +372,17 @@ impl Service for CountingService {
         self.inner.compose(ctx, to, args)
     }
 
-    async fn rename(
-        &self,
-        ctx: &OperationContext,
-        from: &str,
-        to: &str,
-        args: OpRename,
-    ) -> Result<RpRename> {
+    async fn rename(&self, ctx: &OperationContext, from: &str, to: &str, args: OpRename) -> Result<RpRename> {
         self.counter.add(OpKind::Other);
         self.inner.rename(ctx, from, to, args).await
     }
 
-    async fn restore(
-        &self,
-        ctx: &OperationContext,
-        path: &str,
-        args: OpRestore,
-    ) -> Result<RpRestore> {
+    async fn restore(&self, ctx: &OperationContext, path: &str, args: OpRestore) -> Result<RpRestore> {
         self.counter.add(OpKind::Other);
         self.inner.restore(ctx, path, args).await
     }
 
-    async fn presign(
-        &self,
-        ctx: &OperationContext,
-        path: &str,
-        args: OpPresign,
-    ) -> Result<RpPresign> {
+    async fn presign(&self, ctx: &OperationContext, path: &str, args: OpPresign) -> Result<RpPresign> {
         // Signing is local; the request it signs is made by someone else.
         self.inner.presign(ctx, path, args).await
     }
@@ -575,13 +508,7 @@ pub struct FaultConfig {
 
 impl Default for FaultConfig {
     fn default() -> Self {
-        Self {
-            seed: 0,
-            error_rate: 0.0,
-            latency: None,
-            kinds: OpKind::ALL.to_vec(),
-            lost_reply: 0.0,
-        }
+        Self { seed: 0, error_rate: 0.0, latency: None, kinds: OpKind::ALL.to_vec(), lost_reply: 0.0 }
     }
 }
 
@@ -612,18 +539,9 @@ struct FaultState {
 impl fmt::Debug for FaultState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FaultState")
-            .field(
-                "error_rate",
-                &f64::from_bits(self.error_rate.load(Ordering::Relaxed)),
-            )
-            .field(
-                "lost_reply",
-                &f64::from_bits(self.lost_reply.load(Ordering::Relaxed)),
-            )
-            .field(
-                "latency",
-                &*self.latency.lock().unwrap_or_else(|e| e.into_inner()),
-            )
+            .field("error_rate", &f64::from_bits(self.error_rate.load(Ordering::Relaxed)))
+            .field("lost_reply", &f64::from_bits(self.lost_reply.load(Ordering::Relaxed)))
+            .field("latency", &*self.latency.lock().unwrap_or_else(|e| e.into_inner()))
             .field("kinds", &format_args!("{:#09b}", self.kinds))
             .field("paused", &self.paused.load(Ordering::Relaxed))
             .field("injected", &self.injected.load(Ordering::Relaxed))
@@ -632,19 +550,13 @@ impl fmt::Debug for FaultState {
 }
 
 fn check_probability(what: &str, p: f64) -> f64 {
-    assert!(
-        (0.0..=1.0).contains(&p),
-        "FaultConfig: {what} must be within 0..=1, got {p}"
-    );
+    assert!((0.0..=1.0).contains(&p), "FaultConfig: {what} must be within 0..=1, got {p}");
     p
 }
 
 fn check_latency(latency: Option<(Duration, Duration)>) -> Option<(Duration, Duration)> {
     if let Some((min, max)) = latency {
-        assert!(
-            min <= max,
-            "FaultConfig: latency min {min:?} exceeds max {max:?}"
-        );
+        assert!(min <= max, "FaultConfig: latency min {min:?} exceeds max {max:?}");
     }
     latency
 }
@@ -670,9 +582,7 @@ impl FaultLayer {
     }
 
     pub fn handle(&self) -> FaultHandle {
-        FaultHandle {
-            state: self.state.clone(),
-        }
+        FaultHandle { state: self.state.clone() }
     }
 }
 
@@ -681,9 +591,7 @@ impl FaultHandle {
     /// If `rate` is outside `0..=1`.
     pub fn set_error_rate(&self, rate: f64) {
         let rate = check_probability("error_rate", rate);
-        self.state
-            .error_rate
-            .store(rate.to_bits(), Ordering::Relaxed);
+        self.state.error_rate.store(rate.to_bits(), Ordering::Relaxed);
     }
 
     pub fn error_rate(&self) -> f64 {
@@ -694,9 +602,7 @@ impl FaultHandle {
     /// If `fraction` is outside `0..=1`.
     pub fn set_lost_reply(&self, fraction: f64) {
         let fraction = check_probability("lost_reply", fraction);
-        self.state
-            .lost_reply
-            .store(fraction.to_bits(), Ordering::Relaxed);
+        self.state.lost_reply.store(fraction.to_bits(), Ordering::Relaxed);
     }
 
     /// # Panics
@@ -750,11 +656,7 @@ impl FaultState {
         // or pausing does not shift the faults of later calls.
         let (fail, delay, after) = {
             let mut rng = self.rng.lock().unwrap_or_else(|e| e.into_inner());
-            (
-                rng.random::<f64>(),
-                rng.random::<f64>(),
-                rng.random::<f64>(),
-            )
+            (rng.random::<f64>(), rng.random::<f64>(), rng.random::<f64>())
         };
         if self.paused.load(Ordering::Relaxed) {
             return Decision::default();
@@ -790,19 +692,11 @@ fn injected_error(kind: OpKind, path: &str, strike: Strike) -> Error {
         Strike::Before => "injected fault",
         Strike::After => "injected fault (after the operation was performed)",
     };
-    Error::new(ErrorKind::Unexpected, message)
-        .with_operation(kind.as_str())
-        .with_context("path", path)
-        .set_temporary()
+    Error::new(ErrorKind::Unexpected, message).with_operation(kind.as_str()).with_context("path", path).set_temporary()
 }
 
 /// Runs `op` under the fault decision for one operation.
-async fn faulty<T>(
-    state: &FaultState,
-    kind: OpKind,
-    path: &str,
-    op: impl Future<Output = Result<T>>,
-) -> Result<T> {
+async fn faulty<T>(state: &FaultState, kind: OpKind, path: &str, op: impl Future<Output = Result<T>>) -> Result<T> {
     match state.enter(kind).await {
         None => op.await,
         Some(Strike::Before) => Err(injected_error(kind, path, Strike::Before)),
@@ -815,10 +709,7 @@ async fn faulty<T>(
 
 impl Layer for FaultLayer {
     fn apply_service(&self, inner: Servicer) -> Servicer {
-        Arc::new(FaultService {
-            inner,
-            state: self.state.clone(),
-        })
+        Arc::new(FaultService { inner, state: self.state.clone() })
     }
 }
 
@@ -845,78 +736,36 @@ impl Service for FaultService {
         self.inner.capability()
     }
 
-    async fn create_dir(
-        &self,
-        ctx: &OperationContext,
-        path: &str,
-        args: OpCreateDir,
-    ) -> Result<RpCreateDir> {
-        faulty(
-            &self.state,
-            OpKind::Other,
-            path,
-            self.inner.create_dir(ctx, path, args),
-        )
-        .await
+    async fn create_dir(&self, ctx: &OperationContext, path: &str, args: OpCreateDir) -> Result<RpCreateDir> {
+        faulty(&self.state, OpKind::Other, path, self.inner.create_dir(ctx, path, args)).await
     }
 
     async fn stat(&self, ctx: &OperationContext, path: &str, args: OpStat) -> Result<RpStat> {
-        faulty(
-            &self.state,
-            OpKind::Stat,
-            path,
-            self.inner.stat(ctx, path, args),
-        )
-        .await
+        faulty(&self.state, OpKind::Stat, path, self.inner.stat(ctx, path, args)).await
     }
 
     fn read(&self, ctx: &OperationContext, path: &str, args: OpRead) -> Result<Self::Reader> {
         let inner = self.inner.read(ctx, path, args)?;
-        Ok(FaultReader {
-            inner,
-            state: self.state.clone(),
-            path: path.to_string(),
-        })
+        Ok(FaultReader { inner, state: self.state.clone(), path: path.to_string() })
     }
 
     fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
         let kind = OpKind::of_write(&args);
         let inner = self.inner.write(ctx, path, args)?;
-        Ok(FaultWriter {
-            inner,
-            state: self.state.clone(),
-            kind,
-            path: path.to_string(),
-            phase: WriterPhase::Fresh,
-        })
+        Ok(FaultWriter { inner, state: self.state.clone(), kind, path: path.to_string(), phase: WriterPhase::Fresh })
     }
 
     fn delete(&self, ctx: &OperationContext) -> Result<Self::Deleter> {
         let inner = self.inner.delete(ctx)?;
-        Ok(FaultDeleter {
-            inner,
-            state: self.state.clone(),
-            lost: None,
-        })
+        Ok(FaultDeleter { inner, state: self.state.clone(), lost: None })
     }
 
     fn list(&self, ctx: &OperationContext, path: &str, args: OpList) -> Result<Self::Lister> {
         let inner = self.inner.list(ctx, path, args)?;
-        Ok(FaultLister {
-            inner,
-            state: self.state.clone(),
-            path: path.to_string(),
-            phase: ListerPhase::Fresh,
-        })
+        Ok(FaultLister { inner, state: self.state.clone(), path: path.to_string(), phase: ListerPhase::Fresh })
     }
 
-    fn copy(
-        &self,
-        ctx: &OperationContext,
-        from: &str,
-        to: &str,
-        args: OpCopy,
-    ) -> Result<Self::Copier> {
+    fn copy(&self, ctx: &OperationContext, from: &str, to: &str, args: OpCopy) -> Result<Self::Copier> {
         self.inner.copy(ctx, from, to, args)
     }
 
@@ -924,43 +773,15 @@ impl Service for FaultService {
         self.inner.compose(ctx, to, args)
     }
 
-    async fn rename(
-        &self,
-        ctx: &OperationContext,
-        from: &str,
-        to: &str,
-        args: OpRename,
-    ) -> Result<RpRename> {
-        faulty(
-            &self.state,
-            OpKind::Other,
-            from,
-            self.inner.rename(ctx, from, to, args),
-        )
-        .await
+    async fn rename(&self, ctx: &OperationContext, from: &str, to: &str, args: OpRename) -> Result<RpRename> {
+        faulty(&self.state, OpKind::Other, from, self.inner.rename(ctx, from, to, args)).await
     }
 
-    async fn restore(
-        &self,
-        ctx: &OperationContext,
-        path: &str,
-        args: OpRestore,
-    ) -> Result<RpRestore> {
-        faulty(
-            &self.state,
-            OpKind::Other,
-            path,
-            self.inner.restore(ctx, path, args),
-        )
-        .await
+    async fn restore(&self, ctx: &OperationContext, path: &str, args: OpRestore) -> Result<RpRestore> {
+        faulty(&self.state, OpKind::Other, path, self.inner.restore(ctx, path, args)).await
     }
 
-    async fn presign(
-        &self,
-        ctx: &OperationContext,
-        path: &str,
-        args: OpPresign,
-    ) -> Result<RpPresign> {
+    async fn presign(&self, ctx: &OperationContext, path: &str, args: OpPresign) -> Result<RpPresign> {
         self.inner.presign(ctx, path, args).await
     }
 }
@@ -973,23 +794,11 @@ struct FaultReader {
 
 impl oio::Read for FaultReader {
     async fn open(&self, range: BytesRange) -> Result<(RpRead, Box<dyn oio::ReadStreamDyn>)> {
-        faulty(
-            &self.state,
-            OpKind::Read,
-            &self.path,
-            self.inner.open(range),
-        )
-        .await
+        faulty(&self.state, OpKind::Read, &self.path, self.inner.open(range)).await
     }
 
     async fn read(&self, range: BytesRange) -> Result<(RpRead, Buffer)> {
-        faulty(
-            &self.state,
-            OpKind::Read,
-            &self.path,
-            self.inner.read(range),
-        )
-        .await
+        faulty(&self.state, OpKind::Read, &self.path, self.inner.read(range)).await
     }
 }
 
@@ -1140,20 +949,12 @@ mod tests {
     /// The same scripted sequence on any backend; returns the number of
     /// entries the one list call returned.
     async fn script(op: &Operator, counter: &OpCounter) -> usize {
-        let expect =
-            |counts: OpCounts| assert_eq!(counter.snapshot(), counts, "{}", counter.snapshot());
+        let expect = |counts: OpCounts| assert_eq!(counter.snapshot(), counts, "{}", counter.snapshot());
         let mut want = OpCounts::default();
 
         // Two creates of one path: the second loses.
-        op.write_with("lock", "a")
-            .if_not_exists(true)
-            .await
-            .unwrap();
-        let lost = op
-            .write_with("lock", "b")
-            .if_not_exists(true)
-            .await
-            .unwrap_err();
+        op.write_with("lock", "a").if_not_exists(true).await.unwrap();
+        let lost = op.write_with("lock", "b").if_not_exists(true).await.unwrap_err();
         assert_eq!(lost.kind(), ErrorKind::ConditionNotMatch);
         want.create = 2;
         expect(want);
@@ -1234,24 +1035,17 @@ mod tests {
     #[tokio::test]
     async fn counts_store_calls() {
         let counter = OpCounter::new();
-        let store = Store::open_with(&RootUri::Memory, |op| {
-            op.layer(CountingLayer::new(counter.clone()))
-        })
-        .await
-        .unwrap();
+        let store =
+            Store::open_with(&RootUri::Memory, |op| op.layer(CountingLayer::new(counter.clone()))).await.unwrap();
         store_script(&store, &counter, 2).await;
     }
 
     #[tokio::test]
     async fn counts_store_calls_on_fs() {
         let dir = tempfile::TempDir::new().unwrap();
-        let uri = RootUri::Fs {
-            root: dir.path().to_path_buf(),
-        };
+        let uri = RootUri::Fs { root: dir.path().to_path_buf() };
         let counter = OpCounter::new();
-        let store = Store::open_with(&uri, |op| op.layer(CountingLayer::new(counter.clone())))
-            .await
-            .unwrap();
+        let store = Store::open_with(&uri, |op| op.layer(CountingLayer::new(counter.clone()))).await.unwrap();
         // Put's temp file and rename happen below the layer: one put.
         store_script(&store, &counter, 3).await;
     }
@@ -1333,31 +1127,13 @@ mod tests {
             "create=3 put=2 read=5 stat=1 list=2 list_entries=40 list_pages_est=2 delete=1 other=0"
         );
         assert_eq!(a.total(), 14);
-        let b = OpCounts {
-            read: 2,
-            list_entries: 10,
-            ..a
-        };
-        assert_eq!(
-            a - b,
-            OpCounts {
-                read: 3,
-                list_entries: 30,
-                ..Default::default()
-            }
-        );
-        assert_eq!(
-            b - a,
-            OpCounts {
-                ..Default::default()
-            }
-        );
+        let b = OpCounts { read: 2, list_entries: 10, ..a };
+        assert_eq!(a - b, OpCounts { read: 3, list_entries: 30, ..Default::default() });
+        assert_eq!(b - a, OpCounts { ..Default::default() });
     }
 
     fn is_injected(e: &Error) -> bool {
-        e.kind() == ErrorKind::Unexpected
-            && e.is_temporary()
-            && e.to_string().contains("injected fault")
+        e.kind() == ErrorKind::Unexpected && e.is_temporary() && e.to_string().contains("injected fault")
     }
 
     /// 200 operations of mixed kinds; true where the operation succeeded.
@@ -1392,11 +1168,7 @@ mod tests {
 
     #[tokio::test]
     async fn same_seed_same_faults() {
-        let config = |seed| FaultConfig {
-            seed,
-            error_rate: 0.5,
-            ..Default::default()
-        };
+        let config = |seed| FaultConfig { seed, error_rate: 0.5, ..Default::default() };
         let (a, ha) = faulty_memory(config(7));
         let (b, _) = faulty_memory(config(7));
         let (c, _) = faulty_memory(config(8));
@@ -1412,10 +1184,7 @@ mod tests {
 
     #[tokio::test]
     async fn rate_zero_injects_nothing() {
-        let (op, h) = faulty_memory(FaultConfig {
-            seed: 1,
-            ..Default::default()
-        });
+        let (op, h) = faulty_memory(FaultConfig { seed: 1, ..Default::default() });
         assert!(run_200(&op).await.iter().all(|ok| *ok));
         assert_eq!(h.injected(), 0);
     }
@@ -1424,17 +1193,10 @@ mod tests {
     async fn rate_one_fails_every_kind_before_the_backend() {
         let base = memory();
         base.write("there", "1").await.unwrap();
-        let layer = FaultLayer::new(FaultConfig {
-            seed: 1,
-            error_rate: 1.0,
-            ..Default::default()
-        });
+        let layer = FaultLayer::new(FaultConfig { seed: 1, error_rate: 1.0, ..Default::default() });
         let op = base.clone().layer(layer.clone());
         let errs = [
-            op.write_with("new", "1")
-                .if_not_exists(true)
-                .await
-                .unwrap_err(),
+            op.write_with("new", "1").if_not_exists(true).await.unwrap_err(),
             op.write("new", "1").await.unwrap_err(),
             op.read("there").await.unwrap_err(),
             op.stat("there").await.unwrap_err(),
@@ -1455,32 +1217,17 @@ mod tests {
         let base = memory();
         let (counter, faults) = (
             OpCounter::new(),
-            FaultLayer::new(FaultConfig {
-                seed: 3,
-                error_rate: 1.0,
-                lost_reply: 1.0,
-                ..Default::default()
-            }),
+            FaultLayer::new(FaultConfig { seed: 3, error_rate: 1.0, lost_reply: 1.0, ..Default::default() }),
         );
         // Counting inside the faults: it sees what reached the backend.
-        let op = base
-            .clone()
-            .layer(CountingLayer::new(counter.clone()))
-            .layer(faults.clone());
-        let e = op
-            .write_with("lock", "1")
-            .if_not_exists(true)
-            .await
-            .unwrap_err();
+        let op = base.clone().layer(CountingLayer::new(counter.clone())).layer(faults.clone());
+        let e = op.write_with("lock", "1").if_not_exists(true).await.unwrap_err();
         assert!(is_injected(&e), "{e}");
         assert!(base.exists("lock").await.unwrap());
         let e = op.delete("lock").await.unwrap_err();
         assert!(is_injected(&e), "{e}");
         assert!(!base.exists("lock").await.unwrap());
-        assert_eq!(
-            (counter.snapshot().create, counter.snapshot().delete),
-            (1, 1)
-        );
+        assert_eq!((counter.snapshot().create, counter.snapshot().delete), (1, 1));
 
         // Faults before the backend are not counted by an inner counter.
         faults.handle().set_lost_reply(0.0);
@@ -1492,10 +1239,7 @@ mod tests {
     async fn outer_counter_sees_faulted_attempts() {
         let counter = OpCounter::new();
         let op = memory()
-            .layer(FaultLayer::new(FaultConfig {
-                error_rate: 1.0,
-                ..Default::default()
-            }))
+            .layer(FaultLayer::new(FaultConfig { error_rate: 1.0, ..Default::default() }))
             .layer(CountingLayer::new(counter.clone()));
         op.write("x", "1").await.unwrap_err();
         op.read("x").await.unwrap_err();
@@ -1504,10 +1248,7 @@ mod tests {
 
     #[tokio::test]
     async fn handle_toggles_faults() {
-        let (op, h) = faulty_memory(FaultConfig {
-            seed: 5,
-            ..Default::default()
-        });
+        let (op, h) = faulty_memory(FaultConfig { seed: 5, ..Default::default() });
         op.write("a", "1").await.unwrap();
         h.set_error_rate(1.0);
         assert_eq!(h.error_rate(), 1.0);
@@ -1524,11 +1265,7 @@ mod tests {
 
     #[tokio::test]
     async fn pause_does_not_shift_later_faults() {
-        let config = FaultConfig {
-            seed: 11,
-            error_rate: 0.5,
-            ..Default::default()
-        };
+        let config = FaultConfig { seed: 11, error_rate: 0.5, ..Default::default() };
         let (a, _) = faulty_memory(config.clone());
         let (b, hb) = faulty_memory(config);
         let head_a = run_stats(&a, 50).await;
@@ -1553,12 +1290,8 @@ mod tests {
 
     #[tokio::test]
     async fn kinds_limit_faults() {
-        let (op, _) = faulty_memory(FaultConfig {
-            seed: 2,
-            error_rate: 1.0,
-            kinds: vec![OpKind::Read],
-            ..Default::default()
-        });
+        let (op, _) =
+            faulty_memory(FaultConfig { seed: 2, error_rate: 1.0, kinds: vec![OpKind::Read], ..Default::default() });
         op.write("a", "1").await.unwrap();
         op.stat("a").await.unwrap();
         op.list("").await.unwrap();
@@ -1584,10 +1317,7 @@ mod tests {
             let t = tokio::time::Instant::now();
             op.stat("a").await.unwrap();
             let e = t.elapsed();
-            assert!(
-                (Duration::from_millis(10)..=Duration::from_millis(20)).contains(&e),
-                "{e:?}"
-            );
+            assert!((Duration::from_millis(10)..=Duration::from_millis(20)).contains(&e), "{e:?}");
         }
 
         h.set_latency(None);

@@ -37,18 +37,9 @@ pub enum StoreError {
     #[error(transparent)]
     Uri(#[from] UriError),
     #[error("backend {backend}: {op} {path:?} failed: {source}")]
-    Backend {
-        backend: String,
-        op: &'static str,
-        path: String,
-        source: Box<opendal::Error>,
-    },
+    Backend { backend: String, op: &'static str, path: String, source: Box<opendal::Error> },
     #[error("backend {backend} is not safe for compactd: it lacks {capability} ({why})")]
-    Unsafe {
-        backend: String,
-        capability: &'static str,
-        why: String,
-    },
+    Unsafe { backend: String, capability: &'static str, why: String },
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -73,11 +64,7 @@ pub struct Entry {
 impl Entry {
     /// Last path segment, without a trailing `/`.
     pub fn name(&self) -> &str {
-        self.path
-            .trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .unwrap_or("")
+        self.path.trim_end_matches('/').rsplit('/').next().unwrap_or("")
     }
 }
 
@@ -120,7 +107,8 @@ impl Store {
                 let root = root.to_string_lossy().into_owned();
                 let tmp = format!("{}/{FS_TMP_DIR}", root.trim_end_matches('/'));
                 let op = Operator::new(opendal::services::Fs::default().root(&root)).map_err(fail)?;
-                let replace = Operator::new(opendal::services::Fs::default().root(&root).atomic_write_dir(&tmp)).map_err(fail)?;
+                let replace =
+                    Operator::new(opendal::services::Fs::default().root(&root).atomic_write_dir(&tmp)).map_err(fail)?;
                 (op, replace)
             }
             RootUri::Memory => {
@@ -132,7 +120,9 @@ impl Store {
                 if let Some(e) = endpoint {
                     b = b.endpoint(e);
                 }
-                if let (Ok(id), Ok(secret)) = (std::env::var("AWS_ACCESS_KEY_ID"), std::env::var("AWS_SECRET_ACCESS_KEY")) {
+                if let (Ok(id), Ok(secret)) =
+                    (std::env::var("AWS_ACCESS_KEY_ID"), std::env::var("AWS_SECRET_ACCESS_KEY"))
+                {
                     b = b.access_key_id(&id).secret_access_key(&secret).disable_config_load().disable_ec2_metadata();
                     if let Ok(token) = std::env::var("AWS_SESSION_TOKEN") {
                         b = b.session_token(&token);
@@ -142,24 +132,20 @@ impl Store {
                 (op.clone(), op)
             }
             RootUri::Webhdfs { endpoint, root } => {
-                let op = Operator::new(opendal::services::Webhdfs::default().endpoint(endpoint).root(root)).map_err(fail)?;
+                let op =
+                    Operator::new(opendal::services::Webhdfs::default().endpoint(endpoint).root(root)).map_err(fail)?;
                 (op.clone(), op)
             }
-            RootUri::Hdfs { .. } => {
-                return Err(StoreError::Unsafe {
-                    backend: uri.to_string(),
-                    capability: "atomic create (write_with_if_not_exists)",
-                    why: "none of OpenDAL's HDFS services (hdfs, hdfs-native) can create a file only if it does not exist; \
+            RootUri::Hdfs { .. } => return Err(StoreError::Unsafe {
+                backend: uri.to_string(),
+                capability: "atomic create (write_with_if_not_exists)",
+                why:
+                    "none of OpenDAL's HDFS services (hdfs, hdfs-native) can create a file only if it does not exist; \
                           compactd's elections and declarations would race. Not built into this binary"
                         .into(),
-                })
-            }
+            }),
         };
-        let store = Store {
-            uri: uri.clone(),
-            op: wrap(op),
-            replace_op: wrap(replace_op),
-        };
+        let store = Store { uri: uri.clone(), op: wrap(op), replace_op: wrap(replace_op) };
         store.check_capabilities()?;
         Ok(store)
     }
@@ -167,9 +153,7 @@ impl Store {
     /// Builds a store over one in-memory operator, shared by every clone:
     /// several in-process nodes can use it as one cluster backend.
     pub async fn memory() -> Store {
-        Self::open(&RootUri::Memory)
-            .await
-            .expect("the memory backend always opens")
+        Self::open(&RootUri::Memory).await.expect("the memory backend always opens")
     }
 
     pub fn uri(&self) -> &RootUri {
@@ -179,7 +163,11 @@ impl Store {
     fn check_capabilities(&self) -> Result<()> {
         let cap = self.op.info().capability();
         let need: &[(bool, &'static str, &str)] = &[
-            (cap.write_with_if_not_exists, "atomic create (write_with_if_not_exists)", "elections, offline declarations and task claims need exactly one winner among concurrent creators"),
+            (
+                cap.write_with_if_not_exists,
+                "atomic create (write_with_if_not_exists)",
+                "elections, offline declarations and task claims need exactly one winner among concurrent creators",
+            ),
             (cap.list, "list", "the tree is read by listing"),
             (cap.read, "read", "state files are read"),
             (cap.delete, "delete", "finished work is removed"),
@@ -187,11 +175,7 @@ impl Store {
         ];
         for (ok, capability, why) in need {
             if !ok {
-                return Err(StoreError::Unsafe {
-                    backend: self.uri.to_string(),
-                    capability,
-                    why: (*why).to_string(),
-                });
+                return Err(StoreError::Unsafe { backend: self.uri.to_string(), capability, why: (*why).to_string() });
             }
         }
         Ok(())
@@ -208,15 +192,9 @@ impl Store {
         let _ = self.delete(&b).await;
         let first = self.create(&a, b"{}".to_vec()).await?;
         let second = self.create(&a, b"{}".to_vec()).await?;
-        let race =
-            futures::future::join_all((0..racers).map(|_| self.create(&b, b"{}".to_vec()))).await;
-        let winners = race
-            .iter()
-            .filter(|r| matches!(r, Ok(Created::Created)))
-            .count();
-        let _ = self
-            .delete_all(&format!("{}/", scratch.trim_end_matches('/')))
-            .await;
+        let race = futures::future::join_all((0..racers).map(|_| self.create(&b, b"{}".to_vec()))).await;
+        let winners = race.iter().filter(|r| matches!(r, Ok(Created::Created))).count();
+        let _ = self.delete_all(&format!("{}/", scratch.trim_end_matches('/'))).await;
         if first != Created::Created || second != Created::Exists || winners != 1 {
             return Err(StoreError::Unsafe {
                 backend: self.uri.to_string(),
@@ -231,23 +209,13 @@ impl Store {
     }
 
     fn err(&self, op: &'static str, path: &str, source: opendal::Error) -> StoreError {
-        StoreError::Backend {
-            backend: self.uri.to_string(),
-            op,
-            path: path.to_string(),
-            source: Box::new(source),
-        }
+        StoreError::Backend { backend: self.uri.to_string(), op, path: path.to_string(), source: Box::new(source) }
     }
 
     /// Creates `path` with `bytes` unless it exists. Of N concurrent callers
     /// exactly one gets [`Created::Created`].
     pub async fn create(&self, path: &str, bytes: impl Into<Bytes>) -> Result<Created> {
-        match self
-            .op
-            .write_with(path, bytes.into())
-            .if_not_exists(true)
-            .await
-        {
+        match self.op.write_with(path, bytes.into()).if_not_exists(true).await {
             Ok(_) => Ok(Created::Created),
             Err(e)
                 if matches!(
@@ -264,11 +232,7 @@ impl Store {
     /// Writes `path` whole, replacing any previous content. Readers see the
     /// old or the new content (fs: temp file and rename; S3: single PUT).
     pub async fn put(&self, path: &str, bytes: impl Into<Bytes>) -> Result<()> {
-        self.replace_op
-            .write(path, bytes.into())
-            .await
-            .map(|_| ())
-            .map_err(|e| self.err("put", path, e))
+        self.replace_op.write(path, bytes.into()).await.map(|_| ()).map_err(|e| self.err("put", path, e))
     }
 
     /// Reads a whole object; `None` if it does not exist.
@@ -286,10 +250,7 @@ impl Store {
     /// Metadata of an object; `None` if it does not exist.
     pub async fn stat(&self, path: &str) -> Result<Option<Meta>> {
         match self.op.stat(path).await {
-            Ok(m) => Ok(Some(Meta {
-                len: m.content_length(),
-                etag: m.etag().map(str::to_string),
-            })),
+            Ok(m) => Ok(Some(Meta { len: m.content_length(), etag: m.etag().map(str::to_string) })),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(self.err("stat", path, e)),
         }
@@ -310,11 +271,7 @@ impl Store {
 
     /// Streams the entries below `dir` page by page, without holding the
     /// whole listing in memory. With `recursive`, only objects are yielded.
-    pub fn list_stream<'a>(
-        &'a self,
-        dir: &'a str,
-        recursive: bool,
-    ) -> BoxStream<'a, Result<Entry>> {
+    pub fn list_stream<'a>(&'a self, dir: &'a str, recursive: bool) -> BoxStream<'a, Result<Entry>> {
         let dir_owned = dir.to_string();
         futures::stream::once(async move {
             match self.op.lister_with(dir).recursive(recursive).await {
@@ -326,13 +283,8 @@ impl Store {
         .try_flatten()
         .try_filter_map(move |e| {
             let path = e.path().to_string();
-            let keep = path != dir_owned
-                && !path.starts_with(FS_TMP_DIR)
-                && !(recursive && path.ends_with('/'));
-            futures::future::ready(Ok(keep.then(|| Entry {
-                is_dir: path.ends_with('/'),
-                path,
-            })))
+            let keep = path != dir_owned && !path.starts_with(FS_TMP_DIR) && !(recursive && path.ends_with('/'));
+            futures::future::ready(Ok(keep.then(|| Entry { is_dir: path.ends_with('/'), path })))
         })
         .boxed()
     }
@@ -364,26 +316,14 @@ mod tests {
     #[tokio::test]
     async fn memory_basics() {
         let s = Store::memory().await;
-        assert_eq!(
-            s.create("a/b", b"1".to_vec()).await.unwrap(),
-            Created::Created
-        );
-        assert_eq!(
-            s.create("a/b", b"2".to_vec()).await.unwrap(),
-            Created::Exists
-        );
+        assert_eq!(s.create("a/b", b"1".to_vec()).await.unwrap(), Created::Created);
+        assert_eq!(s.create("a/b", b"2".to_vec()).await.unwrap(), Created::Exists);
         assert_eq!(&s.read("a/b").await.unwrap().unwrap()[..], b"1");
         s.put("a/b", b"3".to_vec()).await.unwrap();
         assert_eq!(&s.read("a/b").await.unwrap().unwrap()[..], b"3");
         assert!(s.read("a/c").await.unwrap().is_none());
         s.put("a/d/e", b"x".to_vec()).await.unwrap();
-        let names: Vec<_> = s
-            .list("a/")
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|e| (e.name().to_string(), e.is_dir))
-            .collect();
+        let names: Vec<_> = s.list("a/").await.unwrap().into_iter().map(|e| (e.name().to_string(), e.is_dir)).collect();
         assert_eq!(names, vec![("b".into(), false), ("d".into(), true)]);
         s.delete("a/b").await.unwrap();
         s.delete("a/b").await.unwrap();

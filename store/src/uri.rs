@@ -17,23 +17,11 @@ use std::path::PathBuf;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RootUri {
-    Fs {
-        root: PathBuf,
-    },
+    Fs { root: PathBuf },
     Memory,
-    S3 {
-        bucket: String,
-        prefix: String,
-        endpoint: Option<String>,
-        region: String,
-    },
-    Webhdfs {
-        endpoint: String,
-        root: String,
-    },
-    Hdfs {
-        uri: String,
-    },
+    S3 { bucket: String, prefix: String, endpoint: Option<String>, region: String },
+    Webhdfs { endpoint: String, root: String },
+    Hdfs { uri: String },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,26 +33,19 @@ pub struct UriError {
 
 impl RootUri {
     pub fn parse(text: &str) -> Result<Self, UriError> {
-        let err = |reason: &str| UriError {
-            uri: text.to_string(),
-            reason: reason.to_string(),
-        };
+        let err = |reason: &str| UriError { uri: text.to_string(), reason: reason.to_string() };
         if text.is_empty() {
             return Err(err("empty"));
         }
         let Some((scheme, rest)) = text.split_once("://") else {
-            return Ok(RootUri::Fs {
-                root: absolute(PathBuf::from(text)),
-            });
+            return Ok(RootUri::Fs { root: absolute(PathBuf::from(text)) });
         };
         match scheme {
             "fs" | "file" => {
                 if !rest.starts_with('/') {
                     return Err(err("fs URIs take an absolute path: fs:///abs/path"));
                 }
-                Ok(RootUri::Fs {
-                    root: PathBuf::from(rest),
-                })
+                Ok(RootUri::Fs { root: PathBuf::from(rest) })
             }
             "memory" => Ok(RootUri::Memory),
             "s3" => {
@@ -87,28 +68,16 @@ impl RootUri {
                     }
                 }
                 let prefix = url.path().trim_matches('/').to_string();
-                Ok(RootUri::S3 {
-                    bucket: bucket.to_string(),
-                    prefix,
-                    endpoint,
-                    region,
-                })
+                Ok(RootUri::S3 { bucket: bucket.to_string(), prefix, endpoint, region })
             }
             "webhdfs" => {
                 let url = url::Url::parse(text).map_err(|e| err(&e.to_string()))?;
                 let host = url.host_str().ok_or_else(|| err("missing host"))?;
                 let port = url.port().unwrap_or(9870);
-                Ok(RootUri::Webhdfs {
-                    endpoint: format!("http://{host}:{port}"),
-                    root: url.path().to_string(),
-                })
+                Ok(RootUri::Webhdfs { endpoint: format!("http://{host}:{port}"), root: url.path().to_string() })
             }
-            "hdfs" => Ok(RootUri::Hdfs {
-                uri: text.to_string(),
-            }),
-            other => Err(err(&format!(
-                "unknown scheme {other:?} (fs, memory, s3, webhdfs, hdfs)"
-            ))),
+            "hdfs" => Ok(RootUri::Hdfs { uri: text.to_string() }),
+            other => Err(err(&format!("unknown scheme {other:?} (fs, memory, s3, webhdfs, hdfs)"))),
         }
     }
 
@@ -137,23 +106,16 @@ impl fmt::Display for RootUri {
         match self {
             RootUri::Fs { root } => write!(f, "fs://{}", root.display()),
             RootUri::Memory => f.write_str("memory://"),
-            RootUri::S3 {
-                bucket,
-                prefix,
-                endpoint,
-                region,
-            } => {
+            RootUri::S3 { bucket, prefix, endpoint, region } => {
                 write!(f, "s3://{bucket}/{prefix}?region={region}")?;
                 if let Some(e) = endpoint {
                     write!(f, "&endpoint={e}")?;
                 }
                 Ok(())
             }
-            RootUri::Webhdfs { endpoint, root } => write!(
-                f,
-                "webhdfs://{}{root}",
-                endpoint.trim_start_matches("http://")
-            ),
+            RootUri::Webhdfs { endpoint, root } => {
+                write!(f, "webhdfs://{}{root}", endpoint.trim_start_matches("http://"))
+            }
             RootUri::Hdfs { uri } => f.write_str(uri),
         }
     }
@@ -172,18 +134,10 @@ mod tests {
 
     #[test]
     fn parses_each_form() {
-        assert_eq!(
-            RootUri::parse("fs:///tmp/x").unwrap(),
-            RootUri::Fs {
-                root: "/tmp/x".into()
-            }
-        );
-        assert!(
-            matches!(RootUri::parse("./cluster.compact").unwrap(), RootUri::Fs { root } if root.is_absolute())
-        );
+        assert_eq!(RootUri::parse("fs:///tmp/x").unwrap(), RootUri::Fs { root: "/tmp/x".into() });
+        assert!(matches!(RootUri::parse("./cluster.compact").unwrap(), RootUri::Fs { root } if root.is_absolute()));
         assert_eq!(RootUri::parse("memory://").unwrap(), RootUri::Memory);
-        let s3 =
-            RootUri::parse("s3://b/p/q?endpoint=http://127.0.0.1:9000&region=eu-west-1").unwrap();
+        let s3 = RootUri::parse("s3://b/p/q?endpoint=http://127.0.0.1:9000&region=eu-west-1").unwrap();
         assert_eq!(
             s3,
             RootUri::S3 {
@@ -197,10 +151,7 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("unknown parameter"));
-        assert!(!RootUri::parse("s3://b/?secret_access_key=hunter2")
-            .unwrap_err()
-            .reason
-            .contains("hunter2"));
+        assert!(!RootUri::parse("s3://b/?secret_access_key=hunter2").unwrap_err().reason.contains("hunter2"));
         assert!(RootUri::parse("gopher://x").is_err());
         assert!(RootUri::parse("fs://relative").is_err());
         assert!(RootUri::parse("").is_err());

@@ -11,14 +11,7 @@ use serde_json::Value;
 pub const BIN: &str = env!("CARGO_BIN_EXE_compactd");
 
 /// Timings the acceptance tests use: 200ms heartbeat, 1.5s session and lease.
-pub const TEST_TIMINGS: &[&str] = &[
-    "--heartbeat",
-    "200ms",
-    "--session-timeout",
-    "1500ms",
-    "--lease",
-    "1500ms",
-];
+pub const TEST_TIMINGS: &[&str] = &["--heartbeat", "200ms", "--session-timeout", "1500ms", "--lease", "1500ms"];
 
 pub struct Cluster {
     pub root: String,
@@ -40,13 +33,7 @@ impl Cluster {
 
     /// A cluster on any root URI, with extra environment for the processes.
     pub fn on(root: String, env: Vec<(String, String)>) -> Cluster {
-        Cluster {
-            root,
-            env,
-            logs: tempfile::tempdir().unwrap(),
-            _fs_root: None,
-            procs: BTreeMap::new(),
-        }
+        Cluster { root, env, logs: tempfile::tempdir().unwrap(), _fs_root: None, procs: BTreeMap::new() }
     }
 
     pub fn fs_path(&self) -> PathBuf {
@@ -62,11 +49,7 @@ impl Cluster {
     }
 
     pub fn start_with(&mut self, node: &str, extra: &[&str]) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path(node))
-            .unwrap();
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path(node)).unwrap();
         let child = Command::new(BIN)
             .args(["--root", &self.root, "run", "--node-id", node])
             .args(TEST_TIMINGS)
@@ -113,9 +96,7 @@ impl Cluster {
     }
 
     pub fn is_running(&mut self, node: &str) -> bool {
-        self.procs
-            .get_mut(node)
-            .is_some_and(|c| c.try_wait().unwrap().is_none())
+        self.procs.get_mut(node).is_some_and(|c| c.try_wait().unwrap().is_none())
     }
 
     /// Runs a one-shot compactd command on this root.
@@ -130,21 +111,12 @@ impl Cluster {
 
     pub fn nodes(&self) -> Vec<Value> {
         let out = self.compactd(&["nodes", "--json"]);
-        assert!(
-            out.status.success(),
-            "nodes failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "nodes failed: {}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("nodes --json is a JSON array")
     }
 
     /// Polls `nodes --json` until `ok` holds or `timeout` passes.
-    pub fn wait_nodes(
-        &self,
-        timeout: Duration,
-        what: &str,
-        ok: impl Fn(&[Value]) -> bool,
-    ) -> Vec<Value> {
+    pub fn wait_nodes(&self, timeout: Duration, what: &str, ok: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         let start = Instant::now();
         loop {
             let rows = self.nodes();
@@ -152,10 +124,7 @@ impl Cluster {
                 return rows;
             }
             if start.elapsed() > timeout {
-                panic!(
-                    "timed out after {timeout:?} waiting for {what}; last view: {rows:#?}\n{}",
-                    self.logs_text()
-                );
+                panic!("timed out after {timeout:?} waiting for {what}; last view: {rows:#?}\n{}", self.logs_text());
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -195,8 +164,5 @@ pub fn monitor_of(rows: &[Value]) -> Option<String> {
 }
 
 pub fn alive(rows: &[Value]) -> Vec<String> {
-    rows.iter()
-        .filter(|r| r["alive"] == true)
-        .map(|r| r["id"].as_str().unwrap().to_string())
-        .collect()
+    rows.iter().filter(|r| r["alive"] == true).map(|r| r["id"].as_str().unwrap().to_string()).collect()
 }

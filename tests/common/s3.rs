@@ -109,13 +109,7 @@ impl S3Server {
                 );
             }
         };
-        S3Server {
-            child,
-            stdin,
-            _stdout: stdout,
-            port,
-            buckets: AtomicUsize::new(0),
-        }
+        S3Server { child, stdin, _stdout: stdout, port, buckets: AtomicUsize::new(0) }
     }
 
     /// One server for the whole test binary, started on first use. It is
@@ -144,37 +138,21 @@ impl S3Server {
         let base: String = name
             .to_ascii_lowercase()
             .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '-'
-                }
-            })
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
             .collect();
         let base = base.trim_matches('-');
         let base = if base.is_empty() { "bucket" } else { base };
         let suffix = format!("-{n}");
         let bucket = format!("{}{suffix}", &base[..base.len().min(63 - suffix.len())]);
-        let bucket = if bucket.len() < 3 {
-            format!("b{bucket}")
-        } else {
-            bucket
-        };
+        let bucket = if bucket.len() < 3 { format!("b{bucket}") } else { bucket };
         self.create_bucket(&bucket);
-        format!(
-            "s3://{bucket}/compactd?endpoint={}&region={REGION}",
-            self.endpoint()
-        )
+        format!("s3://{bucket}/compactd?endpoint={}&region={REGION}", self.endpoint())
     }
 
     /// Creates `bucket` with a plain `PUT /<bucket>`; panics unless 200.
     pub fn create_bucket(&self, bucket: &str) {
         let (status, body) = self.http("PUT", &format!("/{bucket}"));
-        assert_eq!(
-            status, 200,
-            "loopback S3 server: PUT /{bucket} answered {status}: {body}"
-        );
+        assert_eq!(status, 200, "loopback S3 server: PUT /{bucket} answered {status}: {body}");
     }
 
     /// One minimal HTTP/1.1 request without a body; returns (status, body).
@@ -190,19 +168,15 @@ impl S3Server {
         .and_then(|_| s.flush())
         .unwrap_or_else(|e| panic!("loopback S3 server: {method} {path}: {e}"));
         let mut resp = Vec::new();
-        s.read_to_end(&mut resp).unwrap_or_else(|e| {
-            panic!("loopback S3 server: {method} {path}: reading the answer: {e}")
-        });
+        s.read_to_end(&mut resp)
+            .unwrap_or_else(|e| panic!("loopback S3 server: {method} {path}: reading the answer: {e}"));
         let resp = String::from_utf8_lossy(&resp).into_owned();
         let status = resp
             .split_whitespace()
             .nth(1)
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| panic!("loopback S3 server: {method} {path}: bad answer {resp:?}"));
-        let body = resp
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
+        let body = resp.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
         (status, body)
     }
 
