@@ -265,7 +265,13 @@ impl Monitor {
     }
 
     /// Finishes declarations whose follow-up steps failed earlier.
-    async fn finish_pending(&mut self, store: &Store, election: &mut Election, now: Duration, wall_ms: u64) -> Result<()> {
+    async fn finish_pending(
+        &mut self,
+        store: &Store,
+        election: &mut Election,
+        now: Duration,
+        wall_ms: u64,
+    ) -> Result<()> {
         let pending: Vec<OfflineRecord> = self.offline.values().filter(|r| !r.cleaned).cloned().collect();
         for mut rec in pending {
             self.fence(store, election, now).await?;

@@ -110,7 +110,7 @@ fn running_on(s: &Value, not: &[&str]) -> Option<(String, String)> {
     s["subtasks"].as_array().unwrap().iter().find_map(|t| {
         let node = t["node"].as_str().unwrap();
         (t["state"] == "Running" && !not.contains(&node))
-            .then(|| (node.to_string(), t["partition"].as_str().unwrap().to_string()))
+            .then(|| (node.to_string(), t["partition"].as_str().unwrap_or("").to_string()))
     })
 }
 
@@ -267,4 +267,48 @@ fn fs_a_paused_workers_late_result_is_not_accepted() {
     assert_eq!(commits[&partition].len(), 1, "{commits:?}");
     let log = std::fs::read_to_string(c.log_path(&victim)).unwrap();
     assert!(log.contains("rejoining with a new incarnation"), "{log}");
+}
+
+#[test]
+fn fs_reassign_a_subtask_and_a_manager_then_archive_the_history() {
+    let mut c = Cluster::fs();
+    for n in ["n1", "n2", "n3"] {
+        c.start_with(n, &["--sweep", "1s", "--history-retention", "1s"]);
+    }
+    c.wait_nodes(Duration::from_secs(20), "3 alive nodes", |r| alive(r).len() == 3 && monitor_of(r).is_some());
+    let task = submit(&c, &["--shards", "3", "--manager", "n1", "--command", "sleep 4"]);
+    let s = wait_status(&c, &task, Duration::from_secs(20), "a running subtask", |s| running_on(s, &[]).is_some());
+    let sub = s["subtasks"].as_array().unwrap().iter().find(|t| t["state"] == "Running").unwrap().clone();
+    let from = sub["node"].as_str().unwrap().to_string();
+    let to = ["n1", "n2", "n3"].into_iter().find(|n| *n != from).unwrap();
+    let unit = sub["shard"].as_u64().unwrap();
+    let out = c.compactd(&["reassign", sub["id"].as_str().unwrap(), "--to", to]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_status(&c, &task, Duration::from_secs(20), "the subtask on the new node", |s| {
+        s["subtasks"].as_array().unwrap().iter().any(|t| t["shard"] == unit && t["node"] == to && t["attempt"] == 2)
+    });
+    let out = c.compactd(&["reassign", &task, "--manager", "n3"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = wait_status(&c, &task, Duration::from_secs(30), "the task done under n3", |s| s["state"] == "Done");
+    assert_eq!(s["manager"], "n3", "{s:#}");
+    assert_eq!(s["manager_term"], 2);
+    assert_eq!(s["result"]["success"], 3);
+    assert_eq!(s["result"]["failed"], 0, "a reassignment is not a failure");
+    // Past the history retention the monitor archives it into Compress/.
+    let start = Instant::now();
+    loop {
+        let list: Vec<Value> = serde_json::from_slice(&c.compactd(&["list", "--json"]).stdout).unwrap();
+        if list.iter().all(|t| t["id"] != task.as_str()) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "never archived\n{}", c.logs_text());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let hist: Vec<Value> = serde_json::from_slice(&c.compactd(&["history", "--json"]).stdout).unwrap();
+    let h = hist.iter().find(|t| t["info"]["CompactTaskId"] == task.as_str()).expect("in the history");
+    assert_eq!(h["state"], "Done");
+    assert_eq!(h["info"]["ResultInfo"]["successCount"], 3);
+    let check = c.compactd(&["check"]);
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+    assert!(std::fs::read_dir(c.fs_path().join("Compaction_V2/Scheduler/Compress")).unwrap().count() >= 1);
 }
