@@ -132,7 +132,11 @@ impl Monitor {
                 report.declared_offline.push(old);
             }
             let is_member = self.members.get(&hb.node).is_some_and(|m| m.incarnation == hb.incarnation);
-            if !is_member && matches!(observed, Observed::Beat { .. }) {
+            // A member once its beat is seen to move, or at once if the
+            // incarnation has just started (a dead leftover that never beats
+            // again is declared offline after its session timeout anyway).
+            let fresh = observed == Observed::New && hb.beat <= 2;
+            if !is_member && (fresh || matches!(observed, Observed::Beat { .. })) {
                 self.join(store, election, hb, now, wall_ms).await?;
                 report.joined.push(member_of(hb));
             }

@@ -205,3 +205,28 @@ async fn open_refuses_backends_without_atomic_create() {
         assert!(msg.contains("atomic create"), "{text}: message does not mention atomic create: {msg}");
     }
 }
+
+/// Conditional overwrite: on S3 a replace with the current etag wins and one
+/// with a stale etag loses; fs and memory refuse it (no silent fallback).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_overwrite_where_the_backend_has_it() {
+    let s3 = S3Server::shared();
+    s3.set_env();
+    let store = Store::open(&RootUri::parse(&s3.new_bucket("ifmatch")).unwrap()).await.unwrap();
+    assert!(store.supports_conditional_put());
+    store.put("k", b"{\"v\":1}".to_vec()).await.unwrap();
+    let etag = store.stat("k").await.unwrap().unwrap().etag.expect("S3 gives an etag");
+    assert_eq!(store.put_if_match("k", b"{\"v\":2}".to_vec(), &etag).await.unwrap(), store::Replaced::Replaced);
+    assert_eq!(store.put_if_match("k", b"{\"v\":3}".to_vec(), &etag).await.unwrap(), store::Replaced::Conflict);
+    assert_eq!(&store.read("k").await.unwrap().unwrap()[..], b"{\"v\":2}");
+    for local in [Store::memory().await, {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&RootUri::parse(&format!("fs://{}", dir.path().display())).unwrap()).await.unwrap();
+        std::mem::forget(dir);
+        s
+    }] {
+        assert!(!local.supports_conditional_put());
+        let err = local.put_if_match("k", b"x".to_vec(), "etag").await.unwrap_err().to_string();
+        assert!(err.contains("conditional overwrite"), "{err}");
+    }
+}

@@ -53,6 +53,14 @@ pub enum Created {
     Exists,
 }
 
+/// Outcome of a conditional replace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replaced {
+    Replaced,
+    /// The object changed (or vanished) since the version given.
+    Conflict,
+}
+
 /// A listed object or folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -233,6 +241,32 @@ impl Store {
     /// old or the new content (fs: temp file and rename; S3: single PUT).
     pub async fn put(&self, path: &str, bytes: impl Into<Bytes>) -> Result<()> {
         self.replace_op.write(path, bytes.into()).await.map(|_| ()).map_err(|e| self.err("put", path, e))
+    }
+
+    /// Whether [`Store::put_if_match`] works on this backend (S3: `If-Match`).
+    pub fn supports_conditional_put(&self) -> bool {
+        self.op.info().capability().write_with_if_match
+    }
+
+    /// Replaces `path` only if its current version (its etag, from
+    /// [`Store::stat`]) is `etag`. Backends without conditional writes (fs,
+    /// memory, HDFS) refuse with [`StoreError::Unsafe`] rather than fall back
+    /// to check-then-write.
+    pub async fn put_if_match(&self, path: &str, bytes: impl Into<Bytes>, etag: &str) -> Result<Replaced> {
+        if !self.supports_conditional_put() {
+            return Err(StoreError::Unsafe {
+                backend: self.uri.to_string(),
+                capability: "conditional overwrite (write_with_if_match)",
+                why: format!("replacing {path} only if unchanged"),
+            });
+        }
+        match self.op.write_with(path, bytes.into()).if_match(etag).await {
+            Ok(_) => Ok(Replaced::Replaced),
+            Err(e) if matches!(e.kind(), ErrorKind::ConditionNotMatch | ErrorKind::Conflict | ErrorKind::NotFound) => {
+                Ok(Replaced::Conflict)
+            }
+            Err(e) => Err(self.err("put_if_match", path, e)),
+        }
     }
 
     /// Reads a whole object; `None` if it does not exist.
