@@ -391,15 +391,23 @@ impl TaskManager {
         Ok(())
     }
 
+    /// Why an attempt failed, for the log: the executor's error and the
+    /// end of its output (the folder, with its `Output`, is deleted next).
     async fn failure_reason(&self, ctx: &mut Ctx<'_>, node: &NodeId, name: &Name) -> String {
-        let path = v2::subtask_status(node, name, SubtaskState::Failed);
-        match ctx.store.read(&path).await {
-            Ok(Some(b)) => match formats::decode::<StatusMark>(&b) {
-                Ok(m) => m.error.unwrap_or_else(|| format!("exit code {:?}", m.exit_code)),
-                Err(_) => "executor failed".into(),
-            },
-            _ => "executor failed".into(),
+        let mark = match ctx.store.read(&v2::subtask_status(node, name, SubtaskState::Failed)).await {
+            Ok(Some(b)) => formats::decode::<StatusMark>(&b).ok(),
+            _ => None,
+        };
+        let mut why = match mark {
+            Some(m) => m.error.unwrap_or_else(|| format!("exit code {:?}", m.exit_code)),
+            None => "executor failed".into(),
+        };
+        if let Ok(Some(out)) = ctx.store.read(&v2::subtask_output(node, name)).await {
+            let text = String::from_utf8_lossy(&out);
+            let tail: String = text.chars().rev().take(300).collect::<Vec<_>>().into_iter().rev().collect();
+            why = format!("{why}; output ends: {}", tail.trim().escape_debug());
         }
+        why
     }
 
     async fn dispatch_pending(&mut self, ctx: &mut Ctx<'_>) -> Result<(), TaskError> {

@@ -89,6 +89,9 @@ pub struct Node {
     work: Option<Work>,
     /// The lease this node took over from, kept until its monitor starts.
     previous_view: Option<Lease>,
+    /// Job instances were running at the last drive.
+    jobs_active: bool,
+    next_jobs_at: Duration,
 }
 
 impl Node {
@@ -110,6 +113,8 @@ impl Node {
             stats: NodeStats { incarnation, ..NodeStats::default() },
             work: None,
             previous_view: None,
+            jobs_active: false,
+            next_jobs_at: Duration::ZERO,
         }
     }
 
@@ -356,11 +361,15 @@ impl Node {
         Ok(())
     }
 
-    /// The monitor drives job instances (only it, fenced by its epoch).
+    /// The monitor drives job instances (only it, fenced by its epoch):
+    /// every round while instances run, otherwise once per sweep interval,
+    /// so that an idle cluster does not pay two listings per round for jobs.
     async fn drive_jobs(&mut self, now: Duration) {
-        if self.monitor.is_none() || self.work.is_none() {
+        let Some(work) = self.work.as_ref() else { return };
+        if self.monitor.is_none() || (!self.jobs_active && now < self.next_jobs_at) {
             return;
         }
+        let sweep = work.cfg.sweep;
         match self.election.fence(&self.store, now).await {
             Ok(Ok(_)) => {}
             Ok(Err(f)) => {
@@ -377,12 +386,14 @@ impl Node {
         let wall = self.clock.wall_ms();
         match crate::jobs::drive(&self.store, &self.cfg.id, wall).await {
             Ok(report) => {
+                self.jobs_active = report.instances > 0;
                 for e in report.errors {
                     tracing::warn!("job drive: {e}");
                 }
             }
             Err(e) => tracing::warn!("job drive failed: {e}"),
         }
+        self.next_jobs_at = now + sweep;
     }
 
     async fn start_monitor(&mut self, now: Duration, _why: Option<&str>) {

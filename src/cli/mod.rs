@@ -61,7 +61,11 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     if let store::RootUri::Fs { root } = &uri {
         // Only commands that set a cluster up may create its root: a typo in
         // --root must not leave a new empty tree behind.
-        let creates = matches!(cli.command, Command::Run(_) | Command::Merge(_) | Command::Define(_));
+        let creates = match &cli.command {
+            Command::Run(_) | Command::Merge(_) | Command::Define(_) => true,
+            Command::Upgrade(a) => a.generate_fixture.is_some(),
+            _ => false,
+        };
         if !creates && !root.exists() {
             anyhow::bail!("no compactd tree at {} (is --root right? `compactd run` creates it)", root.display());
         }
