@@ -143,40 +143,18 @@ impl Monitor {
         }
 
         for gone in self.tracker.retain_present(&beats) {
-            if beats.contains_key(&gone.node) {
-                continue; // replaced by a new incarnation, handled above
-            }
-            if self.members.get(&gone.node).is_some_and(|m| m.incarnation == gone.incarnation) {
-                self.fence(store, election, now).await?;
-                self.members.remove(&gone.node);
-                self.log
-                    .append(
-                        store,
-                        self.epoch,
-                        &self.me,
-                        wall_ms,
-                        EventKind::NodeLeft { node: gone.node.clone(), incarnation: gone.incarnation },
-                    )
-                    .await?;
-                report.left.push(gone);
+            // Replaced by a new incarnation (handled above), or not a member.
+            if !beats.contains_key(&gone.node)
+                && self.members.get(&gone.node).is_some_and(|m| m.incarnation == gone.incarnation)
+            {
+                self.leave(store, election, gone, now, wall_ms, &mut report).await?;
             }
         }
         // Members carried over from the previous monitor's view whose
         // heartbeat file is gone left while nobody watched.
         let absent: Vec<Member> = self.members.values().filter(|m| !beats.contains_key(&m.node)).cloned().collect();
         for m in absent {
-            self.fence(store, election, now).await?;
-            self.members.remove(&m.node);
-            self.log
-                .append(
-                    store,
-                    self.epoch,
-                    &self.me,
-                    wall_ms,
-                    EventKind::NodeLeft { node: m.node.clone(), incarnation: m.incarnation },
-                )
-                .await?;
-            report.left.push(m);
+            self.leave(store, election, m, now, wall_ms, &mut report).await?;
         }
 
         self.finish_pending(store, election, now, wall_ms).await?;
@@ -191,6 +169,24 @@ impl Monitor {
         }
         report.view_changed = self.publish(election);
         Ok(report)
+    }
+
+    /// A member whose heartbeat file is gone left cleanly (SIGTERM).
+    async fn leave(
+        &mut self,
+        store: &Store,
+        election: &mut Election,
+        m: Member,
+        now: Duration,
+        wall_ms: u64,
+        report: &mut ScanReport,
+    ) -> Result<()> {
+        self.fence(store, election, now).await?;
+        self.members.remove(&m.node);
+        let kind = EventKind::NodeLeft { node: m.node.clone(), incarnation: m.incarnation };
+        self.log.append(store, self.epoch, &self.me, wall_ms, kind).await?;
+        report.left.push(m);
+        Ok(())
     }
 
     async fn join(

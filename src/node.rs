@@ -288,34 +288,21 @@ impl Node {
 
     /// The monitor's task duties after a membership scan.
     async fn supervise(&mut self, now: Duration, offline: Vec<layouts::NodeId>) {
-        let Some(work) = self.work.as_mut() else {
-            return;
-        };
+        let Some(work) = self.work.as_ref() else { return };
         let sweep_due = now >= work.next_sweep_at;
         if offline.is_empty() && !sweep_due {
             return;
         }
         let members: Vec<layouts::NodeId> =
             self.election.view().map(|v| v.members.iter().map(|m| m.node.clone()).collect()).unwrap_or_default();
-        let epoch = match self.election.fence(&self.store, now).await {
-            Ok(Ok(epoch)) => epoch,
-            Ok(Err(f)) => {
-                self.stats.fenced_actions += 1;
-                self.monitor = None;
-                tracing::warn!("monitor task duty refused, stepping down: {f}");
-                return;
-            }
-            Err(e) => {
-                tracing::warn!("fence check failed: {e}");
-                return;
-            }
-        };
+        let Some(epoch) = self.fence_or_step_down(now, "monitor task duty").await else { return };
         let wall = self.clock.wall_ms();
         for node in offline {
             if let Err(e) = crate::supervise::take_over_managed_by(&self.store, &node, &members, wall).await {
                 tracing::warn!(%node, "handing over the tasks of an offline manager failed: {e}");
             }
         }
+        let Some(work) = self.work.as_mut() else { return };
         if sweep_due {
             work.next_sweep_at = now + work.cfg.sweep;
             match crate::supervise::sweep(&self.store, &members, &work.cfg, wall, epoch).await {
@@ -361,6 +348,24 @@ impl Node {
         Ok(())
     }
 
+    /// Runs the fence check before a monitor duty; a fenced monitor steps
+    /// down and counts the refused action. Returns the epoch if it may act.
+    async fn fence_or_step_down(&mut self, now: Duration, duty: &str) -> Option<u64> {
+        match self.election.fence(&self.store, now).await {
+            Ok(Ok(epoch)) => Some(epoch),
+            Ok(Err(f)) => {
+                self.stats.fenced_actions += 1;
+                self.monitor = None;
+                tracing::warn!("{duty} refused, stepping down: {f}");
+                None
+            }
+            Err(e) => {
+                tracing::warn!("fence check before {duty} failed: {e}");
+                None
+            }
+        }
+    }
+
     /// The monitor drives job instances (only it, fenced by its epoch):
     /// every round while instances run, otherwise once per sweep interval,
     /// so that an idle cluster does not pay two listings per round for jobs.
@@ -370,18 +375,8 @@ impl Node {
             return;
         }
         let sweep = work.cfg.sweep;
-        match self.election.fence(&self.store, now).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(f)) => {
-                self.stats.fenced_actions += 1;
-                self.monitor = None;
-                tracing::warn!("job drive refused, stepping down: {f}");
-                return;
-            }
-            Err(e) => {
-                tracing::warn!("fence check failed: {e}");
-                return;
-            }
+        if self.fence_or_step_down(now, "job drive").await.is_none() {
+            return;
         }
         let wall = self.clock.wall_ms();
         match crate::jobs::drive(&self.store, &self.cfg.id, wall).await {
