@@ -23,6 +23,8 @@ use crate::executor::{self, ExecRequest, Running};
 pub struct WorkConfig {
     /// Data backend URI (`--data`), for discovery and the merge executor.
     pub data_uri: String,
+    /// The scheduler root URI (`--root`), for the merge executor's fence.
+    pub root_uri: String,
     pub executor: ExecutorKind,
     pub command: Option<String>,
     pub target_size: u64,
@@ -41,6 +43,7 @@ impl Default for WorkConfig {
     fn default() -> Self {
         WorkConfig {
             data_uri: "./data".into(),
+            root_uri: "./cluster.compact".into(),
             executor: ExecutorKind::Merge,
             command: None,
             target_size: 128 * 1024 * 1024,
@@ -250,6 +253,7 @@ impl Worker {
             params: info.run.params.clone(),
             data_uri: cfg.data_uri.clone(),
             target_size: cfg.target_size,
+            fence: Some((cfg.root_uri.clone(), v2::subtask_dir(&self.me, sub))),
         };
         if kind == ExecutorKind::Merge && info.partition_name.is_none() {
             let mark = fail("the merge executor needs a partition".into());

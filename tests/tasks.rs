@@ -98,8 +98,10 @@ fn submit(c: &Cluster, extra: &[&str]) -> String {
 }
 
 fn start3(c: &mut Cluster, data: &str) {
+    // Room for every subtask of a small task even if the ring puts them all
+    // on one node.
     for n in ["n1", "n2", "n3"] {
-        c.start_with(n, &["--data", data, "--sweep", "1s", "--max-running", "2"]);
+        c.start_with(n, &["--data", data, "--sweep", "1s", "--max-running", "8"]);
     }
     c.wait_nodes(Duration::from_secs(20), "3 alive nodes and a monitor", |r| {
         alive(r).len() == 3 && monitor_of(r).is_some()

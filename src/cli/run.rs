@@ -126,6 +126,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     let data = store::Store::open(&store::RootUri::parse(&args.data)?).await?;
     let work = WorkConfig {
         data_uri: args.data.clone(),
+        root_uri: store.uri().to_string(),
         executor,
         command: args.command,
         target_size: args.target_size,

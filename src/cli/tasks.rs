@@ -287,6 +287,11 @@ pub struct MergeArgs {
     pub attempt: u32,
     #[arg(long, value_parser = crate::cli::run::parse_size)]
     pub target_size: u64,
+    /// Scheduler root whose --fence-dir must still exist right before the commit.
+    #[arg(long, requires = "fence_dir")]
+    pub fence_root: Option<String>,
+    #[arg(long, requires = "fence_root")]
+    pub fence_dir: Option<String>,
 }
 
 pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
@@ -298,6 +303,10 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         .and_then(|v| v.parse().ok())
         .map(Duration::from_millis)
         .unwrap_or_default();
+    let fence = match (args.fence_root, args.fence_dir) {
+        (Some(root), Some(dir)) => Some((Store::open(&store::RootUri::parse(&root)?).await?, dir)),
+        _ => None,
+    };
     let job = crate::executor::merge::MergeJob {
         dir: args.dir,
         task: args.task,
@@ -305,6 +314,7 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         attempt: args.attempt,
         target_size: args.target_size,
         delay_before_commit: delay,
+        fence,
     };
     let outcome = crate::executor::merge::run(&data, &job).await?;
     println!("{outcome:?}");

@@ -42,7 +42,14 @@ pub struct MergeJob {
     pub target_size: u64,
     /// Test knob: pause this long after staging, before the commit.
     pub delay_before_commit: std::time::Duration,
+    /// The subtask's folder in the scheduler tree: right before committing,
+    /// the merge checks that it still exists and is not cancelled, so an
+    /// attempt whose subtask was given to another node does not commit.
+    pub fence: Option<(Store, String)>,
 }
+
+/// Why a merge refused to commit.
+pub const SUPERSEDED: &str = "superseded: the subtask was cancelled or given to another node";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Output {
@@ -152,6 +159,15 @@ pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
     if !job.delay_before_commit.is_zero() {
         tokio::time::sleep(job.delay_before_commit).await;
     }
+    if let Some((sched, folder)) = &job.fence {
+        let files = sched.list(folder).await?;
+        let ours = files.iter().any(|e| e.name() == layouts::v2::TASK_INFO)
+            && !files.iter().any(|e| e.name() == layouts::SubtaskState::Cancel.file_name());
+        if !ours {
+            store.delete_all(&staging).await?;
+            return Err(job.broken(SUPERSEDED));
+        }
+    }
     let commit = Commit { task: job.task.clone(), round: job.round, attempt: job.attempt, outputs, done: false };
     let bytes = serde_json::to_vec_pretty(&commit).expect("commit serializes");
     match store.create(&job.commit_path(), bytes).await? {
@@ -230,6 +246,7 @@ mod tests {
             attempt,
             target_size: 1000,
             delay_before_commit: std::time::Duration::ZERO,
+            fence: None,
         }
     }
 
@@ -310,6 +327,26 @@ mod tests {
         assert_eq!(run(&store, &job(2)).await.unwrap(), Outcome::RolledForward { by_attempt: 1 });
         assert_eq!(lines(&store, "db/s/t/p1/").await, want);
         assert_eq!(data_files(&store, "db/s/t/p1/").await.unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn an_attempt_whose_subtask_folder_is_gone_does_not_commit() {
+        let store = Store::memory().await;
+        let want = seed(&store).await;
+        let sched = Store::memory().await;
+        let folder = "Compaction_V2/TaskAssigned/n1/x.r1.u0.a1/".to_string();
+        let mut j = job(1);
+        j.fence = Some((sched.clone(), folder.clone()));
+        // folder gone: the manager gave the subtask away
+        let err = run(&store, &j).await.unwrap_err().to_string();
+        assert!(err.contains("superseded"), "{err}");
+        assert!(!store.exists(&j.commit_path()).await.unwrap());
+        assert_eq!(lines(&store, "db/s/t/p1/").await, want);
+        assert!(store.list("db/s/t/p1/_compactd/staging/").await.unwrap().iter().all(|e| !e.name().contains(".a1")));
+        // folder present: commits
+        sched.put(&format!("{folder}TaskInfo.pc.db"), b"{}".to_vec()).await.unwrap();
+        assert!(matches!(run(&store, &j).await.unwrap(), Outcome::Merged { .. }));
+        assert_eq!(lines(&store, "db/s/t/p1/").await, want);
     }
 
     #[tokio::test]

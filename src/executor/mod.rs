@@ -36,6 +36,9 @@ pub struct ExecRequest {
     /// For `merge`: the data backend URI and the target file size.
     pub data_uri: String,
     pub target_size: u64,
+    /// For `merge`: the scheduler root URI and the subtask's folder, checked
+    /// right before the commit (see [`merge::MergeJob::fence`]).
+    pub fence: Option<(String, String)>,
 }
 
 impl ExecRequest {
@@ -133,6 +136,9 @@ pub fn spawn(req: &ExecRequest) -> std::io::Result<Running> {
             c.args(["--root", &req.data_uri, "__merge", "--dir", &dir, "--task", req.var("task")])
                 .args(["--round", req.var("round"), "--attempt", req.var("attempt")])
                 .args(["--target-size", &req.target_size.to_string()]);
+            if let Some((root, folder)) = &req.fence {
+                c.args(["--fence-root", root, "--fence-dir", folder]);
+            }
             c
         }
     };
@@ -275,6 +281,7 @@ mod tests {
             params,
             data_uri: String::new(),
             target_size: 0,
+            fence: None,
         };
         let mut r = spawn(&req).unwrap();
         let f = loop {
@@ -299,6 +306,7 @@ mod tests {
             params: BTreeMap::new(),
             data_uri: String::new(),
             target_size: 0,
+            fence: None,
         };
         let mut r = spawn(&req).unwrap();
         let pgid = r.pid();
