@@ -140,9 +140,10 @@ async fn check_task_dir(store: &Store, dir: &Entry, subtask: bool, out: &mut Vec
             && !subtask
             && (v2::parse_manager_term(name).is_some()
                 || name == v2::STOP
-                || v2::parse_reassign_request(name).is_some())
+                || v2::parse_reassign_request(name).is_some()
+                || v2::parse_unit_outcome(name).is_some())
         {
-            // manager terms, stop and reassign requests
+            // manager terms, stop and reassign requests, unit outcomes
         } else if !f.is_dir && subtask && name == v2::OUTPUT {
             // the command executor's output tail
         } else {

@@ -12,8 +12,9 @@
 //! - Only the newest attempt of a unit counts: subtask folders carry the
 //!   attempt in their name (`<task>.r<round>.u<unit>.a<attempt>`), older
 //!   attempts' folders are deleted and their results ignored.
-//! - A unit's outcome is recorded in `TaskInfo.pc.db` (`done_units`,
-//!   `failed_units`, result counts) before its folder is deleted, so a new
+//! - A unit's outcome is recorded as its own create-once file
+//!   (`Done.r<round>.u<unit>`, `Failed.…`) before its folder is deleted, so a
+//!   stale manager cannot erase it and a new
 //!   manager rebuilds exactly: recorded units are finished, units with a
 //!   folder are in flight, the rest are dispatched again.
 
@@ -21,7 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use layouts::formats::{self, ExecutorKind, Shard, StatusMark, SubtaskMeta, TaskInfo};
 use layouts::{v2, Name, NodeId, SubtaskState, TaskId, TaskState};
-use store::Store;
+use store::{Created, Store};
 
 use crate::ring::Ring;
 use crate::tasks::{self, TaskDir, TaskError};
@@ -106,11 +107,13 @@ pub struct TaskManager {
     info: Option<TaskInfo>,
     units: Vec<Unit>,
     runs: Vec<UnitRun>,
+    /// Units that failed for good and are not yet written to the task info.
+    unrecorded_failed: std::collections::BTreeSet<u32>,
 }
 
 impl TaskManager {
     pub fn new(id: TaskId) -> Self {
-        TaskManager { id, term: 0, info: None, units: vec![], runs: vec![] }
+        TaskManager { id, term: 0, info: None, units: vec![], runs: vec![], unrecorded_failed: Default::default() }
     }
 
     fn name(&self, round: u32, unit: usize, attempt: u32) -> Name {
@@ -143,7 +146,7 @@ impl TaskManager {
             return Ok(Flow::Finished(state));
         }
         if self.info.is_none() {
-            self.load(ctx, state).await?;
+            self.load(ctx, state, &dir).await?;
         }
         if state == TaskState::Init {
             self.start_round(ctx, 1).await?;
@@ -165,15 +168,17 @@ impl TaskManager {
         }
         self.collect(ctx).await?;
         self.dispatch_pending(ctx).await?;
-        if self.runs.iter().all(|r| matches!(r.state, UnitState::Done | UnitState::Failed)) {
+        if self.unrecorded_failed.is_empty()
+            && self.runs.iter().all(|r| matches!(r.state, UnitState::Done | UnitState::Failed))
+        {
             return self.end_round(ctx).await;
         }
         Ok(Flow::Continue)
     }
 
-    async fn load(&mut self, ctx: &mut Ctx<'_>, state: TaskState) -> Result<(), TaskError> {
+    async fn load(&mut self, ctx: &mut Ctx<'_>, state: TaskState, dir: &TaskDir) -> Result<(), TaskError> {
         let mut info = tasks::read_info(ctx.store, &self.id).await?;
-        let command = info.run.executor.as_ref().map(|e| e.kind).unwrap_or(ctx.cfg.executor) == ExecutorKind::Command;
+        let command = info.run.executor.as_ref().map(|e| e.kind).unwrap_or(ctx.cfg.executor) != ExecutorKind::Merge;
         self.units = if let Some(n) = info.run.shards {
             (0..n).map(|index| Unit::Shard(Shard { index, total: n })).collect()
         } else if !info.run.partitions.is_empty() {
@@ -193,21 +198,19 @@ impl TaskManager {
             }
         };
         self.runs = vec![UnitRun::new(); self.units.len()];
-        for u in &info.run.done_units {
-            if let Some(r) = self.runs.get_mut(*u as usize) {
-                r.state = UnitState::Done;
-            }
-        }
-        for u in &info.run.failed_units {
-            if let Some(r) = self.runs.get_mut(*u as usize) {
-                r.state = UnitState::Failed;
-            }
-        }
         let round = info.run.round;
-        self.info = Some(info);
+        // What this round has recorded: its outcome files.
+        for (ok, r, u) in &dir.outcomes {
+            if let Some(run) = self.runs.get_mut(*u as usize).filter(|_| *r == round) {
+                run.state = if *ok { UnitState::Done } else { UnitState::Failed };
+            }
+        }
         if state == TaskState::Running {
             self.rebuild(ctx, round).await?;
         }
+        // Loaded only once everything above succeeded: a failure leaves the
+        // manager unloaded, to start over next round.
+        self.info = Some(info);
         Ok(())
     }
 
@@ -215,6 +218,7 @@ impl TaskManager {
     /// of `TaskAssigned/`), keeps the newest attempt of each unit of the
     /// current round and deletes the rest.
     async fn rebuild(&mut self, ctx: &mut Ctx<'_>, round: u32) -> Result<(), TaskError> {
+        tracing::debug!(task = %self.id, round, "rebuild");
         use futures::TryStreamExt;
         let mut seen: BTreeMap<(String, String), ()> = BTreeMap::new();
         let prefix = format!("{}.", self.id);
@@ -262,24 +266,36 @@ impl TaskManager {
             let run = &mut self.runs[unit as usize];
             run.attempt = attempt;
             run.failures = attempt.saturating_sub(1);
-            let node_incarnation = ctx.members.get(&node).copied().unwrap_or(0);
-            run.state = UnitState::Dispatched { node, node_incarnation };
+            // Unknown: the first collect reads the Running marker to tell a
+            // run of the node's current incarnation from one of its old self.
+            run.state = UnitState::Dispatched { node, node_incarnation: 0 };
         }
         Ok(())
     }
 
     async fn start_round(&mut self, ctx: &mut Ctx<'_>, round: u32) -> Result<(), TaskError> {
+        tracing::debug!(task = %self.id, round, "start round");
+        let old_outcomes: Vec<(bool, u32)> =
+            (0..self.units.len() as u32).flat_map(|u| [(true, u), (false, u)]).collect();
         let wall = ctx.wall_ms;
         let info = self.info();
         info.run.round = round;
         info.run.next_round_at_ms = None;
         info.run.done_units.clear();
         info.run.failed_units.clear();
+
         info.run.started_wall_ms.get_or_insert(wall);
         info.state = TaskState::Running.as_str().into();
         let bytes = formats::encode(info);
         ctx.store.put(&v2::task_info(&self.id), bytes).await?;
         self.runs = vec![UnitRun::new(); self.units.len()];
+        // The previous round's outcome files are summarized in the info:
+        // drop them so that the task folder does not grow with rounds.
+        if round > 1 {
+            for (ok, u) in old_outcomes {
+                let _ = ctx.store.delete(&v2::unit_outcome(&self.id, round - 1, u, ok)).await;
+            }
+        }
         Ok(())
     }
 
@@ -306,87 +322,85 @@ impl TaskManager {
         Ok(())
     }
 
-    /// Reads the states of dispatched units.
+    /// Reads the states of dispatched units, re-dispatches failed attempts
+    /// and records finished units. Observation comes first and changes
+    /// nothing; a unit becomes Done only once its outcome is written to the
+    /// task info, so an error anywhere leaves it to be seen again next round.
     async fn collect(&mut self, ctx: &mut Ctx<'_>) -> Result<(), TaskError> {
         let round = self.info.as_ref().expect("loaded").run.round;
-        let mut newly_done = vec![];
-        let mut newly_failed = vec![];
-        let mut to_delete = vec![];
+        let mut successes: Vec<(usize, NodeId, Name)> = vec![];
+        let mut failures: Vec<(usize, NodeId, Name, String)> = vec![];
+        let mut incarnations: Vec<(usize, NodeId, u64)> = vec![];
         for u in 0..self.runs.len() {
-            let UnitState::Dispatched { node, node_incarnation } = self.runs[u].state.clone() else {
+            let UnitState::Dispatched { node, node_incarnation } = self.runs[u].state.clone() else { continue };
+            let name = self.name(round, u, self.runs[u].attempt);
+            let Some(&inc) = ctx.members.get(&node) else {
+                failures.push((u, node.clone(), name, format!("node {node} is offline")));
                 continue;
             };
-            let name = self.name(round, u, self.runs[u].attempt);
-            let failure: Option<String> = match ctx.members.get(&node) {
-                None => Some(format!("node {node} is offline")),
-                Some(&inc) => {
-                    let folder = ctx.folders.get(ctx.store, &node).await?;
-                    match folder.subtasks.get(name.as_str()).cloned() {
-                        None => Some("subtask folder vanished".into()),
-                        Some(f) => match f.state() {
-                            SubtaskState::Success => {
-                                self.runs[u].state = UnitState::Done;
-                                newly_done.push(u as u32);
-                                to_delete.push((node.clone(), name.clone()));
-                                None
-                            }
-                            SubtaskState::Failed => Some(self.failure_reason(ctx, &node, &name).await),
-                            SubtaskState::Cancel => Some("subtask cancelled".into()),
-                            SubtaskState::Running if inc != node_incarnation => {
-                                // The worker restarted: is the run from its old self?
-                                let path = v2::subtask_status(&node, &name, SubtaskState::Running);
-                                let mark = ctx
-                                    .store
-                                    .read(&path)
-                                    .await?
-                                    .and_then(|b| formats::decode::<StatusMark>(&b).ok())
-                                    .unwrap_or_default();
-                                if mark.incarnation != inc {
-                                    Some(format!("node {node} restarted while running it"))
-                                } else {
-                                    self.runs[u].state =
-                                        UnitState::Dispatched { node: node.clone(), node_incarnation: inc };
-                                    None
-                                }
-                            }
-                            SubtaskState::Running | SubtaskState::Init => {
-                                if inc != node_incarnation {
-                                    self.runs[u].state =
-                                        UnitState::Dispatched { node: node.clone(), node_incarnation: inc };
-                                }
-                                None
-                            }
-                        },
+            let folder = ctx.folders.get(ctx.store, &node).await?;
+            let Some(f) = folder.subtasks.get(name.as_str()).cloned() else {
+                failures.push((u, node, name, "subtask folder vanished".into()));
+                continue;
+            };
+            match f.state() {
+                SubtaskState::Success => successes.push((u, node, name)),
+                SubtaskState::Failed => {
+                    let why = self.failure_reason(ctx, &node, &name).await;
+                    failures.push((u, node, name, why));
+                }
+                SubtaskState::Cancel => failures.push((u, node, name, "subtask cancelled".into())),
+                SubtaskState::Running if inc != node_incarnation => {
+                    // The worker restarted: is the run from its old self?
+                    let path = v2::subtask_status(&node, &name, SubtaskState::Running);
+                    let mark = ctx
+                        .store
+                        .read(&path)
+                        .await?
+                        .and_then(|b| formats::decode::<StatusMark>(&b).ok())
+                        .unwrap_or_default();
+                    if mark.incarnation != inc {
+                        failures.push((u, node.clone(), name, format!("node {node} restarted while running it")));
+                    } else {
+                        incarnations.push((u, node, inc));
                     }
                 }
-            };
-            if let Some(why) = failure {
-                let run = &mut self.runs[u];
-                run.failures += 1;
-                run.avoid.push(node.clone());
-                ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
-                if run.failures > ctx.cfg.retries {
-                    tracing::warn!(task = %self.id, unit = u, "subtask failed for good after {} attempts: {why}", run.failures);
-                    run.state = UnitState::Failed;
-                    newly_failed.push(u as u32);
-                } else {
-                    tracing::warn!(task = %self.id, unit = u, attempt = run.attempt, "subtask attempt failed, dispatching again: {why}");
-                    run.state = UnitState::Pending;
+                SubtaskState::Running | SubtaskState::Init => {
+                    if inc != node_incarnation {
+                        incarnations.push((u, node, inc));
+                    }
                 }
             }
         }
-        if !newly_done.is_empty() || !newly_failed.is_empty() {
-            // Record outcomes before deleting folders (see module docs).
-            let info = self.info();
-            info.result.success_count += newly_done.len() as u64;
-            info.result.failed_count += newly_failed.len() as u64;
-            info.run.done_units.extend(newly_done);
-            info.run.failed_units.extend(newly_failed);
-            let bytes = formats::encode(info);
-            ctx.store.put(&v2::task_info(&self.id), bytes).await?;
-            for (node, name) in to_delete {
-                ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+        for (u, node, inc) in incarnations {
+            self.runs[u].state = UnitState::Dispatched { node, node_incarnation: inc };
+        }
+        for (u, node, name, why) in failures {
+            // Gone before counted: a crash here repeats the deletion only.
+            ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+            let run = &mut self.runs[u];
+            run.failures += 1;
+            run.avoid.push(node);
+            if run.failures > ctx.cfg.retries {
+                tracing::warn!(task = %self.id, unit = u, "subtask failed for good after {} attempts: {why}", run.failures);
+                run.state = UnitState::Failed;
+                self.unrecorded_failed.insert(u as u32);
+            } else {
+                tracing::warn!(task = %self.id, unit = u, attempt = run.attempt, "subtask attempt failed, dispatching again: {why}");
+                run.state = UnitState::Pending;
             }
+        }
+        // Each outcome is its own create-once file: a stale manager cannot
+        // erase it, and it is recorded before the folder is deleted.
+        for (u, node, name) in successes {
+            ctx.store.create(&v2::unit_outcome(&self.id, round, u as u32, true), Vec::new()).await?;
+            self.runs[u].state = UnitState::Done;
+            ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+        }
+        let failed: Vec<u32> = self.unrecorded_failed.iter().copied().collect();
+        for u in failed {
+            ctx.store.create(&v2::unit_outcome(&self.id, round, u, false), Vec::new()).await?;
+            self.unrecorded_failed.remove(&u);
         }
         Ok(())
     }
@@ -454,26 +468,41 @@ impl TaskManager {
                 node: node.clone(),
                 shard,
             });
-            ctx.store.create(&v2::subtask_info(&node, &name), formats::encode(&sub)).await?;
-            let node_incarnation = ctx.members.get(&node).copied().unwrap_or(0);
+            let created = ctx.store.create(&v2::subtask_info(&node, &name), formats::encode(&sub)).await?;
+            // An existing folder of that name may already have been run by
+            // anyone: unknown runner, so the first collect checks its marker.
+            let node_incarnation =
+                if created == Created::Created { ctx.members.get(&node).copied().unwrap_or(0) } else { 0 };
             self.runs[u].state = UnitState::Dispatched { node, node_incarnation };
         }
         Ok(())
     }
 
     async fn end_round(&mut self, ctx: &mut Ctx<'_>) -> Result<Flow, TaskError> {
-        let failed = self.runs.iter().any(|r| r.state == UnitState::Failed);
-        let wall = ctx.wall_ms;
-        let info = self.info();
+        let units = |want: UnitState| -> Vec<u32> {
+            self.runs.iter().enumerate().filter(|(_, r)| r.state == want).map(|(u, _)| u as u32).collect()
+        };
+        let (done, failed) = (units(UnitState::Done), units(UnitState::Failed));
+        let mut info = self.info.clone().expect("loaded");
+        // Add this round's outcomes into the counts once (the summary is
+        // idempotent: a retry after a failed write adds nothing twice).
+        if info.run.counted_round < info.run.round {
+            info.result.success_count += done.len() as u64;
+            info.result.failed_count += failed.len() as u64;
+            info.run.counted_round = info.run.round;
+        }
+        info.run.done_units = done;
+        info.run.failed_units = failed.clone();
         let more = info.repeat_flag && (info.repeat.repeat_count == 0 || info.run.round < info.repeat.repeat_count);
-        if !failed && more {
-            info.run.next_round_at_ms = Some(wall + info.repeat.repeat_interval);
-            let bytes = formats::encode(info);
-            ctx.store.put(&v2::task_info(&self.id), bytes).await?;
-            tracing::info!(task = %self.id, round = self.info.as_ref().unwrap().run.round, "round finished; next round after the interval");
+        if failed.is_empty() && more {
+            info.run.next_round_at_ms = Some(ctx.wall_ms + info.repeat.repeat_interval);
+            ctx.store.put(&v2::task_info(&self.id), formats::encode(&info)).await?;
+            tracing::info!(task = %self.id, round = info.run.round, "round finished; next round after the interval");
+            self.info = Some(info);
             return Ok(Flow::Continue);
         }
-        self.finish(ctx, if failed { TaskState::Failed } else { TaskState::Done }).await
+        self.info = Some(info);
+        self.finish(ctx, if failed.is_empty() { TaskState::Done } else { TaskState::Failed }).await
     }
 
     async fn cancel(&mut self, ctx: &mut Ctx<'_>) -> Result<Flow, TaskError> {

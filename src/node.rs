@@ -293,8 +293,16 @@ impl Node {
         if offline.is_empty() && !sweep_due {
             return;
         }
-        let members: Vec<layouts::NodeId> =
+        // Candidates: the members, and always the monitor itself (its own
+        // view may not list it yet right after an election).
+        let mut members: Vec<layouts::NodeId> =
             self.election.view().map(|v| v.members.iter().map(|m| m.node.clone()).collect()).unwrap_or_default();
+        if !members.contains(&self.cfg.id) {
+            members.push(self.cfg.id.clone());
+        }
+        // A node declared offline under an old incarnation but alive under a
+        // new one keeps its tasks.
+        let offline: Vec<layouts::NodeId> = offline.into_iter().filter(|n| !members.contains(n)).collect();
         let Some(epoch) = self.fence_or_step_down(now, "monitor task duty").await else { return };
         let wall = self.clock.wall_ms();
         for node in offline {

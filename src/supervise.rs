@@ -9,7 +9,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 
-use futures::TryStreamExt;
 use layouts::formats::{self, TaskInfo};
 use layouts::{v2, NodeId, TaskId, TaskState};
 use serde::{Deserialize, Serialize};
@@ -37,7 +36,11 @@ pub struct SweepReport {
 }
 
 /// Gives every task managed by `node` (found by its `Manage.*` pointers) to
-/// the live node the ring picks; cancels it if there is none.
+/// the live node the ring picks among `members`. The caller passes only
+/// node ids with no live incarnation (a node that came back under a new
+/// incarnation keeps its tasks: its new self rebuilds them), and `members`
+/// includes the monitor itself, so a candidate always exists. A pointer
+/// whose task is now managed by another node is stale and only removed.
 pub async fn take_over_managed_by(
     store: &Store,
     node: &NodeId,
@@ -47,7 +50,11 @@ pub async fn take_over_managed_by(
     let mut report = SweepReport::default();
     let folder = list_node(store, node).await?;
     for task in folder.manages {
-        move_manager(store, &task, members.iter().filter(|m| *m != node), wall_ms, &mut report).await?;
+        let dir = tasks::read_dir(store, &task).await?;
+        let current = tasks::read_term(store, &task, dir.term()).await?;
+        if current.is_some_and(|t| &t.node == node) {
+            move_manager(store, &task, members.iter().filter(|m| *m != node), wall_ms, &mut report).await?;
+        }
         store.delete(&v2::manage_pointer(node, &task)).await?;
     }
     Ok(report)
@@ -140,31 +147,23 @@ pub async fn sweep(
     if !to_archive.is_empty() {
         report.archived = archive(store, &to_archive, wall_ms, epoch).await?;
     }
-    // Subtask folders and pointers of tasks that are finished or gone.
-    let mut garbage: BTreeMap<String, ()> = BTreeMap::new();
-    let mut entries = store.list_stream(v2::TASK_ASSIGNED, true);
-    while let Some(e) = entries.try_next().await? {
-        let rel = &e.path[v2::TASK_ASSIGNED.len()..];
-        let mut parts = rel.splitn(3, '/');
-        let (Some(node), Some(second)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        let (task, path) = match parts.next() {
-            Some(_) => match v2::parse_subtask_name(second) {
-                Some((t, ..)) => (t, format!("{}{node}/{second}/", v2::TASK_ASSIGNED)),
-                None => continue,
-            },
-            None => match v2::parse_manage_pointer(second) {
-                Some(t) => (t, e.path.clone()),
-                None => continue,
-            },
-        };
-        if !active.contains(&task) {
-            garbage.insert(path, ());
+    // Subtask folders and pointers of tasks that are finished or gone. Two
+    // one-level listings, not a recursive one: a folder left empty by a crash
+    // between creating it and writing into it (fs) must be seen too.
+    let mut garbage: Vec<String> = vec![];
+    for node_dir in store.list(v2::TASK_ASSIGNED).await?.into_iter().filter(|e| e.is_dir) {
+        for e in store.list(&node_dir.path).await? {
+            let task = if e.is_dir {
+                v2::parse_subtask_name(e.name()).map(|(t, ..)| t)
+            } else {
+                v2::parse_manage_pointer(e.name())
+            };
+            if task.is_some_and(|t| !active.contains(&t)) {
+                garbage.push(e.path);
+            }
         }
     }
-    drop(entries);
-    for path in garbage.keys() {
+    for path in &garbage {
         if path.ends_with('/') {
             store.delete_all(path).await?;
         } else {

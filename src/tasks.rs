@@ -212,6 +212,17 @@ pub struct TaskDir {
     pub has_info: bool,
     /// Reassign requests: (unit, target node if named).
     pub reassign: Vec<u32>,
+    /// Unit outcome files: (ok, round, unit).
+    pub outcomes: Vec<(bool, u32, u32)>,
+}
+
+impl TaskDir {
+    /// Successes and failures recorded for `round`.
+    pub fn counts(&self, round: u32) -> (u64, u64) {
+        let ok = self.outcomes.iter().filter(|(ok, r, _)| *ok && *r == round).count() as u64;
+        let bad = self.outcomes.iter().filter(|(ok, r, _)| !*ok && *r == round).count() as u64;
+        (ok, bad)
+    }
 }
 
 impl TaskDir {
@@ -235,6 +246,8 @@ pub async fn read_dir(store: &Store, id: &TaskId) -> store::Result<TaskDir> {
             d.has_info = true;
         } else if let Some(u) = v2::parse_reassign_request(name) {
             d.reassign.push(u);
+        } else if let Some(o) = v2::parse_unit_outcome(name) {
+            d.outcomes.push(o);
         }
     }
     d.state = d.markers.iter().copied().max_by_key(|s| s.rank());
@@ -300,6 +313,18 @@ pub async fn find_subtasks(store: &Store, id: &TaskId) -> store::Result<Vec<Subt
     Ok(out)
 }
 
+/// The task's result counts: the rounds already added into `ResultInfo`,
+/// plus the outcome files of the current round.
+pub fn result_counts(dir: &TaskDir, info: &TaskInfo) -> ResultStatus {
+    let (mut success, mut failed) = (info.result.success_count, info.result.failed_count);
+    if info.run.counted_round < info.run.round {
+        let (ok, bad) = dir.counts(info.run.round);
+        success += ok;
+        failed += bad;
+    }
+    ResultStatus { success, failed }
+}
+
 pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError> {
     let dir = read_dir(store, id).await?;
     if !dir.has_info {
@@ -317,7 +342,7 @@ pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError>
         schema: info.schema_name.to_string(),
         table: info.table_name.to_string(),
         round: info.run.round,
-        result: ResultStatus { success: info.result.success_count, failed: info.result.failed_count },
+        result: result_counts(&dir, &info),
         stop_requested: dir.stop,
         started_wall_ms: info.run.started_wall_ms,
         finished_wall_ms: info.run.finished_wall_ms,

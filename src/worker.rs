@@ -107,7 +107,8 @@ pub async fn list_node(store: &Store, node: &NodeId) -> store::Result<NodeFolder
 }
 
 struct RunningSub {
-    exec: Running,
+    /// `None` for the in-process `noop` executor, done at the next poll.
+    exec: Option<Running>,
     kind: ExecutorKind,
 }
 
@@ -115,13 +116,15 @@ struct RunningSub {
 pub struct Worker {
     me: NodeId,
     running: BTreeMap<String, RunningSub>,
+    /// Results not yet written to the tree.
+    reports: BTreeMap<String, (ExecutorKind, executor::Finished)>,
     /// Subtasks this incarnation saw marked by an earlier one (never run).
     reported: std::collections::BTreeSet<String>,
 }
 
 impl Worker {
     pub fn new(me: NodeId) -> Worker {
-        Worker { me, running: BTreeMap::new(), reported: Default::default() }
+        Worker { me, running: BTreeMap::new(), reports: BTreeMap::new(), reported: Default::default() }
     }
 
     pub fn running(&self) -> usize {
@@ -131,9 +134,12 @@ impl Worker {
     /// Kills every executor: the node rejoined under a new incarnation, so
     /// this work is no longer its own (managers re-dispatch it).
     pub fn drop_all(&mut self) {
+        self.reports.clear();
         for (name, mut r) in std::mem::take(&mut self.running) {
             tracing::warn!(subtask = %name, "dropping the work of the old incarnation");
-            r.exec.kill();
+            if let Some(e) = r.exec.as_mut() {
+                e.kill();
+            }
         }
     }
 
@@ -146,29 +152,47 @@ impl Worker {
         folder: &NodeFolder,
         wall_ms: u64,
     ) -> store::Result<()> {
-        // Cancelled or moved away: kill.
+        // Cancelled or moved away: kill, and forget any unsent report.
         let gone: Vec<String> = self
             .running
             .keys()
+            .chain(self.reports.keys())
             .filter(|n| folder.subtasks.get(*n).is_none_or(|f| f.markers.contains(&SubtaskState::Cancel)))
             .cloned()
             .collect();
         for name in gone {
+            self.reports.remove(&name);
             if let Some(mut r) = self.running.remove(&name) {
                 tracing::info!(subtask = %name, "subtask cancelled or moved: killing its executor");
-                r.exec.kill();
+                if let Some(e) = r.exec.as_mut() {
+                    e.kill();
+                }
             }
         }
-        // Finished: report.
-        let mut finished = vec![];
-        for (name, r) in self.running.iter_mut() {
-            if let Some(f) = r.exec.try_finish() {
-                finished.push((name.clone(), r.kind, f));
-            }
+        // Finished: keep the result until its report is written (a failed
+        // write is retried next poll instead of losing the result).
+        let finished: Vec<String> = self
+            .running
+            .iter_mut()
+            .filter_map(|(name, r)| {
+                let done = match r.exec.as_mut() {
+                    Some(e) => e.try_finish(),
+                    None => {
+                        Some(executor::Finished { success: true, exit_code: Some(0), error: None, tail: String::new() })
+                    }
+                };
+                done.map(|f| {
+                    self.reports.insert(name.clone(), (r.kind, f));
+                    name.clone()
+                })
+            })
+            .collect();
+        for name in &finished {
+            self.running.remove(name);
         }
-        let just_finished: Vec<String> = finished.iter().map(|f| f.0.clone()).collect();
-        for (name, kind, f) in finished {
-            self.running.remove(&name);
+        let pending: Vec<String> = self.reports.keys().cloned().collect();
+        for name in pending {
+            let (kind, f) = self.reports[&name].clone();
             let sub = Name::parse(&name).expect("listed subtask names are valid");
             if !f.tail.is_empty() && (kind == ExecutorKind::Command || !f.success) {
                 store.put(&v2::subtask_output(&self.me, &sub), f.tail.clone().into_bytes()).await?;
@@ -176,6 +200,7 @@ impl Worker {
             let state = if f.success { SubtaskState::Success } else { SubtaskState::Failed };
             let mark = StatusMark { incarnation, wall_ms, exit_code: f.exit_code, error: f.error.clone() };
             store.put(&v2::subtask_status(&self.me, &sub, state), formats::encode(&mark)).await?;
+            self.reports.remove(&name);
             tracing::info!(subtask = %name, %state, "subtask finished");
         }
         // New: start.
@@ -183,16 +208,26 @@ impl Worker {
             if self.running.len() >= cfg.max_running {
                 break;
             }
-            if self.running.contains_key(name) || !f.has_info || just_finished.contains(name) {
-                continue;
-            }
-            if !f.markers.is_empty() {
-                if f.state() == SubtaskState::Running && self.reported.insert(name.clone()) {
-                    tracing::info!(subtask = %name, "marked Running by an earlier incarnation of this node: leaving it to its manager");
-                }
+            if self.running.contains_key(name) || !f.has_info || finished.contains(name) {
                 continue;
             }
             let Ok(sub) = Name::parse(name) else { continue };
+            if !f.markers.is_empty() {
+                if f.state() != SubtaskState::Running || self.reported.contains(name) {
+                    continue;
+                }
+                // Running but not run here: by an earlier incarnation (its
+                // manager re-dispatches it), or by this one, which lost track
+                // (the marker's write landed but its reply was lost): then
+                // start it again.
+                let path = v2::subtask_status(&self.me, &sub, SubtaskState::Running);
+                let mark = store.read(&path).await?.and_then(|b| formats::decode::<StatusMark>(&b).ok());
+                if mark.is_none_or(|m| m.incarnation != incarnation) {
+                    self.reported.insert(name.clone());
+                    tracing::info!(subtask = %name, "marked Running by an earlier incarnation of this node: leaving it to its manager");
+                    continue;
+                }
+            }
             self.start(store, cfg, incarnation, &sub, wall_ms).await?;
         }
         Ok(())
@@ -262,10 +297,14 @@ impl Worker {
         }
         let mark = StatusMark { incarnation, wall_ms, exit_code: None, error: None };
         store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Running), formats::encode(&mark)).await?;
+        if kind == ExecutorKind::Noop {
+            self.running.insert(sub.to_string(), RunningSub { exec: None, kind });
+            return Ok(());
+        }
         match executor::spawn(&req) {
             Ok(exec) => {
                 tracing::info!(subtask = %sub, pid = exec.pid(), ?kind, "subtask started");
-                self.running.insert(sub.to_string(), RunningSub { exec, kind });
+                self.running.insert(sub.to_string(), RunningSub { exec: Some(exec), kind });
             }
             Err(e) => {
                 let mark = fail(format!("could not start the executor: {e}"));

@@ -37,6 +37,14 @@
 //!   number is ever used twice (a number that disappeared, by purge, never
 //!   comes back).
 //!
+//! - (f) tasks (in `chaos_schedules` and `replay`; the regression tests
+//!   replay their original membership-only schedules): three tasks of three
+//!   shards with the in-process `noop` executor are submitted during the
+//!   chaos (through the faulty store, retried); after it every one is
+//!   `Done` with exactly one success per shard (`done_units` holds each unit
+//!   once, `successCount` equals the shards, nothing failed): a stale
+//!   attempt's result accepted, or a unit counted twice, breaks it.
+//!
 //! Running it:
 //! - `cargo test --test sim_chaos` runs `COMPACTD_SIM_SCHEDULES` schedules
 //!   (default 1000) with seeds `COMPACTD_SIM_SEED_BASE..` (default 0), on
@@ -54,8 +62,12 @@ use std::time::Duration;
 
 use compactd::clock::{Clock, ManualClock, SharedClock};
 use compactd::node::{Node, NodeConfig};
+use compactd::tasks::{self, TaskSpec};
+use compactd::worker::WorkConfig;
 use layouts::formats::{self, Event, EventKind, Lease, OfflineRecord};
+use layouts::formats::{ExecutorKind, ExecutorSpec};
 use layouts::{v2, NodeId};
+use layouts::{Name, TaskId, TaskState};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -153,6 +165,12 @@ struct Sim {
     trace: Vec<String>,
     /// Never tolerate known bugs (regression tests).
     strict: bool,
+    /// The task layer, when this schedule runs tasks.
+    work: Option<(WorkConfig, Store)>,
+    /// Submitted tasks and their shard counts.
+    tasks: Vec<(TaskId, u32)>,
+    /// Rounds at which a task is (still) to be submitted.
+    submits: Vec<usize>,
 }
 
 /// Statistics of one schedule, to show that the chaos does something.
@@ -227,6 +245,9 @@ impl Sim {
             seen: Observed::default(),
             trace: Vec::new(),
             strict: false,
+            work: None,
+            tasks: Vec::new(),
+            submits: Vec::new(),
         };
         sim.log(format!("{n} nodes, event retention {retention:?}"));
         for i in 1..=n {
@@ -239,7 +260,91 @@ impl Sim {
 
     fn new_node(&self, id: &NodeId) -> Node {
         let clock: SharedClock = self.clock.clone();
-        Node::new(cfg(id, self.retention), self.store.clone(), clock)
+        let node = Node::new(cfg(id, self.retention), self.store.clone(), clock);
+        match &self.work {
+            Some((cfg, data)) => node.with_work(cfg.clone(), data.clone()),
+            None => node,
+        }
+    }
+
+    /// Turns the task layer on (before the nodes start): every node runs
+    /// subtasks with the in-process `noop` executor, and tasks are submitted
+    /// during the chaos. Draws nothing from the schedule's RNG.
+    async fn with_tasks(mut self) -> Sim {
+        let work = WorkConfig {
+            executor: ExecutorKind::Noop,
+            retries: 1000,
+            max_running: 8,
+            sweep: Duration::from_secs(1),
+            history_retention: Duration::from_secs(3600),
+            ..WorkConfig::default()
+        };
+        self.work = Some((work, Store::memory().await));
+        for slot in self.slots.iter_mut() {
+            let id = slot.id.clone();
+            slot.node = None;
+            slot.restart_at = 0;
+            let _ = id;
+        }
+        for i in 0..self.slots.len() {
+            let id = self.slots[i].id.clone();
+            self.slots[i].node = Some(self.new_node(&id));
+        }
+        self.submits = vec![4, 12, 25];
+        self.log("tasks: 3 tasks of 3 noop shards, submitted at r4, r12, r25".into());
+        self
+    }
+
+    /// Submits the tasks due this round; a submit that fails (faults) is
+    /// retried next round.
+    async fn submit_due(&mut self) {
+        if self.work.is_none() {
+            return;
+        }
+        let due: Vec<usize> = self.submits.iter().copied().filter(|r| *r <= self.round).collect();
+        for r in due {
+            let mut spec =
+                TaskSpec::table(Name::parse("sim").unwrap(), Name::parse("s").unwrap(), Name::parse("t").unwrap());
+            spec.shards = Some(3);
+            spec.executor = Some(ExecutorSpec { kind: ExecutorKind::Noop, command: None, timeout_ms: None });
+            match tasks::submit(&self.store, spec, self.clock.wall_ms()).await {
+                Ok(id) => {
+                    self.log(format!("submitted task {id}"));
+                    self.tasks.push((id, 3));
+                    self.submits.retain(|x| *x != r);
+                }
+                Err(e) => self.log(format!("submit failed (retried next round): {e}")),
+            }
+        }
+    }
+
+    /// (f): every submitted task is Done with exactly one success per shard.
+    async fn tasks_done(&self) -> Check {
+        if !self.submits.is_empty() {
+            return Err(format!("(f) {} tasks not submitted yet", self.submits.len()));
+        }
+        self.faults.pause();
+        let mut r = Ok(());
+        for (id, shards) in &self.tasks {
+            let dir = tasks::read_dir(&self.store, id).await.expect("observer list (faults paused)");
+            if dir.state != Some(TaskState::Done) {
+                r = Err(format!("(f) task {id} is {:?}, not Done", dir.state));
+                break;
+            }
+            let info = tasks::read_info(&self.store, id).await.expect("task info");
+            let mut units = info.run.done_units.clone();
+            units.sort_unstable();
+            let want: Vec<u32> = (0..*shards).collect();
+            if info.result.success_count != u64::from(*shards) || info.result.failed_count != 0 || units != want {
+                r = Err(format!(
+                    "(f) task {id}: success {} failed {} done units {:?}, want {shards} successes once each",
+                    info.result.success_count, info.result.failed_count, info.run.done_units
+                ));
+                break;
+            }
+        }
+        self.faults.resume();
+        r
     }
 
     fn log(&mut self, what: String) {
@@ -575,6 +680,7 @@ impl Sim {
             self.tick(i).await;
             self.check_monitors().map_err(|e| self.fail(e))?;
         }
+        self.submit_due().await;
         self.observe().await.map_err(|e| self.fail(e))?;
         self.check_monitors().map_err(|e| self.fail(e))?;
         let step = Duration::from_millis(self.rng.random_range(50..=300));
@@ -701,8 +807,12 @@ impl Sim {
             self.observe().await.map_err(|e| self.fail(e))?;
             self.clock.advance(SETTLE_STEP);
             self.round += 1;
+            self.submit_due().await;
             let r = match self.converged() {
-                Ok(()) => self.heartbeats_current().await,
+                Ok(()) => match self.heartbeats_current().await {
+                    Ok(()) => self.tasks_done().await,
+                    e => e,
+                },
                 e => e,
             };
             match r {
@@ -744,9 +854,18 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// Runs one schedule; a panic inside a node or the harness is a failure too.
 fn run_seed(rt: &tokio::runtime::Runtime, seed: u64, strict: bool) -> Result<Summary, Failure> {
+    run_seed_with(rt, seed, strict, true)
+}
+
+/// `tasks`: run the task layer too (the regression tests replay their
+/// original membership-only schedules without it).
+fn run_seed_with(rt: &tokio::runtime::Runtime, seed: u64, strict: bool, with_tasks: bool) -> Result<Summary, Failure> {
     match std::panic::catch_unwind(AssertUnwindSafe(|| {
         rt.block_on(async {
             let mut sim = Sim::new(seed).await;
+            if with_tasks {
+                sim = sim.with_tasks().await;
+            }
             sim.strict = strict;
             sim.run().await
         })
@@ -866,7 +985,7 @@ fn replay() {
 /// Replays `seed` strictly (known bugs fail it).
 fn regression(seed: u64) {
     let rt = runtime();
-    if let Err(f) = run_seed(&rt, seed, true) {
+    if let Err(f) = run_seed_with(&rt, seed, true, false) {
         panic!("{f}");
     }
 }
@@ -980,4 +1099,47 @@ fn event_numbers_are_reused_after_the_whole_log_was_purged() {
     if let Err(f) = r {
         panic!("{f}");
     }
+}
+
+/// Replays `seed` strictly, with the task layer.
+fn regression_with_tasks(seed: u64) {
+    let rt = runtime();
+    if let Err(f) = run_seed_with(&rt, seed, true, true) {
+        panic!("{f}");
+    }
+}
+
+/// Seed 0 with tasks: a worker's `Status.Success` write failed after the
+/// worker had dropped the finished subtask; the result was lost and the
+/// subtask stayed Running forever. Fixed: results are kept until written.
+#[test]
+fn a_failed_result_write_is_retried_not_lost() {
+    regression_with_tasks(0);
+}
+
+/// Seed 5 with tasks: a unit was marked Done in memory, then a backend error
+/// later in the same collect returned before it was recorded; the task ended
+/// Done without it. Fixed: observe first, record each outcome as its own
+/// create-once file, then change state.
+#[test]
+fn a_unit_is_done_only_once_its_outcome_is_recorded() {
+    regression_with_tasks(5);
+}
+
+/// Seed 18 with tasks: the worker's `Status.Running` write landed but its
+/// reply was lost; the worker never ran the subtask and took its own marker
+/// for an earlier incarnation's. Then a rebuilt manager trusted an old
+/// incarnation's Running marker. Fixed: both check the marker's incarnation.
+#[test]
+fn a_running_marker_is_judged_by_its_incarnation() {
+    regression_with_tasks(18);
+}
+
+/// Seed 225 with tasks: a manager's rebuild failed halfway and left it
+/// marked loaded with half-built state; it re-dispatched over a folder still
+/// marked Running by a dead incarnation and waited forever. Fixed: loaded
+/// only after the rebuild succeeds; an existing folder's runner is unknown.
+#[test]
+fn a_failed_rebuild_starts_over() {
+    regression_with_tasks(225);
 }

@@ -90,6 +90,9 @@ pub enum ExecutorKind {
     Merge,
     /// A command template run by `sh -c`.
     Command,
+    /// Succeeds at once, in process: measures the scheduler alone
+    /// (benchmarks, simulations).
+    Noop,
 }
 
 /// A task's executor, overriding the nodes' default (`run --executor`).
@@ -158,13 +161,17 @@ pub struct RunInfo {
     /// Set on subtask info files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subtask: Option<SubtaskMeta>,
-    /// Units of the current round that succeeded / failed for good. The
-    /// manager records them here before it deletes their subtask folders, so
-    /// a new manager knows what is finished.
+    /// Units of the last finished round that succeeded / failed for good: a
+    /// summary written when the round ends. The record of each unit, written
+    /// as it finishes, is its `Done.r<round>.u<unit>` / `Failed.…` file.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub done_units: Vec<u32>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed_units: Vec<u32>,
+    /// The last round whose outcomes are added into `ResultInfo`; counts of
+    /// a later round are its outcome files.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub counted_round: u32,
 }
 
 fn is_zero(n: &u32) -> bool {

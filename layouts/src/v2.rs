@@ -43,6 +43,8 @@ pub const MANAGER_PREFIX: &str = "Manager.";
 pub const MANAGE_PREFIX: &str = "Manage.";
 pub const STOP: &str = "Stop";
 pub const REASSIGN_PREFIX: &str = "Reassign.";
+pub const DONE_PREFIX: &str = "Done.";
+pub const FAILED_PREFIX: &str = "Failed.";
 pub const OUTPUT: &str = "Output";
 
 /// Every top-level folder of the v2 tree; anything else below `Compaction_V2/`
@@ -89,6 +91,25 @@ pub fn parse_manager_term(file_name: &str) -> Option<u64> {
 /// `Scheduler/<task>/Stop`: a stop request (atomic create).
 pub fn stop_request(task: &TaskId) -> String {
     format!("{SCHEDULER}{task}/{STOP}")
+}
+
+/// `Scheduler/<task>/Done.r<round>.u<unit>` (or `Failed.…`): a unit's
+/// outcome, created once by its manager (a stale manager cannot undo it).
+pub fn unit_outcome(task: &TaskId, round: u32, unit: u32, ok: bool) -> String {
+    let kind = if ok { DONE_PREFIX } else { FAILED_PREFIX };
+    format!("{SCHEDULER}{task}/{kind}r{round}.u{unit}")
+}
+
+/// Parses an outcome file name into (ok, round, unit).
+pub fn parse_unit_outcome(file_name: &str) -> Option<(bool, u32, u32)> {
+    let (ok, rest) = match file_name.strip_prefix(DONE_PREFIX) {
+        Some(r) => (true, r),
+        None => (false, file_name.strip_prefix(FAILED_PREFIX)?),
+    };
+    let (r, u) = rest.strip_prefix('r')?.split_once(".u")?;
+    let num =
+        |s: &str| (!s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?;
+    Some((ok, num(r)?, num(u)?))
 }
 
 /// `Scheduler/<task>/Reassign.u<unit>`: a request to move a subtask.
@@ -210,6 +231,10 @@ mod tests {
             "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Manager.00000000000000000003"
         );
         assert_eq!(parse_manager_term("Manager.00000000000000000003"), Some(3));
+        assert_eq!(unit_outcome(&t, 2, 7, true), "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Done.r2.u7");
+        assert_eq!(parse_unit_outcome("Done.r2.u7"), Some((true, 2, 7)));
+        assert_eq!(parse_unit_outcome("Failed.r1.u0"), Some((false, 1, 0)));
+        assert_eq!(parse_unit_outcome("Done.r1"), None);
         assert_eq!(parse_manage_pointer("Manage.aaaaffff.16176931.56000000.0"), Some(t));
         let lock = upgrade_lock(&Name::parse("compct.xcloud24_9876.0.1617693156000").unwrap());
         assert_eq!(lock, "Compaction_V2/TaskUpgradeLock/compct.xcloud24_9876.0.1617693156000.lock");

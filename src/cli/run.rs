@@ -63,6 +63,8 @@ pub struct RunArgs {
 pub enum ExecutorArg {
     Merge,
     Command,
+    /// Succeeds at once, in process (measures the scheduler alone).
+    Noop,
 }
 
 /// Parses `500ms`, `10s`, `1h`, `1h30m`.
@@ -119,6 +121,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     let executor = match args.executor {
         ExecutorArg::Merge => ExecutorKind::Merge,
         ExecutorArg::Command => ExecutorKind::Command,
+        ExecutorArg::Noop => ExecutorKind::Noop,
     };
     if matches!(executor, ExecutorKind::Command) && args.command.is_none() {
         anyhow::bail!("--executor command needs --command TEMPLATE");

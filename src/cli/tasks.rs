@@ -86,10 +86,8 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
         let dir = tasks::read_dir(&store, &id).await?;
         let info = tasks::read_info(&store, &id).await?;
         let state = dir.state.unwrap_or(TaskState::Init);
-        let line = format!(
-            "{id}: {state} round {} success {} failed {}",
-            info.run.round, info.result.success_count, info.result.failed_count
-        );
+        let r = tasks::result_counts(&dir, &info);
+        let line = format!("{id}: {state} round {} success {} failed {}", info.run.round, r.success, r.failed);
         if line != last {
             eprintln!("{line}");
             last = line;
@@ -168,8 +166,8 @@ pub async fn list(store: Store, args: ListArgs) -> anyhow::Result<i32> {
             table: format!("{}.{}.{}", info.db_name, info.schema_name, info.table_name),
             manager,
             round: info.run.round,
-            success: info.result.success_count,
-            failed: info.result.failed_count,
+            success: tasks::result_counts(&dir, &info).success,
+            failed: tasks::result_counts(&dir, &info).failed,
         });
     }
     if args.json {

@@ -120,6 +120,7 @@ fn capture(mut r: impl tokio::io::AsyncRead + Unpin + Send + 'static, tail: Arc<
 /// Starts an executor for `req`.
 pub fn spawn(req: &ExecRequest) -> std::io::Result<Running> {
     let mut cmd = match req.kind {
+        ExecutorKind::Noop => return Err(std::io::Error::other("the noop executor runs in process, not as a child")),
         ExecutorKind::Command => {
             let template = req
                 .command

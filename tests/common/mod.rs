@@ -1,3 +1,4 @@
 #![allow(dead_code)]
+pub mod chaos_support;
 pub mod cluster;
 pub mod s3;
