@@ -28,6 +28,12 @@ use crate::ring::Ring;
 use crate::tasks::{self, TaskDir, TaskError};
 use crate::worker::{list_node, NodeFolder, WorkConfig};
 
+/// Attempt numbers reserved per manager term (see `dispatch_pending`).
+const ATTEMPTS_PER_TERM: u64 = 1000;
+
+/// Subtasks a manager dispatches per round (the rest wait a poll).
+const MAX_DISPATCH_PER_ROUND: usize = 256;
+
 /// Node folders listed during one tick, shared by every task of the node.
 #[derive(Debug, Default)]
 pub struct FolderCache {
@@ -130,7 +136,14 @@ impl TaskManager {
         if self.term == 0 {
             // First round: are we the manager of the newest term?
             match tasks::read_term(ctx.store, &self.id, dir.term()).await? {
-                Some(t) if &t.node == ctx.me => self.term = t.term,
+                Some(t) if &t.node == ctx.me && Some(&t.incarnation) == ctx.members.get(ctx.me) => self.term = t.term,
+                Some(t) if &t.node == ctx.me => {
+                    // Given to an earlier incarnation of this node: take a new
+                    // term, so that attempt numbers stay unique and that
+                    // earlier self (if merely paused) is fenced.
+                    self.term = tasks::reassign_manager(ctx.store, &self.id, ctx.me, "restart", ctx.wall_ms).await?;
+                    return Ok(Flow::Continue);
+                }
                 Some(_) => return Ok(Flow::Fenced),
                 None => return Ok(Flow::Continue), // being written
             }
@@ -207,6 +220,14 @@ impl TaskManager {
         }
         if state == TaskState::Running {
             self.rebuild(ctx, round).await?;
+            // Outcomes again, listed *after* the folders: a unit recorded and
+            // its folder deleted (by an old manager) in between is seen here.
+            let fresh = tasks::read_dir(ctx.store, &self.id).await?;
+            for (ok, r, u) in &fresh.outcomes {
+                if let Some(run) = self.runs.get_mut(*u as usize).filter(|_| *r == round) {
+                    run.state = if *ok { UnitState::Done } else { UnitState::Failed };
+                }
+            }
         }
         // Loaded only once everything above succeeded: a failure leaves the
         // manager unloaded, to start over next round.
@@ -265,7 +286,6 @@ impl TaskManager {
         for (unit, (node, attempt)) in newest {
             let run = &mut self.runs[unit as usize];
             run.attempt = attempt;
-            run.failures = attempt.saturating_sub(1);
             // Unknown: the first collect reads the Running marker to tell a
             // run of the node's current incarnation from one of its old self.
             run.state = UnitState::Dispatched { node, node_incarnation: 0 };
@@ -430,17 +450,27 @@ impl TaskManager {
             return Ok(());
         }
         let info = self.info.clone().expect("loaded");
+        let mut dispatched = 0;
         for u in 0..self.runs.len() {
             if self.runs[u].state != UnitState::Pending {
                 continue;
             }
+            // Bounded per round: a node's heartbeat is written between
+            // rounds, and 10,000 creates at once would outlast its session.
+            if dispatched == MAX_DISPATCH_PER_ROUND {
+                break;
+            }
+            dispatched += 1;
             let key = format!("{}/{u}", self.id);
             let run = &mut self.runs[u];
             let node = match run.prefer.take().filter(|n| ctx.members.contains_key(n)) {
                 Some(n) => n,
                 None => ring.node_avoiding(&key, &run.avoid).expect("ring is not empty"),
             };
-            run.attempt += 1;
+            // Attempts of term t start above (t-1)*1000: a new manager, which
+            // cannot see the deleted folders of earlier attempts, never
+            // reuses an attempt number of an earlier manager.
+            run.attempt = run.attempt.max((self.term.saturating_sub(1) * ATTEMPTS_PER_TERM) as u32) + 1;
             let attempt = run.attempt;
             let name = v2::subtask_name(&self.id, info.run.round, u as u32, attempt);
             let mut sub = info.clone();

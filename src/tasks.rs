@@ -105,6 +105,11 @@ pub async fn newest_lease(store: &Store) -> store::Result<Option<formats::Lease>
     Ok(None)
 }
 
+/// A member's incarnation in a view (0 if not listed).
+fn incarnation_of(view: Option<&formats::Lease>, node: &NodeId) -> u64 {
+    view.and_then(|l| l.members.iter().find(|m| &m.node == node)).map(|m| m.incarnation).unwrap_or(0)
+}
+
 /// Writes a new task; returns its id.
 pub async fn submit(store: &Store, spec: TaskSpec, wall_ms: u64) -> Result<TaskId, TaskError> {
     if spec.shards == Some(0) {
@@ -113,7 +118,8 @@ pub async fn submit(store: &Store, spec: TaskSpec, wall_ms: u64) -> Result<TaskI
     if spec.shards.is_some() && !spec.partitions.is_empty() {
         return Err(TaskError::Invalid("a task has partitions or shards, not both".into()));
     }
-    let members = live_members(store).await?;
+    let lease = newest_lease(store).await?;
+    let members: Vec<NodeId> = lease.iter().flat_map(|l| l.members.iter().map(|m| m.node.clone())).collect();
     let manager = match spec.manager.clone() {
         Some(m) if members.contains(&m) => m,
         Some(m) => return Err(TaskError::NotMember(m)),
@@ -156,7 +162,8 @@ pub async fn submit(store: &Store, spec: TaskSpec, wall_ms: u64) -> Result<TaskI
         info.id = ids.next(wall_ms);
     }
     let id = info.id;
-    let term = ManagerTerm { task: id, term: 1, node: manager.clone(), by: "submit".into(), wall_ms };
+    let incarnation = incarnation_of(lease.as_ref(), &manager);
+    let term = ManagerTerm { task: id, term: 1, node: manager.clone(), by: "submit".into(), wall_ms, incarnation };
     store.create(&v2::manager_term(&id, 1), formats::encode(&term)).await?;
     store.create(&v2::manage_pointer(&manager, &id), formats::encode(&ManagePointer { task: id, term: 1 })).await?;
     store.create(&v2::task_status(&id, TaskState::Init), Vec::new()).await?;
@@ -394,9 +401,10 @@ pub async fn reassign_manager(
         return Err(TaskError::Finished { task: *id, state: s });
     }
     let old = read_term(store, id, dir.term()).await?;
+    let incarnation = incarnation_of(newest_lease(store).await?.as_ref(), to);
     let mut term = dir.term() + 1;
     loop {
-        let t = ManagerTerm { task: *id, term, node: to.clone(), by: by.into(), wall_ms };
+        let t = ManagerTerm { task: *id, term, node: to.clone(), by: by.into(), wall_ms, incarnation };
         if store.create(&v2::manager_term(id, term), formats::encode(&t)).await? == Created::Created {
             break;
         }

@@ -237,7 +237,8 @@ fn fs_a_paused_workers_late_result_is_not_accepted() {
     let want = make_table(&data);
     start3(&mut c, &data);
     let monitor = monitor_of(&c.nodes()).unwrap();
-    let task = submit(&c, &[]);
+    // Managed by the monitor: the two other nodes are plain workers.
+    let task = submit(&c, &["--manager", &monitor]);
     let s = wait_status(&c, &task, Duration::from_secs(20), "a subtask running on a plain worker", |s| {
         let manager = s["manager"].as_str().unwrap_or("");
         running_on(s, &[manager, &monitor]).is_some()

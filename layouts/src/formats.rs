@@ -407,9 +407,14 @@ pub struct ManagerTerm {
     pub task: TaskId,
     pub term: u64,
     pub node: NodeId,
-    /// Who appointed it: `submit`, `monitor` (failover) or `reassign`.
+    /// Who appointed it: `submit`, `monitor` (failover), `reassign`, or
+    /// `restart` (the node came back under a new incarnation).
     pub by: String,
     pub wall_ms: u64,
+    /// The incarnation of `node` it was given to (0: unknown). A manager
+    /// whose node has a newer incarnation takes a new term before acting.
+    #[serde(default)]
+    pub incarnation: u64,
 }
 
 /// `TaskAssigned/<node>/Manage.<task>`: the pointer a node finds in its own
