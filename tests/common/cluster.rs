@@ -25,6 +25,9 @@ impl Cluster {
     /// A cluster on a fresh temporary fs root.
     pub fn fs() -> Cluster {
         let dir = tempfile::tempdir().unwrap();
+        // Created up front: read commands refuse a root that does not exist,
+        // and they may run before the first `compactd run` creates it.
+        std::fs::create_dir_all(dir.path().join("root")).unwrap();
         let root = format!("fs://{}", dir.path().join("root").display());
         let mut c = Cluster::on(root, vec![]);
         c._fs_root = Some(dir);
