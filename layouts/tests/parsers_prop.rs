@@ -556,7 +556,7 @@ proptest! {
         exit_code in any::<Option<i32>>(),
         error in proptest::option::of(any::<String>()),
     ) {
-        let mt = ManagerTerm { task, term, node, by: by.clone(), wall_ms: wall };
+        let mt = ManagerTerm { task, term, node, by: by.clone(), wall_ms: wall, incarnation };
         prop_assert_eq!(formats::decode::<ManagerTerm>(&formats::encode(&mt)).unwrap(), mt);
         let mp = ManagePointer { task, term };
         prop_assert_eq!(formats::decode::<ManagePointer>(&formats::encode(&mp)).unwrap(), mp);

@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Dispatch, latency and memory of real `compactd run` processes (bench/run.sh).
+
+Starts a cluster of `compactd run` processes on a temp fs root with the
+command executor, then measures:
+  - throughput: one task of N shards (`--command true`) via `compactd submit --wait`;
+  - submit-to-start latency: single-shard tasks whose command records
+    `date +%s%N`, compared with the wall time just before `compactd submit`;
+  - resident memory: VmRSS of the idle nodes; VmRSS/VmHWM of the manager
+    while it runs a task of M shards (sampled every 100 ms).
+Prints one `RESULT {json}` line per measurement.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def emit(part, **v):
+    v["part"] = part
+    print("RESULT " + json.dumps(v), flush=True)
+
+
+def status_kib(pid, field):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+class Cluster:
+    def __init__(self, binary, base, nodes, heartbeat, session, lease, max_running):
+        self.binary = binary
+        self.dir = tempfile.mkdtemp(prefix="cluster.", dir=base)
+        self.root = os.path.join(self.dir, "root")
+        self.args = dict(heartbeat=heartbeat, session=session, lease=lease, max_running=max_running)
+        self.procs = {}
+        for i in range(1, nodes + 1):
+            nid = f"n{i}"
+            log = open(os.path.join(self.dir, f"{nid}.log"), "w")
+            self.procs[nid] = subprocess.Popen(
+                [binary, "--root", self.root, "run", "--node-id", nid, "--executor", "command", "--command", "true",
+                 "--heartbeat", heartbeat, "--session-timeout", session, "--lease", lease,
+                 "--max-running", str(max_running), "--data", os.path.join(self.dir, "data")],
+                stdout=subprocess.DEVNULL, stderr=log, cwd=self.dir)
+        self.wait_members(nodes)
+
+    def cli(self, *args, check=True):
+        return subprocess.run([self.binary, "--root", self.root, *args], capture_output=True, text=True, check=check)
+
+    def wait_members(self, n, timeout=30):
+        end = time.time() + timeout
+        while time.time() < end:
+            r = self.cli("nodes", "--json", check=False)
+            if r.returncode == 0:
+                rows = json.loads(r.stdout)
+                if sum(1 for x in rows if x.get("alive")) >= n and any(x.get("monitor") for x in rows):
+                    # members are published in the lease a moment later
+                    time.sleep(1.0)
+                    return
+            time.sleep(0.2)
+        raise SystemExit(f"cluster did not come up: {r.stderr}")
+
+    def logs(self, needle):
+        n = 0
+        for nid in self.procs:
+            with open(os.path.join(self.dir, f"{nid}.log"), errors="replace") as f:
+                n += sum(1 for line in f if needle in line)
+        return n
+
+    def manager_of(self, task):
+        st = json.loads(self.cli("status", task, "--json").stdout)
+        return st.get("manager")
+
+    def stop(self):
+        for p in self.procs.values():
+            p.send_signal(signal.SIGTERM)
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def cleanup(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def throughput(c, shards, label, timeout=300):
+    t = time.time()
+    p = subprocess.Popen([c.binary, "--root", c.root, "submit", "--db", "bench", "--schema", "s", "--table", "t",
+                          "--shards", str(shards), "--command", "true", "--wait", "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:  # a stuck task: report it, do not hang the run
+        p.kill()
+        out, _ = p.communicate()
+    secs = time.time() - t
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, "")
+    task = json.loads(r.stdout.splitlines()[0])["id"] if r.stdout.strip() else None
+    emit("dispatch", label=label, nodes=len(c.procs), shards=shards, seconds=secs, subtasks_per_s=shards / secs,
+         exit_code=r.returncode, starts=c.logs("subtask started"), redispatches=c.logs("dispatching again"),
+         rejoins=c.logs("rejoining with a new incarnation"), declared_offline=c.logs("declared offline"),
+         manager=c.manager_of(task) if task else None, **c.args)
+
+
+def latency(c, samples):
+    out = os.path.join(c.dir, "lat")
+    os.makedirs(out)
+    lat = []
+    for i in range(samples):
+        time.sleep(random.uniform(0.05, 0.4))  # random phase against the nodes' polls
+        path = os.path.join(out, str(i))
+        t0 = time.time_ns()
+        c.cli("submit", "--db", "bench", "--schema", "s", "--table", f"lat{i}", "--shards", "1",
+              "--command", f"date +%s%N > {path}")
+        end = time.time() + 30
+        while time.time() < end:
+            try:
+                with open(path) as f:
+                    s = f.read().strip()
+                if s:
+                    lat.append((int(s) - t0) / 1e6)
+                    break
+            except FileNotFoundError:
+                pass
+            time.sleep(0.005)
+    lat.sort()
+    q = lambda p: lat[min(len(lat) - 1, int(round(p / 100 * (len(lat) - 1))))]
+    emit("latency", samples=len(lat), p50_ms=q(50), p90_ms=q(90), p99_ms=q(99), min_ms=lat[0], max_ms=lat[-1],
+         mean_ms=statistics.mean(lat), **c.args)
+
+
+def idle_rss(c, settle):
+    time.sleep(settle)
+    rss = {nid: status_kib(p.pid, "VmRSS:") for nid, p in c.procs.items()}
+    emit("memory_idle", settle_s=settle, rss_kib=rss, max_rss_kib=max(rss.values()), **c.args)
+
+
+def manager_rss(c, shards):
+    before = {nid: status_kib(p.pid, "VmRSS:") for nid, p in c.procs.items()}
+    t = time.time()
+    sub = subprocess.Popen([c.binary, "--root", c.root, "submit", "--db", "bench", "--schema", "s", "--table", "big",
+                            "--shards", str(shards), "--command", "true", "--wait", "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    task = json.loads(sub.stdout.readline())["id"]
+    manager = None
+    peak = {nid: 0 for nid in c.procs}
+    while sub.poll() is None:
+        if manager is None:
+            try:
+                manager = c.manager_of(task)
+            except Exception:
+                pass
+        for nid, p in c.procs.items():
+            peak[nid] = max(peak[nid], status_kib(p.pid, "VmRSS:") or 0)
+        time.sleep(0.1)
+    secs = time.time() - t
+    manager = manager or c.manager_of(task)
+    mp = c.procs[manager].pid
+    emit("memory_manager", shards=shards, seconds=secs, subtasks_per_s=shards / secs, exit_code=sub.returncode,
+         manager=manager, rss_before_kib=before, peak_rss_sampled_kib=peak,
+         manager_rss_before_kib=before[manager], manager_peak_rss_kib=peak[manager],
+         manager_hwm_kib=status_kib(mp, "VmHWM:"), manager_rss_after_kib=status_kib(mp, "VmRSS:"),
+         redispatches=c.logs("dispatching again"), **c.args)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--base", default=tempfile.gettempdir())
+    ap.add_argument("--shards", type=int, default=2000)
+    ap.add_argument("--samples", type=int, default=60)
+    ap.add_argument("--manager-shards", type=int, default=10000)
+    ap.add_argument("--max-running", type=int, default=256)
+    ap.add_argument("--short-session", action="store_true", help="also run the 2,000 shards with a 3 s session/lease")
+    a = ap.parse_args()
+    a.binary = os.path.abspath(a.binary)
+    random.seed(1)
+
+    # Main cluster: polls every 200 ms; session and lease 20 s (see README: a
+    # manager's tick that dispatches thousands of subtasks can outlast 3 s).
+    c = Cluster(a.binary, a.base, 3, "200ms", "20s", "20s", a.max_running)
+    try:
+        idle_rss(c, 5)
+        latency(c, a.samples)
+        throughput(c, a.shards, "3 nodes, fs, 200ms polls, 20s session/lease")
+        if a.manager_shards:
+            manager_rss(c, a.manager_shards)
+    finally:
+        c.stop()
+        c.cleanup()
+
+    if a.short_session:
+        c = Cluster(a.binary, a.base, 3, "200ms", "3s", "3s", a.max_running)
+        try:
+            throughput(c, a.shards, "3 nodes, fs, 200ms polls, 3s session/lease")
+        finally:
+            c.stop()
+            c.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

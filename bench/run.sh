@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The benchmark suite of compactd, in one go (not part of the test suite):
+#   bash bench/run.sh
+# Builds --release, runs every part, writes bench/results.json and
+# bench/RESULTS.md. See bench/README.md. Takes ~10-15 minutes on 2 cores.
+#
+# Environment knobs (defaults are what RESULTS.md is made with):
+#   BENCH_SHARDS=2000 BENCH_LATENCY_SAMPLES=60 BENCH_MANAGER_SHARDS=10000
+#   BENCH_SKIP_CELERY=1 BENCH_SKIP_UPGRADE=1 BENCH_SHORT_SESSION=0
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+REPO=$PWD
+OUT=$REPO/bench
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/compactd-bench.XXXXXX")
+LOG=$WORK/results.txt
+trap 'rm -rf "$WORK"' EXIT
+: >"$LOG"
+START=$(date +%s)
+say() { printf '\n== %s (%ss)\n' "$*" "$(($(date +%s) - START))" >&2; }
+
+say "build (release)"
+cargo build --release --bin compactd 2>&1 | grep -Ev '^\s+(Compiling|Checking)' >&2 || true
+BIN=$REPO/target/release/compactd
+# Build the bench binaries once and run them directly, so a concurrent edit
+# of the sources cannot trigger a rebuild in the middle of the run.
+exe() { grep -o '(target/[^)]*)' | tr -d '()' | tail -1; }
+SUITE=$REPO/$(cargo bench --bench suite --no-run 2>&1 | tee /dev/stderr | exe)
+UPGRADE=""
+if [[ "${BENCH_SKIP_UPGRADE:-0}" != 1 ]]; then
+    UPGRADE=$REPO/$(cargo bench -p compactd-migrate --bench upgrade --no-run 2>&1 | tee /dev/stderr | exe)
+fi
+
+say "backend limit (suite limit)"
+"$SUITE" limit "$WORK" | tee -a "$LOG" || echo "limit failed" >&2
+
+say "dispatch, latency, memory of real processes (bench/dispatch.py)"
+DARGS=(--binary "$BIN" --base "$WORK" --shards "${BENCH_SHARDS:-2000}" --samples "${BENCH_LATENCY_SAMPLES:-60}"
+    --manager-shards "${BENCH_MANAGER_SHARDS:-10000}")
+[[ "${BENCH_SHORT_SESSION:-1}" == 1 ]] && DARGS+=(--short-session)
+python3 bench/dispatch.py "${DARGS[@]}" | tee -a "$LOG" || echo "dispatch failed" >&2
+
+if [[ "${BENCH_SKIP_CELERY:-0}" != 1 ]]; then
+    say "Celery peer (throwaway venv)"
+    if python3 -m venv "$WORK/venv" >&2 && "$WORK/venv/bin/pip" install -q 'celery==5.*' >&2; then
+        "$WORK/venv/bin/python" bench/celery_peer.py --tasks "${BENCH_SHARDS:-2000}" --base "$WORK" | tee -a "$LOG" ||
+            echo "Celery peer failed" >&2
+    else
+        echo "Celery could not be installed: reported as missing" >&2
+    fi
+fi
+
+say "cost (suite cost)"
+(cd "$WORK" && "$SUITE" cost "$WORK") | tee -a "$LOG" || echo "cost failed" >&2
+
+say "scale (suite scale)"
+(cd "$WORK" && "$SUITE" scale "$WORK") | tee -a "$LOG" || echo "scale failed" >&2
+
+: >"$WORK/upgrade.txt"
+if [[ -n "$UPGRADE" ]]; then
+    say "upgrade benchmark"
+    [[ -x .venv-s3/bin/python ]] || bash .ci/install-s3-server.sh >&2 || echo "S3 server install failed" >&2
+    (cd migrate && COMPACTD_BENCH_TASKS=${BENCH_UPGRADE_TASKS:-5000} "$UPGRADE" --bench) | tee "$WORK/upgrade.txt" || echo "upgrade failed" >&2
+fi
+
+say "report"
+TOTAL=$(($(date +%s) - START))
+python3 - "$WORK/meta.json" "$TOTAL" <<'EOF'
+import json, os, subprocess, sys
+sh = lambda c: subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()
+mem = sh("free -g | awk '/^Mem:/{print $2}'")
+tmp = os.environ.get("TMPDIR", "/tmp")
+json.dump({
+    "date": sh("date -u '+%Y-%m-%d %H:%M UTC'"), "nproc": sh("nproc"), "mem": f"{mem} GiB RAM (free -g)",
+    "kernel": sh("uname -r"), "rustc": sh("rustc --version"), "python": sh("python3 --version"),
+    "cpu": sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip(),
+    "tmp": tmp, "tmpfs": sh(f"df -T {tmp} | awk 'NR==2{{print $2\" (\"$1\")\"}}'"),
+    "total_seconds": int(sys.argv[2]), "commit": sh("git rev-parse --short HEAD"),
+}, open(sys.argv[1], "w"))
+EOF
+python3 bench/report.py "$LOG" "$WORK/upgrade.txt" "$WORK/meta.json" "$OUT/results.json" "$OUT/RESULTS.md"
+say "done: bench/RESULTS.md, bench/results.json"
