@@ -73,20 +73,6 @@ impl Cluster {
     }
 }
 
-fn sum(v: &[OpCounts]) -> OpCounts {
-    v.iter().fold(OpCounts::default(), |acc, c| OpCounts {
-        create: acc.create + c.create,
-        put: acc.put + c.put,
-        read: acc.read + c.read,
-        stat: acc.stat + c.stat,
-        list: acc.list + c.list,
-        list_entries: acc.list_entries + c.list_entries,
-        list_pages_est: acc.list_pages_est + c.list_pages_est,
-        delete: acc.delete + c.delete,
-        other: acc.other + c.other,
-    })
-}
-
 fn per(c: &OpCounts, d: f64) -> String {
     format!(
         "create {:.2}  put {:.2}  read {:.2}  stat {:.2}  list {:.2} (pages {:.2})  delete {:.2}  other {:.2}  | total {:.2}",
@@ -128,7 +114,7 @@ async fn main() {
         println!("  {} {role} per minute: {}", node.id(), per(&idle[i], minutes));
         println!("  {} {role} beyond its {hb:.0} heartbeat puts/min: {}", node.id(), per(&beyond, minutes));
     }
-    let idle_per_round = sum(&idle);
+    let idle_per_round: OpCounts = idle.iter().copied().sum();
 
     // 2. Subtask lifecycle.
     let mut spec =
@@ -151,19 +137,8 @@ async fn main() {
         }
         assert!(task_rounds < 10_000, "task did not finish");
     }
-    let total = sum(&c.snapshot());
-    let scale = |v: u64| (v as f64 * task_rounds as f64 / rounds as f64).round() as u64;
-    let idle_share = OpCounts {
-        create: scale(idle_per_round.create),
-        put: scale(idle_per_round.put),
-        read: scale(idle_per_round.read),
-        stat: scale(idle_per_round.stat),
-        list: scale(idle_per_round.list),
-        list_entries: scale(idle_per_round.list_entries),
-        list_pages_est: scale(idle_per_round.list_pages_est),
-        delete: scale(idle_per_round.delete),
-        other: scale(idle_per_round.other),
-    };
+    let total: OpCounts = c.snapshot().into_iter().sum();
+    let idle_share = idle_per_round.scaled(task_rounds as f64 / rounds as f64);
     let task_only = total - idle_share;
     println!("== subtask lifecycle: 1 task of {shards} shards, no-op command executor, 3 nodes; {task_rounds} polls ({:.1}s real)", started.elapsed().as_secs_f64());
     println!("  all operations per subtask:            {}", per(&total, shards as f64));

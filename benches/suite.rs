@@ -200,7 +200,7 @@ impl Cluster {
         if self.shared {
             return self.counters.first().map(|c| c.snapshot()).unwrap_or_default();
         }
-        self.counters.iter().fold(OpCounts::default(), |a, c| add(a, c.snapshot()))
+        self.counters.iter().map(|c| c.snapshot()).sum()
     }
 
     fn reset(&self) {
@@ -228,35 +228,6 @@ impl Cluster {
     }
 }
 
-fn add(a: OpCounts, c: OpCounts) -> OpCounts {
-    OpCounts {
-        create: a.create + c.create,
-        put: a.put + c.put,
-        read: a.read + c.read,
-        stat: a.stat + c.stat,
-        list: a.list + c.list,
-        list_entries: a.list_entries + c.list_entries,
-        list_pages_est: a.list_pages_est + c.list_pages_est,
-        delete: a.delete + c.delete,
-        other: a.other + c.other,
-    }
-}
-
-fn scale_counts(c: &OpCounts, f: f64) -> OpCounts {
-    let s = |v: u64| (v as f64 * f).round() as u64;
-    OpCounts {
-        create: s(c.create),
-        put: s(c.put),
-        read: s(c.read),
-        stat: s(c.stat),
-        list: s(c.list),
-        list_entries: s(c.list_entries),
-        list_pages_est: s(c.list_pages_est),
-        delete: s(c.delete),
-        other: s(c.other),
-    }
-}
-
 async fn cost(dir: &str) {
     // (a) lifecycle on fs, 3 nodes, own counters.
     let shards = env_u64("COMPACTD_BENCH_COST_SHARDS", 300) as u32;
@@ -275,7 +246,7 @@ async fn cost(dir: &str) {
     c.reset();
     let (_, rounds, secs) = c.run_task(shards, Duration::from_millis(30)).await;
     let all = c.total();
-    let task_only = all - scale_counts(&idle, rounds as f64 / idle_rounds as f64);
+    let task_only = all - idle.scaled(rounds as f64 / idle_rounds as f64);
     emit(
         "cost_lifecycle",
         json!({
@@ -314,9 +285,9 @@ async fn cost(dir: &str) {
     let monitors: Vec<usize> = (0..n).filter(|&i| c.nodes[i].is_monitor()).collect();
     assert_eq!(monitors.len(), 1, "one monitor");
     let m = monitors[0];
-    let snaps: Vec<OpCounts> = c.counters.iter().map(|x| scale_counts(&x.snapshot(), per_hour)).collect();
+    let snaps: Vec<OpCounts> = c.counters.iter().map(|x| x.snapshot().scaled(per_hour)).collect();
     let members: Vec<&OpCounts> = snaps.iter().enumerate().filter(|(i, _)| *i != m).map(|(_, s)| s).collect();
-    let member_sum = members.iter().fold(OpCounts::default(), |a, s| add(a, **s));
+    let member_sum = members.iter().map(|s| **s).sum::<OpCounts>();
     let heartbeat_puts_per_hour =
         hour as f64 * c.tick.as_secs_f64() / NodeConfig::new(NodeId::parse("x").unwrap()).heartbeat.as_secs_f64();
     emit(
@@ -328,7 +299,7 @@ async fn cost(dir: &str) {
             "monitor_per_hour": counts_json(&snaps[m], 1.0),
             "member_per_hour_mean": counts_json(&member_sum, members.len() as f64),
             "member_per_hour_max_total": members.iter().map(|s| s.total()).max(),
-            "cluster_per_hour": counts_json(&add(member_sum, snaps[m]), 1.0),
+            "cluster_per_hour": counts_json(&(member_sum + snaps[m]), 1.0),
             "seconds": t.elapsed().as_secs_f64(),
         }),
     );
@@ -360,7 +331,7 @@ async fn scale() {
     let hwm1 = status_kib("VmHWM:");
     let (_, rounds, secs) = c.run_task(shards, Duration::from_millis(20)).await;
     let all = c.total();
-    let task_only = all - scale_counts(&idle, rounds as f64 / idle_rounds as f64);
+    let task_only = all - idle.scaled(rounds as f64 / idle_rounds as f64);
     let rss2 = status_kib("VmRSS:");
     let hwm2 = status_kib("VmHWM:");
     emit(

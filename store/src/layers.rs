@@ -200,21 +200,49 @@ impl fmt::Display for OpCounts {
 
 /// `later - earlier`: the operations between two snapshots. Saturating, so a
 /// [`OpCounter::reset`] in between gives zeros rather than a panic.
+impl OpCounts {
+    /// Combines two counts kind by kind.
+    fn zip(self, o: OpCounts, f: impl Fn(u64, u64) -> u64) -> OpCounts {
+        OpCounts {
+            create: f(self.create, o.create),
+            put: f(self.put, o.put),
+            read: f(self.read, o.read),
+            stat: f(self.stat, o.stat),
+            list: f(self.list, o.list),
+            list_entries: f(self.list_entries, o.list_entries),
+            list_pages_est: f(self.list_pages_est, o.list_pages_est),
+            delete: f(self.delete, o.delete),
+            other: f(self.other, o.other),
+        }
+    }
+
+    /// Every kind multiplied by `factor`, rounded (e.g. an idle rate scaled
+    /// to another duration).
+    pub fn scaled(self, factor: f64) -> OpCounts {
+        self.zip(OpCounts::default(), |v, _| (v as f64 * factor).round() as u64)
+    }
+}
+
 impl Sub for OpCounts {
     type Output = OpCounts;
 
+    /// Kind by kind, floored at zero (a reset in between gives zeros).
     fn sub(self, rhs: OpCounts) -> OpCounts {
-        OpCounts {
-            create: self.create.saturating_sub(rhs.create),
-            put: self.put.saturating_sub(rhs.put),
-            read: self.read.saturating_sub(rhs.read),
-            stat: self.stat.saturating_sub(rhs.stat),
-            list: self.list.saturating_sub(rhs.list),
-            list_entries: self.list_entries.saturating_sub(rhs.list_entries),
-            list_pages_est: self.list_pages_est.saturating_sub(rhs.list_pages_est),
-            delete: self.delete.saturating_sub(rhs.delete),
-            other: self.other.saturating_sub(rhs.other),
-        }
+        self.zip(rhs, u64::saturating_sub)
+    }
+}
+
+impl std::ops::Add for OpCounts {
+    type Output = OpCounts;
+
+    fn add(self, rhs: OpCounts) -> OpCounts {
+        self.zip(rhs, |a, b| a + b)
+    }
+}
+
+impl std::iter::Sum for OpCounts {
+    fn sum<I: Iterator<Item = OpCounts>>(iter: I) -> OpCounts {
+        iter.fold(OpCounts::default(), |a, b| a + b)
     }
 }
 
