@@ -562,7 +562,12 @@ struct FaultState {
     kinds: u8,
     paused: AtomicBool,
     injected: AtomicU64,
+    on_op: Mutex<Option<OpHook>>,
 }
+
+/// Called before each affected operation while the layer is not paused (see
+/// [`FaultHandle::set_on_op`]).
+pub type OpHook = Arc<dyn Fn(OpKind) + Send + Sync>;
 
 impl fmt::Debug for FaultState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -573,6 +578,7 @@ impl fmt::Debug for FaultState {
             .field("kinds", &format_args!("{:#09b}", self.kinds))
             .field("paused", &self.paused.load(Ordering::Relaxed))
             .field("injected", &self.injected.load(Ordering::Relaxed))
+            .field("on_op", &self.on_op.lock().unwrap_or_else(|e| e.into_inner()).is_some())
             .finish_non_exhaustive()
     }
 }
@@ -605,6 +611,7 @@ impl FaultLayer {
                 kinds,
                 paused: AtomicBool::new(false),
                 injected: AtomicU64::new(0),
+                on_op: Mutex::new(None),
             }),
         }
     }
@@ -653,6 +660,13 @@ impl FaultHandle {
 
     pub fn is_paused(&self) -> bool {
         self.state.paused.load(Ordering::Relaxed)
+    }
+
+    /// Calls `hook` before every affected operation (not while paused). Tests
+    /// use it to charge simulated time per request to an injected clock: a
+    /// slow backend without real sleeps.
+    pub fn set_on_op(&self, hook: Option<OpHook>) {
+        *self.state.on_op.lock().unwrap_or_else(|e| e.into_inner()) = hook;
     }
 
     /// Faults injected so far (by every clone of the layer).
@@ -708,6 +722,13 @@ impl FaultState {
     /// Decides, and sleeps the decided delay (the lock is not held here).
     async fn enter(&self, kind: OpKind) -> Option<Strike> {
         let d = self.decide(kind);
+        if self.kinds & kind.bit() != 0 && !self.paused.load(Ordering::Relaxed) {
+            // Cloned out so that the hook runs without the lock held.
+            let hook = self.on_op.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(hook) = hook {
+                hook(kind);
+            }
+        }
         if let Some(delay) = d.delay.filter(|d| !d.is_zero()) {
             tokio::time::sleep(delay).await;
         }
@@ -1352,5 +1373,22 @@ mod tests {
         let t = tokio::time::Instant::now();
         op.stat("a").await.unwrap();
         assert_eq!(t.elapsed(), Duration::ZERO);
+    }
+
+    #[tokio::test]
+    async fn the_op_hook_sees_affected_operations_unless_paused() {
+        let (op, h) = faulty_memory(FaultConfig { kinds: vec![OpKind::Put, OpKind::Read], ..Default::default() });
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        h.set_on_op(Some(Arc::new(move |k| s.lock().unwrap().push(k))));
+        op.write("a", "1").await.unwrap();
+        op.read("a").await.unwrap();
+        op.stat("a").await.unwrap();
+        h.pause();
+        op.read("a").await.unwrap();
+        h.resume();
+        h.set_on_op(None);
+        op.read("a").await.unwrap();
+        assert_eq!(*seen.lock().unwrap(), vec![OpKind::Put, OpKind::Read]);
     }
 }
