@@ -2,11 +2,12 @@
 # The benchmark suite of compactd, in one go (not part of the test suite):
 #   bash bench/run.sh
 # Builds --release, runs every part, writes bench/results.json and
-# bench/RESULTS.md. See bench/README.md. Takes ~10-15 minutes on 2 cores.
+# bench/RESULTS.md. See bench/README.md. Takes ~40 minutes on 2 cores.
 #
 # Environment knobs (defaults are what RESULTS.md is made with):
 #   BENCH_SHARDS=2000 BENCH_LATENCY_SAMPLES=60 BENCH_MANAGER_SHARDS=10000
-#   BENCH_SKIP_CELERY=1 BENCH_SKIP_UPGRADE=1 BENCH_SHORT_SESSION=0
+#   BENCH_SKIP_CELERY=0 BENCH_SKIP_UPGRADE=0 BENCH_SHORT_SESSION=1 (0: skip the extra
+#   2,000-shard run with a 3 s session)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
