@@ -99,11 +99,14 @@ fn info_bytes(i: u64) -> Vec<u8> {
 }
 
 /// One loop: `n` subtask lifecycles in node folder `node`, listing the folder
-/// once every `list_every` subtasks.
+/// once every `list_every` subtasks. The same requests as the scheduler's
+/// lifecycle (see `cargo bench --bench ops`): dispatch create, worker read
+/// and two status puts, the manager's create-once outcome file, the delete.
 async fn limit_loop(store: Store, node: String, n: u64, list_every: u64) -> store::Result<()> {
     let mark = br#"{ "incarnation": 1, "wall_ms": 1795299909511, "exit_code": null, "error": null }"#.to_vec();
     let ok = br#"{ "incarnation": 1, "wall_ms": 1795299909511, "exit_code": 0, "error": null }"#.to_vec();
     let base = format!("Compaction_V2/TaskAssigned/{node}/");
+    let task = format!("Compaction_V2/Scheduler/0735e0b9.17952999.67345000.{}/", &node[1..]);
     for i in 0..n {
         let dir = format!("{base}0735e0b9.17952999.67345000.0.r1.u{i}.a1/");
         store.create(&format!("{dir}TaskInfo.pc.db"), info_bytes(i)).await?; // manager: dispatch
@@ -113,6 +116,7 @@ async fn limit_loop(store: Store, node: String, n: u64, list_every: u64) -> stor
         store.read(&format!("{dir}TaskInfo.pc.db")).await?; // worker: start
         store.put(&format!("{dir}Status.Running"), mark.clone()).await?;
         store.put(&format!("{dir}Status.Success"), ok.clone()).await?; // worker: finish
+        store.create(&format!("{task}Done.r1.u{i}"), Vec::new()).await?; // manager: record the outcome
         store.delete_all(&dir).await?; // manager: collect
     }
     Ok(())
