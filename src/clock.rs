@@ -68,3 +68,54 @@ impl Clock for ManualClock {
         self.wall_ms.load(Ordering::SeqCst)
     }
 }
+
+/// When a tick stops taking on more work: the loops of a worker or manager
+/// round check it between backend operations and leave the rest for the
+/// next tick. A node writes its heartbeat at the start of a tick, so a tick
+/// that ran on (thousands of creates on a slow backend) would outlast the
+/// session and get a live node declared offline.
+#[derive(Debug)]
+pub struct Deadline {
+    clock: SharedClock,
+    at: Duration,
+    cut_short: std::sync::atomic::AtomicBool,
+}
+
+impl Deadline {
+    pub fn new(clock: SharedClock, at: Duration) -> Deadline {
+        Deadline { clock, at, cut_short: Default::default() }
+    }
+
+    /// Asked before each further piece of work: true means stop and leave it
+    /// (which [`cut_short`](Self::cut_short) remembers).
+    pub fn passed(&self) -> bool {
+        let passed = self.clock.mono() >= self.at;
+        if passed {
+            self.cut_short.store(true, Ordering::Relaxed);
+        }
+        passed
+    }
+
+    /// Some work was left for the next tick: the caller should tick again
+    /// soon rather than wait a whole poll interval.
+    pub fn cut_short(&self) -> bool {
+        self.cut_short.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_passes_when_its_clock_reaches_it() {
+        let clock = ManualClock::new();
+        let d = Deadline::new(clock.clone(), Duration::from_millis(100));
+        assert!(!d.passed());
+        clock.advance(Duration::from_millis(99));
+        assert!(!d.passed() && !d.cut_short());
+        clock.advance(Duration::from_millis(1));
+        assert!(!d.cut_short(), "only a caller that stopped work cuts it short");
+        assert!(d.passed() && d.cut_short());
+    }
+}

@@ -82,9 +82,13 @@ pub async fn run(
         node = node.with_work(work, data);
     }
     loop {
-        node.tick().await;
+        // Work left over by a tick that ran out of time goes on at once.
+        let busy = node.tick().await;
+        if shutdown.is_cancelled() {
+            break;
+        }
         tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::time::sleep(if busy { Duration::ZERO } else { interval }) => {}
             _ = shutdown.cancelled() => break,
         }
     }

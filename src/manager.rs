@@ -24,6 +24,7 @@ use layouts::formats::{self, ExecutorKind, Shard, StatusMark, SubtaskMeta, TaskI
 use layouts::{v2, Name, NodeId, SubtaskState, TaskId, TaskState};
 use store::{Created, Store};
 
+use crate::clock::Deadline;
 use crate::ring::Ring;
 use crate::tasks::{self, TaskDir, TaskError};
 use crate::worker::{list_node, NodeFolder, WorkConfig};
@@ -64,6 +65,8 @@ pub struct Ctx<'a> {
     pub cfg: &'a WorkConfig,
     pub wall_ms: u64,
     pub folders: &'a mut FolderCache,
+    /// Past it, the round leaves the rest of its work for the next one.
+    pub deadline: &'a Deadline,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -353,6 +356,10 @@ impl TaskManager {
         let mut incarnations: Vec<(usize, NodeId, u64)> = vec![];
         for u in 0..self.runs.len() {
             let UnitState::Dispatched { node, node_incarnation } = self.runs[u].state.clone() else { continue };
+            // Units not looked at stay dispatched: the next round sees them.
+            if ctx.deadline.passed() {
+                break;
+            }
             let name = self.name(round, u, self.runs[u].attempt);
             let Some(&inc) = ctx.members.get(&node) else {
                 failures.push((u, node.clone(), name, format!("node {node} is offline")));
@@ -396,6 +403,9 @@ impl TaskManager {
             self.runs[u].state = UnitState::Dispatched { node, node_incarnation: inc };
         }
         for (u, node, name, why) in failures {
+            if ctx.deadline.passed() {
+                break;
+            }
             // Gone before counted: a crash here repeats the deletion only.
             ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
             let run = &mut self.runs[u];
@@ -413,6 +423,9 @@ impl TaskManager {
         // Each outcome is its own create-once file: a stale manager cannot
         // erase it, and it is recorded before the folder is deleted.
         for (u, node, name) in successes {
+            if ctx.deadline.passed() {
+                break;
+            }
             ctx.store.create(&v2::unit_outcome(&self.id, round, u as u32, true), Vec::new()).await?;
             self.runs[u].state = UnitState::Done;
             ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
@@ -457,7 +470,7 @@ impl TaskManager {
             }
             // Bounded per round: a node's heartbeat is written between
             // rounds, and 10,000 creates at once would outlast its session.
-            if dispatched == MAX_DISPATCH_PER_ROUND {
+            if dispatched == MAX_DISPATCH_PER_ROUND || ctx.deadline.passed() {
                 break;
             }
             dispatched += 1;

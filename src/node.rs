@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use layouts::TaskId;
 
-use crate::clock::SharedClock;
+use crate::clock::{Deadline, SharedClock};
 use crate::election::{Election, Step};
 use crate::events::EventConsumer;
 use crate::manager::{Ctx, Flow, FolderCache, TaskManager};
@@ -32,6 +32,8 @@ pub struct Work {
     worker: Worker,
     managers: BTreeMap<TaskId, TaskManager>,
     next_sweep_at: Duration,
+    /// Ticks so far: which manager goes first (see `work_round`).
+    rotation: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -121,7 +123,8 @@ impl Node {
     /// Enables the task layer: this node runs subtasks and manages tasks.
     pub fn with_work(mut self, cfg: WorkConfig, data: Store) -> Node {
         let worker = Worker::new(self.cfg.id.clone());
-        self.work = Some(Work { cfg, data, worker, managers: BTreeMap::new(), next_sweep_at: Duration::ZERO });
+        self.work =
+            Some(Work { cfg, data, worker, managers: BTreeMap::new(), next_sweep_at: Duration::ZERO, rotation: 0 });
         self
     }
 
@@ -152,8 +155,14 @@ impl Node {
     }
 
     /// One round of work. Never fails; problems are logged and retried.
-    pub async fn tick(&mut self) {
+    /// Returns true when task work was left for the next tick because this
+    /// one ran out of time (see [`Deadline`]): the caller should tick again
+    /// at once instead of waiting a poll interval.
+    pub async fn tick(&mut self) -> bool {
         let now = self.clock.mono();
+        // Half a poll: the next heartbeat is never late by more than that
+        // plus one backend operation.
+        let deadline = Deadline::new(self.clock.clone(), now + self.cfg.tick_interval() / 2);
         if let Some(ok) = self.last_beat_ok {
             let gap = now.saturating_sub(ok);
             if gap > self.cfg.session_timeout {
@@ -176,10 +185,11 @@ impl Node {
         if self.election.is_leader() && now >= self.next_scan_at {
             self.monitor_round(now).await;
         }
-        self.work_round(now).await;
+        self.work_round(&deadline).await;
         if let Err(e) = self.consume_events().await {
             tracing::warn!("reading change events failed: {e}");
         }
+        deadline.cut_short()
     }
 
     async fn write_heartbeat(&mut self, now: Duration) -> store::Result<()> {
@@ -230,7 +240,7 @@ impl Node {
             .unwrap_or_default()
     }
 
-    async fn work_round(&mut self, now: Duration) {
+    async fn work_round(&mut self, deadline: &Deadline) {
         let members = self.members();
         let me = self.cfg.id.clone();
         let incarnation = self.stats.incarnation;
@@ -246,7 +256,7 @@ impl Node {
                 return;
             }
         };
-        if let Err(e) = work.worker.round(&self.store, &work.cfg, incarnation, &folder, wall).await {
+        if let Err(e) = work.worker.round(&self.store, &work.cfg, incarnation, &folder, wall, deadline).await {
             tracing::warn!("worker round failed: {e}");
         }
         if !is_member {
@@ -261,7 +271,16 @@ impl Node {
         let mut cache = FolderCache::default();
         cache.insert(me.clone(), folder);
         let mut done = vec![];
-        for (id, m) in work.managers.iter_mut() {
+        // Out of time, the managers after the current one wait a tick; who
+        // goes first rotates, so that under load no task starves.
+        work.rotation = work.rotation.wrapping_add(1);
+        let first = work.rotation % work.managers.len().max(1);
+        let order: Vec<TaskId> = work.managers.keys().cycle().skip(first).take(work.managers.len()).copied().collect();
+        for id in order {
+            if deadline.passed() {
+                break;
+            }
+            let m = work.managers.get_mut(&id).expect("listed above");
             let mut ctx = Ctx {
                 store: &self.store,
                 data: &work.data,
@@ -270,10 +289,11 @@ impl Node {
                 cfg: &work.cfg,
                 wall_ms: wall,
                 folders: &mut cache,
+                deadline,
             };
             match m.round(&mut ctx).await {
                 Ok(Flow::Continue) => {}
-                Ok(Flow::Finished(_)) | Ok(Flow::Fenced) => done.push(*id),
+                Ok(Flow::Finished(_)) | Ok(Flow::Fenced) => done.push(id),
                 Err(e) => tracing::warn!(task = %id, "manager round failed: {e}"),
             }
         }
@@ -283,7 +303,6 @@ impl Node {
                 tracing::warn!(task = %id, "removing the manager pointer failed: {e}");
             }
         }
-        let _ = now;
     }
 
     /// The monitor's task duties after a membership scan.

@@ -16,6 +16,7 @@ use layouts::formats::{self, ExecutorKind, StatusMark, TaskInfo};
 use layouts::{v2, Name, NodeId, SubtaskState, TaskId};
 use store::Store;
 
+use crate::clock::Deadline;
 use crate::executor::{self, ExecRequest, Running};
 
 /// Settings of the task layer, from `compactd run`.
@@ -151,6 +152,7 @@ impl Worker {
         incarnation: u64,
         folder: &NodeFolder,
         wall_ms: u64,
+        deadline: &Deadline,
     ) -> store::Result<()> {
         // Cancelled or moved away: kill, and forget any unsent report.
         let gone: Vec<String> = self
@@ -190,8 +192,15 @@ impl Worker {
         for name in &finished {
             self.running.remove(name);
         }
+        // Finished here and reported now or still to report: the listing
+        // (taken before this poll) may still show them Running.
         let pending: Vec<String> = self.reports.keys().cloned().collect();
+        let finished_here: std::collections::BTreeSet<String> = pending.iter().cloned().collect();
         for name in pending {
+            // Unwritten reports are kept for the next poll.
+            if deadline.passed() {
+                return Ok(());
+            }
             let (kind, f) = self.reports[&name].clone();
             let sub = Name::parse(&name).expect("listed subtask names are valid");
             if !f.tail.is_empty() && (kind == ExecutorKind::Command || !f.success) {
@@ -208,8 +217,11 @@ impl Worker {
             if self.running.len() >= cfg.max_running {
                 break;
             }
-            if self.running.contains_key(name) || !f.has_info || finished.contains(name) {
+            if self.running.contains_key(name) || !f.has_info || finished_here.contains(name) {
                 continue;
+            }
+            if deadline.passed() {
+                break;
             }
             let Ok(sub) = Name::parse(name) else { continue };
             if !f.markers.is_empty() {

@@ -164,6 +164,12 @@ impl Store {
         Self::open(&RootUri::Memory).await.expect("the memory backend always opens")
     }
 
+    /// The same backend seen through more layers (a node of an in-process
+    /// test cluster with its own fault layer over a shared memory store).
+    pub fn layered(&self, wrap: impl Fn(Operator) -> Operator) -> Store {
+        Store { uri: self.uri.clone(), op: wrap(self.op.clone()), replace_op: wrap(self.replace_op.clone()) }
+    }
+
     pub fn uri(&self) -> &RootUri {
         &self.uri
     }
