@@ -160,9 +160,12 @@ impl Node {
     /// at once instead of waiting a poll interval.
     pub async fn tick(&mut self) -> bool {
         let now = self.clock.mono();
-        // Half a poll: the next heartbeat is never late by more than that
-        // plus one backend operation.
-        let deadline = Deadline::new(self.clock.clone(), now + self.cfg.tick_interval() / 2);
+        // A quarter of the session (or lease): the next heartbeat (or lease
+        // renewal) is late by at most that plus one backend operation, well
+        // inside the session; a shorter budget would cut busy ticks short
+        // and repeat their listings for nothing.
+        let budget = self.cfg.session_timeout.min(self.cfg.lease) / 4;
+        let deadline = Deadline::new(self.clock.clone(), now + budget);
         if let Some(ok) = self.last_beat_ok {
             let gap = now.saturating_sub(ok);
             if gap > self.cfg.session_timeout {

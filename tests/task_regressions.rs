@@ -448,8 +448,8 @@ async fn attempts_after_manager_change(restart: bool) {
 /// per round. The benchmark then showed the same with a 3 s session: the
 /// worker starting and reporting hundreds of subtasks and the manager
 /// recording hundreds of outcomes in one tick. Fixed for good: every loop of
-/// a tick stops at a deadline (half a poll) and leaves the rest to the next
-/// tick, which the daemon starts at once.
+/// a tick stops at a deadline (a quarter of the session) and leaves the rest
+/// to the next tick, which the daemon starts at once.
 ///
 /// Here: every request of n2 costs 20 ms on the injected clock (a slow
 /// backend), session 15 s, a task of 2,000 shards managed by n2, up to 256
