@@ -61,7 +61,7 @@ def count_results(d):
         return 0
 
 
-def run(n, workers, body, poll, base, stall=30):
+def run(n, workers, body, poll, base, medium, stall=30):
     d = tempfile.mkdtemp(prefix="celery.", dir=base)
     for sub in ("queue", "processed", "results"):
         os.makedirs(os.path.join(d, sub))
@@ -116,7 +116,7 @@ def run(n, workers, body, poll, base, stall=30):
             "part": "celery", "celery": celery.__version__, "body": body, "tasks": n, "workers": workers,
             "pool": "solo", "broker": "filesystem://", "result_backend": "file://", "polling_interval_s": poll,
             "completed": done, "complete": done >= n, "workers_crashed": crashed,
-            "seconds": secs, "send_seconds": sent, "tasks_per_s": done / secs}), flush=True)
+            "seconds": secs, "send_seconds": sent, "tasks_per_s": done / secs, "medium": medium}), flush=True)
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)
@@ -138,9 +138,10 @@ def main():
     ap.add_argument("--poll", type=float, default=0.2)
     ap.add_argument("--body", action="append", choices=["noop", "true"])
     ap.add_argument("--base", default=tempfile.gettempdir())
+    ap.add_argument("--medium", default="disk", help="label of what --base is on (disk, tmpfs)")
     a = ap.parse_args()
     for body in a.body or ["noop", "true"]:
-        run(a.tasks, a.workers, body, a.poll, a.base)
+        run(a.tasks, a.workers, body, a.poll, a.base, a.medium)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,13 @@
 # The benchmark suite of compactd, in one go (not part of the test suite):
 #   bash bench/run.sh
 # Builds --release, runs every part, writes bench/results.json and
-# bench/RESULTS.md. See bench/README.md. Takes ~40 minutes on 2 cores.
+# bench/RESULTS.md. See bench/README.md. Takes ~10-15 minutes on 2 cores.
 #
 # Environment knobs (defaults are what RESULTS.md is made with):
 #   BENCH_SHARDS=2000 BENCH_LATENCY_SAMPLES=60 BENCH_MANAGER_SHARDS=10000
 #   BENCH_SKIP_CELERY=0 BENCH_SKIP_UPGRADE=0 BENCH_SHORT_SESSION=1 (0: skip the extra
-#   2,000-shard run with a 3 s session)
+#   2,000-shard run with a 3 s session) BENCH_SKIP_TMPFS=0 (1: skip the tmpfs repeat of
+#   limit, dispatch and Celery)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -48,6 +49,19 @@ if [[ "${BENCH_SKIP_CELERY:-0}" != 1 ]]; then
             echo "Celery peer failed" >&2
     else
         echo "Celery could not be installed: reported as missing" >&2
+    fi
+fi
+
+if [[ "${BENCH_SKIP_TMPFS:-0}" != 1 && -d /dev/shm && -w /dev/shm ]]; then
+    SHM=$(mktemp -d /dev/shm/compactd-bench.XXXXXX)
+    trap 'rm -rf "$WORK" "$SHM"' EXIT
+    say "the same on tmpfs (no fsync cost): limit, dispatch, Celery"
+    "$SUITE" limit "$SHM" | tee -a "$LOG" || echo "tmpfs limit failed" >&2
+    python3 bench/dispatch.py --binary "$BIN" --base "$SHM" --shards "${BENCH_SHARDS:-2000}" --medium tmpfs \
+        --throughput-only | tee -a "$LOG" || echo "tmpfs dispatch failed" >&2
+    if [[ -x "$WORK/venv/bin/celery" ]]; then
+        "$WORK/venv/bin/python" bench/celery_peer.py --tasks "${BENCH_SHARDS:-2000}" --base "$SHM" --medium tmpfs |
+            tee -a "$LOG" || echo "tmpfs Celery peer failed" >&2
     fi
 fi
 
