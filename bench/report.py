@@ -64,13 +64,19 @@ def ops_row(label, c):
 
 
 def main():
+    if sys.argv[1] == "--from-json":
+        # Re-render an earlier run's results.json (after a change of this
+        # script): python3 bench/report.py --from-json bench/results.json OUT.json OUT.md
+        j = json.load(open(sys.argv[2]))
+        return render(j["meta"], j["results"], j.get("upgrade"), sys.argv[3], sys.argv[4])
     results_txt, upgrade_txt, meta_json, out_json, out_md = sys.argv[1:6]
-    meta = json.load(open(meta_json))
-    rs = load(results_txt)
+    render(json.load(open(meta_json)), load(results_txt), parse_upgrade(upgrade_txt), out_json, out_md)
+
+
+def render(meta, rs, up, out_json, out_md):
     by = {}
     for r in rs:
         by.setdefault(r["part"], []).append(r)
-    up = parse_upgrade(upgrade_txt)
     one = lambda k: (by.get(k) or [None])[0]
 
     med = lambda r: r.get("medium", "disk")
@@ -290,7 +296,7 @@ def main():
     w("## Ratios")
     w("")
     for k, v in derived.items():
-        if k.startswith("compactd_vs"):
+        if k.startswith(("compactd_vs", "tmpfs_compactd_vs")):
             w(f"- {k.replace('_', ' ')}: {v:.2f}")
     w("")
     open(out_md, "w").write("\n".join(L) + "\n")
