@@ -213,6 +213,23 @@ impl Cluster {
         }
     }
 
+    /// Runs `warm` of idle polls, then counts 10 idle minutes: the share of
+    /// a task's counts that the idle cluster would have made anyway.
+    /// Counters are reset afterwards.
+    async fn idle_baseline(&mut self, warm: Duration) -> IdleBaseline {
+        for _ in 0..self.rounds_for(warm) {
+            self.round().await;
+        }
+        self.reset();
+        let rounds = self.rounds_for(Duration::from_secs(600));
+        for _ in 0..rounds {
+            self.round().await;
+        }
+        let ops = self.total();
+        self.reset();
+        IdleBaseline { ops, rounds }
+    }
+
     async fn run_task(&mut self, shards: u32, sleep: Duration) -> (tasks::TaskDir, usize, f64) {
         let id = tasks::submit(&self.admin, noop_spec(shards), self.clock.wall_ms()).await.unwrap();
         let t = Instant::now();
@@ -232,25 +249,28 @@ impl Cluster {
     }
 }
 
+struct IdleBaseline {
+    ops: OpCounts,
+    rounds: usize,
+}
+
+impl IdleBaseline {
+    /// The idle cluster's operations over `rounds` polls.
+    fn over(&self, rounds: usize) -> OpCounts {
+        self.ops.scaled(rounds as f64 / self.rounds as f64)
+    }
+}
+
 async fn cost(dir: &str) {
     // (a) lifecycle on fs, 3 nodes, own counters.
     let shards = env_u64("COMPACTD_BENCH_COST_SHARDS", 300) as u32;
     let uri = RootUri::parse(&format!("fs://{dir}/cost-root")).unwrap();
     let data = Store::open(&RootUri::parse(&format!("fs://{dir}/cost-data")).unwrap()).await.unwrap();
     let mut c = Cluster::new(&uri, &data, 3, 1000, false).await;
-    for _ in 0..c.rounds_for(Duration::from_secs(120)) {
-        c.round().await;
-    }
-    c.reset();
-    let idle_rounds = c.rounds_for(Duration::from_secs(600));
-    for _ in 0..idle_rounds {
-        c.round().await;
-    }
-    let idle = c.total();
-    c.reset();
+    let idle = c.idle_baseline(Duration::from_secs(120)).await;
     let (_, rounds, secs) = c.run_task(shards, Duration::from_millis(30)).await;
     let all = c.total();
-    let task_only = all - idle.scaled(rounds as f64 / idle_rounds as f64);
+    let task_only = all - idle.over(rounds);
     emit(
         "cost_lifecycle",
         json!({
@@ -321,21 +341,12 @@ async fn scale() {
     let hwm0 = status_kib("VmHWM:");
     let data = Store::memory().await;
     let mut c = Cluster::new(&RootUri::Memory, &data, nodes, max_running, true).await;
-    for _ in 0..c.rounds_for(Duration::from_secs(60)) {
-        c.round().await;
-    }
-    c.reset();
-    let idle_rounds = c.rounds_for(Duration::from_secs(600));
-    for _ in 0..idle_rounds {
-        c.round().await;
-    }
-    let idle = c.total();
-    c.reset();
+    let idle = c.idle_baseline(Duration::from_secs(60)).await;
     let rss1 = status_kib("VmRSS:");
     let hwm1 = status_kib("VmHWM:");
     let (_, rounds, secs) = c.run_task(shards, Duration::from_millis(20)).await;
     let all = c.total();
-    let task_only = all - idle.scaled(rounds as f64 / idle_rounds as f64);
+    let task_only = all - idle.over(rounds);
     let rss2 = status_kib("VmRSS:");
     let hwm2 = status_kib("VmHWM:");
     emit(

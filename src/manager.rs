@@ -468,8 +468,9 @@ impl TaskManager {
             if self.runs[u].state != UnitState::Pending {
                 continue;
             }
-            // Bounded per round: a node's heartbeat is written between
-            // rounds, and 10,000 creates at once would outlast its session.
+            // The deadline bounds a round's time (a heartbeat is written
+            // between ticks); the count bounds its burst, so that workers
+            // start on the first subtasks while the rest are written.
             if dispatched == MAX_DISPATCH_PER_ROUND || ctx.deadline.passed() {
                 break;
             }

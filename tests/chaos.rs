@@ -750,22 +750,6 @@ fn read_table(data: &Path) -> (Vec<String>, Commits) {
     (lines, commits)
 }
 
-fn status(c: &Cluster, task: &str) -> Value {
-    run_json(c, &["status", task, "--json"]).unwrap_or(Value::Null)
-}
-
-fn wait_status(c: &Cluster, task: &str, timeout: Duration, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
-        let s = status(c, task);
-        if ok(&s) {
-            return s;
-        }
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}: {s:#}\n{}", c.logs_text());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// The merge child of `worker` for `partition`, if running.
 fn merge_child(worker: i32, partition: &str) -> Option<i32> {
     let want = format!("db/s/t/{partition}/");
@@ -800,7 +784,7 @@ fn paused_worker_must_not_commit(kind: PauseKind) {
     // A subtask running on a node that is neither the manager nor the
     // monitor, with its merge child started.
     let found = std::cell::RefCell::new(None);
-    wait_status(&c, &task, Duration::from_secs(20), "a merge running on a plain worker", |s| {
+    c.wait_status(&task, Duration::from_secs(20), "a merge running on a plain worker", |s| {
         let manager = s["manager"].as_str().unwrap_or("");
         let Some(subs) = s["subtasks"].as_array() else { return false };
         for t in subs {
@@ -829,7 +813,7 @@ fn paused_worker_must_not_commit(kind: PauseKind) {
     }
     eprintln!("paused {victim} ({kind:?}) while it merges {partition} attempt {old_attempt} (child {child})");
     // Past its session the manager gives the subtask to another node.
-    let s = wait_status(&c, &task, Duration::from_secs(20), "the subtask re-dispatched", |s| {
+    let s = c.wait_status(&task, Duration::from_secs(20), "the subtask re-dispatched", |s| {
         s["subtasks"].as_array().is_some_and(|subs| {
             subs.iter().any(|t| {
                 t["partition"] == partition.as_str()
@@ -857,7 +841,7 @@ fn paused_worker_must_not_commit(kind: PauseKind) {
         // daemon winning the race against its own child.
         PauseKind::Machine => cs::cont_tree(pid, Duration::from_millis(300)),
     }
-    let s = wait_status(&c, &task, Duration::from_secs(60), "the task to end", |s| {
+    let s = c.wait_status(&task, Duration::from_secs(60), "the task to end", |s| {
         s["state"] != "Running" && s["state"] != "Init" && !s.is_null()
     });
     assert_eq!(s["state"], "Done", "{s:#}");

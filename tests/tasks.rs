@@ -70,24 +70,6 @@ fn read_table(data_uri: &str) -> (Vec<String>, BTreeMap<String, Vec<u64>>) {
     (lines, commits)
 }
 
-fn status(c: &Cluster, task: &str) -> Value {
-    let out = c.compactd(&["status", task, "--json"]);
-    assert!(out.status.success(), "status failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn wait_status(c: &Cluster, task: &str, timeout: Duration, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
-        let s = status(c, task);
-        if ok(&s) {
-            return s;
-        }
-        assert!(start.elapsed() < timeout, "timed out waiting for {what}: {s:#}\n{}", c.logs_text());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn submit(c: &Cluster, extra: &[&str]) -> String {
     let mut args = vec!["submit", "--db", "db", "--schema", "s", "--table", "t", "--json"];
     args.extend_from_slice(extra);
@@ -121,14 +103,14 @@ fn killed_worker(c: &mut Cluster, data: &str) {
     let want = make_table(data);
     start3(c, data);
     let task = submit(c, &[]);
-    let s = wait_status(c, &task, Duration::from_secs(20), "a subtask running on a non-manager node", |s| {
+    let s = c.wait_status(&task, Duration::from_secs(20), "a subtask running on a non-manager node", |s| {
         let manager = s["manager"].as_str().unwrap_or("");
         running_on(s, &[manager]).is_some()
     });
     let manager = s["manager"].as_str().unwrap().to_string();
     let (victim, partition) = running_on(&s, &[&manager]).unwrap();
     c.kill(&victim);
-    let s = wait_status(c, &task, Duration::from_secs(40), "the task to end", |s| {
+    let s = c.wait_status(&task, Duration::from_secs(40), "the task to end", |s| {
         s["state"] != "Running" && s["state"] != "Init"
     });
     assert_eq!(s["state"], "Done", "{s:#}");
@@ -177,9 +159,9 @@ fn fs_a_killed_manager_hands_its_task_over() {
     let want = make_table(&data);
     start3(&mut c, &data);
     let task = submit(&c, &["--manager", "n2"]);
-    wait_status(&c, &task, Duration::from_secs(20), "subtasks running", |s| running_on(s, &[]).is_some());
+    c.wait_status(&task, Duration::from_secs(20), "subtasks running", |s| running_on(s, &[]).is_some());
     c.kill("n2");
-    let s = wait_status(&c, &task, Duration::from_secs(60), "the task to end", |s| {
+    let s = c.wait_status(&task, Duration::from_secs(60), "the task to end", |s| {
         s["state"] != "Running" && s["state"] != "Init"
     });
     assert_eq!(s["state"], "Done", "{s:#}");
@@ -208,7 +190,7 @@ fn fs_stopping_a_repeat_task_cancels_it_and_kills_its_executors() {
     start3(&mut c, &data);
     let cmd = format!("echo $$ > {}/{{subtask}}.pid; exec sleep 60", pids.display());
     let task = submit(&c, &["--shards", "3", "--repeat", "0", "--interval", "100ms", "--command", &cmd]);
-    wait_status(&c, &task, Duration::from_secs(20), "3 running executors", |s| {
+    c.wait_status(&task, Duration::from_secs(20), "3 running executors", |s| {
         s["subtasks"].as_array().unwrap().iter().filter(|t| t["state"] == "Running").count() == 3
     });
     std::thread::sleep(Duration::from_millis(300));
@@ -220,7 +202,7 @@ fn fs_stopping_a_repeat_task_cancels_it_and_kills_its_executors() {
     assert!(started.iter().all(|p| pid_alive(*p)));
     let out = c.compactd(&["stop", &task]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let s = wait_status(&c, &task, Duration::from_secs(20), "Cancel", |s| s["state"] == "Cancel");
+    let s = c.wait_status(&task, Duration::from_secs(20), "Cancel", |s| s["state"] == "Cancel");
     assert!(s["subtasks"].as_array().unwrap().is_empty(), "{s:#}");
     let start = Instant::now();
     while started.iter().any(|p| pid_alive(*p)) {
@@ -239,7 +221,7 @@ fn fs_a_paused_workers_late_result_is_not_accepted() {
     let monitor = monitor_of(&c.nodes()).unwrap();
     // Managed by the monitor: the two other nodes are plain workers.
     let task = submit(&c, &["--manager", &monitor]);
-    let s = wait_status(&c, &task, Duration::from_secs(20), "a subtask running on a plain worker", |s| {
+    let s = c.wait_status(&task, Duration::from_secs(20), "a subtask running on a plain worker", |s| {
         let manager = s["manager"].as_str().unwrap_or("");
         running_on(s, &[manager, &monitor]).is_some()
     });
@@ -247,7 +229,7 @@ fn fs_a_paused_workers_late_result_is_not_accepted() {
     let (victim, partition) = running_on(&s, &[&manager, &monitor]).unwrap();
     c.pause(&victim);
     // Past its session timeout the manager gives the subtask to another node.
-    wait_status(&c, &task, Duration::from_secs(20), "the subtask re-dispatched", |s| {
+    c.wait_status(&task, Duration::from_secs(20), "the subtask re-dispatched", |s| {
         s["state"] == "Done"
             || s["subtasks"]
                 .as_array()
@@ -256,14 +238,14 @@ fn fs_a_paused_workers_late_result_is_not_accepted() {
                 .any(|t| t["partition"] == partition.as_str() && t["attempt"].as_u64() >= Some(2))
     });
     c.resume(&victim);
-    let s = wait_status(&c, &task, Duration::from_secs(40), "the task to end", |s| {
+    let s = c.wait_status(&task, Duration::from_secs(40), "the task to end", |s| {
         s["state"] != "Running" && s["state"] != "Init"
     });
     assert_eq!(s["state"], "Done", "{s:#}");
     // Exactly one success per partition: the late result was not counted.
     assert_eq!(s["result"]["success"], PARTITIONS as u64, "{s:#}");
     std::thread::sleep(Duration::from_secs(2));
-    let s = status(&c, &task);
+    let s = c.status(&task);
     assert_eq!(s["result"]["success"], PARTITIONS as u64, "{s:#}");
     let (got, commits) = read_table(&data);
     assert_eq!(got, want, "every line exactly once: the merge was not committed twice");
@@ -280,19 +262,19 @@ fn fs_reassign_a_subtask_and_a_manager_then_archive_the_history() {
     }
     c.wait_nodes(Duration::from_secs(20), "3 alive nodes", |r| alive(r).len() == 3 && monitor_of(r).is_some());
     let task = submit(&c, &["--shards", "3", "--manager", "n1", "--command", "sleep 4"]);
-    let s = wait_status(&c, &task, Duration::from_secs(20), "a running subtask", |s| running_on(s, &[]).is_some());
+    let s = c.wait_status(&task, Duration::from_secs(20), "a running subtask", |s| running_on(s, &[]).is_some());
     let sub = s["subtasks"].as_array().unwrap().iter().find(|t| t["state"] == "Running").unwrap().clone();
     let from = sub["node"].as_str().unwrap().to_string();
     let to = ["n1", "n2", "n3"].into_iter().find(|n| *n != from).unwrap();
     let unit = sub["shard"].as_u64().unwrap();
     let out = c.compactd(&["reassign", sub["id"].as_str().unwrap(), "--to", to]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    wait_status(&c, &task, Duration::from_secs(20), "the subtask on the new node", |s| {
+    c.wait_status(&task, Duration::from_secs(20), "the subtask on the new node", |s| {
         s["subtasks"].as_array().unwrap().iter().any(|t| t["shard"] == unit && t["node"] == to && t["attempt"] == 2)
     });
     let out = c.compactd(&["reassign", &task, "--manager", "n3"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let s = wait_status(&c, &task, Duration::from_secs(30), "the task done under n3", |s| s["state"] == "Done");
+    let s = c.wait_status(&task, Duration::from_secs(30), "the task done under n3", |s| s["state"] == "Done");
     assert_eq!(s["manager"], "n3", "{s:#}");
     assert_eq!(s["manager_term"], 2);
     assert_eq!(s["result"]["success"], 3);

@@ -42,7 +42,9 @@ pub struct JobSpec {
     pub version: Option<u64>,
 }
 
-/// One step of a [`JobSpec`].
+/// One step of a [`JobSpec`]. Its fields repeat [`StepBody`]'s instead of
+/// flattening it: serde's `deny_unknown_fields` does not work with
+/// `flatten`, and a misspelt key in a definition file must be an error.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StepSpec {

@@ -133,6 +133,32 @@ impl Cluster {
         }
     }
 
+    /// `status <task> --json`; panics if the command fails.
+    pub fn status(&self, task: &str) -> Value {
+        let out = self.compactd(&["status", task, "--json"]);
+        assert!(out.status.success(), "status failed: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Polls `status <task> --json` until `ok` holds or `timeout` passes. A
+    /// poll whose command fails counts as `null` (the next one retries).
+    pub fn wait_status(&self, task: &str, timeout: Duration, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let out = self.compactd(&["status", task, "--json"]);
+            let s = if out.status.success() {
+                serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+            } else {
+                Value::Null
+            };
+            if ok(&s) {
+                return s;
+            }
+            assert!(start.elapsed() < timeout, "timed out waiting for {what}: {s:#}\n{}", self.logs_text());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     pub fn logs_text(&self) -> String {
         let mut s = String::new();
         for entry in std::fs::read_dir(self.logs.path()).unwrap() {
