@@ -10,14 +10,15 @@
 //! - [`Store::open`] refuses a backend on which atomic create is not safe,
 //!   naming the backend and the missing capability; there is no fallback to
 //!   check-then-write.
-//! - On fs, creates use `O_CREAT|O_EXCL` (race-safe, but the content is then
-//!   written in place) and replaces go through a temp file and a rename
-//!   (readers see the old or the new file, never a mix). Readers of created
-//!   files therefore treat a file that does not parse as "not yet written"
-//!   (every format is a JSON object, and a truncated object never parses).
+//! - On fs, creates are complete-or-absent: the content is staged in a synced
+//!   temp file and published with `link(2)`, which fails if the name exists
+//!   ([`fs_create`]); a name, once visible, holds its whole content, even after
+//!   a crash of the writer or a power loss. Replaces go through a temp file
+//!   and a rename (readers see the old or the new file, never a mix).
 //! - "Lost the race" is one result, [`Created::Exists`], whether the backend
 //!   said `ConditionNotMatch` or (S3 under contention) `Conflict`.
 
+pub mod fs_create;
 pub mod layers;
 mod uri;
 
@@ -28,8 +29,8 @@ use opendal::{ErrorKind, Operator};
 
 pub use uri::{RootUri, UriError};
 
-/// Folder below the fs root where replaces stage their temp files; ignored by
-/// listings of the tree and by `compactd check`.
+/// Folder below the fs root where creates and replaces stage their temp
+/// files; ignored by listings of the tree and by `compactd check`.
 pub const FS_TMP_DIR: &str = ".compactd-tmp";
 
 #[derive(Debug, thiserror::Error)]
@@ -114,7 +115,14 @@ impl Store {
             RootUri::Fs { root } => {
                 let root = root.to_string_lossy().into_owned();
                 let tmp = format!("{}/{FS_TMP_DIR}", root.trim_end_matches('/'));
-                let op = Operator::new(opendal::services::Fs::default().root(&root)).map_err(fail)?;
+                let op = Operator::new(opendal::services::Fs::default().root(&root))
+                    .map_err(fail)?
+                    .layer(fs_create::FsCreateLayer::new(&root, &tmp));
+                match fs_create::sweep_stale_temps(std::path::Path::new(&tmp)) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(removed = n, dir = %tmp, "removed temp files of crashed creates"),
+                    Err(e) => tracing::warn!(dir = %tmp, error = %e, "could not sweep temp files of crashed creates"),
+                }
                 let replace =
                     Operator::new(opendal::services::Fs::default().root(&root).atomic_write_dir(&tmp)).map_err(fail)?;
                 (op, replace)
@@ -352,6 +360,82 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn fs_store(dir: &std::path::Path) -> Store {
+        Store::open(&RootUri::Fs { root: dir.to_path_buf() }).await.unwrap()
+    }
+
+    fn temps(dir: &std::path::Path) -> Vec<String> {
+        std::fs::read_dir(dir.join(FS_TMP_DIR))
+            .map(|r| r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn fs_create_publishes_whole_files_and_loses_to_an_existing_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = fs_store(dir.path()).await;
+        assert_eq!(s.create("a/b/c", b"first".to_vec()).await.unwrap(), Created::Created);
+        assert_eq!(s.create("a/b/c", b"second".to_vec()).await.unwrap(), Created::Exists);
+        assert_eq!(std::fs::read(dir.path().join("a/b/c")).unwrap(), b"first");
+        // An empty file left by a crashed writer of an older version is an
+        // existing name too: a create never overwrites.
+        std::fs::write(dir.path().join("a/torn"), b"").unwrap();
+        assert_eq!(s.create("a/torn", b"x".to_vec()).await.unwrap(), Created::Exists);
+        assert_eq!(std::fs::read(dir.path().join("a/torn")).unwrap(), b"");
+        assert!(temps(dir.path()).is_empty(), "no temp file left: {:?}", temps(dir.path()));
+        // A folder where the file should be is an error, not a win.
+        std::fs::create_dir_all(dir.path().join("a/dir")).unwrap();
+        assert_eq!(s.create("a/dir", b"x".to_vec()).await.unwrap(), Created::Exists);
+    }
+
+    #[tokio::test]
+    async fn fs_creates_racing_on_os_threads_have_one_winner_with_its_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = fs_store(dir.path()).await;
+        for round in 0..20 {
+            let path = format!("race/{round}");
+            let tasks: Vec<_> = (0..8)
+                .map(|i| {
+                    let (s, path) = (s.clone(), path.clone());
+                    tokio::spawn(async move { (i, s.create(&path, format!("writer {i}").into_bytes()).await.unwrap()) })
+                })
+                .collect();
+            let mut winners = vec![];
+            for t in tasks {
+                let (i, r) = t.await.unwrap();
+                if r == Created::Created {
+                    winners.push(i);
+                }
+            }
+            assert_eq!(winners.len(), 1, "round {round}: winners {winners:?}");
+            let content = std::fs::read_to_string(dir.path().join(&path)).unwrap();
+            assert_eq!(content, format!("writer {}", winners[0]));
+        }
+        assert!(temps(dir.path()).is_empty());
+    }
+
+    #[tokio::test]
+    async fn fs_open_sweeps_temps_of_dead_processes_of_this_host_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let tmp = dir.path().join(FS_TMP_DIR);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        let host: String = host.trim().chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+        // pid 0 is never a user process; our own pid is alive.
+        let dead = format!("create.{host}.0.7");
+        let alive = format!("create.{host}.{}.9", std::process::id());
+        let other_host = "create.some-other-host.0.1".to_string();
+        for n in [&dead, &alive, &other_host] {
+            std::fs::write(tmp.join(n), b"x").unwrap();
+        }
+        let _ = fs_store(dir.path()).await;
+        let mut left = temps(dir.path());
+        left.sort();
+        let mut want = vec![alive, other_host];
+        want.sort();
+        assert_eq!(left, want);
+    }
 
     #[tokio::test]
     async fn memory_basics() {

@@ -1,0 +1,354 @@
+//! Complete-or-absent atomic create on the local file system.
+//!
+//! OpenDAL's fs service implements `write_with(..).if_not_exists(true)` as
+//! `open(O_CREAT|O_EXCL)` followed by writes to that file: a process killed
+//! between the two leaves an empty or partial file that no later create can
+//! replace (every later create loses to it). With `atomic_write_dir` it is
+//! worse: an existence check, then a rename that overwrites. Neither gives the
+//! protocol what it needs, so [`FsCreateLayer`] takes over exactly that one
+//! operation for the fs backend, below every other layer (counting and fault
+//! layers still see one `create`):
+//!
+//! 1. the content is written to a fresh temp file in `<root>/.compactd-tmp/`
+//!    (same file system as the target) and `fsync`ed;
+//! 2. it is published with `link(2)` to the final name, which fails with
+//!    `EEXIST` if the name exists, so exactly one of N racing creators wins and
+//!    the name never refers to a partial file (on file systems without hard
+//!    links, `renameat2(RENAME_NOREPLACE)` does the same);
+//! 3. the parent folder is `fsync`ed after a successful publish (and after
+//!    creating any missing folder on the way), because the protocol relies on a
+//!    created name surviving a power loss: a lease, an offline declaration or a
+//!    merge commit that vanished after a crash of the machine could be won a
+//!    second time;
+//! 4. the temp name is unlinked. A crash before this leaves a stray temp file,
+//!    never a wrong name; [`sweep_stale_temps`] removes the strays of dead
+//!    processes of this host.
+//!
+//! NFS: `link` is atomic on the server (NFSv3 and v4), and the reply cache
+//! covers a retransmitted `LINK` whose first reply was lost; a client that
+//! still sees `EEXIST` for its own retransmission would report "lost the race"
+//! for a create it won, which the protocol treats like a lost reply (the
+//! caller re-reads the name).
+//!
+//! Every other operation passes through untouched.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use opendal::raw::{
+    oio, Layer, OpCopy, OpCreateDir, OpList, OpPresign, OpRead, OpRename, OpStat, OpWrite, RpCreateDir, RpPresign,
+    RpRename, RpStat, Service, ServiceInfo, Servicer,
+};
+use opendal::{Buffer, Capability, Error, ErrorKind, Metadata, OperationContext, Result};
+
+/// Prefix of the temp files of creates inside the temp folder.
+const TEMP_PREFIX: &str = "create.";
+
+/// Serves `if_not_exists` writes on an fs root by stage + link.
+#[derive(Debug, Clone)]
+pub struct FsCreateLayer {
+    root: Arc<PathBuf>,
+    tmp: Arc<PathBuf>,
+}
+
+impl FsCreateLayer {
+    /// `root`: the fs backend's root folder; `tmp`: a folder on the same file
+    /// system (compactd uses `<root>/.compactd-tmp`).
+    pub fn new(root: impl Into<PathBuf>, tmp: impl Into<PathBuf>) -> Self {
+        Self { root: Arc::new(root.into()), tmp: Arc::new(tmp.into()) }
+    }
+}
+
+impl Layer for FsCreateLayer {
+    fn apply_service(&self, inner: Servicer) -> Servicer {
+        Arc::new(FsCreateService { inner, root: self.root.clone(), tmp: self.tmp.clone() })
+    }
+}
+
+#[derive(Debug)]
+struct FsCreateService {
+    inner: Servicer,
+    root: Arc<PathBuf>,
+    tmp: Arc<PathBuf>,
+}
+
+impl Service for FsCreateService {
+    type Reader = oio::Reader;
+    type Writer = CreateWriter;
+    type Lister = oio::Lister;
+    type Deleter = oio::Deleter;
+    type Copier = oio::Copier;
+    type Composer = oio::Composer;
+
+    fn info(&self) -> ServiceInfo {
+        self.inner.info()
+    }
+
+    fn capability(&self) -> Capability {
+        self.inner.capability()
+    }
+
+    async fn create_dir(&self, ctx: &OperationContext, path: &str, args: OpCreateDir) -> Result<RpCreateDir> {
+        self.inner.create_dir(ctx, path, args).await
+    }
+
+    async fn stat(&self, ctx: &OperationContext, path: &str, args: OpStat) -> Result<RpStat> {
+        self.inner.stat(ctx, path, args).await
+    }
+
+    fn read(&self, ctx: &OperationContext, path: &str, args: OpRead) -> Result<Self::Reader> {
+        self.inner.read(ctx, path, args)
+    }
+
+    fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
+        if args.if_not_exists() && !args.append() {
+            return Ok(CreateWriter::Staged {
+                root: self.root.clone(),
+                tmp: self.tmp.clone(),
+                path: path.to_string(),
+                buf: Vec::new(),
+            });
+        }
+        Ok(CreateWriter::Inner(self.inner.write(ctx, path, args)?))
+    }
+
+    fn delete(&self, ctx: &OperationContext) -> Result<Self::Deleter> {
+        self.inner.delete(ctx)
+    }
+
+    fn list(&self, ctx: &OperationContext, path: &str, args: OpList) -> Result<Self::Lister> {
+        self.inner.list(ctx, path, args)
+    }
+
+    fn copy(&self, ctx: &OperationContext, from: &str, to: &str, args: OpCopy) -> Result<Self::Copier> {
+        self.inner.copy(ctx, from, to, args)
+    }
+
+    async fn rename(&self, ctx: &OperationContext, from: &str, to: &str, args: OpRename) -> Result<RpRename> {
+        self.inner.rename(ctx, from, to, args).await
+    }
+
+    async fn presign(&self, ctx: &OperationContext, path: &str, args: OpPresign) -> Result<RpPresign> {
+        self.inner.presign(ctx, path, args).await
+    }
+}
+
+enum CreateWriter {
+    Inner(oio::Writer),
+    /// Collects the content (created files are small state files) and
+    /// publishes it whole on close.
+    Staged {
+        root: Arc<PathBuf>,
+        tmp: Arc<PathBuf>,
+        path: String,
+        buf: Vec<u8>,
+    },
+}
+
+impl oio::Write for CreateWriter {
+    async fn write(&mut self, bs: Buffer) -> Result<()> {
+        match self {
+            CreateWriter::Inner(w) => w.write(bs).await,
+            CreateWriter::Staged { buf, .. } => {
+                buf.extend(bs.to_bytes());
+                Ok(())
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<Metadata> {
+        match self {
+            CreateWriter::Inner(w) => w.close().await,
+            CreateWriter::Staged { root, tmp, path, buf } => {
+                let (root, tmp, path, data) = (root.clone(), tmp.clone(), path.clone(), std::mem::take(buf));
+                let len = data.len() as u64;
+                let target = root.join(&path);
+                let result = tokio::task::spawn_blocking(move || create_complete(&root, &tmp, &target, &data))
+                    .await
+                    .map_err(|e| Error::new(ErrorKind::Unexpected, "fs create task failed").set_source(e))?;
+                match result {
+                    Ok(true) => Ok(opendal::MetadataBuilder::file(len).build()),
+                    Ok(false) => Err(Error::new(
+                        ErrorKind::ConditionNotMatch,
+                        "file already exists, doesn't match the condition if_not_exists",
+                    )
+                    .with_context("path", &path)),
+                    Err(e) => Err(io_error(e, "create (stage + link)", &path)),
+                }
+            }
+        }
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        match self {
+            CreateWriter::Inner(w) => w.abort().await,
+            CreateWriter::Staged { buf, .. } => {
+                buf.clear();
+                Ok(())
+            }
+        }
+    }
+}
+
+fn io_error(e: io::Error, op: &'static str, path: &str) -> Error {
+    let kind = match e.kind() {
+        io::ErrorKind::NotFound => ErrorKind::NotFound,
+        io::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
+        io::ErrorKind::IsADirectory => ErrorKind::IsADirectory,
+        io::ErrorKind::NotADirectory => ErrorKind::NotADirectory,
+        _ => ErrorKind::Unexpected,
+    };
+    Error::new(kind, op).with_context("path", path).set_source(e)
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// The temp name of this process's next create: `create.<host>.<pid>.<seq>`,
+/// so that [`sweep_stale_temps`] can tell whose it is.
+fn temp_name() -> String {
+    format!("{TEMP_PREFIX}{}.{}.{}", host_tag(), std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed))
+}
+
+fn host_tag() -> &'static str {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        let raw = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let tag: String = raw.trim().chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+        if tag.is_empty() {
+            "host".to_string()
+        } else {
+            tag
+        }
+    })
+}
+
+/// Stage + link. `Ok(true)`: created; `Ok(false)`: the name existed.
+fn create_complete(root: &Path, tmp_dir: &Path, target: &Path, data: &[u8]) -> io::Result<bool> {
+    let parent = target.parent().unwrap_or(root);
+    create_dirs_synced(root, parent)?;
+    if !tmp_dir.is_dir() {
+        fs::create_dir_all(tmp_dir)?;
+    }
+    let tmp = tmp_dir.join(temp_name());
+    let published = (|| {
+        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        drop(f);
+        publish_noreplace(&tmp, target)
+    })();
+    let _ = fs::remove_file(&tmp);
+    match published {
+        Ok(()) => {
+            sync_dir(parent)?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Publishes `tmp` as `target` unless `target` exists: `link(2)`, or where the
+/// file system has no hard links, `renameat2(RENAME_NOREPLACE)`.
+fn publish_noreplace(tmp: &Path, target: &Path) -> io::Result<()> {
+    match fs::hard_link(tmp, target) {
+        Ok(()) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM) | Some(libc::EOPNOTSUPP) | Some(libc::EMLINK)) => {
+            rename_noreplace(tmp, target).map_err(|e2| {
+                io::Error::new(
+                    e2.kind(),
+                    format!("neither link ({e}) nor renameat2(RENAME_NOREPLACE) ({e2}) works on this file system"),
+                )
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let c =
+        |p: &Path| CString::new(p.as_os_str().as_bytes()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
+    let (f, t) = (c(from)?, c(to)?);
+    // SAFETY: both arguments are valid NUL-terminated paths that outlive the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Creates the missing folders from `root` down to `dir`, syncing the parent
+/// of each new one so the chain survives a power loss.
+fn create_dirs_synced(root: &Path, dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut missing = vec![];
+    let mut d = dir;
+    while !d.is_dir() {
+        missing.push(d.to_path_buf());
+        match d.parent() {
+            Some(p) if p.starts_with(root) || p == root => d = p,
+            _ => break,
+        }
+    }
+    for m in missing.iter().rev() {
+        match fs::create_dir(m) {
+            Ok(()) => {
+                if let Some(p) = m.parent() {
+                    sync_dir(p)?;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && m.is_dir() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Removes temp files of creates left by processes of this host that are no
+/// longer running (a crash between staging and unlinking the temp name).
+/// Returns how many were removed. Temps of other hosts (a shared NFS root) and
+/// of live processes are left alone.
+pub fn sweep_stale_temps(tmp_dir: &Path) -> io::Result<usize> {
+    let prefix = format!("{TEMP_PREFIX}{}.", host_tag());
+    let mut removed = 0;
+    let entries = match fs::read_dir(tmp_dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&prefix)) else { continue };
+        let Some(pid) = rest.split('.').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            match fs::remove_file(entry.path()) {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(removed)
+}
