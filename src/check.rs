@@ -39,7 +39,57 @@ pub async fn check_tree(store: &Store) -> store::Result<Vec<Anomaly>> {
     check_election(store, &mut out).await?;
     check_scheduler(store, &mut out).await?;
     check_assigned(store, &mut out).await?;
+    check_job_instances(store, &mut out).await?;
     Ok(out)
+}
+
+/// Job instances: every `Job` and `End` file of an instance, and every step
+/// file, must parse. A torn `Job` (an older compactd on fs killed inside its
+/// create) is reported here; `trigger` of the same key repairs it.
+async fn check_job_instances(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
+    use layouts::jobs::{self as paths, JobEnd, JobInstance, StepClaim, StepEnd, StepTask};
+    for job in store.list(paths::INSTANCES).await? {
+        if !job.is_dir {
+            out.push(Anomaly::new(&job.path, "a file stands where a job's instances folder is expected"));
+            continue;
+        }
+        for inst in store.list(&job.path).await? {
+            if !inst.is_dir {
+                out.push(Anomaly::new(&inst.path, "a file stands where an instance folder is expected"));
+                continue;
+            }
+            let files = store.list(&inst.path).await?;
+            if !files.iter().any(|f| f.name() == paths::JOB_FILE) {
+                out.push(Anomaly::new(&inst.path, "no Job file (an interrupted trigger, or foreign data)"));
+            }
+            for f in files {
+                match f.name() {
+                    paths::JOB_FILE => {
+                        read_json::<JobInstance>(store, &f, "job instance (Job)", out).await?;
+                    }
+                    paths::END => {
+                        read_json::<JobEnd>(store, &f, "job end record", out).await?;
+                    }
+                    paths::STEPS => {
+                        for sf in store.list(&f.path).await? {
+                            let n = sf.name();
+                            if n.ends_with(paths::CLAIM_SUFFIX) {
+                                read_json::<StepClaim>(store, &sf, "step claim", out).await?;
+                            } else if n.ends_with(paths::TASK_SUFFIX) {
+                                read_json::<StepTask>(store, &sf, "step task link", out).await?;
+                            } else if n.ends_with(paths::END_SUFFIX) {
+                                read_json::<StepEnd>(store, &sf, "step end record", out).await?;
+                            } else {
+                                out.push(Anomaly::new(&sf.path, "unexpected entry in an instance's Steps/"));
+                            }
+                        }
+                    }
+                    _ => out.push(Anomaly::new(&f.path, "unexpected entry in a job instance folder")),
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn read_json<T: for<'de> serde::Deserialize<'de>>(

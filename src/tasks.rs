@@ -400,7 +400,17 @@ pub async fn reassign_manager(
     if let Some(s) = dir.state.filter(|s| s.is_terminal()) {
         return Err(TaskError::Finished { task: *id, state: s });
     }
-    let old = read_term(store, id, dir.term()).await?;
+    // A newest term that does not parse (torn by a crashed older compactd)
+    // must not block the reassign that repairs it: its node is then unknown,
+    // and its stale pointer is left to the fencing by the higher term.
+    let old = match read_term(store, id, dir.term()).await {
+        Ok(t) => t,
+        Err(TaskError::Malformed { problem, .. }) => {
+            tracing::warn!(task = %id, term = dir.term(), "newest manager term does not parse: {problem}");
+            None
+        }
+        Err(e) => return Err(e),
+    };
     let incarnation = incarnation_of(newest_lease(store).await?.as_ref(), to);
     let mut term = dir.term() + 1;
     loop {

@@ -266,9 +266,13 @@ impl Worker {
                 return Ok(());
             }
             Err(e) => {
-                // Possibly still being written (fs create writes in place):
-                // look again next poll.
-                tracing::debug!(subtask = %sub, "subtask info not readable yet: {e}");
+                // Creates are complete-or-absent, so this is not a write in
+                // progress: garbage, or a file torn by a crashed older
+                // compactd. Failing the attempt lets the manager retry the
+                // unit on another attempt instead of waiting forever.
+                tracing::warn!(subtask = %sub, "subtask info does not parse, failing the attempt: {e}");
+                let mark = fail(format!("subtask info does not parse: {e}"));
+                store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Failed), formats::encode(&mark)).await?;
                 return Ok(());
             }
         };

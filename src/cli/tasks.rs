@@ -179,7 +179,7 @@ pub async fn list(store: Store, args: ListArgs) -> anyhow::Result<i32> {
         "TASK", "STATE", "TABLE", "MANAGER", "ROUND", "SUCCESS", "FAILED"
     );
     for r in rows {
-        let state = r.state.map(|s| s.as_str()).unwrap_or("(being written)");
+        let state = r.state.map(|s| s.as_str()).unwrap_or("(no status)");
         println!(
             "{:<32} {:<8} {:<30} {:<16} {:>5} {:>8} {:>7}",
             r.id.to_string(),
@@ -313,6 +313,8 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         target_size: args.target_size,
         delay_before_commit: delay,
         fence,
+        // The CLI edge: the one place this child process reads the clock.
+        now: std::time::SystemTime::now(),
     };
     let outcome = crate::executor::merge::run(&data, &job).await?;
     println!("{outcome:?}");

@@ -46,6 +46,9 @@ pub struct MergeJob {
     /// the merge checks that it still exists and is not cancelled, so an
     /// attempt whose subtask was given to another node does not commit.
     pub fence: Option<(Store, String)>,
+    /// Wall time at the start of the run: judges the age of a torn commit
+    /// left by an older compactd (see [`read_commit`]).
+    pub now: std::time::SystemTime,
 }
 
 /// Why a merge refused to commit.
@@ -188,21 +191,45 @@ pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
     }
 }
 
+/// Reads the round's commit. Creates are complete-or-absent, so a commit
+/// that does not parse was never acted upon by this version. An older
+/// compactd on fs could leave one torn (killed between creating the name and
+/// writing it), and it never started a roll-forward from it (that starts only
+/// after the create returned): such a commit is moved away once its writer is
+/// surely gone, and the round is decided anew. Anything else that does not
+/// parse fails the attempt with the path; nothing is touched.
 async fn read_commit(store: &Store, job: &MergeJob) -> Result<Option<Commit>, MergeError> {
-    // A commit created on fs is written in place: retry briefly while it
-    // does not parse (its writer is between create and write).
-    for _ in 0..50 {
-        match store.read(&job.commit_path()).await? {
-            None => return Ok(None),
-            Some(b) => {
-                if let Ok(c) = serde_json::from_slice::<Commit>(&b) {
-                    return Ok(Some(c));
-                }
-            }
+    let path = job.commit_path();
+    let Some(b) = store.read(&path).await? else {
+        return Ok(None);
+    };
+    let e = match serde_json::from_slice::<Commit>(&b) {
+        Ok(c) => return Ok(Some(c)),
+        Err(e) => e,
+    };
+    use store::fs_create::{Quarantine, TORN_GRACE};
+    match store.quarantine_torn(&path, is_torn_commit, TORN_GRACE, job.now).await? {
+        Quarantine::Removed => {
+            tracing::warn!(path, "moved a torn merge commit away (left by a crashed older compactd)");
+            Ok(None)
         }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        Quarantine::TooYoung { age } => Err(job.broken(format!(
+            "{path} does not parse ({e}); it is {}s old: if a crashed older compactd left it, the next attempt \
+             after {}s replaces it",
+            age.as_secs(),
+            TORN_GRACE.as_secs()
+        ))),
+        Quarantine::NotTorn => match store.read(&path).await? {
+            Some(b) => serde_json::from_slice::<Commit>(&b)
+                .map(Some)
+                .map_err(|e| job.broken(format!("{path} does not parse: {e}"))),
+            None => Ok(None),
+        },
     }
-    Err(job.broken(format!("{} does not parse", job.commit_path())))
+}
+
+fn is_torn_commit(b: &[u8]) -> bool {
+    serde_json::from_slice::<Commit>(b).is_err()
 }
 
 async fn roll_forward(store: &Store, job: &MergeJob, commit: &Commit) -> Result<(), MergeError> {
@@ -247,6 +274,7 @@ mod tests {
             target_size: 1000,
             delay_before_commit: std::time::Duration::ZERO,
             fence: None,
+            now: std::time::UNIX_EPOCH,
         }
     }
 
@@ -278,6 +306,29 @@ mod tests {
         want.push("x".repeat(2000));
         want.sort();
         want
+    }
+
+    #[tokio::test]
+    async fn a_torn_commit_of_an_older_version_is_replaced_once_its_writer_is_surely_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&store::RootUri::Fs { root: dir.path().to_path_buf() }).await.unwrap();
+        let want = seed(&store).await;
+        let j = job(2);
+        // An older compactd created the commit and was killed before writing it.
+        let commit = dir.path().join(j.commit_path());
+        std::fs::create_dir_all(commit.parent().unwrap()).unwrap();
+        std::fs::write(&commit, b"").unwrap();
+        let written = std::fs::metadata(&commit).unwrap().modified().unwrap();
+        let before = data_files(&store, "db/s/t/p1/").await.unwrap();
+        let young = MergeJob { now: written + std::time::Duration::from_secs(5), ..j.clone() };
+        let err = run(&store, &young).await.unwrap_err().to_string();
+        assert!(err.contains("does not parse") && err.contains(&j.commit_path()), "{err}");
+        assert_eq!(data_files(&store, "db/s/t/p1/").await.unwrap(), before, "inputs untouched");
+        let old = MergeJob { now: written + std::time::Duration::from_secs(61), ..j.clone() };
+        assert!(matches!(run(&store, &old).await.unwrap(), Outcome::Merged { inputs: 10, .. }));
+        assert_eq!(lines(&store, "db/s/t/p1/").await, want);
+        let c: Commit = serde_json::from_slice(&std::fs::read(&commit).unwrap()).unwrap();
+        assert!(c.done && c.attempt == 2);
     }
 
     #[tokio::test]

@@ -101,7 +101,9 @@ async fn drive_instance(
     trigger: &Name,
     report: &mut DriveReport,
 ) -> Result<(), JobError> {
-    // A file being created (fs) may not parse yet: look again next round.
+    // An instance file that does not parse (garbage, or torn by a crashed
+    // older compactd) cannot be driven: `check` reports it and `trigger` of
+    // the same key repairs a torn one.
     let Ok(Some(inst)) = define::read_json::<JobInstance>(store, &paths::instance(job, trigger)).await else {
         return Ok(());
     };

@@ -49,21 +49,16 @@ pub fn parse_params(pairs: &[String]) -> Result<BTreeMap<String, String>, JobErr
     Ok(out)
 }
 
-/// Reads a file written by atomic create, waiting out the moment on fs when
-/// the winner's content is not written yet (an empty or partial file).
+/// Reads a file written by atomic create. Creates are complete-or-absent, so
+/// a file that does not parse is garbage or a legacy crash, never a write in
+/// progress of this version: it is an error naming the path.
 async fn read_created<T: for<'de> Deserialize<'de>>(store: &Store, path: &str) -> Result<Option<T>, JobError> {
-    let mut last = String::new();
-    for _ in 0..100 {
-        match store.read(path).await? {
-            None => return Ok(None),
-            Some(b) => match decode(&b) {
-                Ok(v) => return Ok(Some(v)),
-                Err(e) => last = e.to_string(),
-            },
+    match store.read(path).await? {
+        None => Ok(None),
+        Some(b) => {
+            decode(&b).map(Some).map_err(|e| JobError::Malformed { path: path.to_string(), problem: e.to_string() })
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Err(JobError::Malformed { path: path.to_string(), problem: last })
 }
 
 /// Reads an instance (`None` if there is none).
@@ -85,8 +80,11 @@ pub async fn trigger(
         return Err(JobError::BadParam(format!("{k:?}: the name must be ASCII letters, digits and `_`")));
     }
     // An existing instance is reported even if its definition is gone since.
-    if let Some(instance) = read_instance(store, job, trigger).await? {
-        return Ok(Triggered { created: false, instance });
+    match read_instance(store, job, trigger).await {
+        Ok(Some(instance)) => return Ok(Triggered { created: false, instance }),
+        // A torn instance file is dealt with after the create below loses.
+        Ok(None) | Err(JobError::Malformed { .. }) => {}
+        Err(e) => return Err(e),
     }
     // One read of the main copy: a consistent snapshot of the definition.
     let def = define::current_or_err(store, job).await?;
@@ -113,16 +111,50 @@ pub async fn trigger(
         by: by.to_string(),
     };
     let path = paths::instance(job, trigger);
-    match store.create(&path, encode(&instance)).await? {
-        Created::Created => Ok(Triggered { created: true, instance }),
-        Created::Exists => {
-            let instance = read_created(store, &path).await?.ok_or_else(|| JobError::Malformed {
-                path,
-                problem: "created by another request, then removed".into(),
-            })?;
-            Ok(Triggered { created: false, instance })
+    let bytes = encode(&instance);
+    let mut repaired = false;
+    loop {
+        if store.create(&path, bytes.clone()).await? == Created::Created {
+            return Ok(Triggered { created: true, instance });
+        }
+        match read_created::<JobInstance>(store, &path).await {
+            Ok(Some(instance)) => return Ok(Triggered { created: false, instance }),
+            Ok(None) => {
+                return Err(JobError::Malformed { path, problem: "created by another request, then removed".into() })
+            }
+            Err(JobError::Malformed { problem, .. }) if !repaired => {
+                // A torn instance file (an older compactd on fs crashed
+                // between its create and its write) would make this trigger
+                // never-once: no job has run from it (the monitor cannot read
+                // it), so once its writer is surely gone it is moved away and
+                // created again.
+                let now = std::time::UNIX_EPOCH + Duration::from_millis(wall_ms);
+                match store.quarantine_torn(&path, is_torn_instance, store::fs_create::TORN_GRACE, now).await? {
+                    store::fs_create::Quarantine::TooYoung { age } => {
+                        return Err(JobError::Malformed {
+                            path,
+                            problem: format!(
+                                "{problem}; it is {}s old: if it was left by a crashed older compactd, `trigger` \
+                                 re-creates it once it is {}s old",
+                                age.as_secs(),
+                                store::fs_create::TORN_GRACE.as_secs()
+                            ),
+                        })
+                    }
+                    store::fs_create::Quarantine::Removed => {
+                        tracing::warn!(path, "moved a torn job instance file away (left by a crashed older compactd)");
+                    }
+                    store::fs_create::Quarantine::NotTorn => {}
+                }
+                repaired = true;
+            }
+            Err(e) => return Err(e),
         }
     }
+}
+
+fn is_torn_instance(b: &[u8]) -> bool {
+    decode::<JobInstance>(b).is_err()
 }
 
 /// A per-step instance file: absent, present but not (yet) readable, or read.

@@ -165,8 +165,8 @@ impl oio::Write for CreateWriter {
             CreateWriter::Staged { root, tmp, path, buf } => {
                 let (root, tmp, path, data) = (root.clone(), tmp.clone(), path.clone(), std::mem::take(buf));
                 let len = data.len() as u64;
-                let target = root.join(&path);
-                let result = tokio::task::spawn_blocking(move || create_complete(&root, &tmp, &target, &data))
+                let p = path.clone();
+                let result = tokio::task::spawn_blocking(move || create_complete(&root, &tmp, &p, &data))
                     .await
                     .map_err(|e| Error::new(ErrorKind::Unexpected, "fs create task failed").set_source(e))?;
                 match result {
@@ -206,10 +206,22 @@ fn io_error(e: io::Error, op: &'static str, path: &str) -> Error {
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// The temp name of this process's next create: `create.<host>.<pid>.<seq>`,
-/// so that [`sweep_stale_temps`] can tell whose it is.
-fn temp_name() -> String {
-    format!("{TEMP_PREFIX}{}.{}.{}", host_tag(), std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed))
+/// The temp name of this process's next create of `path`:
+/// `create.<host>.<pid>.<seq>.<hint>`, so that [`sweep_stale_temps`] can tell
+/// whose it is, and a person (or a test placing a crash) what it was for:
+/// the hint is the target's last two path segments joined by `_`.
+fn temp_name(path: &str) -> String {
+    let mut segs = path.trim_end_matches('/').rsplit('/');
+    let last = segs.next().unwrap_or("");
+    let hint: String = match segs.next() {
+        Some(parent) => format!("{parent}_{last}"),
+        None => last.to_string(),
+    }
+    .chars()
+    .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') { c } else { '_' })
+    .take(100)
+    .collect();
+    format!("{TEMP_PREFIX}{}.{}.{}.{hint}", host_tag(), std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed))
 }
 
 fn host_tag() -> &'static str {
@@ -226,13 +238,15 @@ fn host_tag() -> &'static str {
 }
 
 /// Stage + link. `Ok(true)`: created; `Ok(false)`: the name existed.
-fn create_complete(root: &Path, tmp_dir: &Path, target: &Path, data: &[u8]) -> io::Result<bool> {
+fn create_complete(root: &Path, tmp_dir: &Path, path: &str, data: &[u8]) -> io::Result<bool> {
+    let target = root.join(path);
+    let target = target.as_path();
     let parent = target.parent().unwrap_or(root);
     create_dirs_synced(root, parent)?;
     if !tmp_dir.is_dir() {
         fs::create_dir_all(tmp_dir)?;
     }
-    let tmp = tmp_dir.join(temp_name());
+    let tmp = tmp_dir.join(temp_name(path));
     let published = (|| {
         let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         f.write_all(data)?;
@@ -323,6 +337,94 @@ fn create_dirs_synced(root: &Path, dir: &Path) -> io::Result<()> {
 
 fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+/// How old a torn create-once file must be before a repair moves it away:
+/// long past any create of an older compactd that is still running (those
+/// write their content microseconds after creating the name), with room for
+/// clock differences between the hosts sharing a file system.
+pub const TORN_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What [`quarantine_torn`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quarantine {
+    /// The torn file was moved away: the name is free for a create.
+    Removed,
+    /// Nothing to do: the name is absent, or it holds a valid file (someone
+    /// repaired it first; a valid file that was moved by mistake was put back).
+    NotTorn,
+    /// The file is torn but younger than the grace period: its writer may be
+    /// a live process of an older version, between its create and its write.
+    TooYoung { age: std::time::Duration },
+}
+
+/// Moves a torn create-once file (one `is_torn` judges incomplete: empty, or
+/// not parsing) out of the way, so that the name can be created again. Only a
+/// crashed writer of an older compactd leaves such a file on fs; this version
+/// never does ([`FsCreateLayer`]).
+///
+/// Race-safe against other repairers: the file is moved with one `rename` to
+/// a unique quarantine name (of several repairers one gets it), then judged
+/// again; if what was moved turns out valid (another repairer had already
+/// re-created the name), it is linked back without replacing anything.
+/// The quarantined copy of a torn file is deleted.
+pub fn quarantine_torn(
+    root: &Path,
+    tmp_dir: &Path,
+    path: &str,
+    is_torn: &dyn Fn(&[u8]) -> bool,
+    grace: std::time::Duration,
+    now: std::time::SystemTime,
+) -> io::Result<Quarantine> {
+    let target = root.join(path);
+    let meta = match fs::symlink_metadata(&target) {
+        Ok(m) if m.is_file() => m,
+        Ok(_) => return Ok(Quarantine::NotTorn),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Quarantine::NotTorn),
+        Err(e) => return Err(e),
+    };
+    let content = match fs::read(&target) {
+        Ok(c) => c,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Quarantine::NotTorn),
+        Err(e) => return Err(e),
+    };
+    if !is_torn(&content) {
+        return Ok(Quarantine::NotTorn);
+    }
+    let age = now.duration_since(meta.modified()?).unwrap_or_default();
+    if age < grace {
+        return Ok(Quarantine::TooYoung { age });
+    }
+    fs::create_dir_all(tmp_dir)?;
+    let grave = tmp_dir.join(format!("torn.{}", &temp_name(path)[TEMP_PREFIX.len()..]));
+    match fs::rename(&target, &grave) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Quarantine::Removed),
+        Err(e) => return Err(e),
+    }
+    let moved = fs::read(&grave)?;
+    if is_torn(&moved) {
+        fs::remove_file(&grave)?;
+        sync_dir(target.parent().unwrap_or(root))?;
+        return Ok(Quarantine::Removed);
+    }
+    match publish_noreplace(&grave, &target) {
+        Ok(()) => {
+            let _ = fs::remove_file(&grave);
+            Ok(Quarantine::NotTorn)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            // A third writer created the name while the valid file was away:
+            // keep the moved copy for a person to look at.
+            tracing::error!(
+                path,
+                kept = %grave.display(),
+                "repairing a torn file raced with two re-creations of it; the displaced copy is kept"
+            );
+            Ok(Quarantine::NotTorn)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Removes temp files of creates left by processes of this host that are no

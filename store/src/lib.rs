@@ -337,6 +337,37 @@ impl Store {
         .boxed()
     }
 
+    /// Moves a torn create-once file at `path` out of the way so that it can
+    /// be created again (see [`fs_create::quarantine_torn`]): fs only, since
+    /// only a crashed writer of an older compactd on fs leaves one. On other
+    /// backends a file that does not parse was put there by someone else and
+    /// is left alone ([`fs_create::Quarantine::NotTorn`]).
+    pub async fn quarantine_torn(
+        &self,
+        path: &str,
+        is_torn: fn(&[u8]) -> bool,
+        grace: std::time::Duration,
+        now: std::time::SystemTime,
+    ) -> Result<fs_create::Quarantine> {
+        let RootUri::Fs { root } = &self.uri else {
+            return Ok(fs_create::Quarantine::NotTorn);
+        };
+        let (root, p) = (root.clone(), path.to_string());
+        tokio::task::spawn_blocking(move || {
+            let tmp = root.join(FS_TMP_DIR);
+            fs_create::quarantine_torn(&root, &tmp, &p, &is_torn, grace, now)
+        })
+        .await
+        .expect("quarantine task does not panic")
+        .map_err(|e| {
+            self.err(
+                "quarantine torn file",
+                path,
+                opendal::Error::new(ErrorKind::Unexpected, "fs quarantine failed").set_source(e),
+            )
+        })
+    }
+
     /// Deletes an object; deleting a missing object succeeds.
     pub async fn delete(&self, path: &str) -> Result<()> {
         match self.op.delete(path).await {
@@ -413,6 +444,32 @@ mod tests {
             assert_eq!(content, format!("writer {}", winners[0]));
         }
         assert!(temps(dir.path()).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_torn_file_is_quarantined_after_its_grace_and_a_valid_one_never() {
+        use fs_create::Quarantine;
+        use std::time::{Duration, SystemTime};
+        let dir = tempfile::tempdir().unwrap();
+        let s = fs_store(dir.path()).await;
+        let torn = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).is_err();
+        std::fs::create_dir_all(dir.path().join("j")).unwrap();
+        std::fs::write(dir.path().join("j/Job"), b"").unwrap();
+        let now = SystemTime::now();
+        let grace = Duration::from_secs(60);
+        assert!(matches!(s.quarantine_torn("j/Job", torn, grace, now).await.unwrap(), Quarantine::TooYoung { .. }));
+        assert!(dir.path().join("j/Job").exists());
+        let later = now + Duration::from_secs(61);
+        assert_eq!(s.quarantine_torn("j/Job", torn, grace, later).await.unwrap(), Quarantine::Removed);
+        assert!(!dir.path().join("j/Job").exists());
+        assert_eq!(s.create("j/Job", b"{}".to_vec()).await.unwrap(), Created::Created);
+        assert_eq!(s.quarantine_torn("j/Job", torn, grace, later).await.unwrap(), Quarantine::NotTorn);
+        assert_eq!(std::fs::read(dir.path().join("j/Job")).unwrap(), b"{}");
+        assert_eq!(s.quarantine_torn("j/none", torn, grace, later).await.unwrap(), Quarantine::NotTorn);
+        assert!(temps(dir.path()).is_empty(), "{:?}", temps(dir.path()));
+        let m = Store::memory().await;
+        m.put("j/Job", b"".to_vec()).await.unwrap();
+        assert_eq!(m.quarantine_torn("j/Job", torn, grace, later).await.unwrap(), Quarantine::NotTorn);
     }
 
     #[tokio::test]

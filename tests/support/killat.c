@@ -1,0 +1,87 @@
+/*
+ * An LD_PRELOAD shim that SIGKILLs the process at an exact point of a file
+ * create, for the deterministic crash tests (tests/create_kill.rs). It
+ * interposes libc's write(2) family and linkat(2)/link(2); nothing else.
+ *
+ *   COMPACTD_KILL_AT    write        first write to a file whose path contains
+ *                                    COMPACTD_KILL_PATH (the file is open and
+ *                                    empty: "between create and content")
+ *                       link-before  a link whose target contains the pattern,
+ *                                    before it is made
+ *                       link-after   the same, right after it was made
+ *   COMPACTD_KILL_PATH  substring of the path (writes: of /proc/self/fd/N;
+ *                       links: of the source or the target)
+ *
+ * Unset, the shim only forwards. Built by the tests with `cc -shared -fPIC`.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+static const char *mode(void) { return getenv("COMPACTD_KILL_AT"); }
+
+static int path_matches(const char *path) {
+    const char *pat = getenv("COMPACTD_KILL_PATH");
+    return pat && *pat && path && strstr(path, pat) != NULL;
+}
+
+static void die(void) { kill(getpid(), SIGKILL); }
+
+static int fd_matches(int fd) {
+    const char *m = mode();
+    if (!m || strcmp(m, "write") != 0 || fd < 3) return 0;
+    char link[64], target[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0) return 0;
+    target[n] = 0;
+    return path_matches(target);
+}
+
+ssize_t write(int fd, const void *buf, size_t count) {
+    static ssize_t (*real)(int, const void *, size_t);
+    if (!real) real = dlsym(RTLD_NEXT, "write");
+    if (fd_matches(fd)) die();
+    return real(fd, buf, count);
+}
+
+ssize_t pwrite64(int fd, const void *buf, size_t count, off_t off) {
+    static ssize_t (*real)(int, const void *, size_t, off_t);
+    if (!real) real = dlsym(RTLD_NEXT, "pwrite64");
+    if (fd_matches(fd)) die();
+    return real(fd, buf, count, off);
+}
+
+ssize_t writev(int fd, const struct iovec *iov, int iovcnt) {
+    static ssize_t (*real)(int, const struct iovec *, int);
+    if (!real) real = dlsym(RTLD_NEXT, "writev");
+    if (fd_matches(fd)) die();
+    return real(fd, iov, iovcnt);
+}
+
+/* A link matches by its source (compactd's temp name carries a hint of the
+ * target: its last two path segments) or by its target. */
+static int link_hit(const char *oldpath, const char *newpath, const char *when) {
+    const char *m = mode();
+    return m && strcmp(m, when) == 0 && (path_matches(oldpath) || path_matches(newpath));
+}
+
+int linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags) {
+    static int (*real)(int, const char *, int, const char *, int);
+    if (!real) real = dlsym(RTLD_NEXT, "linkat");
+    if (link_hit(oldpath, newpath, "link-before")) die();
+    int r = real(olddirfd, oldpath, newdirfd, newpath, flags);
+    if (r == 0 && link_hit(oldpath, newpath, "link-after")) die();
+    return r;
+}
+
+int link(const char *oldpath, const char *newpath) {
+    return linkat(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
+}
