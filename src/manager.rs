@@ -351,7 +351,7 @@ impl TaskManager {
     /// task info, so an error anywhere leaves it to be seen again next round.
     async fn collect(&mut self, ctx: &mut Ctx<'_>) -> Result<(), TaskError> {
         let round = self.info.as_ref().expect("loaded").run.round;
-        let mut successes: Vec<(usize, NodeId, Name)> = vec![];
+        let mut successes: Vec<(usize, NodeId, Name, bool)> = vec![];
         let mut failures: Vec<(usize, NodeId, Name, String)> = vec![];
         let mut incarnations: Vec<(usize, NodeId, u64)> = vec![];
         for u in 0..self.runs.len() {
@@ -371,7 +371,10 @@ impl TaskManager {
                 continue;
             };
             match f.state() {
-                SubtaskState::Success => successes.push((u, node, name)),
+                SubtaskState::Success => {
+                    let reported = f.files.iter().any(|x| x == v2::OUTPUT);
+                    successes.push((u, node, name, reported))
+                }
                 SubtaskState::Failed => {
                     let why = self.failure_reason(ctx, &node, &name).await;
                     failures.push((u, node, name, why));
@@ -422,11 +425,21 @@ impl TaskManager {
         }
         // Each outcome is its own create-once file: a stale manager cannot
         // erase it, and it is recorded before the folder is deleted.
-        for (u, node, name) in successes {
+        for (u, node, name, reported) in successes {
             if ctx.deadline.passed() {
                 break;
             }
-            ctx.store.create(&v2::unit_outcome(&self.id, round, u as u32, true), Vec::new()).await?;
+            // The executor's counters (only read when it reported some: an
+            // `Output` beside the success) go into the outcome file.
+            let mut outcome = Vec::new();
+            if reported {
+                let mark = ctx.store.read(&v2::subtask_status(&node, &name, SubtaskState::Success)).await?;
+                let stats = mark.and_then(|b| formats::decode::<StatusMark>(&b).ok()).map(|m| m.stats);
+                if let Some(stats) = stats.filter(|s| !s.is_empty()) {
+                    outcome = formats::encode(&formats::UnitOutcome { stats });
+                }
+            }
+            ctx.store.create(&v2::unit_outcome(&self.id, round, u as u32, true), outcome).await?;
             self.runs[u].state = UnitState::Done;
             ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
         }

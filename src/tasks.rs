@@ -200,6 +200,9 @@ pub struct TaskStatus {
     /// Outstanding subtasks (finished ones are removed by the manager and
     /// counted in `result`).
     pub subtasks: Vec<SubtaskStatus>,
+    /// Counters the executors reported for this round's finished units,
+    /// summed (e.g. `skipped_special`: non-regular entries left alone).
+    pub stats: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -354,7 +357,31 @@ pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError>
         started_wall_ms: info.run.started_wall_ms,
         finished_wall_ms: info.run.finished_wall_ms,
         subtasks: find_subtasks(store, id).await?,
+        stats: round_stats(store, id, &dir, info.run.round).await?,
     })
+}
+
+/// Sums the counters in this round's unit outcome files (empty files, the
+/// usual case, count nothing).
+async fn round_stats(store: &Store, id: &TaskId, dir: &TaskDir, round: u32) -> store::Result<BTreeMap<String, u64>> {
+    use futures::{StreamExt, TryStreamExt};
+    let paths: Vec<String> = dir
+        .outcomes
+        .iter()
+        .filter(|(ok, r, _)| *ok && *r == round)
+        .map(|(ok, r, u)| v2::unit_outcome(id, *r, *u, *ok))
+        .collect();
+    let files: Vec<Option<bytes::Bytes>> =
+        futures::stream::iter(paths.iter().map(|p| store.read(p))).buffer_unordered(16).try_collect().await?;
+    let mut sum = BTreeMap::new();
+    for b in files.into_iter().flatten().filter(|b| !b.is_empty()) {
+        if let Ok(o) = formats::decode::<formats::UnitOutcome>(&b) {
+            for (k, v) in o.stats {
+                *sum.entry(k).or_insert(0u64) += v;
+            }
+        }
+    }
+    Ok(sum)
 }
 
 /// Every task id under `Scheduler/` (not the archived history).

@@ -203,11 +203,17 @@ impl Worker {
             }
             let (kind, f) = self.reports[&name].clone();
             let sub = Name::parse(&name).expect("listed subtask names are valid");
-            if !f.tail.is_empty() && (kind == ExecutorKind::Command || !f.success) {
+            // Counters reported by the executor travel in the status mark;
+            // an `Output` beside a success tells the manager to read them.
+            let stats = crate::executor::parse_stats(&f.tail);
+            if let Some(n) = stats.get("skipped_special").filter(|n| **n > 0) {
+                tracing::warn!(subtask = %name, skipped = n, "entries that are not regular files were left alone (listed in its Output)");
+            }
+            if !f.tail.is_empty() && (kind == ExecutorKind::Command || !f.success || !stats.is_empty()) {
                 store.put(&v2::subtask_output(&self.me, &sub), f.tail.clone().into_bytes()).await?;
             }
             let state = if f.success { SubtaskState::Success } else { SubtaskState::Failed };
-            let mark = StatusMark { incarnation, wall_ms, exit_code: f.exit_code, error: f.error.clone() };
+            let mark = StatusMark { incarnation, wall_ms, exit_code: f.exit_code, error: f.error.clone(), stats };
             store.put(&v2::subtask_status(&self.me, &sub, state), formats::encode(&mark)).await?;
             self.reports.remove(&name);
             tracing::info!(subtask = %name, %state, "subtask finished");
@@ -253,7 +259,8 @@ impl Worker {
         sub: &Name,
         wall_ms: u64,
     ) -> store::Result<()> {
-        let fail = |why: String| StatusMark { incarnation, wall_ms, exit_code: None, error: Some(why) };
+        let fail =
+            |why: String| StatusMark { incarnation, wall_ms, exit_code: None, error: Some(why), ..Default::default() };
         let info = match store.read(&v2::subtask_info(&self.me, sub)).await? {
             Some(b) => formats::decode::<TaskInfo>(&b),
             None => return Ok(()),
@@ -311,7 +318,7 @@ impl Worker {
             store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Failed), formats::encode(&mark)).await?;
             return Ok(());
         }
-        let mark = StatusMark { incarnation, wall_ms, exit_code: None, error: None };
+        let mark = StatusMark { incarnation, wall_ms, ..Default::default() };
         store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Running), formats::encode(&mark)).await?;
         if kind == ExecutorKind::Noop {
             self.running.insert(sub.to_string(), RunningSub { exec: None, kind });

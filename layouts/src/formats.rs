@@ -445,6 +445,19 @@ pub struct StatusMark {
     pub exit_code: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Counters an executor reported (a `compactd-stats: {…}` line in its
+    /// output), e.g. `skipped_special`: entries of a partition that are not
+    /// regular files and were left alone.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub stats: std::collections::BTreeMap<String, u64>,
+}
+
+/// Content of `Scheduler/<task>/Done.r<round>.u<unit>` when the unit's
+/// executor reported counters; otherwise the file is empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitOutcome {
+    #[serde(default)]
+    pub stats: std::collections::BTreeMap<String, u64>,
 }
 
 /// `Scheduler/<task>/Reassign.u<unit>`: move a subtask to another node.

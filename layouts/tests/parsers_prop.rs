@@ -562,7 +562,7 @@ proptest! {
         prop_assert_eq!(formats::decode::<ManagePointer>(&formats::encode(&mp)).unwrap(), mp);
         let sr = StopRequest { wall_ms: wall, by };
         prop_assert_eq!(formats::decode::<StopRequest>(&formats::encode(&sr)).unwrap(), sr);
-        let sm = StatusMark { incarnation, wall_ms: wall, exit_code, error };
+        let sm = StatusMark { incarnation, wall_ms: wall, exit_code, error, ..Default::default() };
         prop_assert_eq!(formats::decode::<StatusMark>(&formats::encode(&sm)).unwrap(), sm);
     }
 

@@ -70,7 +70,11 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             anyhow::bail!("no compactd tree at {} (is --root right? `compactd run` creates it)", root.display());
         }
     }
-    let store = store::Store::open(&uri).await?;
+    let store = match cli.command {
+        // The merge executor's --root is a data root: no links followed.
+        Command::Merge(_) => store::Store::open_data(&uri).await?,
+        _ => store::Store::open(&uri).await?,
+    };
     match cli.command {
         Command::Run(args) => run::run(store, args).await,
         Command::Nodes(args) => nodes::run(store, args).await,

@@ -316,7 +316,19 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         // The CLI edge: the one place this child process reads the clock.
         now: std::time::SystemTime::now(),
     };
+    // Listed before the run: `_compactd/` links are removed by the run.
+    let special = crate::executor::merge::special_entries(&data, &job.dir).await?;
+    for (path, kind) in &special {
+        tracing::warn!(path, kind, "not a regular file: left alone, not read");
+        println!("skipped {kind}: {path}");
+    }
     let outcome = crate::executor::merge::run(&data, &job).await?;
     println!("{outcome:?}");
+    // Counters only when there is something to report: a stats line makes
+    // the worker store the output and the manager read it (two requests).
+    if !special.is_empty() {
+        let stats = serde_json::json!({ "skipped_special": special.len() });
+        println!("{}{stats}", crate::executor::STATS_PREFIX);
+    }
     Ok(0)
 }

@@ -98,12 +98,14 @@ impl MergeJob {
     }
 }
 
-/// Data files of a partition: objects directly in the folder, not hidden.
+/// Data files of a partition: regular files directly in the folder, not
+/// hidden. Symbolic links, FIFOs, sockets and devices (a data store over fs
+/// lists them as [`store::Entry::special`]) are never inputs.
 async fn data_files(store: &Store, dir: &str) -> store::Result<Vec<(String, u64)>> {
     let mut out = vec![];
     for e in store.list(dir).await? {
         let name = e.name();
-        if e.is_dir || name.starts_with('_') || name.starts_with('.') {
+        if e.is_dir || e.special.is_some() || name.starts_with('_') || name.starts_with('.') {
             continue;
         }
         let len = store.stat(&e.path).await?.map(|m| m.len).unwrap_or(0);
@@ -113,7 +115,36 @@ async fn data_files(store: &Store, dir: &str) -> store::Result<Vec<(String, u64)
     Ok(out)
 }
 
+/// Entries of a partition (and of its `_compactd/`) that are neither
+/// regular files nor folders, with what they are. They are left alone and
+/// reported.
+pub async fn special_entries(store: &Store, dir: &str) -> store::Result<Vec<(String, &'static str)>> {
+    let mut out = vec![];
+    for d in [dir.to_string(), format!("{dir}{META_DIR}"), format!("{dir}{META_DIR}staging/")] {
+        match store.list(&d).await {
+            Ok(entries) => out.extend(entries.into_iter().filter_map(|e| e.special.map(|k| (e.path, k)))),
+            // `_compactd/` itself may be the link: it is listed above.
+            Err(_) if d != dir => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// `_compactd/` and `_compactd/staging/` are compactd's own folders: a
+/// symbolic link planted at either name is removed (the link only, never
+/// what it points to) so that nothing is staged or committed through it.
+async fn unlink_planted_meta_links(store: &Store, job: &MergeJob) -> Result<(), MergeError> {
+    for d in [format!("{}{META_DIR}", job.dir), format!("{}{META_DIR}staging/", job.dir)] {
+        if store.remove_link(&d).await? {
+            tracing::warn!(path = d, "removed a symbolic link planted where compactd's own folder belongs");
+        }
+    }
+    Ok(())
+}
+
 pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
+    unlink_planted_meta_links(store, job).await?;
     if let Some(commit) = read_commit(store, job).await? {
         roll_forward(store, job, &commit).await?;
         return Ok(Outcome::RolledForward { by_attempt: commit.attempt });

@@ -234,6 +234,22 @@ impl Drop for Running {
     }
 }
 
+/// Prefix of the line in an executor's output that carries its counters
+/// as a JSON object of unsigned integers (the built-in executors print one).
+pub const STATS_PREFIX: &str = "compactd-stats: ";
+
+/// The counters of the last well-formed stats line in `output`; empty if
+/// there is none. Anything malformed is ignored (commands are free to print
+/// what they like).
+pub fn parse_stats(output: &str) -> std::collections::BTreeMap<String, u64> {
+    output
+        .lines()
+        .rev()
+        .filter_map(|l| l.trim().strip_prefix(STATS_PREFIX))
+        .find_map(|j| serde_json::from_str(j).ok())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +282,14 @@ mod tests {
         params.insert("date".to_string(), "2024-01-01".to_string());
         let s = render("echo {partition} {db} {param.date} {unknown} {", &vars, &params);
         assert_eq!(s, "echo 'dt=1; rm -rf /' 'it'\\''s' '2024-01-01' {unknown} {");
+    }
+
+    #[test]
+    fn stats_come_from_the_last_well_formed_line() {
+        let out = "x\ncompactd-stats: {\"a\": 1}\ncompactd-stats: {\"skipped_special\": 3}\ncompactd-stats: nope\n";
+        assert_eq!(parse_stats(out), [("skipped_special".to_string(), 3)].into());
+        assert!(parse_stats("compactd-stats: {\"a\": -1}").is_empty());
+        assert!(parse_stats("").is_empty());
     }
 
     #[tokio::test]

@@ -377,6 +377,14 @@ pub fn quarantine_torn(
     now: std::time::SystemTime,
 ) -> io::Result<Quarantine> {
     let target = root.join(path);
+    // Never act through a link: every folder on the way must be a folder.
+    let mut dir = root.to_path_buf();
+    for part in path.split('/').filter(|p| !p.is_empty()).collect::<Vec<_>>().iter().rev().skip(1).rev() {
+        dir.push(part);
+        if !fs::symlink_metadata(&dir).map(|m| m.is_dir()).unwrap_or(false) {
+            return Ok(Quarantine::NotTorn);
+        }
+    }
     let meta = match fs::symlink_metadata(&target) {
         Ok(m) if m.is_file() => m,
         Ok(_) => return Ok(Quarantine::NotTorn),

@@ -18,6 +18,7 @@
 //! - "Lost the race" is one result, [`Created::Exists`], whether the backend
 //!   said `ConditionNotMatch` or (S3 under contention) `Conflict`.
 
+mod beneath;
 pub mod fs_create;
 pub mod layers;
 mod uri;
@@ -68,6 +69,10 @@ pub struct Entry {
     /// Full path from the root; folders end in `/`.
     pub path: String,
     pub is_dir: bool,
+    /// On a data store over fs ([`Store::open_data`]): what stands at this
+    /// name if it is neither a regular file nor a folder ("symbolic link",
+    /// "FIFO", "socket", "device"). Such an entry is never read or deleted.
+    pub special: Option<&'static str>,
 }
 
 impl Entry {
@@ -90,6 +95,9 @@ pub struct Store {
     op: Operator,
     /// Whole-object replaces (fs: temp file + rename).
     replace_op: Operator,
+    /// A data store over fs: every operation resolves paths without
+    /// following links ([`Store::open_data`]).
+    beneath: Option<beneath::Beneath>,
 }
 
 impl Store {
@@ -161,9 +169,41 @@ impl Store {
                         .into(),
             }),
         };
-        let store = Store { uri: uri.clone(), op: wrap(op), replace_op: wrap(replace_op) };
+        let store = Store { uri: uri.clone(), op: wrap(op), replace_op: wrap(replace_op), beneath: None };
         store.check_capabilities()?;
         Ok(store)
+    }
+
+    /// Opens a **data** backend for executors. On fs every operation then
+    /// resolves paths one component at a time without following symbolic
+    /// links, reads only regular files, and lists links, FIFOs, sockets and
+    /// devices as [`Entry::special`] (see `beneath.rs`); other backends have
+    /// no links and behave as [`Store::open`].
+    pub async fn open_data(uri: &RootUri) -> Result<Store> {
+        let mut store = Self::open(uri).await?;
+        if let RootUri::Fs { root } = uri {
+            store.beneath = Some(beneath::Beneath::new(root.clone()));
+        }
+        Ok(store)
+    }
+
+    /// Runs a no-follow fs operation off the async threads.
+    async fn fs_data<T: Send + 'static>(
+        &self,
+        op: &'static str,
+        path: &str,
+        f: impl FnOnce(&beneath::Beneath) -> std::io::Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let b = self.beneath.clone().expect("fs_data on a data store");
+        tokio::task::spawn_blocking(move || f(&b)).await.expect("fs task does not panic").map_err(|e| {
+            let kind = match e.kind() {
+                std::io::ErrorKind::NotFound => ErrorKind::NotFound,
+                std::io::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
+                std::io::ErrorKind::NotADirectory => ErrorKind::NotADirectory,
+                _ => ErrorKind::Unexpected,
+            };
+            self.err(op, path, opendal::Error::new(kind, e.to_string()))
+        })
     }
 
     /// Builds a store over one in-memory operator, shared by every clone:
@@ -175,7 +215,12 @@ impl Store {
     /// The same backend seen through more layers (a node of an in-process
     /// test cluster with its own fault layer over a shared memory store).
     pub fn layered(&self, wrap: impl Fn(Operator) -> Operator) -> Store {
-        Store { uri: self.uri.clone(), op: wrap(self.op.clone()), replace_op: wrap(self.replace_op.clone()) }
+        Store {
+            uri: self.uri.clone(),
+            op: wrap(self.op.clone()),
+            replace_op: wrap(self.replace_op.clone()),
+            beneath: self.beneath.clone(),
+        }
     }
 
     pub fn uri(&self) -> &RootUri {
@@ -237,6 +282,11 @@ impl Store {
     /// Creates `path` with `bytes` unless it exists. Of N concurrent callers
     /// exactly one gets [`Created::Created`].
     pub async fn create(&self, path: &str, bytes: impl Into<Bytes>) -> Result<Created> {
+        if self.beneath.is_some() {
+            let (p, b) = (path.to_string(), bytes.into());
+            let made = self.fs_data("create", path, move |fs| fs.create(&p, &b)).await?;
+            return Ok(if made { Created::Created } else { Created::Exists });
+        }
         match self.op.write_with(path, bytes.into()).if_not_exists(true).await {
             Ok(_) => Ok(Created::Created),
             Err(e)
@@ -254,6 +304,10 @@ impl Store {
     /// Writes `path` whole, replacing any previous content. Readers see the
     /// old or the new content (fs: temp file and rename; S3: single PUT).
     pub async fn put(&self, path: &str, bytes: impl Into<Bytes>) -> Result<()> {
+        if self.beneath.is_some() {
+            let (p, b) = (path.to_string(), bytes.into());
+            return self.fs_data("put", path, move |fs| fs.put(&p, &b)).await;
+        }
         self.replace_op.write(path, bytes.into()).await.map(|_| ()).map_err(|e| self.err("put", path, e))
     }
 
@@ -285,6 +339,10 @@ impl Store {
 
     /// Reads a whole object; `None` if it does not exist.
     pub async fn read(&self, path: &str) -> Result<Option<Bytes>> {
+        if self.beneath.is_some() {
+            let p = path.to_string();
+            return Ok(self.fs_data("read", path, move |fs| fs.read(&p)).await?.map(Bytes::from));
+        }
         match self.op.read(path).await {
             Ok(buf) => Ok(Some(buf.to_bytes())),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
@@ -295,8 +353,32 @@ impl Store {
         }
     }
 
-    /// Metadata of an object; `None` if it does not exist.
+    /// Reads `len` bytes of an object from `offset` (fewer at its end): one
+    /// ranged GET on S3. `None` if it does not exist.
+    pub async fn read_range(&self, path: &str, offset: u64, len: u64) -> Result<Option<Bytes>> {
+        if self.beneath.is_some() {
+            let p = path.to_string();
+            return Ok(self
+                .fs_data("read range", path, move |fs| fs.read_range(&p, offset, len))
+                .await?
+                .map(Bytes::from));
+        }
+        match self.op.read_with(path).range(offset..offset + len).await {
+            Ok(buf) => Ok(Some(buf.to_bytes())),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) if e.kind() == ErrorKind::RangeNotSatisfied => Ok(Some(Bytes::new())),
+            Err(e) => Err(self.err("read range", path, e)),
+        }
+    }
+
+    /// Metadata of an object; `None` if it does not exist (on a data store
+    /// over fs: if it is not a regular file).
     pub async fn stat(&self, path: &str) -> Result<Option<Meta>> {
+        if self.beneath.is_some() {
+            let p = path.to_string();
+            let len = self.fs_data("stat", path, move |fs| fs.stat(&p)).await?;
+            return Ok(len.map(|len| Meta { len, etag: None }));
+        }
         match self.op.stat(path).await {
             Ok(m) => Ok(Some(Meta { len: m.content_length(), etag: m.etag().map(str::to_string) })),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
@@ -312,6 +394,11 @@ impl Store {
     /// Lists the direct children of folder `dir` (which ends in `/`), sorted
     /// by path. A missing folder lists as empty.
     pub async fn list(&self, dir: &str) -> Result<Vec<Entry>> {
+        if self.beneath.is_some() {
+            let d = dir.to_string();
+            let all = self.fs_data("list", dir, move |fs| fs.list(&d)).await?;
+            return Ok(all.into_iter().map(|(e, _)| e).filter(|e| !e.path.starts_with(FS_TMP_DIR)).collect());
+        }
         let mut out: Vec<Entry> = self.list_stream(dir, false).try_collect().await?;
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
@@ -332,9 +419,19 @@ impl Store {
         .try_filter_map(move |e| {
             let path = e.path().to_string();
             let keep = path != dir_owned && !path.starts_with(FS_TMP_DIR) && !(recursive && path.ends_with('/'));
-            futures::future::ready(Ok(keep.then(|| Entry { is_dir: path.ends_with('/'), path })))
+            futures::future::ready(Ok(keep.then(|| Entry { is_dir: path.ends_with('/'), path, special: None })))
         })
         .boxed()
+    }
+
+    /// Removes the symbolic link at `path` itself (never its target) on a data
+    /// store over fs; `false` if nothing like that stands there.
+    pub async fn remove_link(&self, path: &str) -> Result<bool> {
+        if self.beneath.is_none() {
+            return Ok(false);
+        }
+        let p = path.to_string();
+        self.fs_data("remove link", path, move |fs| fs.remove_link(&p)).await
     }
 
     /// Moves a torn create-once file at `path` out of the way so that it can
@@ -368,8 +465,17 @@ impl Store {
         })
     }
 
-    /// Deletes an object; deleting a missing object succeeds.
+    /// Deletes an object; deleting a missing object succeeds. On a data
+    /// store over fs, anything but a regular file standing at `path` is left
+    /// alone (and logged).
     pub async fn delete(&self, path: &str) -> Result<()> {
+        if self.beneath.is_some() {
+            let p = path.to_string();
+            if !self.fs_data("delete", path, move |fs| fs.delete(&p)).await? {
+                tracing::warn!(path, "not deleted: not a regular file (links are never followed or removed)");
+            }
+            return Ok(());
+        }
         match self.op.delete(path).await {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
@@ -380,6 +486,10 @@ impl Store {
     /// Deletes a folder and everything below it.
     pub async fn delete_all(&self, dir: &str) -> Result<()> {
         debug_assert!(dir.ends_with('/'));
+        if self.beneath.is_some() {
+            let d = dir.to_string();
+            return self.fs_data("delete_all", dir, move |fs| fs.delete_all(&d)).await;
+        }
         match self.op.delete_with(dir).recursive(true).await {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
@@ -470,6 +580,56 @@ mod tests {
         let m = Store::memory().await;
         m.put("j/Job", b"".to_vec()).await.unwrap();
         assert_eq!(m.quarantine_torn("j/Job", torn, grace, later).await.unwrap(), Quarantine::NotTorn);
+    }
+
+    #[tokio::test]
+    async fn a_data_store_over_fs_never_follows_links() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let (root, outside) = (dir.path().join("data"), dir.path().join("outside"));
+        std::fs::create_dir_all(root.join("t/p")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret"), b"secret").unwrap();
+        std::fs::write(root.join("t/p/a"), b"0123456789").unwrap();
+        symlink(outside.join("secret"), root.join("t/p/evil")).unwrap();
+        symlink(&outside, root.join("t/p/linkdir")).unwrap();
+        symlink(&outside, root.join("t/q")).unwrap();
+        let s = Store::open_data(&RootUri::Fs { root: root.clone() }).await.unwrap();
+        let listed: Vec<(String, bool, Option<&str>)> =
+            s.list("t/p/").await.unwrap().into_iter().map(|e| (e.name().to_string(), e.is_dir, e.special)).collect();
+        assert_eq!(
+            listed,
+            vec![
+                ("a".into(), false, None),
+                ("evil".into(), false, Some("symbolic link")),
+                ("linkdir".into(), false, Some("symbolic link")),
+            ]
+        );
+        assert_eq!(&s.read("t/p/a").await.unwrap().unwrap()[..], b"0123456789");
+        assert_eq!(&s.read_range("t/p/a", 2, 3).await.unwrap().unwrap()[..], b"234");
+        assert_eq!(&s.read_range("t/p/a", 8, 10).await.unwrap().unwrap()[..], b"89");
+        let e = s.read("t/p/evil").await.unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        assert!(s.read("t/p/linkdir/secret").await.is_err(), "a linked folder on the way is refused");
+        assert!(s.read("t/q/secret").await.is_err());
+        assert!(s.stat("t/p/evil").await.unwrap().is_none(), "a link is not an existing file");
+        assert!(s.put("t/p/linkdir/x", b"x".to_vec()).await.is_err());
+        assert!(s.create("t/q/x", b"x".to_vec()).await.is_err());
+        s.delete("t/p/evil").await.unwrap();
+        assert!(root.join("t/p/evil").symlink_metadata().is_ok(), "a link is never deleted as a file");
+        // A put over a link replaces the link, never writes through it.
+        s.put("t/p/evil", b"mine".to_vec()).await.unwrap();
+        assert_eq!(std::fs::read(outside.join("secret")).unwrap(), b"secret");
+        assert_eq!(std::fs::read(root.join("t/p/evil")).unwrap(), b"mine");
+        assert_eq!(s.create("t/p/new", b"1".to_vec()).await.unwrap(), Created::Created);
+        assert_eq!(s.create("t/p/new", b"2".to_vec()).await.unwrap(), Created::Exists);
+        assert!(s.remove_link("t/p/linkdir/").await.unwrap());
+        assert!(outside.join("secret").exists());
+        symlink(&outside, root.join("t/p/sub")).unwrap();
+        s.delete_all("t/p/").await.unwrap();
+        assert!(!root.join("t/p").exists());
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1, "nothing outside removed");
+        assert!(s.read("t/../../outside/secret").await.is_err(), "`..` is refused");
     }
 
     #[tokio::test]

@@ -1,0 +1,370 @@
+//! No-follow access to an fs data root, for executors.
+//!
+//! Partitions are written by ingest jobs that compactd does not control, and
+//! compactd often runs as a more privileged user than they do. So on the fs
+//! data backend no path may leave the root, whatever the names: every path is
+//! resolved one component at a time from an open handle of the root with
+//! `openat(O_NOFOLLOW)`, so a symbolic link is never followed, not in a
+//! partition (`evil -> /etc/shadow`), not in the folders leading to it, not in
+//! `_compactd/`, and not when one is swapped in between a listing and an open
+//! (there is no check-then-open: the open itself refuses). Only regular files
+//! are read; a symbolic link, FIFO, socket or device is listed as
+//! [`Entry::special`] and is never read, written through or deleted (an
+//! unlink of a final component removes the link itself, never its target, and
+//! is refused for such entries anyway).
+//!
+//! Writes use the same walk: a temp file is created inside the target's own
+//! folder handle (`.compactd-put.*`, hidden from Hive-style readers by its
+//! dot), synced, then renamed over the name (replace) or linked to it
+//! (create-once); folders on the way are made with `mkdirat`.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::Entry;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Beneath {
+    root: PathBuf,
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+fn cstr(s: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a path"))
+}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// What stands at a name that is not a regular file or a folder.
+pub(crate) fn special_kind(ft: &std::fs::FileType) -> Option<&'static str> {
+    if ft.is_symlink() {
+        Some("symbolic link")
+    } else if ft.is_fifo() {
+        Some("FIFO")
+    } else if ft.is_socket() {
+        Some("socket")
+    } else if ft.is_block_device() || ft.is_char_device() {
+        Some("device")
+    } else {
+        None
+    }
+}
+
+fn not_a_folder(path: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotADirectory,
+        format!(
+            "{path}: a symbolic link or other non-folder stands where a folder is expected (links are not followed)"
+        ),
+    )
+}
+
+impl Beneath {
+    pub(crate) fn new(root: PathBuf) -> Self {
+        Beneath { root }
+    }
+
+    fn components(path: &str) -> io::Result<Vec<&str>> {
+        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        if parts.iter().any(|p| *p == "." || *p == "..") {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{path}: `.` and `..` are not allowed")));
+        }
+        Ok(parts)
+    }
+
+    /// Opens the folder `parts` below the root without following any link;
+    /// with `create`, makes the missing ones. `Ok(None)`: a folder is missing.
+    fn open_dir(&self, parts: &[&str], create: bool, shown: &str) -> io::Result<Option<OwnedFd>> {
+        let root = cstr(&self.root.to_string_lossy())?;
+        // SAFETY: a valid C string; the returned fd is owned below.
+        let fd = cvt(unsafe { libc::open(root.as_ptr(), libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC) })?;
+        // SAFETY: fd was just opened and is owned by nobody else.
+        let mut dir = unsafe { OwnedFd::from_raw_fd(fd) };
+        for p in parts {
+            let name = cstr(p)?;
+            let flags = libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_RDONLY | libc::O_CLOEXEC;
+            // SAFETY: dir is a valid fd, name a valid C string.
+            let mut r = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
+            if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::NotFound {
+                if !create {
+                    return Ok(None);
+                }
+                // SAFETY: as above.
+                let m = unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o755) };
+                if m < 0 && io::Error::last_os_error().kind() != io::ErrorKind::AlreadyExists {
+                    return Err(io::Error::last_os_error());
+                }
+                // SAFETY: as above.
+                r = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
+            }
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                return Err(match e.raw_os_error() {
+                    Some(libc::ELOOP) | Some(libc::ENOTDIR) => not_a_folder(shown),
+                    _ => e,
+                });
+            }
+            // SAFETY: r is a fresh fd.
+            dir = unsafe { OwnedFd::from_raw_fd(r) };
+        }
+        Ok(Some(dir))
+    }
+
+    fn split(path: &str) -> io::Result<(Vec<&str>, &str)> {
+        let mut parts = Self::components(path)?;
+        let name = parts.pop().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty path"))?;
+        Ok((parts, name))
+    }
+
+    /// `fstatat(AT_SYMLINK_NOFOLLOW)` of `name` in `dir`.
+    fn lstat_at(dir: &OwnedFd, name: &str) -> io::Result<Option<libc::stat>> {
+        let n = cstr(name)?;
+        // SAFETY: zeroed is a valid `stat`; dir and n are valid.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::fstatat(dir.as_raw_fd(), n.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::NotFound { Ok(None) } else { Err(e) };
+        }
+        Ok(Some(st))
+    }
+
+    fn is_reg(st: &libc::stat) -> bool {
+        st.st_mode & libc::S_IFMT == libc::S_IFREG
+    }
+
+    /// The direct children of `dir`, with symbolic links, FIFOs, sockets and
+    /// devices marked [`Entry::special`].
+    pub(crate) fn list(&self, dir: &str) -> io::Result<Vec<(Entry, u64)>> {
+        let Some(fd) = self.open_dir(&Self::components(dir)?, false, dir)? else {
+            return Ok(vec![]);
+        };
+        let prefix = if dir.is_empty() || dir.ends_with('/') { dir.to_string() } else { format!("{dir}/") };
+        let mut out = vec![];
+        // Reading through the fd's /proc name lists exactly the folder opened
+        // above, even if its path was swapped since.
+        for e in std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))? {
+            let e = e?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            // DirEntry::metadata does not follow a link.
+            let meta = match e.metadata() {
+                Ok(m) => m,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                Err(err) => return Err(err),
+            };
+            let ft = meta.file_type();
+            let entry = if ft.is_dir() {
+                Entry { path: format!("{prefix}{name}/"), is_dir: true, special: None }
+            } else {
+                Entry { path: format!("{prefix}{name}"), is_dir: false, special: special_kind(&ft) }
+            };
+            out.push((entry, if ft.is_file() { meta.size() } else { 0 }));
+        }
+        out.sort_by(|a, b| a.0.path.cmp(&b.0.path));
+        Ok(out)
+    }
+
+    /// Size of a regular file; `None` if absent or not a regular file.
+    pub(crate) fn stat(&self, path: &str) -> io::Result<Option<u64>> {
+        let (parts, name) = Self::split(path)?;
+        let Some(dir) = self.open_dir(&parts, false, path)? else { return Ok(None) };
+        Ok(Self::lstat_at(&dir, name)?.filter(Self::is_reg).map(|st| st.st_size as u64))
+    }
+
+    /// Opens a regular file for reading without following a link;
+    /// `Ok(None)` if absent, an error naming what stands there otherwise.
+    fn open_regular(&self, path: &str) -> io::Result<Option<File>> {
+        let (parts, name) = Self::split(path)?;
+        let Some(dir) = self.open_dir(&parts, false, path)? else { return Ok(None) };
+        let n = cstr(name)?;
+        // O_NONBLOCK: opening a FIFO must not wait for a writer.
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
+        // SAFETY: valid fd and C string.
+        let r = unsafe { libc::openat(dir.as_raw_fd(), n.as_ptr(), flags) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::ENOENT) => Ok(None),
+                Some(libc::ELOOP) => Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{path}: a symbolic link, not read (links are not followed)"),
+                )),
+                _ => Err(e),
+            };
+        }
+        // SAFETY: r is a fresh fd.
+        let f = unsafe { File::from_raw_fd(r) };
+        let ft = f.metadata()?.file_type();
+        if !ft.is_file() {
+            let what = special_kind(&ft).unwrap_or("folder");
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{path}: a {what}, not a regular file")));
+        }
+        Ok(Some(f))
+    }
+
+    pub(crate) fn read(&self, path: &str) -> io::Result<Option<Vec<u8>>> {
+        let Some(mut f) = self.open_regular(path)? else { return Ok(None) };
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf)?;
+        Ok(Some(buf))
+    }
+
+    /// Reads `len` bytes at `offset` of a regular file (fewer at its end).
+    pub(crate) fn read_range(&self, path: &str, offset: u64, len: u64) -> io::Result<Option<Vec<u8>>> {
+        use std::os::unix::fs::FileExt;
+        let Some(f) = self.open_regular(path)? else { return Ok(None) };
+        let mut buf = vec![0u8; len as usize];
+        let mut got = 0;
+        while got < buf.len() {
+            let n = f.read_at(&mut buf[got..], offset + got as u64)?;
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        buf.truncate(got);
+        Ok(Some(buf))
+    }
+
+    /// Writes a temp file in `dir` and hands it to `publish(dir, tmp, name)`.
+    fn stage(
+        &self,
+        path: &str,
+        bytes: &[u8],
+        publish: impl FnOnce(&OwnedFd, &CString, &CString) -> io::Result<bool>,
+    ) -> io::Result<bool> {
+        let (parts, name) = Self::split(path)?;
+        let dir = self.open_dir(&parts, true, path)?.expect("created");
+        let tmp = cstr(&format!(".compactd-put.{}.{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)))?;
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: valid fd and C string.
+        let r = cvt(unsafe { libc::openat(dir.as_raw_fd(), tmp.as_ptr(), flags, 0o644) })?;
+        // SAFETY: r is a fresh fd.
+        let mut f = unsafe { File::from_raw_fd(r) };
+        let result = f.write_all(bytes).and_then(|_| f.sync_all()).and_then(|_| publish(&dir, &tmp, &cstr(name)?));
+        drop(f);
+        // SAFETY: valid fd and C string; the temp may already be gone (rename).
+        unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
+        let published = result?;
+        if published {
+            File::from(dir).sync_all()?;
+        }
+        Ok(published)
+    }
+
+    /// Replaces `path` whole (a link standing there is replaced, not followed).
+    pub(crate) fn put(&self, path: &str, bytes: &[u8]) -> io::Result<()> {
+        self.stage(path, bytes, |dir, tmp, name| {
+            // SAFETY: valid fd and C strings.
+            cvt(unsafe { libc::renameat(dir.as_raw_fd(), tmp.as_ptr(), dir.as_raw_fd(), name.as_ptr()) })?;
+            Ok(true)
+        })
+        .map(|_| ())
+    }
+
+    /// Creates `path` unless something stands there; `Ok(true)` if created.
+    pub(crate) fn create(&self, path: &str, bytes: &[u8]) -> io::Result<bool> {
+        self.stage(path, bytes, |dir, tmp, name| {
+            // SAFETY: valid fd and C strings; flags 0 = do not follow.
+            let r = unsafe { libc::linkat(dir.as_raw_fd(), tmp.as_ptr(), dir.as_raw_fd(), name.as_ptr(), 0) };
+            if r == 0 {
+                return Ok(true);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        })
+    }
+
+    /// Deletes a regular file. Anything else standing at the name (a link, a
+    /// FIFO, …) is left alone: `Ok(false)`.
+    pub(crate) fn delete(&self, path: &str) -> io::Result<bool> {
+        let (parts, name) = Self::split(path)?;
+        let Some(dir) = self.open_dir(&parts, false, path)? else { return Ok(true) };
+        match Self::lstat_at(&dir, name)? {
+            None => Ok(true),
+            Some(st) if Self::is_reg(&st) => {
+                let n = cstr(name)?;
+                // SAFETY: valid fd and C string.
+                let r = unsafe { libc::unlinkat(dir.as_raw_fd(), n.as_ptr(), 0) };
+                if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::NotFound {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(true)
+            }
+            Some(_) => Ok(false),
+        }
+    }
+
+    /// Removes a symbolic link (never its target); `Ok(false)` if `path` is
+    /// not a link.
+    pub(crate) fn remove_link(&self, path: &str) -> io::Result<bool> {
+        let (parts, name) = Self::split(path.trim_end_matches('/'))?;
+        let Some(dir) = self.open_dir(&parts, false, path)? else { return Ok(false) };
+        match Self::lstat_at(&dir, name)? {
+            Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFLNK => {
+                let n = cstr(name)?;
+                // SAFETY: valid fd and C string.
+                cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), n.as_ptr(), 0) })?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Deletes a folder and everything below it, unlinking links and other
+    /// special entries themselves, never following them.
+    pub(crate) fn delete_all(&self, dir: &str) -> io::Result<()> {
+        let (parts, name) = Self::split(dir.trim_end_matches('/'))?;
+        let Some(parent) = self.open_dir(&parts, false, dir)? else { return Ok(()) };
+        Self::remove_tree_at(&parent, name)
+    }
+
+    fn remove_tree_at(parent: &OwnedFd, name: &str) -> io::Result<()> {
+        let n = cstr(name)?;
+        match Self::lstat_at(parent, name)? {
+            None => return Ok(()),
+            Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => {
+                let flags = libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_RDONLY | libc::O_CLOEXEC;
+                // SAFETY: valid fd and C string.
+                let r = cvt(unsafe { libc::openat(parent.as_raw_fd(), n.as_ptr(), flags) })?;
+                // SAFETY: fresh fd.
+                let fd = unsafe { OwnedFd::from_raw_fd(r) };
+                let children: Vec<String> = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))?
+                    .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+                    .collect();
+                for c in children {
+                    Self::remove_tree_at(&fd, &c)?;
+                }
+                // SAFETY: valid fd and C string.
+                let r = unsafe { libc::unlinkat(parent.as_raw_fd(), n.as_ptr(), libc::AT_REMOVEDIR) };
+                if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::NotFound {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Some(_) => {
+                // SAFETY: valid fd and C string.
+                let r = unsafe { libc::unlinkat(parent.as_raw_fd(), n.as_ptr(), 0) };
+                if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::NotFound {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+        }
+        Ok(())
+    }
+}
