@@ -16,6 +16,16 @@ pub struct Cli {
     #[arg(long, global = true, env = "COMPACTD_ROOT", default_value = "./cluster.compact")]
     pub root: String,
 
+    /// Limit of each backend request (each attempt); `0s` for none. Also read
+    /// by executors started by a node (environment).
+    #[arg(long, global = true, env = "COMPACTD_BACKEND_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub backend_timeout: std::time::Duration,
+
+    /// Retries of an idempotent backend request that failed transiently
+    /// (timeouts, 5xx, resets), with exponential backoff and jitter.
+    #[arg(long, global = true, env = "COMPACTD_BACKEND_RETRIES", default_value_t = 2)]
+    pub backend_retries: usize,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -70,10 +80,14 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             anyhow::bail!("no compactd tree at {} (is --root right? `compactd run` creates it)", root.display());
         }
     }
+    let options = store::StoreOptions {
+        timeout: Some(cli.backend_timeout).filter(|t| !t.is_zero()),
+        retries: cli.backend_retries,
+    };
     let store = match cli.command {
         // The merge executor's --root is a data root: no links followed.
-        Command::Merge(_) => store::Store::open_data(&uri).await?,
-        _ => store::Store::open(&uri).await?,
+        Command::Merge(_) => store::Store::open_data_with_options(&uri, &options).await?,
+        _ => store::Store::open_with_options(&uri, &options, |op| op).await?,
     };
     match cli.command {
         Command::Run(args) => run::run(store, args).await,

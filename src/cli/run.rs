@@ -126,7 +126,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     if matches!(executor, ExecutorKind::Command) && args.command.is_none() {
         anyhow::bail!("--executor command needs --command TEMPLATE");
     }
-    let data = store::Store::open_data(&store::RootUri::parse(&args.data)?).await?;
+    let data = store::Store::open_data_with_options(&store::RootUri::parse(&args.data)?, store.options()).await?;
     let work = WorkConfig {
         data_uri: args.data.clone(),
         root_uri: store.uri().to_string(),

@@ -302,7 +302,9 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         .map(Duration::from_millis)
         .unwrap_or_default();
     let fence = match (args.fence_root, args.fence_dir) {
-        (Some(root), Some(dir)) => Some((Store::open(&store::RootUri::parse(&root)?).await?, dir)),
+        (Some(root), Some(dir)) => {
+            Some((Store::open_with_options(&store::RootUri::parse(&root)?, data.options(), |op| op).await?, dir))
+        }
         _ => None,
     };
     let job = crate::executor::merge::MergeJob {

@@ -88,27 +88,101 @@ pub struct Meta {
     pub etag: Option<String>,
 }
 
+/// Request timeouts and retries of a store ([`Store::open_with_options`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// Limit of one request (each attempt); also of each I/O of a read or
+    /// write. `None`: no limit.
+    pub timeout: Option<std::time::Duration>,
+    /// Retries of a request that failed with a transient error (a timeout,
+    /// a 5xx, a reset connection), with exponential backoff and jitter. Only
+    /// idempotent requests are retried: reads, stats, lists, deletes and
+    /// whole-object replaces, never an atomic create (a create whose reply
+    /// was lost would come back as "exists" when it was this caller's).
+    pub retries: usize,
+}
+
+impl Default for StoreOptions {
+    /// 5 s per request, 2 retries: a request that hangs costs at most about
+    /// 16 s, within the default 30 s session.
+    fn default() -> Self {
+        StoreOptions { timeout: Some(std::time::Duration::from_secs(5)), retries: 2 }
+    }
+}
+
+impl StoreOptions {
+    /// No timeout and no retry: every fault reaches the caller (tests and
+    /// benchmarks with fault-injecting layers).
+    pub fn none() -> Self {
+        StoreOptions { timeout: None, retries: 0 }
+    }
+
+    fn apply(&self, op: Operator, retry: bool) -> Operator {
+        let op = match self.timeout {
+            Some(t) => op.layer(opendal::layers::TimeoutLayer::new().with_timeout(t).with_io_timeout(t)),
+            None => op,
+        };
+        if retry && self.retries > 0 {
+            op.layer(
+                opendal::layers::RetryLayer::new()
+                    .with_max_times(self.retries)
+                    .with_min_delay(std::time::Duration::from_millis(100))
+                    .with_max_delay(std::time::Duration::from_secs(2))
+                    .with_jitter()
+                    // One line per retry (the default prints the error's
+                    // backtrace when RUST_BACKTRACE is set).
+                    .with_notify(|e: opendal::layers::RetryEvent<'_>| {
+                        tracing::warn!(
+                            op = ?e.op,
+                            attempt = e.attempt,
+                            after_ms = e.retry_after.as_millis() as u64,
+                            "backend request failed, retrying: {}",
+                            e.err.kind()
+                        )
+                    }),
+            )
+        } else {
+            op
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Store {
     uri: RootUri,
-    /// Reads, lists, deletes and atomic creates.
+    /// Reads, lists, stats and deletes (retried when transient).
     op: Operator,
+    /// Atomic creates and conditional writes: never retried.
+    create_op: Operator,
     /// Whole-object replaces (fs: temp file + rename).
     replace_op: Operator,
     /// A data store over fs: every operation resolves paths without
     /// following links ([`Store::open_data`]).
     beneath: Option<beneath::Beneath>,
+    options: StoreOptions,
 }
 
 impl Store {
-    /// Opens the backend named by `uri` and checks that it is safe to use.
+    /// Opens the backend named by `uri` with the default request timeout and
+    /// retries, and checks that it is safe to use.
     pub async fn open(uri: &RootUri) -> Result<Store> {
-        Self::open_with(uri, |op| op).await
+        Self::open_with_options(uri, &StoreOptions::default(), |op| op).await
     }
 
-    /// Like [`Store::open`], applying `wrap` (OpenDAL layers: operation
-    /// counting, fault injection) to every operator of the store.
+    /// Applies `wrap` (OpenDAL layers: operation counting, fault injection)
+    /// to every operator of the store, with no timeout or retry so that every
+    /// injected fault reaches the caller.
     pub async fn open_with(uri: &RootUri, wrap: impl Fn(Operator) -> Operator) -> Result<Store> {
+        Self::open_with_options(uri, &StoreOptions::none(), wrap).await
+    }
+
+    /// The general form: `wrap` is applied below the timeout and retry
+    /// layers, so a counting layer counts every attempt (each is a request).
+    pub async fn open_with_options(
+        uri: &RootUri,
+        options: &StoreOptions,
+        wrap: impl Fn(Operator) -> Operator,
+    ) -> Result<Store> {
         // HTTP services (S3, WebHDFS) need a process-wide transport; without
         // the `auto-register-services` feature nobody installs one for us.
         // First install wins, so calling it on every open is harmless.
@@ -169,7 +243,14 @@ impl Store {
                         .into(),
             }),
         };
-        let store = Store { uri: uri.clone(), op: wrap(op), replace_op: wrap(replace_op), beneath: None };
+        let store = Store {
+            uri: uri.clone(),
+            op: options.apply(wrap(op.clone()), true),
+            create_op: options.apply(wrap(op), false),
+            replace_op: options.apply(wrap(replace_op), true),
+            beneath: None,
+            options: options.clone(),
+        };
         store.check_capabilities()?;
         Ok(store)
     }
@@ -180,7 +261,12 @@ impl Store {
     /// devices as [`Entry::special`] (see `beneath.rs`); other backends have
     /// no links and behave as [`Store::open`].
     pub async fn open_data(uri: &RootUri) -> Result<Store> {
-        let mut store = Self::open(uri).await?;
+        Self::open_data_with_options(uri, &StoreOptions::default()).await
+    }
+
+    /// [`Store::open_data`] with explicit request timeout and retries.
+    pub async fn open_data_with_options(uri: &RootUri, options: &StoreOptions) -> Result<Store> {
+        let mut store = Self::open_with_options(uri, options, |op| op).await?;
         if let RootUri::Fs { root } = uri {
             store.beneath = Some(beneath::Beneath::new(root.clone()));
         }
@@ -218,13 +304,20 @@ impl Store {
         Store {
             uri: self.uri.clone(),
             op: wrap(self.op.clone()),
+            create_op: wrap(self.create_op.clone()),
             replace_op: wrap(self.replace_op.clone()),
             beneath: self.beneath.clone(),
+            options: self.options.clone(),
         }
     }
 
     pub fn uri(&self) -> &RootUri {
         &self.uri
+    }
+
+    /// The request timeout and retries this store was opened with.
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
     }
 
     fn check_capabilities(&self) -> Result<()> {
@@ -287,7 +380,7 @@ impl Store {
             let made = self.fs_data("create", path, move |fs| fs.create(&p, &b)).await?;
             return Ok(if made { Created::Created } else { Created::Exists });
         }
-        match self.op.write_with(path, bytes.into()).if_not_exists(true).await {
+        match self.create_op.write_with(path, bytes.into()).if_not_exists(true).await {
             Ok(_) => Ok(Created::Created),
             Err(e)
                 if matches!(
@@ -328,7 +421,7 @@ impl Store {
                 why: format!("replacing {path} only if unchanged"),
             });
         }
-        match self.op.write_with(path, bytes.into()).if_match(etag).await {
+        match self.create_op.write_with(path, bytes.into()).if_match(etag).await {
             Ok(_) => Ok(Replaced::Replaced),
             Err(e) if matches!(e.kind(), ErrorKind::ConditionNotMatch | ErrorKind::Conflict | ErrorKind::NotFound) => {
                 Ok(Replaced::Conflict)
