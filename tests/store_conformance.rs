@@ -1,0 +1,127 @@
+//! One conformance suite for the `store` crate, run on every backend compactd
+//! ships: local fs, memory, and a real S3-protocol server on loopback (moto,
+//! `bash .ci/install-s3-server.sh`), each as a tree store (`Store::open`) and
+//! as a data store (`Store::open_data`, no-follow on fs). Like object_store's
+//! `put_get_delete_list`: the same calls, the same answers, whatever the
+//! backend. A backend added later gets a `#[test]` here.
+
+mod common;
+
+use common::s3::S3Server;
+use store::{Created, RootUri, Store};
+
+/// The semantics every protocol step relies on.
+async fn conformance(what: &str, s: &Store) {
+    // Missing things are `None` / empty, never errors.
+    assert!(s.read("c/missing").await.unwrap().is_none(), "{what}");
+    assert!(s.stat("c/missing").await.unwrap().is_none(), "{what}");
+    assert!(!s.exists("c/missing").await.unwrap(), "{what}");
+    assert!(s.list("c/nothing/").await.unwrap().is_empty(), "{what}");
+    assert!(s.read_range("c/missing", 0, 4).await.unwrap().is_none(), "{what}");
+    s.delete("c/missing").await.unwrap();
+    s.delete_all("c/nothing/").await.unwrap();
+
+    // put / read / stat / replace.
+    s.put("c/a/one", b"hello".to_vec()).await.unwrap();
+    assert_eq!(&s.read("c/a/one").await.unwrap().unwrap()[..], b"hello", "{what}");
+    assert_eq!(s.stat("c/a/one").await.unwrap().unwrap().len, 5, "{what}");
+    s.put("c/a/one", b"bye".to_vec()).await.unwrap();
+    assert_eq!(&s.read("c/a/one").await.unwrap().unwrap()[..], b"bye", "{what}: replace");
+    s.put("c/a/empty", Vec::new()).await.unwrap();
+    assert_eq!(s.read("c/a/empty").await.unwrap().unwrap().len(), 0, "{what}");
+
+    // Ranged reads within the object; past its end is an error everywhere.
+    s.put("c/a/digits", b"0123456789".to_vec()).await.unwrap();
+    assert_eq!(&s.read_range("c/a/digits", 3, 4).await.unwrap().unwrap()[..], b"3456", "{what}");
+    assert_eq!(&s.read_range("c/a/digits", 6, 4).await.unwrap().unwrap()[..], b"6789", "{what}");
+    let past = s.read_range("c/a/digits", 8, 100).await;
+    assert!(past.is_err(), "{what}: a range past the end: {past:?}");
+
+    // Atomic create: one winner, the loser sees the winner's bytes, a create
+    // never replaces, and creates make their folders.
+    assert_eq!(s.create("c/b/x/y", b"first".to_vec()).await.unwrap(), Created::Created, "{what}");
+    assert_eq!(s.create("c/b/x/y", b"second".to_vec()).await.unwrap(), Created::Exists, "{what}");
+    assert_eq!(&s.read("c/b/x/y").await.unwrap().unwrap()[..], b"first", "{what}");
+    assert_eq!(s.create("c/b/empty", Vec::new()).await.unwrap(), Created::Created, "{what}");
+    assert!(s.exists("c/b/empty").await.unwrap(), "{what}: an empty create exists");
+
+    // One-level listing: sorted, folders end in `/`, names.
+    let listed: Vec<(String, bool)> =
+        s.list("c/").await.unwrap().into_iter().map(|e| (e.name().to_string(), e.is_dir)).collect();
+    assert_eq!(listed, vec![("a".into(), true), ("b".into(), true)], "{what}");
+    let names: Vec<String> = s.list("c/a/").await.unwrap().into_iter().map(|e| e.path).collect();
+    assert_eq!(names, vec!["c/a/digits", "c/a/empty", "c/a/one"], "{what}");
+
+    // Recursive streamed listing yields only objects.
+    use futures::TryStreamExt;
+    let mut all: Vec<String> = s.list_stream("c/", true).map_ok(|e| e.path).try_collect().await.unwrap();
+    all.sort();
+    assert_eq!(all, vec!["c/a/digits", "c/a/empty", "c/a/one", "c/b/empty", "c/b/x/y"], "{what}");
+
+    // Deletes are idempotent; a recursive delete removes everything below.
+    s.delete("c/a/one").await.unwrap();
+    s.delete("c/a/one").await.unwrap();
+    assert!(s.read("c/a/one").await.unwrap().is_none(), "{what}");
+    s.delete_all("c/").await.unwrap();
+    assert!(s.list("c/").await.unwrap().is_empty(), "{what}: delete_all");
+    let left: Vec<String> = s.list_stream("c/", true).map_ok(|e| e.path).try_collect().await.unwrap();
+    assert!(left.is_empty(), "{what}: {left:?}");
+}
+
+/// Listings past one page (S3 pages at 1,000 keys).
+async fn paging(what: &str, s: &Store, n: usize) {
+    use futures::{StreamExt, TryStreamExt};
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let s = s.clone();
+            async move { s.put(&format!("p/k{i:05}"), format!("{i}").into_bytes()).await }
+        })
+        .buffer_unordered(32)
+        .try_collect::<Vec<()>>()
+        .await
+        .unwrap();
+    let listed = s.list("p/").await.unwrap();
+    assert_eq!(listed.len(), n, "{what}: one-level list over pages");
+    assert!(listed.windows(2).all(|w| w[0].path < w[1].path), "{what}: sorted");
+    let streamed: Vec<_> = s.list_stream("p/", true).try_collect().await.unwrap();
+    assert_eq!(streamed.len(), n, "{what}: recursive list over pages");
+    s.delete_all("p/").await.unwrap();
+    assert!(s.list("p/").await.unwrap().is_empty(), "{what}");
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+#[test]
+fn fs_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let uri = RootUri::Fs { root: dir.path().join("root") };
+    rt().block_on(async {
+        conformance("fs", &Store::open(&uri).await.unwrap()).await;
+        conformance("fs data", &Store::open_data(&uri).await.unwrap()).await;
+        paging("fs", &Store::open(&uri).await.unwrap(), 1100).await;
+    });
+}
+
+#[test]
+fn memory_conforms() {
+    rt().block_on(async {
+        conformance("memory", &Store::memory().await).await;
+        conformance("memory data", &Store::open_data(&RootUri::Memory).await.unwrap()).await;
+        paging("memory", &Store::memory().await, 1100).await;
+    });
+}
+
+#[test]
+fn s3_conforms() {
+    let server = S3Server::shared();
+    server.set_env();
+    let uri = RootUri::parse(&server.new_bucket("conformance")).unwrap();
+    rt().block_on(async {
+        let s = Store::open(&uri).await.unwrap();
+        conformance("s3", &s).await;
+        conformance("s3 data", &Store::open_data(&uri).await.unwrap()).await;
+        paging("s3", &s, 1100).await;
+    });
+}
