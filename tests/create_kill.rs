@@ -236,7 +236,8 @@ fn a_merge_killed_inside_its_commit_create_commits_exactly_once_on_the_rerun() {
             cmd
         };
         let mut first = merge("1");
-        preload(&mut first, at, "_compactd_commit.");
+        // The data store stages the commit as `.compactd-put.<pid>.<seq>.commit.<task>.r1`.
+        preload(&mut first, at, "commit.aaaaffff");
         assert_sigkilled(first.status().unwrap(), "__merge");
         let commit = dir.join("_compactd/commit.aaaaffff.16176931.56000000.0.r1");
         match at {

@@ -102,6 +102,15 @@ fn a_merge_killed_at_any_point_and_rerun_leaves_old_or_merged_files() {
         assert_eq!(lines(&dir), want, "round {round} (seed {seed}): lines lost or duplicated");
         let c: serde_json::Value = serde_json::from_slice(&std::fs::read(&commit).unwrap()).unwrap();
         assert_eq!(c["done"], true);
+        // No temp file of a killed write is left behind.
+        for d in [dir.clone(), dir.join("_compactd")] {
+            let temps: Vec<String> = std::fs::read_dir(&d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(".compactd-put."))
+                .collect();
+            assert!(temps.is_empty(), "round {round} (seed {seed}): temp files left in {}: {temps:?}", d.display());
+        }
         // A third run is a no-op.
         assert!(merge_cmd(root, &part, 3).status().unwrap().success());
         assert_eq!(data_files(&dir), files);

@@ -145,6 +145,10 @@ async fn unlink_planted_meta_links(store: &Store, job: &MergeJob) -> Result<(), 
 
 pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
     unlink_planted_meta_links(store, job).await?;
+    // Temp files of writes killed mid-way by an earlier crash (fs only).
+    for d in [job.dir.clone(), format!("{}{META_DIR}", job.dir)] {
+        store.sweep_stale_temps(&d).await?;
+    }
     if let Some(commit) = read_commit(store, job).await? {
         roll_forward(store, job, &commit).await?;
         return Ok(Outcome::RolledForward { by_attempt: commit.attempt });

@@ -14,8 +14,9 @@
 //! is refused for such entries anyway).
 //!
 //! Writes use the same walk: a temp file is created inside the target's own
-//! folder handle (`.compactd-put.*`, hidden from Hive-style readers by its
-//! dot), synced, then renamed over the name (replace) or linked to it
+//! folder handle (`.compactd-put.<host>.<pid>.<seq>.<name>`, hidden from
+//! Hive-style readers by its dot; [`Beneath::sweep_stale_puts`] removes those
+//! of dead processes of this host), synced, then renamed over the name (replace) or linked to it
 //! (create-once); folders on the way are made with `mkdirat`.
 
 use std::ffi::CString;
@@ -34,6 +35,8 @@ pub(crate) struct Beneath {
 }
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
+
+const PUT_PREFIX: &str = ".compactd-put.";
 
 fn cstr(s: &str) -> io::Result<CString> {
     CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a path"))
@@ -247,7 +250,15 @@ impl Beneath {
     ) -> io::Result<bool> {
         let (parts, name) = Self::split(path)?;
         let dir = self.open_dir(&parts, true, path)?.expect("created");
-        let tmp = cstr(&format!(".compactd-put.{}.{}", std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed)))?;
+        // The target's name rides along, for a person reading a listing (and
+        // for a test that places a crash at this file).
+        let tmp = cstr(&format!(
+            "{PUT_PREFIX}{}.{}.{}.{}",
+            crate::fs_create::host_tag(),
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed),
+            name.chars().take(100).collect::<String>()
+        ))?;
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: valid fd and C string.
         let r = cvt(unsafe { libc::openat(dir.as_raw_fd(), tmp.as_ptr(), flags, 0o644) })?;
@@ -366,5 +377,23 @@ impl Beneath {
             }
         }
         Ok(())
+    }
+
+    /// Removes temp files of writes in `dir` left by crashed processes of
+    /// this host (their pid is gone); returns how many.
+    pub(crate) fn sweep_stale_puts(&self, dir: &str) -> io::Result<usize> {
+        let prefix = format!("{PUT_PREFIX}{}.", crate::fs_create::host_tag());
+        let mut removed = 0;
+        for (e, _) in self.list(dir)? {
+            let Some(rest) = e.name().strip_prefix(&prefix) else { continue };
+            let Some(pid) = rest.split('.').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+            if pid != std::process::id()
+                && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                && self.delete(&e.path)?
+            {
+                removed += 1;
+            }
+        }
+        Ok(removed)
     }
 }

@@ -224,7 +224,7 @@ fn temp_name(path: &str) -> String {
     format!("{TEMP_PREFIX}{}.{}.{}.{hint}", host_tag(), std::process::id(), SEQ.fetch_add(1, Ordering::Relaxed))
 }
 
-fn host_tag() -> &'static str {
+pub(crate) fn host_tag() -> &'static str {
     static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     HOST.get_or_init(|| {
         let raw = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();

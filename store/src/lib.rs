@@ -527,6 +527,17 @@ impl Store {
         .boxed()
     }
 
+    /// On a data store over fs: removes the temp files of writes in `dir`
+    /// that crashed processes of this host left behind. Elsewhere a no-op
+    /// (a PUT is atomic).
+    pub async fn sweep_stale_temps(&self, dir: &str) -> Result<usize> {
+        if self.beneath.is_none() {
+            return Ok(0);
+        }
+        let d = dir.to_string();
+        self.fs_data("sweep temps", dir, move |fs| fs.sweep_stale_puts(&d)).await
+    }
+
     /// Removes the symbolic link at `path` itself (never its target) on a data
     /// store over fs; `false` if nothing like that stands there.
     pub async fn remove_link(&self, path: &str) -> Result<bool> {
@@ -733,6 +744,14 @@ mod tests {
         assert!(!root.join("t/p").exists());
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1, "nothing outside removed");
         assert!(s.read("t/../../outside/secret").await.is_err(), "`..` is refused");
+        // Temps of crashed writers of this host are swept, others kept.
+        std::fs::create_dir_all(root.join("u")).unwrap();
+        let host = fs_create::host_tag();
+        for n in [format!(".compactd-put.{host}.0.1.x"), ".compactd-put.otherhost.0.1.x".to_string()] {
+            std::fs::write(root.join("u").join(n), b"").unwrap();
+        }
+        assert_eq!(s.sweep_stale_temps("u/").await.unwrap(), 1);
+        assert_eq!(std::fs::read_dir(root.join("u")).unwrap().count(), 1);
     }
 
     #[tokio::test]
