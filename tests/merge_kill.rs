@@ -70,13 +70,23 @@ fn a_merge_killed_at_any_point_and_rerun_leaves_old_or_merged_files() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
     let mut saw = [0usize; 3]; // killed before commit / after commit / finished before the kill
+                               // Kill within the time an uninterrupted merge of the same partition
+                               // takes here, so that kills land before, during and after the commit
+                               // whatever the machine's speed.
+    let warm = {
+        write_partition(&root.join("db/s/t/warmup"), 400);
+        let start = std::time::Instant::now();
+        assert!(merge_cmd(root, "warmup", 1).status().unwrap().success());
+        start.elapsed().as_millis().max(20) as u64
+    };
+    eprintln!("an uninterrupted merge takes {warm} ms: kills in 0..{warm} ms");
     for round in 0..rounds {
         let part = format!("dt={round}");
         let dir = root.join("db/s/t").join(&part);
         let want = write_partition(&dir, 400);
         let old_files = data_files(&dir);
         let mut child = merge_cmd(root, &part, 1).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(rng.random_range(30..260)));
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..warm)));
         let _ = child.kill(); // SIGKILL
         let status = child.wait().unwrap();
         let commit = dir.join("_compactd/commit.aaaaffff.16176931.56000000.0.r1");
