@@ -241,6 +241,11 @@ pub(crate) fn host_tag() -> &'static str {
 fn create_complete(root: &Path, tmp_dir: &Path, path: &str, data: &[u8]) -> io::Result<bool> {
     let target = root.join(path);
     let target = target.as_path();
+    // A name that exists already loses without staging anything (the link
+    // below stays the decision: a racer may still publish in between).
+    if fs::symlink_metadata(target).is_ok() {
+        return Ok(false);
+    }
     let parent = target.parent().unwrap_or(root);
     create_dirs_synced(root, parent)?;
     if !tmp_dir.is_dir() {
