@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use compactd::clock::ManualClock;
 use compactd::node::{Node, NodeConfig};
+use compactd::tasks::worker::WorkConfig;
 use compactd::tasks::{self, TaskSpec};
-use compactd::worker::WorkConfig;
 use layouts::formats::{ExecutorKind, ExecutorSpec};
 use layouts::{Name, NodeId, TaskState};
 use store::layers::{CountingLayer, OpCounter, OpCounts};

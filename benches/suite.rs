@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use compactd::clock::{Clock, ManualClock};
 use compactd::node::{Node, NodeConfig};
+use compactd::tasks::worker::WorkConfig;
 use compactd::tasks::{self, TaskSpec};
-use compactd::worker::WorkConfig;
 use layouts::formats::{ExecutorKind, ExecutorSpec};
 use layouts::{Name, NodeId, TaskState};
 use serde_json::{json, Value};

@@ -120,7 +120,7 @@ async fn check_registry(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
             out.push(Anomaly::new(&e.path, "unexpected entry in Registry/"));
         }
     }
-    let (_, bad) = crate::registry::read_heartbeats(store).await?;
+    let (_, bad) = crate::cluster::liveness::read_heartbeats(store).await?;
     out.extend(bad);
     for e in store.list(v2::OFFLINE).await? {
         match v2::parse_offline_marker(e.name()) {

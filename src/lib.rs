@@ -1,23 +1,37 @@
 //! compactd: a compaction scheduler whose nodes coordinate only through files
-//! on a shared backend. See README.md for the product and layouts/ for the tree.
+//! on a shared backend. See README.md for the product, `layouts/` for the tree
+//! (the public interface) and `layouts/PROTOCOL.md` for the protocol.
+//!
+//! # Layout
+//!
+//! Each concept has one home; the folders follow the protocol's layers.
+//!
+//! | module | what it owns |
+//! |---|---|
+//! | [`clock`] | the one source of time (monotonic and wall), injectable: [`clock::ManualClock`] in tests |
+//! | [`cluster`] | what every node takes part in: [`cluster::election`] (leases, epochs, the monitor's fence check), [`cluster::liveness`] (reading heartbeats, judging sessions), [`cluster::events`] (the change log) |
+//! | [`monitor`] | the elected monitor's duties: membership ([`monitor::Monitor`]: joins, offline declarations, cleanup) and the task sweep ([`monitor::tasks`]: hand-overs, archiving, orphan cleanup) |
+//! | [`tasks`] | compaction tasks: the client API and tree readers ([`tasks`]), the per-task [`tasks::manager`], the per-node [`tasks::worker`], and [`tasks::placement`] (consistent hashing) |
+//! | [`executor`] | running one subtask: the `command` executor and the built-in crash-safe [`executor::merge`] |
+//! | [`jobs`] | versioned job definitions, exactly-once triggers, the DAG driver |
+//! | [`node`] | one node: a tick that runs its heartbeat, election, monitor, manager and worker duties ([`node::Node`]), and the [`node::daemon`] loop with its shutdown |
+//! | [`check`] | `compactd check`: every anomaly of the tree with its path |
+//! | [`cli`] | the command line (the only place that uses `anyhow`) |
+//! | [`logging`] | log set-up |
+//!
+//! Backend access is the `store` crate's alone; file formats and paths are
+//! the `layouts` crate's; the v1 upgrader is `migrate`.
 
 pub mod check;
 pub mod cli;
 pub mod clock;
-pub mod daemon;
-pub mod election;
-pub mod events;
+pub mod cluster;
 pub mod executor;
 pub mod jobs;
 pub mod logging;
-pub mod manager;
 pub mod monitor;
 pub mod node;
-pub mod registry;
-pub mod ring;
-pub mod supervise;
 pub mod tasks;
-pub mod worker;
 pub use store;
 
 pub use check::Anomaly;

@@ -225,7 +225,7 @@ fn garbage_scenario(folder_lease: bool) {
 
 /// With `Registry/Nodes` a file, every `compactd run` exits at start-up with
 /// "read Compaction_V2/Registry/Nodes/<id> failed: not a directory": the
-/// start-up check `check_node_id_free` (src/daemon.rs) propagates the store
+/// start-up check `check_node_id_free` (src/node/daemon.rs) propagates the store
 /// error of reading its own heartbeat. Election is possible on that layout,
 /// so the daemons should log the problem and go on (treat an unreadable
 /// heartbeat as "not in use", and let `tick` log the failing heartbeat

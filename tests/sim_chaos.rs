@@ -62,8 +62,8 @@ use std::time::Duration;
 
 use compactd::clock::{Clock, ManualClock, SharedClock};
 use compactd::node::{Node, NodeConfig};
+use compactd::tasks::worker::WorkConfig;
 use compactd::tasks::{self, TaskSpec};
-use compactd::worker::WorkConfig;
 use layouts::formats::{self, Event, EventKind, Lease, OfflineRecord};
 use layouts::formats::{ExecutorKind, ExecutorSpec};
 use layouts::{v2, NodeId};

@@ -67,7 +67,7 @@ impl Sim {
 
     async fn offline_events(&self, node: &str) -> usize {
         let mut n = 0;
-        for seq in compactd::events::list_seqs(&self.store).await.unwrap() {
+        for seq in compactd::cluster::events::list_seqs(&self.store).await.unwrap() {
             let b = self.store.read(&v2::event(seq)).await.unwrap().unwrap();
             let e: layouts::formats::Event = formats::decode(&b).unwrap();
             if matches!(&e.kind, EventKind::NodeOffline { node: x, .. } if x.as_str() == node) {

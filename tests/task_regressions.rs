@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use compactd::clock::{Clock, ManualClock, SharedClock};
 use compactd::node::{Node, NodeConfig};
+use compactd::tasks::worker::WorkConfig;
 use compactd::tasks::{self, TaskSpec};
-use compactd::worker::WorkConfig;
 use futures::TryStreamExt;
 use layouts::formats::{ExecutorKind, ExecutorSpec};
 use layouts::{v2, Name, NodeId, TaskId, TaskState};

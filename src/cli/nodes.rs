@@ -39,7 +39,7 @@ pub use crate::tasks::newest_lease;
 
 pub async fn collect(store: &Store) -> store::Result<Vec<NodeRow>> {
     let lease = newest_lease(store).await?;
-    let (beats, _) = crate::registry::read_heartbeats(store).await?;
+    let (beats, _) = crate::cluster::liveness::read_heartbeats(store).await?;
     let mut ids: BTreeMap<NodeId, Option<&Heartbeat>> = beats.iter().map(|(k, v)| (k.clone(), Some(v))).collect();
     for m in lease.iter().flat_map(|l| l.members.iter()) {
         ids.entry(m.node.clone()).or_insert(None);

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SystemClock;
 use crate::node::NodeConfig;
-use crate::worker::WorkConfig;
+use crate::tasks::worker::WorkConfig;
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -153,7 +153,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
             shutdown.cancel();
         })
     };
-    let result = crate::daemon::run(cfg, store, Some((work, data)), SystemClock::shared(), shutdown).await;
+    let result = crate::node::daemon::run(cfg, store, Some((work, data)), SystemClock::shared(), shutdown).await;
     signals.abort();
     result?;
     Ok(0)

@@ -249,7 +249,7 @@ pub struct HistoryArgs {
 }
 
 pub async fn history(store: Store, args: HistoryArgs) -> anyhow::Result<i32> {
-    let (tasks, bad) = crate::supervise::read_history(&store).await?;
+    let (tasks, bad) = crate::monitor::tasks::read_history(&store).await?;
     for a in &bad {
         eprintln!("skipping {a}");
     }

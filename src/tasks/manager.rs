@@ -25,9 +25,9 @@ use layouts::{v2, Name, NodeId, SubtaskState, TaskId, TaskState};
 use store::{Created, Store};
 
 use crate::clock::Deadline;
-use crate::ring::Ring;
+use crate::tasks::placement::Ring;
+use crate::tasks::worker::{list_node, NodeFolder, WorkConfig};
 use crate::tasks::{self, TaskDir, TaskError};
-use crate::worker::{list_node, NodeFolder, WorkConfig};
 
 /// Attempt numbers reserved per manager term (see `dispatch_pending`).
 const ATTEMPTS_PER_TERM: u64 = 1000;

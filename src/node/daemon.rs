@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::node::{Node, NodeConfig};
-use crate::worker::WorkConfig;
+use crate::tasks::worker::WorkConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {

@@ -10,6 +10,8 @@
 //! take the next free sequence number, and cleanup deletes only state that
 //! still belongs to the declared incarnation.
 
+pub mod tasks;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -17,9 +19,9 @@ use layouts::formats::{self, EventKind, Heartbeat, Lease, Member, OfflineRecord}
 use layouts::{v2, NodeId};
 use store::{Created, Store};
 
-use crate::election::{Election, Fenced};
-use crate::events::{EventError, EventLog};
-use crate::registry::{read_heartbeats, Observed, Tracker};
+use crate::cluster::election::{Election, Fenced};
+use crate::cluster::events::{EventError, EventLog};
+use crate::cluster::liveness::{read_heartbeats, Observed, Tracker};
 use crate::Anomaly;
 
 #[derive(Debug, thiserror::Error)]

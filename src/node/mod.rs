@@ -6,6 +6,8 @@
 //! so every timeout is testable without sleeping. A tick never fails: backend
 //! errors and unreadable files are logged and retried on the next tick.
 
+pub mod daemon;
+
 use std::collections::HashSet;
 use std::time::Duration;
 
@@ -18,11 +20,11 @@ use std::collections::BTreeMap;
 use layouts::TaskId;
 
 use crate::clock::{Deadline, SharedClock};
-use crate::election::{Election, Step};
-use crate::events::EventConsumer;
-use crate::manager::{Ctx, Flow, FolderCache, TaskManager};
+use crate::cluster::election::{Election, Step};
+use crate::cluster::events::EventConsumer;
 use crate::monitor::{Monitor, MonitorError};
-use crate::worker::{list_node, WorkConfig, Worker};
+use crate::tasks::manager::{Ctx, Flow, FolderCache, TaskManager};
+use crate::tasks::worker::{list_node, WorkConfig, Worker};
 
 /// The task layer of a node: its worker, the tasks it manages, and the
 /// monitor's task duties.
@@ -309,7 +311,7 @@ impl Node {
     }
 
     /// The monitor's task duties after a membership scan.
-    async fn supervise(&mut self, now: Duration, offline: Vec<layouts::NodeId>) {
+    async fn sweep_tasks(&mut self, now: Duration, offline: Vec<layouts::NodeId>) {
         let Some(work) = self.work.as_ref() else { return };
         let sweep_due = now >= work.next_sweep_at;
         if offline.is_empty() && !sweep_due {
@@ -328,14 +330,14 @@ impl Node {
         let Some(epoch) = self.fence_or_step_down(now, "monitor task duty").await else { return };
         let wall = self.clock.wall_ms();
         for node in offline {
-            if let Err(e) = crate::supervise::take_over_managed_by(&self.store, &node, &members, wall).await {
+            if let Err(e) = crate::monitor::tasks::take_over_managed_by(&self.store, &node, &members, wall).await {
                 tracing::warn!(%node, "handing over the tasks of an offline manager failed: {e}");
             }
         }
         let Some(work) = self.work.as_mut() else { return };
         if sweep_due {
             work.next_sweep_at = now + work.cfg.sweep;
-            match crate::supervise::sweep(&self.store, &members, &work.cfg, wall, epoch).await {
+            match crate::monitor::tasks::sweep(&self.store, &members, &work.cfg, wall, epoch).await {
                 Ok(r) if r.archived + r.garbage_removed + r.reassigned.len() + r.cancelled.len() > 0 => {
                     tracing::info!(
                         archived = r.archived,
@@ -470,7 +472,7 @@ impl Node {
                     }
                 }
                 self.next_scan_at = now + self.cfg.heartbeat;
-                self.supervise(now, offline).await;
+                self.sweep_tasks(now, offline).await;
                 self.drive_jobs(now).await;
             }
             Err(e) => self.monitor_failed(e),

@@ -1,13 +1,17 @@
 //! Main tasks as seen from outside a node: submit, status, list, stop,
 //! reassign. These are what the CLI (and the jobs layer) call; the work
-//! itself is done by the task's manager ([`crate::manager`]) and the
-//! workers ([`crate::worker`]).
+//! itself is done by the task's manager ([`crate::tasks::manager`]) and the
+//! workers ([`crate::tasks::worker`]).
 //!
 //! A submitted task is written in an order that keeps a half-written task
 //! invisible: `TaskInfo.pc.db`, then `Manager.<1>` and the manager's
 //! `Manage.<task>` pointer, and last `Status.Init`. Readers ignore a task
 //! folder without a status marker (`check` reports it), and every file is an
 //! atomic create, so a crashed submit can simply be retried.
+
+pub mod manager;
+pub mod placement;
+pub mod worker;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,7 +21,7 @@ use layouts::{v2, IdGenerator, Name, NodeId, SubtaskState, TaskId, TaskState};
 use serde::Serialize;
 use store::{Created, Store};
 
-use crate::ring::Ring;
+use crate::tasks::placement::Ring;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {

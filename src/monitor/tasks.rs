@@ -14,9 +14,9 @@ use layouts::{v2, NodeId, TaskId, TaskState};
 use serde::{Deserialize, Serialize};
 use store::{Created, Store};
 
-use crate::ring::Ring;
+use crate::tasks::placement::Ring;
+use crate::tasks::worker::{list_node, WorkConfig};
 use crate::tasks::{self, TaskError};
-use crate::worker::{list_node, WorkConfig};
 
 /// One finished task in an archive (a line of a `Compress/` file).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
