@@ -419,3 +419,25 @@ fn nodes_skips_a_folder_where_a_lease_is_expected() {
     let out = cluster.compactd(&["nodes", "--json"]);
     assert!(out.status.success(), "nodes failed: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `compactd list | head -0`: a one-shot command whose stdout is closed
+/// dies quietly (SIGPIPE, as Unix tools do) instead of panicking in
+/// `println!`.
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_compactd"))
+        .args(["--root", root.to_str().unwrap(), "list"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?} {err}", out.status);
+}

@@ -83,14 +83,6 @@ const ROUNDS: usize = 60;
 const SETTLE_STEP: Duration = Duration::from_millis(100);
 /// Longest the cluster may take to converge once the chaos is over.
 const SETTLE_MAX: Duration = Duration::from_secs(15);
-/// Bugs this simulation found in `src/` that are not fixed yet. While this
-/// is true, `chaos_schedules` counts a schedule that ends in one of their
-/// states instead of failing (every other violation still fails it), so that
-/// the other invariants keep being checked on every schedule. Each has an
-/// `#[ignore]`d regression test below that replays its seed strictly; set
-/// `COMPACTD_SIM_STRICT=1` to fail on them here too. Set this to false once
-/// both are fixed.
-const KNOWN_BUGS: bool = false;
 /// Actions kept in a failure message (the replay prints them all).
 const TRACE_TAIL: usize = 40;
 
@@ -163,8 +155,6 @@ struct Sim {
     retention: Duration,
     seen: Observed,
     trace: Vec<String>,
-    /// Never tolerate known bugs (regression tests).
-    strict: bool,
     /// The task layer, when this schedule runs tasks.
     work: Option<(WorkConfig, Store)>,
     /// Submitted tasks and their shard counts.
@@ -184,9 +174,6 @@ struct Summary {
     leaves: usize,
     injected: u64,
     settle_ms: u128,
-    /// Schedules that ended in a known bug's state (tolerated, see
-    /// [`KNOWN_BUGS`]).
-    known_bugs: [usize; 2],
 }
 
 impl std::ops::AddAssign for Summary {
@@ -198,8 +185,6 @@ impl std::ops::AddAssign for Summary {
         self.pauses += o.pauses;
         self.leaves += o.leaves;
         self.injected += o.injected;
-        self.known_bugs[0] += o.known_bugs[0];
-        self.known_bugs[1] += o.known_bugs[1];
         self.settle_ms = self.settle_ms.max(o.settle_ms);
     }
 }
@@ -244,7 +229,6 @@ impl Sim {
             retention,
             seen: Observed::default(),
             trace: Vec::new(),
-            strict: false,
             work: None,
             tasks: Vec::new(),
             submits: Vec::new(),
@@ -744,24 +728,6 @@ impl Sim {
         Ok(())
     }
 
-    /// Which known bug (index into [`Summary::known_bugs`]) explains the
-    /// state the cluster is stuck in, if any.
-    fn known_bug(&self) -> Option<usize> {
-        let nodes = || self.slots.iter().filter_map(|s| s.node.as_ref());
-        // Bug 0: a node won an epoch (it is leader and renews its lease) but
-        // never started its monitor, so nobody does the monitor's duties.
-        if nodes().any(|n| n.monitor_epoch().is_some() && !n.is_monitor()) {
-            return Some(0);
-        }
-        // Bug 1: the monitor in office left one of its own declarations
-        // half done (not cleaned) and never finishes it.
-        let office: BTreeSet<u64> = nodes().filter(|n| n.is_monitor()).filter_map(|n| n.monitor_epoch()).collect();
-        if self.seen.offline.values().any(|r| !r.cleaned && office.contains(&r.epoch)) {
-            return Some(1);
-        }
-        None
-    }
-
     async fn heartbeats_current(&mut self) -> Check {
         self.faults.pause();
         let mut r = Ok(());
@@ -796,7 +762,6 @@ impl Sim {
         }
         self.log("settle: faults off, all nodes running".into());
         let start = self.clock.mono();
-        let tolerate = KNOWN_BUGS && std::env::var_os("COMPACTD_SIM_STRICT").is_none() && !self.strict;
         let mut stable = 0;
         let mut last_err = String::new();
         while self.clock.mono() - start < SETTLE_MAX {
@@ -833,14 +798,6 @@ impl Sim {
                         return Err(self.fail(format!("converged, then diverged: {e}")));
                     }
                     last_err = e;
-                    // Well past a lease and a session: a known bug's state
-                    // will not change any more.
-                    if tolerate && self.clock.mono() - start > Duration::from_secs(6) {
-                        if let Some(bug) = self.known_bug() {
-                            summary.known_bugs[bug] += 1;
-                            return Ok(summary);
-                        }
-                    }
                 }
             }
         }
@@ -853,20 +810,19 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Runs one schedule; a panic inside a node or the harness is a failure too.
-fn run_seed(rt: &tokio::runtime::Runtime, seed: u64, strict: bool) -> Result<Summary, Failure> {
-    run_seed_with(rt, seed, strict, true)
+fn run_seed(rt: &tokio::runtime::Runtime, seed: u64) -> Result<Summary, Failure> {
+    run_seed_with(rt, seed, true)
 }
 
 /// `tasks`: run the task layer too (the regression tests replay their
 /// original membership-only schedules without it).
-fn run_seed_with(rt: &tokio::runtime::Runtime, seed: u64, strict: bool, with_tasks: bool) -> Result<Summary, Failure> {
+fn run_seed_with(rt: &tokio::runtime::Runtime, seed: u64, with_tasks: bool) -> Result<Summary, Failure> {
     match std::panic::catch_unwind(AssertUnwindSafe(|| {
         rt.block_on(async {
             let mut sim = Sim::new(seed).await;
             if with_tasks {
                 sim = sim.with_tasks().await;
             }
-            sim.strict = strict;
             sim.run().await
         })
     })) {
@@ -906,7 +862,7 @@ fn chaos_schedules() {
                     let mut failures = Vec::new();
                     let mut seed = base + t;
                     while seed < base + count {
-                        match run_seed(&rt, seed, false) {
+                        match run_seed(&rt, seed) {
                             Ok(sum) => total += sum,
                             Err(f) if keep_going => {
                                 eprintln!("seed {seed}: {}", f.what.lines().next().unwrap_or(""));
@@ -930,8 +886,7 @@ fn chaos_schedules() {
     }
     eprintln!(
         "sim_chaos: {count} schedules from seed {base} in {:?}: {} epochs, {} events, {} offline declarations, \
-         {} crashes, {} leaves, {} pauses, {} injected faults, longest settle {} ms; \
-         ended in known bug 0 (leader without monitor): {}, known bug 1 (uncleaned offline record): {}",
+         {} crashes, {} leaves, {} pauses, {} injected faults, longest settle {} ms",
         started.elapsed(),
         total.epochs,
         total.events,
@@ -940,9 +895,7 @@ fn chaos_schedules() {
         total.leaves,
         total.pauses,
         total.injected,
-        total.settle_ms,
-        total.known_bugs[0],
-        total.known_bugs[1]
+        total.settle_ms
     );
     let failed = failures.len();
     if let Some(f) = failures.into_iter().min_by_key(|f| f.seed) {
@@ -970,7 +923,7 @@ fn replay() {
             .try_init();
     }
     let rt = runtime();
-    match run_seed(&rt, seed, false) {
+    match run_seed(&rt, seed) {
         Ok(sum) => eprintln!("seed {seed} passed: {sum:?}"),
         Err(f) => {
             eprintln!("full schedule of seed {seed}:");
@@ -982,10 +935,10 @@ fn replay() {
     }
 }
 
-/// Replays `seed` strictly (known bugs fail it).
+/// Replays `seed` without the task layer (the regression tests below).
 fn regression(seed: u64) {
     let rt = runtime();
-    if let Err(f) = run_seed_with(&rt, seed, true, false) {
+    if let Err(f) = run_seed_with(&rt, seed, false) {
         panic!("{f}");
     }
 }
@@ -1057,7 +1010,6 @@ fn event_numbers_are_reused_after_the_whole_log_was_purged() {
     let rt = runtime();
     let r: Result<(), Failure> = rt.block_on(async {
         let mut sim = Sim::with(1, Some(3), Some(Duration::from_secs(1))).await;
-        sim.strict = true;
         let quiet_round = |sim: &mut Sim| {
             for s in &mut sim.slots {
                 s.paused_until = 0;
@@ -1101,10 +1053,10 @@ fn event_numbers_are_reused_after_the_whole_log_was_purged() {
     }
 }
 
-/// Replays `seed` strictly, with the task layer.
+/// Replays `seed` with the task layer.
 fn regression_with_tasks(seed: u64) {
     let rt = runtime();
-    if let Err(f) = run_seed_with(&rt, seed, true, true) {
+    if let Err(f) = run_seed_with(&rt, seed, true) {
         panic!("{f}");
     }
 }
