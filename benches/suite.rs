@@ -23,6 +23,8 @@
 //!   (real processes): wall time to finish, polls needed, operations per
 //!   subtask, and the process's resident memory (VmRSS/VmHWM) before and
 //!   after.
+// A benchmark measures real time.
+#![allow(clippy::disallowed_methods)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

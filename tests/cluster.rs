@@ -1,6 +1,8 @@
 //! Acceptance tests of the cluster with real `compactd` processes: election,
 //! failover on SIGKILL, fencing of a paused monitor, clean leave, garbage in
 //! the tree. On a temporary fs root and on a loopback S3 server.
+// Real processes, real backends and wall-clock seeds: real time.
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 

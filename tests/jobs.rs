@@ -9,6 +9,8 @@
 //!   executor, each step starting only after its dependencies succeeded; a
 //!   failing step fails its job and skips its dependents; a job running
 //!   while its definition changes finishes with the version it started with.
+// Real processes, real backends and wall-clock seeds: real time.
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 

@@ -3,6 +3,8 @@
 //! the merged files with every line exactly once; right after a kill it
 //! holds either exactly the old files (no commit yet) or a decided commit
 //! that the rerun completes. Seeded: `COMPACTD_MERGE_KILL_SEED` replays.
+// Real processes, real backends and wall-clock seeds: real time.
+#![allow(clippy::disallowed_methods)]
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -54,6 +54,8 @@
 //!   `COMPACTD_SIM_SEED=<seed> cargo test --test sim_chaos replay -- --nocapture`
 //!   (the replay prints the whole schedule; add `COMPACTD_SIM_LOG=debug`
 //!   for the nodes' own logs, each line tagged with the node and the time).
+// Real processes, real backends and wall-clock seeds: real time.
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;

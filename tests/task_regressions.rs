@@ -10,6 +10,8 @@
 //! subtask folder name it ever saw: a name that comes back after it was gone
 //! is a reused attempt, and attempts of a unit must appear in increasing
 //! order.
+// Real processes, real backends and wall-clock seeds: real time.
+#![allow(clippy::disallowed_methods)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -2,6 +2,8 @@
 //! end to end with the merge executor (every line preserved), a SIGKILLed
 //! worker, a SIGKILLed manager, stopping a repeat task, a paused worker
 //! whose late result must not count; on fs and on a loopback S3 server.
+// Real processes, real backends and wall-clock seeds: real time.
+#![allow(clippy::disallowed_methods)]
 
 mod common;
 

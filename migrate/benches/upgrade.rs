@@ -10,6 +10,8 @@
 //!    skipped if absent), generates `COMPACTD_BENCH_S3_TASKS` tasks (default
 //!    300: the server answers one request at a time) and prints the requests
 //!    per task by kind for a first run and for a rerun.
+// A benchmark measures real time.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -45,7 +47,7 @@ async fn counted(uri: &RootUri) -> (Store, OpCounter) {
 }
 
 async fn upgrade(store: &Store, concurrency: usize) -> Report {
-    let opts = Options { mode: Mode::Apply, concurrency, force: false };
+    let opts = Options { mode: Mode::Apply, concurrency, force: false, ..Options::default() };
     let r = migrate::run(store, &opts, &|_| {}).await.expect("upgrade");
     assert_eq!(r.failed, 0, "{r:#?}");
     r

@@ -17,8 +17,6 @@
 pub mod fixture;
 pub mod index;
 
-use std::time::Instant;
-
 use futures::StreamExt;
 use layouts::formats::{self, UpgradePhase, UpgradeState, UpgradedTaskInfo};
 use layouts::v1::{self, SubtaskTally, V1TaskFile};
@@ -70,6 +68,8 @@ pub enum Mode {
 #[derive(Debug, Clone)]
 pub struct Options {
     pub mode: Mode,
+    /// Time for the state marker's `wall_ms` and the report's `elapsed_ms`.
+    pub clock: clock::SharedClock,
     /// Backend operations in flight at once (at least 1).
     pub concurrency: usize,
     /// `--finalize --force`: also remove orphan subtasks and v1 files that
@@ -79,7 +79,12 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { mode: Mode::Apply, concurrency: DEFAULT_CONCURRENCY, force: false }
+        Options {
+            mode: Mode::Apply,
+            clock: clock::SystemClock::shared(),
+            concurrency: DEFAULT_CONCURRENCY,
+            force: false,
+        }
     }
 }
 
@@ -227,10 +232,6 @@ impl Report {
 /// Progress callback: called once per v1 task file, from the pass's task.
 pub type OnTask<'a> = &'a (dyn Fn(&TaskEvent) + Send + Sync);
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
-
 fn whoami() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -250,8 +251,8 @@ pub async fn read_state(store: &Store) -> Result<Option<UpgradeState>, MigrateEr
     }
 }
 
-async fn write_state(store: &Store, state: UpgradePhase, v1_tasks: u64) -> Result<(), MigrateError> {
-    let s = UpgradeState { state, wall_ms: now_ms(), by: whoami(), v1_tasks };
+async fn write_state(store: &Store, opts: &Options, state: UpgradePhase, v1_tasks: u64) -> Result<(), MigrateError> {
+    let s = UpgradeState { state, wall_ms: opts.clock.wall_ms(), by: whoami(), v1_tasks };
     store.put(v2::UPGRADE_STATE, formats::encode(&s)).await?;
     Ok(())
 }
@@ -317,6 +318,7 @@ pub async fn run(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<R
 
 struct Ctx<'a> {
     store: &'a Store,
+    opts: &'a Options,
     mode: Mode,
     index: &'a index::SubtaskIndex,
     check_locks: bool,
@@ -332,7 +334,7 @@ impl Ctx<'_> {
                 if self.marker == Some(UpgradePhase::Running) {
                     return Ok(());
                 }
-                write_state(self.store, UpgradePhase::Running, 0)
+                write_state(self.store, self.opts, UpgradePhase::Running, 0)
                     .await
                     .map_err(|e| format!("cannot write the upgrade state marker: {e}"))
             })
@@ -342,7 +344,7 @@ impl Ctx<'_> {
 }
 
 async fn pass(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<Report, MigrateError> {
-    let started = Instant::now();
+    let started = opts.clock.mono();
     let mut report = Report::new(opts.mode);
     let marker = match read_state(store).await {
         Ok(s) => s.map(|s| s.state),
@@ -354,6 +356,7 @@ async fn pass(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<Repo
     let index = index::SubtaskIndex::build(store, concurrency, opts.mode != Mode::Verify).await?;
     let ctx = Ctx {
         store,
+        opts,
         mode: opts.mode,
         index: &index,
         check_locks: any_lock(store).await?,
@@ -393,10 +396,10 @@ async fn pass(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<Repo
         _ => None,
     };
     if let Some(next) = next.filter(|n| report.state != Some(*n)) {
-        write_state(store, next, report.v1_tasks).await?;
+        write_state(store, opts, next, report.v1_tasks).await?;
         report.state = Some(next);
     }
-    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    report.elapsed_ms = (opts.clock.mono() - started).as_millis() as u64;
     Ok(report)
 }
 
@@ -561,7 +564,7 @@ async fn verify_task(ctx: &Ctx<'_>, path: &str, file: &V1TaskFile, id: TaskId, l
 /// accepts orphans, problems and v1 files that cannot be migrated (they are
 /// removed with the tree); it never accepts an unmigrated valid task.
 pub async fn finalize(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<Report, MigrateError> {
-    let started = Instant::now();
+    let started = opts.clock.mono();
     let marker = read_state(store).await.ok().flatten().map(|s| s.state);
     let mut report = if marker == Some(UpgradePhase::Finalizing) {
         // A finalize was interrupted after verify passed: just finish it.
@@ -573,7 +576,7 @@ pub async fn finalize(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Res
         if r.unmigrated > 0 {
             let why =
                 format!("{} v1 task(s) have no complete v2 task or lock; run `compactd upgrade` first", r.unmigrated);
-            return Ok(refuse(r, why, started));
+            return Ok(refuse(r, why, (opts.clock.mono() - started).as_millis() as u64));
         }
         if !r.is_clean() && !opts.force {
             let why = format!(
@@ -581,11 +584,11 @@ pub async fn finalize(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Res
                  fix them, or pass --force to remove them with the v1 tree",
                 r.failed, r.orphans, r.problems
             );
-            return Ok(refuse(r, why, started));
+            return Ok(refuse(r, why, (opts.clock.mono() - started).as_millis() as u64));
         }
         r
     };
-    write_state(store, UpgradePhase::Finalizing, report.v1_tasks).await?;
+    write_state(store, opts, UpgradePhase::Finalizing, report.v1_tasks).await?;
     store.delete_all(v1::ROOT).await?;
     report.removed.push(v1::ROOT.to_string());
     // The marker is inside the locks folder and goes last with it: a crash
@@ -593,14 +596,14 @@ pub async fn finalize(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Res
     store.delete_all(v2::UPGRADE_LOCKS).await?;
     report.removed.push(v2::UPGRADE_LOCKS.to_string());
     report.state = None;
-    report.elapsed_ms = started.elapsed().as_millis() as u64;
+    report.elapsed_ms = (opts.clock.mono() - started).as_millis() as u64;
     Ok(report)
 }
 
-fn refuse(mut r: Report, why: String, started: Instant) -> Report {
+fn refuse(mut r: Report, why: String, elapsed_ms: u64) -> Report {
     tracing::warn!("finalize refused: {why}");
     r.refused = Some(why);
-    r.elapsed_ms = started.elapsed().as_millis() as u64;
+    r.elapsed_ms = elapsed_ms;
     r
 }
 

@@ -47,7 +47,7 @@ async fn run(store: &Store, mode: Mode) -> Report {
 }
 
 async fn run_with(store: &Store, mode: Mode, force: bool) -> Report {
-    let opts = Options { mode, concurrency: 4, force };
+    let opts = Options { mode, concurrency: 4, force, ..Options::default() };
     migrate::run(store, &opts, &|_: &TaskEvent| {}).await.unwrap()
 }
 
@@ -239,7 +239,7 @@ async fn torn_task_info_is_repaired_and_collisions_are_never_overwritten() {
     let foreign = br#"{"CompactTaskId":"345ef1df.15833923.56000000.0","CompactTaskState":"Init","repeat_flag":false,"sub_task_flag":false,"db_name":"x","schema_name":"y","table_name":"z"}"#;
     store.create(taken, foreign.to_vec()).await.unwrap();
     let events = std::sync::Mutex::new(Vec::new());
-    let opts = Options { mode: Mode::Apply, concurrency: 2, force: false };
+    let opts = Options { mode: Mode::Apply, concurrency: 2, force: false, ..Options::default() };
     let r = migrate::run(&store, &opts, &|e: &TaskEvent| events.lock().unwrap().push(e.clone())).await.unwrap();
     assert_eq!((r.migrated, r.failed), (3, 1), "{r:#?} {:#?}", events.lock().unwrap());
     assert!(r.failures[0].reason.contains("collision"));

@@ -2,7 +2,7 @@
 //! job definitions, requests and instances (see `crate::jobs`).
 
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::Context;
 use layouts::{Name, NodeId};
@@ -84,9 +84,7 @@ pub struct JobArgs {
     pub json: bool,
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
+use crate::clock::wall_now_ms as now_ms;
 
 fn when(ms: Option<u64>) -> String {
     ms.map(|ms| humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string())

@@ -13,9 +13,7 @@ use store::Store;
 use crate::cli::run::parse_duration;
 use crate::tasks::{self, Repeat, TaskSpec};
 
-fn wall_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
+use crate::clock::wall_now_ms as wall_ms;
 
 fn parse_kv(s: &str) -> Result<(String, String), String> {
     let (k, v) = s.split_once('=').ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
@@ -95,6 +93,8 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
         if state.is_terminal() {
             return Ok(if state == TaskState::Done { 0 } else { 1 });
         }
+        // The CLI edge: a person waits on real time.
+        #[allow(clippy::disallowed_methods)]
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
@@ -316,7 +316,7 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         delay_before_commit: delay,
         fence,
         // The CLI edge: the one place this child process reads the clock.
-        now: std::time::SystemTime::now(),
+        now: crate::clock::wall_time(&*crate::clock::SystemClock::shared()),
     };
     // Listed before the run: `_compactd/` links are removed by the run.
     let special = crate::executor::merge::special_entries(&data, &job.dir).await?;

@@ -75,7 +75,7 @@ pub async fn run(store: store::Store, args: UpgradeArgs) -> anyhow::Result<i32> 
     } else {
         Mode::Apply
     };
-    let opts = Options { mode, concurrency: args.concurrency as usize, force: args.force };
+    let opts = Options { mode, concurrency: args.concurrency as usize, force: args.force, ..Options::default() };
     let bar = (!args.json && std::io::stderr().is_terminal() && mode != Mode::DryRun).then(|| {
         let bar = indicatif::ProgressBar::new_spinner();
         bar.set_style(
@@ -109,7 +109,8 @@ pub async fn run(store: store::Store, args: UpgradeArgs) -> anyhow::Result<i32> 
             };
         }
     };
-    let started = std::time::Instant::now();
+    let clock = crate::clock::SystemClock::shared();
+    let started = clock.mono();
     let result = migrate::run(&store, &opts, &on_task).await;
     if let Some(bar) = &bar {
         bar.finish_and_clear();
@@ -120,7 +121,7 @@ pub async fn run(store: store::Store, args: UpgradeArgs) -> anyhow::Result<i32> 
         serde_json::to_writer(&mut *out, &serde_json::json!({ "summary": &report }))?;
         writeln!(out)?;
     } else {
-        write!(out, "{}", summary(&report, started.elapsed()))?;
+        write!(out, "{}", summary(&report, clock.mono() - started))?;
     }
     out.flush()?;
     Ok(if report.is_clean() { 0 } else { 1 })

@@ -195,6 +195,8 @@ pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
         });
     }
     if !job.delay_before_commit.is_zero() {
+        // A test knob (a kill must land before the commit): real time.
+        #[allow(clippy::disallowed_methods)]
         tokio::time::sleep(job.delay_before_commit).await;
     }
     if let Some((sched, folder)) = &job.fence {

@@ -96,7 +96,8 @@ pub struct Finished {
 pub struct Running {
     child: tokio::process::Child,
     pgid: i32,
-    deadline: std::time::Instant,
+    /// On the worker's monotonic clock.
+    deadline: Duration,
     tail: Arc<Mutex<Vec<u8>>>,
 }
 
@@ -118,7 +119,7 @@ fn capture(mut r: impl tokio::io::AsyncRead + Unpin + Send + 'static, tail: Arc<
 }
 
 /// Starts an executor for `req`.
-pub fn spawn(req: &ExecRequest) -> std::io::Result<Running> {
+pub fn spawn(req: &ExecRequest, now: Duration) -> std::io::Result<Running> {
     let mut cmd = match req.kind {
         ExecutorKind::Noop => return Err(std::io::Error::other("the noop executor runs in process, not as a child")),
         ExecutorKind::Command => {
@@ -166,7 +167,7 @@ pub fn spawn(req: &ExecRequest) -> std::io::Result<Running> {
     if let Some(err) = child.stderr.take() {
         capture(err, tail.clone());
     }
-    Ok(Running { child, pgid, deadline: std::time::Instant::now() + req.timeout, tail })
+    Ok(Running { child, pgid, deadline: now + req.timeout, tail })
 }
 
 impl Running {
@@ -178,8 +179,9 @@ impl Running {
         String::from_utf8_lossy(&self.tail.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
     }
 
-    /// Returns how the child ended, if it has; kills it past its timeout.
-    pub fn try_finish(&mut self) -> Option<Finished> {
+    /// Returns how the child ended, if it has; kills it past its timeout
+    /// (`now` on the clock that [`spawn`] was given).
+    pub fn try_finish(&mut self, now: Duration) -> Option<Finished> {
         match self.child.try_wait() {
             Ok(Some(status)) => {
                 // The child is gone; make sure nothing it started lingers.
@@ -191,7 +193,7 @@ impl Running {
                     tail: self.tail(),
                 })
             }
-            Ok(None) if std::time::Instant::now() >= self.deadline => {
+            Ok(None) if now >= self.deadline => {
                 self.kill();
                 Some(Finished {
                     success: false,
@@ -251,6 +253,8 @@ pub fn parse_stats(output: &str) -> std::collections::BTreeMap<String, u64> {
 }
 
 #[cfg(test)]
+// These tests wait for real child processes.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 
@@ -308,9 +312,10 @@ mod tests {
             target_size: 0,
             fence: None,
         };
-        let mut r = spawn(&req).unwrap();
+        let clock = crate::clock::SystemClock::shared();
+        let mut r = spawn(&req, clock.mono()).unwrap();
         let f = loop {
-            if let Some(f) = r.try_finish() {
+            if let Some(f) = r.try_finish(clock.mono()) {
                 break f;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -333,10 +338,11 @@ mod tests {
             target_size: 0,
             fence: None,
         };
-        let mut r = spawn(&req).unwrap();
+        let clock = crate::clock::SystemClock::shared();
+        let mut r = spawn(&req, clock.mono()).unwrap();
         let pgid = r.pid();
         let f = loop {
-            if let Some(f) = r.try_finish() {
+            if let Some(f) = r.try_finish(clock.mono()) {
                 break f;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

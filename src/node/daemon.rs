@@ -49,6 +49,8 @@ async fn check_node_id_free(store: &Store, cfg: &NodeConfig) -> Result<(), Daemo
         return Ok(());
     };
     let wait = Duration::from_millis(first.heartbeat_ms.clamp(10, 60_000)).mul_f64(1.5);
+    // Start-up of a real process: another process's heartbeat moves on real time.
+    #[allow(clippy::disallowed_methods)]
     tokio::time::sleep(wait).await;
     if let Some(second) = read(store.read(&path).await) {
         if second.incarnation == first.incarnation && second.beat != first.beat {
@@ -87,8 +89,12 @@ pub async fn run(
         if shutdown.is_cancelled() {
             break;
         }
+        // The daemon loop is where a process waits on real time; everything
+        // it runs reads time from the node's clock.
+        #[allow(clippy::disallowed_methods)]
+        let pause = tokio::time::sleep(if busy { Duration::ZERO } else { interval });
         tokio::select! {
-            _ = tokio::time::sleep(if busy { Duration::ZERO } else { interval }) => {}
+            _ = pause => {}
             _ = shutdown.cancelled() => break,
         }
     }

@@ -178,7 +178,7 @@ impl Worker {
             .iter_mut()
             .filter_map(|(name, r)| {
                 let done = match r.exec.as_mut() {
-                    Some(e) => e.try_finish(),
+                    Some(e) => e.try_finish(deadline.now()),
                     None => {
                         Some(executor::Finished { success: true, exit_code: Some(0), error: None, tail: String::new() })
                     }
@@ -246,7 +246,7 @@ impl Worker {
                     continue;
                 }
             }
-            self.start(store, cfg, incarnation, &sub, wall_ms).await?;
+            self.start(store, cfg, incarnation, &sub, wall_ms, deadline.now()).await?;
         }
         Ok(())
     }
@@ -258,6 +258,7 @@ impl Worker {
         incarnation: u64,
         sub: &Name,
         wall_ms: u64,
+        now: std::time::Duration,
     ) -> store::Result<()> {
         let fail =
             |why: String| StatusMark { incarnation, wall_ms, exit_code: None, error: Some(why), ..Default::default() };
@@ -324,7 +325,7 @@ impl Worker {
             self.running.insert(sub.to_string(), RunningSub { exec: None, kind });
             return Ok(());
         }
-        match executor::spawn(&req) {
+        match executor::spawn(&req, now) {
             Ok(exec) => {
                 tracing::info!(subtask = %sub, pid = exec.pid(), ?kind, "subtask started");
                 self.running.insert(sub.to_string(), RunningSub { exec: Some(exec), kind });

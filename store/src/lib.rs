@@ -613,6 +613,7 @@ impl Store {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // file ages against the real clock
 mod tests {
     use super::*;
 

@@ -1,4 +1,6 @@
 #![allow(dead_code)]
+// Real processes and servers: waits and timeouts on real time.
+#![allow(clippy::disallowed_methods)]
 pub mod chaos_support;
 pub mod cluster;
 pub mod s3;

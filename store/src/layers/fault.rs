@@ -236,6 +236,9 @@ impl FaultState {
             }
         }
         if let Some(delay) = d.delay.filter(|d| !d.is_zero()) {
+            // Injected latency is real latency by design (a slow backend);
+            // simulations that need no waiting charge time via `on_op`.
+            #[allow(clippy::disallowed_methods)]
             tokio::time::sleep(delay).await;
         }
         d.strike
