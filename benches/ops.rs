@@ -16,7 +16,6 @@
 
 use std::time::Duration;
 
-use compactd::clock::ManualClock;
 use compactd::node::{Node, NodeConfig};
 use compactd::tasks::worker::WorkConfig;
 use compactd::tasks::{self, TaskSpec};
@@ -27,11 +26,9 @@ use store::{RootUri, Store};
 
 struct Cluster {
     _dir: tempfile::TempDir,
-    clock: std::sync::Arc<ManualClock>,
-    nodes: Vec<Node>,
+    sim: sim::Cluster,
     counters: Vec<OpCounter>,
     admin: Store,
-    tick: Duration,
 }
 
 async fn cluster(n: usize) -> Cluster {
@@ -39,8 +36,8 @@ async fn cluster(n: usize) -> Cluster {
     let uri = RootUri::parse(&format!("fs://{}", dir.path().join("root").display())).unwrap();
     let data =
         Store::open(&RootUri::parse(&format!("fs://{}", dir.path().join("data").display())).unwrap()).await.unwrap();
-    let clock = ManualClock::new();
-    let mut nodes = vec![];
+    let tick = NodeConfig::new(NodeId::parse("x").unwrap()).tick_interval();
+    let mut sim = sim::Cluster::new(tick);
     let mut counters = vec![];
     for i in 1..=n {
         let counter = OpCounter::new();
@@ -48,20 +45,16 @@ async fn cluster(n: usize) -> Cluster {
         let store = Store::open_with(&uri, move |op| op.layer(CountingLayer::new(c.clone()))).await.unwrap();
         let cfg = NodeConfig::new(NodeId::parse(&format!("n{i}")).unwrap());
         let work = WorkConfig { max_running: 1000, ..WorkConfig::default() };
-        nodes.push(Node::new(cfg, store, clock.clone()).with_work(work, data.clone()));
+        sim.push(Node::new(cfg, store, sim.shared_clock()).with_work(work, data.clone()), ());
         counters.push(counter);
     }
-    let tick = NodeConfig::new(NodeId::parse("x").unwrap()).tick_interval();
     let admin = Store::open(&uri).await.unwrap();
-    Cluster { _dir: dir, clock, nodes, counters, admin, tick }
+    Cluster { _dir: dir, sim, counters, admin }
 }
 
 impl Cluster {
     async fn round(&mut self) {
-        for n in self.nodes.iter_mut() {
-            n.tick().await;
-        }
-        self.clock.advance(self.tick);
+        self.sim.round().await;
     }
 
     fn snapshot(&self) -> Vec<OpCounts> {
@@ -96,19 +89,19 @@ async fn main() {
 
     // 1. Idle.
     let mut c = cluster(3).await;
-    let warm = (Duration::from_secs(120).as_millis() / c.tick.as_millis()) as usize;
+    let warm = c.sim.rounds_for(Duration::from_secs(120));
     for _ in 0..warm {
         c.round().await;
     }
     c.reset();
     let minutes = 10.0;
-    let rounds = (Duration::from_secs(600).as_millis() / c.tick.as_millis()) as usize;
+    let rounds = c.sim.rounds_for(Duration::from_secs(600));
     for _ in 0..rounds {
         c.round().await;
     }
     let idle = c.snapshot();
-    println!("== idle cluster: 3 nodes, heartbeat 10s, lease 30s, session 30s; {rounds} polls of {:?} = {minutes} simulated minutes", c.tick);
-    for (i, node) in c.nodes.iter().enumerate() {
+    println!("== idle cluster: 3 nodes, heartbeat 10s, lease 30s, session 30s; {rounds} polls of {:?} = {minutes} simulated minutes", c.sim.step);
+    for (i, node) in c.sim.nodes().enumerate() {
         let role = if node.is_monitor() { "monitor" } else { "member " };
         let hb = rounds as f64 / minutes; // one heartbeat put per poll at these timings
         let mut beyond = idle[i];
@@ -149,5 +142,5 @@ async fn main() {
 
 fn layouts_wall(c: &Cluster) -> u64 {
     use compactd::clock::Clock;
-    c.clock.wall_ms()
+    c.sim.clock.wall_ms()
 }

@@ -26,10 +26,9 @@
 // A benchmark measures real time.
 #![allow(clippy::disallowed_methods)]
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use compactd::clock::{Clock, ManualClock};
+use compactd::clock::Clock;
 use compactd::node::{Node, NodeConfig};
 use compactd::tasks::worker::WorkConfig;
 use compactd::tasks::{self, TaskSpec};
@@ -158,19 +157,17 @@ async fn limit(dir: &str) {
 // ---------------------------------------------------------------------------
 
 struct Cluster {
-    clock: Arc<ManualClock>,
-    nodes: Vec<Node>,
+    sim: sim::Cluster,
     counters: Vec<OpCounter>,
     admin: Store,
-    tick: Duration,
     shared: bool,
 }
 
 impl Cluster {
     /// `n` nodes; `shared`: one store (and one counter) for all of them.
     async fn new(uri: &RootUri, data: &Store, n: usize, max_running: usize, shared: bool) -> Cluster {
-        let clock = ManualClock::new();
-        let mut nodes = vec![];
+        let tick = NodeConfig::new(NodeId::parse("x").unwrap()).tick_interval();
+        let mut sim = sim::Cluster::new(tick);
         let mut counters = vec![];
         let shared_counter = OpCounter::new();
         let shared_store = counted(uri, &shared_counter).await;
@@ -183,23 +180,19 @@ impl Cluster {
             };
             let cfg = NodeConfig::new(NodeId::parse(&format!("n{i:03}")).unwrap());
             let work = WorkConfig { max_running, ..WorkConfig::default() };
-            nodes.push(Node::new(cfg, store, clock.clone()).with_work(work, data.clone()));
+            sim.push(Node::new(cfg, store, sim.shared_clock()).with_work(work, data.clone()), ());
             counters.push(counter);
         }
-        let tick = NodeConfig::new(NodeId::parse("x").unwrap()).tick_interval();
         let admin = if shared { shared_store } else { Store::open(uri).await.unwrap() };
-        Cluster { clock, nodes, counters, admin, tick, shared }
+        Cluster { sim, counters, admin, shared }
     }
 
     async fn round(&mut self) {
-        for n in self.nodes.iter_mut() {
-            n.tick().await;
-        }
-        self.clock.advance(self.tick);
+        self.sim.round().await;
     }
 
     fn rounds_for(&self, d: Duration) -> usize {
-        (d.as_millis() / self.tick.as_millis()) as usize
+        self.sim.rounds_for(d)
     }
 
     fn total(&self) -> OpCounts {
@@ -233,7 +226,7 @@ impl Cluster {
     }
 
     async fn run_task(&mut self, shards: u32, sleep: Duration) -> (tasks::TaskDir, usize, f64) {
-        let id = tasks::submit(&self.admin, noop_spec(shards), self.clock.wall_ms()).await.unwrap();
+        let id = tasks::submit(&self.admin, noop_spec(shards), self.sim.clock.wall_ms()).await.unwrap();
         let t = Instant::now();
         let mut rounds = 0;
         loop {
@@ -308,14 +301,15 @@ async fn cost(dir: &str) {
     for _ in 0..measured {
         c.round().await;
     }
-    let monitors: Vec<usize> = (0..n).filter(|&i| c.nodes[i].is_monitor()).collect();
+    let monitors: Vec<usize> =
+        (0..n).filter(|&i| c.sim.slots[i].node.as_ref().is_some_and(|n| n.is_monitor())).collect();
     assert_eq!(monitors.len(), 1, "one monitor");
     let m = monitors[0];
     let snaps: Vec<OpCounts> = c.counters.iter().map(|x| x.snapshot().scaled(per_hour)).collect();
     let members: Vec<&OpCounts> = snaps.iter().enumerate().filter(|(i, _)| *i != m).map(|(_, s)| s).collect();
     let member_sum = members.iter().map(|s| **s).sum::<OpCounts>();
     let heartbeat_puts_per_hour =
-        hour as f64 * c.tick.as_secs_f64() / NodeConfig::new(NodeId::parse("x").unwrap()).heartbeat.as_secs_f64();
+        hour as f64 * c.sim.step.as_secs_f64() / NodeConfig::new(NodeId::parse("x").unwrap()).heartbeat.as_secs_f64();
     emit(
         "cost_idle",
         json!({
@@ -357,7 +351,7 @@ async fn scale() {
             "backend": "memory (one store shared by all nodes)", "nodes": nodes, "shards": shards,
             "max_running_per_node": max_running, "polls": rounds, "seconds": secs,
             "subtasks_per_s": shards as f64 / secs,
-            "simulated_minutes_at_10s_polls": rounds as f64 * c.tick.as_secs_f64() / 60.0,
+            "simulated_minutes_at_10s_polls": rounds as f64 * c.sim.step.as_secs_f64() / 60.0,
             "all_ops_per_subtask": counts_json(&all, shards as f64),
             "ops_per_subtask": counts_json(&task_only, shards as f64),
             "rss_kib": {"start": rss0, "idle_cluster": rss1, "after_task": rss2},

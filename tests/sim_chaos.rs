@@ -59,10 +59,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 use std::time::Duration;
 
-use compactd::clock::{Clock, ManualClock, SharedClock};
+use compactd::clock::{Clock, SharedClock};
 use compactd::node::{Node, NodeConfig};
 use compactd::tasks::worker::WorkConfig;
 use compactd::tasks::{self, TaskSpec};
@@ -97,10 +96,10 @@ fn cfg(id: &NodeId, retention: Duration) -> NodeConfig {
     c
 }
 
-/// One node slot: a running node, or a crashed/left one waiting to restart.
-struct Slot {
-    id: NodeId,
-    node: Option<Node>,
+/// A slot's schedule beside its node (the harness's `Slot::extra`): a
+/// crashed/left node waiting to restart, or a paused one.
+#[derive(Default)]
+struct Schedule {
     /// Round at which a down node restarts.
     restart_at: usize,
     /// The node does not tick before this round (a pause: SIGSTOP).
@@ -151,8 +150,7 @@ struct Sim {
     rng: StdRng,
     store: Store,
     faults: FaultHandle,
-    clock: Arc<ManualClock>,
-    slots: Vec<Slot>,
+    cluster: sim::Cluster<Schedule>,
     round: usize,
     retention: Duration,
     seen: Observed,
@@ -212,7 +210,6 @@ impl Sim {
         // One memory backend for all nodes: every clone of the store shares
         // the operator, and so the fault layer's RNG and settings.
         let store = Store::open_with(&RootUri::Memory, move |op| op.layer(fault.clone())).await.expect("memory store");
-        let clock = ManualClock::new();
         // Sometimes a short retention, so that purges (and gaps) happen.
         let retention = if rng.random_bool(0.3) {
             Duration::from_millis(rng.random_range(1000..4000))
@@ -225,8 +222,8 @@ impl Sim {
             rng,
             store,
             faults,
-            clock,
-            slots: Vec::new(),
+            // The schedule moves the clock itself (per round and settle step).
+            cluster: sim::Cluster::new(SETTLE_STEP),
             round: 0,
             retention,
             seen: Observed::default(),
@@ -239,13 +236,13 @@ impl Sim {
         for i in 1..=n {
             let id = NodeId::parse(&format!("n{i}")).unwrap();
             let node = sim.new_node(&id);
-            sim.slots.push(Slot { id, node: Some(node), restart_at: 0, paused_until: 0 });
+            sim.cluster.push(node, Schedule::default());
         }
         sim
     }
 
     fn new_node(&self, id: &NodeId) -> Node {
-        let clock: SharedClock = self.clock.clone();
+        let clock: SharedClock = self.cluster.shared_clock();
         let node = Node::new(cfg(id, self.retention), self.store.clone(), clock);
         match &self.work {
             Some((cfg, data)) => node.with_work(cfg.clone(), data.clone()),
@@ -266,15 +263,15 @@ impl Sim {
             ..WorkConfig::default()
         };
         self.work = Some((work, Store::memory().await));
-        for slot in self.slots.iter_mut() {
+        for slot in self.cluster.slots.iter_mut() {
             let id = slot.id.clone();
             slot.node = None;
-            slot.restart_at = 0;
+            slot.extra.restart_at = 0;
             let _ = id;
         }
-        for i in 0..self.slots.len() {
-            let id = self.slots[i].id.clone();
-            self.slots[i].node = Some(self.new_node(&id));
+        for i in 0..self.cluster.slots.len() {
+            let id = self.cluster.slots[i].id.clone();
+            self.cluster.slots[i].node = Some(self.new_node(&id));
         }
         self.submits = vec![4, 12, 25];
         self.log("tasks: 3 tasks of 3 noop shards, submitted at r4, r12, r25".into());
@@ -293,7 +290,7 @@ impl Sim {
                 TaskSpec::table(Name::parse("sim").unwrap(), Name::parse("s").unwrap(), Name::parse("t").unwrap());
             spec.shards = Some(3);
             spec.executor = Some(ExecutorSpec { kind: ExecutorKind::Noop, command: None, timeout_ms: None });
-            match tasks::submit(&self.store, spec, self.clock.wall_ms()).await {
+            match tasks::submit(&self.store, spec, self.cluster.clock.wall_ms()).await {
                 Ok(id) => {
                     self.log(format!("submitted task {id}"));
                     self.tasks.push((id, 3));
@@ -334,15 +331,15 @@ impl Sim {
     }
 
     fn log(&mut self, what: String) {
-        let t = self.clock.mono().as_millis();
+        let t = self.cluster.clock.mono().as_millis();
         self.trace.push(format!("r{:03} t={t}ms {what}", self.round));
     }
 
     fn fail(&self, what: String) -> Failure {
-        let mut what = format!("{what} (round {}, t={}ms)\nnodes:", self.round, self.clock.mono().as_millis());
-        for (i, s) in self.slots.iter().enumerate() {
+        let mut what = format!("{what} (round {}, t={}ms)\nnodes:", self.round, self.cluster.clock.mono().as_millis());
+        for (i, s) in self.cluster.slots.iter().enumerate() {
             match &s.node {
-                None => what += &format!("\n  {}: down until r{}", s.id, s.restart_at),
+                None => what += &format!("\n  {}: down until r{}", s.id, s.extra.restart_at),
                 Some(n) => {
                     what += &format!(
                         "\n  {}: {}monitor {:?}, view epoch {:?} held by {:?}, {:?}",
@@ -362,20 +359,18 @@ impl Sim {
 
     /// Ticks node `i`, inside a span naming it (for `COMPACTD_SIM_LOG`).
     async fn tick(&mut self, i: usize) {
-        use tracing::Instrument;
-        let span = tracing::info_span!("node", id = %self.slots[i].id, t = self.clock.mono().as_millis() as u64);
-        self.slots[i].node.as_mut().unwrap().tick().instrument(span).await;
+        self.cluster.tick(i).await;
     }
 
     fn running(&self, i: usize) -> bool {
-        self.slots[i].node.is_some() && self.slots[i].paused_until <= self.round
+        self.cluster.slots[i].node.is_some() && self.cluster.slots[i].extra.paused_until <= self.round
     }
 
     /// (b): no two running nodes are monitor of one epoch; a monitor of E
     /// is the recorded holder of E.
     fn check_monitors(&self) -> Check {
         let mut by_epoch: BTreeMap<u64, &NodeId> = BTreeMap::new();
-        for (i, s) in self.slots.iter().enumerate() {
+        for (i, s) in self.cluster.slots.iter().enumerate() {
             let Some(node) = s.node.as_ref().filter(|_| self.running(i)) else {
                 continue;
             };
@@ -589,7 +584,7 @@ impl Sim {
             if !present_offline.contains(key) && !self.seen.purged_offline.contains(key) {
                 // Finished and purged within one tick is fine, if it was
                 // old enough to be purged.
-                let horizon = self.clock.wall_ms().saturating_sub(self.retention.as_millis() as u64);
+                let horizon = self.cluster.clock.wall_ms().saturating_sub(self.retention.as_millis() as u64);
                 if !rec.cleaned && rec.wall_ms >= horizon {
                     return Err(format!(
                         "(d) offline record {}.{} was deleted while not cleaned: {rec:?}",
@@ -607,24 +602,24 @@ impl Sim {
     /// One chaos round: maybe crash/leave/pause/restart/toggle faults, tick
     /// a random subset in a random order, advance the clock.
     async fn chaos_round(&mut self, summary: &mut Summary) -> Result<(), Failure> {
-        let n = self.slots.len();
+        let n = self.cluster.slots.len();
         // Restarts of crashed or departed nodes: a new incarnation.
         for i in 0..n {
-            if self.slots[i].node.is_none() && self.slots[i].restart_at <= self.round {
-                let id = self.slots[i].id.clone();
+            if self.cluster.slots[i].node.is_none() && self.cluster.slots[i].extra.restart_at <= self.round {
+                let id = self.cluster.slots[i].id.clone();
                 let node = self.new_node(&id);
                 self.log(format!("restart {id} (incarnation {})", node.stats().incarnation));
-                self.slots[i].node = Some(node);
+                self.cluster.slots[i].node = Some(node);
             }
         }
         let i = self.rng.random_range(0..n);
         let roll: f64 = self.rng.random();
-        if roll < 0.03 && self.slots[i].node.is_some() {
+        if roll < 0.03 && self.cluster.slots[i].node.is_some() {
             // SIGKILL: gone without a word.
-            let node = self.slots[i].node.take().unwrap();
+            let node = self.cluster.slots[i].node.take().unwrap();
             let back = self.round + self.rng.random_range(2..25);
-            self.slots[i].restart_at = back;
-            self.slots[i].paused_until = 0;
+            self.cluster.slots[i].extra.restart_at = back;
+            self.cluster.slots[i].extra.paused_until = 0;
             self.log(format!(
                 "crash {} (monitor {:?}, incarnation {}), back at r{back}",
                 node.id(),
@@ -634,17 +629,17 @@ impl Sim {
             summary.crashes += 1;
         } else if roll < 0.04 && self.running(i) {
             // SIGTERM: a clean leave.
-            let mut node = self.slots[i].node.take().unwrap();
+            let mut node = self.cluster.slots[i].node.take().unwrap();
             node.leave().await;
             let back = self.round + self.rng.random_range(2..25);
-            self.slots[i].restart_at = back;
+            self.cluster.slots[i].extra.restart_at = back;
             self.log(format!("leave {} (monitor {:?}), back at r{back}", node.id(), node.monitor_epoch()));
             summary.leaves += 1;
         } else if roll < 0.09 && self.running(i) {
             // SIGSTOP: often past the lease and the session.
             let rounds = self.rng.random_range(1..30);
-            self.slots[i].paused_until = self.round + rounds;
-            let node = self.slots[i].node.as_ref().unwrap();
+            self.cluster.slots[i].extra.paused_until = self.round + rounds;
+            let node = self.cluster.slots[i].node.as_ref().unwrap();
             self.log(format!("pause {} (monitor {:?}) for {rounds} rounds", node.id(), node.monitor_epoch()));
             summary.pauses += 1;
         }
@@ -670,7 +665,7 @@ impl Sim {
         self.observe().await.map_err(|e| self.fail(e))?;
         self.check_monitors().map_err(|e| self.fail(e))?;
         let step = Duration::from_millis(self.rng.random_range(50..=300));
-        self.clock.advance(step);
+        self.cluster.clock.advance(step);
         self.round += 1;
         Ok(())
     }
@@ -678,7 +673,7 @@ impl Sim {
     /// (c) and (d): the state the cluster must converge to.
     fn converged(&self) -> Check {
         let monitors: Vec<&Node> =
-            self.slots.iter().filter_map(|s| s.node.as_ref()).filter(|n| n.is_monitor()).collect();
+            self.cluster.slots.iter().filter_map(|s| s.node.as_ref()).filter(|n| n.is_monitor()).collect();
         if monitors.len() != 1 {
             return Err(format!(
                 "(c) {} monitors: {:?}",
@@ -688,12 +683,8 @@ impl Sim {
         }
         let mon = monitors[0];
         let view = mon.view().ok_or("(c) the monitor has no view")?;
-        let want: BTreeSet<(NodeId, u64)> = self
-            .slots
-            .iter()
-            .filter_map(|s| s.node.as_ref())
-            .map(|n| (n.id().clone(), n.stats().incarnation))
-            .collect();
+        let want: BTreeSet<(NodeId, u64)> =
+            self.cluster.nodes().map(|n| (n.id().clone(), n.stats().incarnation)).collect();
         let have: BTreeSet<(NodeId, u64)> = view.members.iter().map(|m| (m.node.clone(), m.incarnation)).collect();
         if want != have {
             return Err(format!(
@@ -702,7 +693,7 @@ impl Sim {
                 view.epoch
             ));
         }
-        for s in &self.slots {
+        for s in &self.cluster.slots {
             let n = s.node.as_ref().unwrap();
             let v = n.view().ok_or_else(|| format!("(c) {} has no view", n.id()))?;
             if v.epoch != view.epoch {
@@ -733,7 +724,7 @@ impl Sim {
     async fn heartbeats_current(&mut self) -> Check {
         self.faults.pause();
         let mut r = Ok(());
-        for s in &self.slots {
+        for s in &self.cluster.slots {
             let n = s.node.as_ref().unwrap();
             let hb = self.read(&v2::heartbeat(n.id())).await;
             let hb = hb.and_then(|b| formats::decode::<layouts::formats::Heartbeat>(&b).ok());
@@ -754,25 +745,25 @@ impl Sim {
         // The chaos is over: faults off, everyone back, time runs on.
         self.faults.set_error_rate(0.0);
         self.faults.set_lost_reply(0.0);
-        for i in 0..self.slots.len() {
-            self.slots[i].paused_until = 0;
-            if self.slots[i].node.is_none() {
-                let id = self.slots[i].id.clone();
+        for i in 0..self.cluster.slots.len() {
+            self.cluster.slots[i].extra.paused_until = 0;
+            if self.cluster.slots[i].node.is_none() {
+                let id = self.cluster.slots[i].id.clone();
                 let node = self.new_node(&id);
-                self.slots[i].node = Some(node);
+                self.cluster.slots[i].node = Some(node);
             }
         }
         self.log("settle: faults off, all nodes running".into());
-        let start = self.clock.mono();
+        let start = self.cluster.clock.mono();
         let mut stable = 0;
         let mut last_err = String::new();
-        while self.clock.mono() - start < SETTLE_MAX {
-            for i in 0..self.slots.len() {
+        while self.cluster.clock.mono() - start < SETTLE_MAX {
+            for i in 0..self.cluster.slots.len() {
                 self.tick(i).await;
                 self.check_monitors().map_err(|e| self.fail(e))?;
             }
             self.observe().await.map_err(|e| self.fail(e))?;
-            self.clock.advance(SETTLE_STEP);
+            self.cluster.clock.advance(SETTLE_STEP);
             self.round += 1;
             self.submit_due().await;
             let r = match self.converged() {
@@ -787,7 +778,7 @@ impl Sim {
                 Ok(()) => {
                     stable += 1;
                     if stable >= 5 {
-                        summary.settle_ms = (self.clock.mono() - start).as_millis();
+                        summary.settle_ms = (self.cluster.clock.mono() - start).as_millis();
                         summary.epochs = self.seen.holders.keys().max().copied().unwrap_or(0);
                         summary.events = self.seen.events.len();
                         summary.offline = self.seen.offline.len();
@@ -1013,18 +1004,18 @@ fn event_numbers_are_reused_after_the_whole_log_was_purged() {
     let r: Result<(), Failure> = rt.block_on(async {
         let mut sim = Sim::with(1, Some(3), Some(Duration::from_secs(1))).await;
         let quiet_round = |sim: &mut Sim| {
-            for s in &mut sim.slots {
-                s.paused_until = 0;
+            for s in &mut sim.cluster.slots {
+                s.extra.paused_until = 0;
             }
         };
         // 70 s of a healthy, quiet cluster: the purge at 60 s empties the log.
-        while sim.clock.mono() < Duration::from_secs(70) {
+        while sim.cluster.clock.mono() < Duration::from_secs(70) {
             quiet_round(&mut sim);
-            for i in 0..sim.slots.len() {
+            for i in 0..sim.cluster.slots.len() {
                 sim.tick(i).await;
             }
             sim.observe().await.map_err(|e| sim.fail(e))?;
-            sim.clock.advance(Duration::from_millis(200));
+            sim.cluster.clock.advance(Duration::from_millis(200));
             sim.round += 1;
         }
         sim.faults.pause();
@@ -1032,20 +1023,20 @@ fn event_numbers_are_reused_after_the_whole_log_was_purged() {
         sim.faults.resume();
         sim.log(format!("events left after 70 s: {left:?}"));
         // The monitor dies; the next one opens the log.
-        let m = (0..sim.slots.len())
-            .find(|i| sim.slots[*i].node.as_ref().is_some_and(|n| n.is_monitor()))
+        let m = (0..sim.cluster.slots.len())
+            .find(|i| sim.cluster.slots[*i].node.as_ref().is_some_and(|n| n.is_monitor()))
             .expect("a monitor");
-        let dead = sim.slots[m].node.take().unwrap();
-        sim.slots[m].restart_at = usize::MAX;
+        let dead = sim.cluster.slots[m].node.take().unwrap();
+        sim.cluster.slots[m].extra.restart_at = usize::MAX;
         sim.log(format!("crash monitor {}", dead.id()));
         for _ in 0..40 {
-            for i in 0..sim.slots.len() {
-                if sim.slots[i].node.is_some() {
+            for i in 0..sim.cluster.slots.len() {
+                if sim.cluster.slots[i].node.is_some() {
                     sim.tick(i).await;
                 }
             }
             sim.observe().await.map_err(|e| sim.fail(e))?;
-            sim.clock.advance(Duration::from_millis(200));
+            sim.cluster.clock.advance(Duration::from_millis(200));
             sim.round += 1;
         }
         Ok(())

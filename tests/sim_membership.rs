@@ -4,10 +4,11 @@
 
 use std::time::Duration;
 
-use compactd::clock::{Clock, ManualClock};
+use compactd::clock::Clock;
 use compactd::node::{Node, NodeConfig};
 use layouts::formats::{self, EventKind, OfflineRecord};
 use layouts::{v2, NodeId};
+use sim::Cluster;
 use store::Store;
 
 const TICK: Duration = Duration::from_millis(100);
@@ -22,38 +23,36 @@ fn cfg(id: &str) -> NodeConfig {
 
 struct Sim {
     store: Store,
-    clock: std::sync::Arc<ManualClock>,
-    nodes: Vec<Node>,
-    /// Nodes that do not tick (crashed or paused).
-    frozen: Vec<bool>,
+    cluster: Cluster,
 }
 
 impl Sim {
     async fn new(n: usize) -> Sim {
         let store = Store::memory().await;
-        let clock = ManualClock::new();
-        let nodes = (1..=n).map(|i| Node::new(cfg(&format!("n{i}")), store.clone(), clock.clone())).collect();
-        Sim { store, clock, nodes, frozen: vec![false; n] }
+        let mut cluster = Cluster::new(TICK);
+        for i in 1..=n {
+            cluster.push(Node::new(cfg(&format!("n{i}")), store.clone(), cluster.shared_clock()), ());
+        }
+        Sim { store, cluster }
     }
 
     async fn round(&mut self) {
-        for (i, node) in self.nodes.iter_mut().enumerate() {
-            if !self.frozen[i] {
-                node.tick().await;
-            }
-        }
-        self.clock.advance(TICK);
+        self.cluster.round().await;
     }
 
     async fn run(&mut self, d: Duration) {
-        let rounds = d.as_millis() / TICK.as_millis();
-        for _ in 0..rounds {
-            self.round().await;
-        }
+        self.cluster.run_for(d).await;
     }
 
+    fn node(&self, i: usize) -> &Node {
+        self.cluster.slots[i].node.as_ref().expect("a running node")
+    }
+
+    /// Indices of the ticking nodes that believe they are monitor.
     fn monitors(&self) -> Vec<usize> {
-        (0..self.nodes.len()).filter(|i| !self.frozen[*i] && self.nodes[*i].is_monitor()).collect()
+        (0..self.cluster.slots.len())
+            .filter(|i| self.cluster.slots[*i].ticking() && self.node(*i).is_monitor())
+            .collect()
     }
 
     async fn offline_records(&self) -> Vec<OfflineRecord> {
@@ -83,7 +82,7 @@ async fn three_nodes_agree_on_one_monitor_and_all_members() {
     let mut sim = Sim::new(3).await;
     sim.run(Duration::from_secs(2)).await;
     assert_eq!(sim.monitors().len(), 1);
-    for node in &sim.nodes {
+    for node in sim.cluster.nodes() {
         let view = node.view().expect("every node has read the lease");
         assert_eq!(view.members.len(), 3, "{:?} sees {:?}", node.id(), view.members);
     }
@@ -94,14 +93,14 @@ async fn a_crashed_monitor_is_replaced_within_a_lease_and_declared_offline_once(
     let mut sim = Sim::new(3).await;
     sim.run(Duration::from_secs(2)).await;
     let m = sim.monitors()[0];
-    let crashed = sim.nodes[m].id().clone();
-    sim.frozen[m] = true;
-    let crashed_at = sim.clock.mono();
+    let crashed = sim.node(m).id().clone();
+    sim.cluster.slots[m].paused = true;
+    let crashed_at = sim.cluster.clock.mono();
     let mut took_over = None;
     for _ in 0..40 {
         sim.round().await;
         if sim.monitors().len() == 1 {
-            took_over = Some(sim.clock.mono() - crashed_at);
+            took_over = Some(sim.cluster.clock.mono() - crashed_at);
             break;
         }
     }
@@ -116,7 +115,7 @@ async fn a_crashed_monitor_is_replaced_within_a_lease_and_declared_offline_once(
     assert_eq!(sim.offline_events(crashed.as_str()).await, 1);
     assert!(sim.store.read(&v2::heartbeat(&crashed)).await.unwrap().is_none(), "heartbeat cleaned");
     let survivor = sim.monitors()[0];
-    assert_eq!(sim.nodes[survivor].view().unwrap().members.len(), 2);
+    assert_eq!(sim.node(survivor).view().unwrap().members.len(), 2);
 }
 
 #[tokio::test]
@@ -124,42 +123,42 @@ async fn a_paused_monitor_steps_down_on_resume_without_declaring_anyone() {
     let mut sim = Sim::new(3).await;
     sim.run(Duration::from_secs(2)).await;
     let m = sim.monitors()[0];
-    let old_epoch = sim.nodes[m].monitor_epoch().unwrap();
-    sim.frozen[m] = true;
+    let old_epoch = sim.node(m).monitor_epoch().unwrap();
+    sim.cluster.slots[m].paused = true;
     sim.run(Duration::from_secs(4)).await; // well past lease and session timeout
     assert_eq!(sim.monitors().len(), 1);
-    sim.frozen[m] = false;
+    sim.cluster.slots[m].paused = false;
     // On resume its clock has jumped: every heartbeat looks stale to it.
     sim.round().await;
-    assert!(!sim.nodes[m].is_monitor());
-    assert!(sim.nodes[m].stats().fenced_actions >= 1, "{:?}", sim.nodes[m].stats());
-    assert!(sim.nodes[m].stats().rejoins >= 1, "a node paused past its session rejoins");
+    assert!(!sim.node(m).is_monitor());
+    assert!(sim.node(m).stats().fenced_actions >= 1, "{:?}", sim.node(m).stats());
+    assert!(sim.node(m).stats().rejoins >= 1, "a node paused past its session rejoins");
     sim.run(Duration::from_secs(3)).await;
     for r in sim.offline_records().await {
         assert!(r.epoch > old_epoch, "a record from the fenced epoch: {r:?}");
-        assert_eq!(&r.node, sim.nodes[m].id(), "only the paused node's old incarnation is offline: {r:?}");
+        assert_eq!(&r.node, sim.node(m).id(), "only the paused node's old incarnation is offline: {r:?}");
     }
     assert_eq!(sim.monitors().len(), 1);
     let mon = sim.monitors()[0];
-    assert_eq!(sim.nodes[mon].view().unwrap().members.len(), 3, "the resumed node rejoined");
+    assert_eq!(sim.node(mon).view().unwrap().members.len(), 3, "the resumed node rejoined");
 }
 
 #[tokio::test]
 async fn a_node_restarted_under_the_same_id_replaces_its_old_incarnation() {
     let mut sim = Sim::new(3).await;
     sim.run(Duration::from_secs(2)).await;
-    let victim = (0..3).find(|i| !sim.nodes[*i].is_monitor()).unwrap();
-    let id = sim.nodes[victim].id().clone();
-    sim.clock.advance(Duration::from_millis(5)); // a new incarnation number
-    sim.nodes[victim] = Node::new(cfg(id.as_str()), sim.store.clone(), sim.clock.clone());
+    let victim = (0..3).find(|i| !sim.node(*i).is_monitor()).unwrap();
+    let id = sim.node(victim).id().clone();
+    sim.cluster.clock.advance(Duration::from_millis(5)); // a new incarnation number
+    sim.cluster.slots[victim].node = Some(Node::new(cfg(id.as_str()), sim.store.clone(), sim.cluster.shared_clock()));
     sim.run(Duration::from_secs(2)).await;
     let recs = sim.offline_records().await;
     assert_eq!(recs.len(), 1, "{recs:?}");
     assert_eq!(recs[0].node, id);
     let mon = sim.monitors()[0];
-    let view = sim.nodes[mon].view().unwrap();
+    let view = sim.node(mon).view().unwrap();
     assert_eq!(view.members.len(), 3);
-    assert!(view.members.iter().any(|m| m.node == id && m.incarnation == sim.nodes[victim].stats().incarnation));
+    assert!(view.members.iter().any(|m| m.node == id && m.incarnation == sim.node(victim).stats().incarnation));
 }
 
 #[tokio::test]
@@ -172,20 +171,20 @@ async fn garbage_in_the_registry_is_skipped() {
     sim.run(Duration::from_secs(2)).await;
     assert_eq!(sim.monitors().len(), 1);
     let mon = sim.monitors()[0];
-    assert_eq!(sim.nodes[mon].view().unwrap().members.len(), 3);
-    let _ = sim.clock.wall_ms();
+    assert_eq!(sim.node(mon).view().unwrap().members.len(), 3);
+    let _ = sim.cluster.clock.wall_ms();
 }
 
 #[tokio::test]
 async fn an_unreadable_newer_lease_cannot_make_two_monitors() {
     let mut sim = Sim::new(3).await;
     sim.run(Duration::from_secs(2)).await;
-    let epoch = sim.nodes[sim.monitors()[0]].monitor_epoch().unwrap();
+    let epoch = sim.node(sim.monitors()[0]).monitor_epoch().unwrap();
     sim.store.put(&v2::lease(epoch + 5), b"garbage".to_vec()).await.unwrap();
     for _ in 0..60 {
         sim.round().await;
         assert!(sim.monitors().len() <= 1, "two monitors at once");
     }
     assert_eq!(sim.monitors().len(), 1);
-    assert!(sim.nodes[sim.monitors()[0]].monitor_epoch().unwrap() > epoch + 5);
+    assert!(sim.node(sim.monitors()[0]).monitor_epoch().unwrap() > epoch + 5);
 }

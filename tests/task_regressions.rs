@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use compactd::clock::{Clock, ManualClock, SharedClock};
+use compactd::clock::{Clock, SharedClock};
 use compactd::node::{Node, NodeConfig};
 use compactd::tasks::worker::WorkConfig;
 use compactd::tasks::{self, TaskSpec};
@@ -29,24 +29,17 @@ use store::{RootUri, Store};
 
 const STEP: Duration = Duration::from_millis(100);
 
-struct Slot {
-    id: NodeId,
-    node: Option<Node>,
-    /// Skips its ticks (a SIGSTOPped process).
-    paused: bool,
-    /// This node's own fault layer (on its creates).
-    faults: FaultHandle,
-}
+/// Each slot's extra: this node's own fault layer (on its creates).
+type Slot = sim::Slot<FaultHandle>;
 
 struct Sim {
     dir: tempfile::TempDir,
-    clock: Arc<ManualClock>,
+    cluster: sim::Cluster<FaultHandle>,
     /// The observer's store (no faults).
     store: Store,
     data: Store,
     cfg: fn(NodeId) -> NodeConfig,
     work: WorkConfig,
-    slots: Vec<Slot>,
     names: NameLog,
     /// Operation kinds the nodes' fault layers act on.
     kinds: Vec<OpKind>,
@@ -98,21 +91,12 @@ impl Sim {
             Store::open(&RootUri::parse(&format!("fs://{}", root.display())).unwrap()).await.unwrap()
         };
         let data = Store::memory().await;
-        let mut sim = Sim {
-            dir,
-            clock: ManualClock::new(),
-            store,
-            data,
-            cfg,
-            work,
-            slots: vec![],
-            names: NameLog::default(),
-            kinds,
-        };
+        let mut sim =
+            Sim { dir, cluster: sim::Cluster::new(STEP), store, data, cfg, work, names: NameLog::default(), kinds };
         for i in 1..=n {
             let id = NodeId::parse(&format!("n{i}")).unwrap();
             let (node, faults) = sim.start(&id).await;
-            sim.slots.push(Slot { id, node: Some(node), paused: false, faults });
+            sim.cluster.push(node, faults);
         }
         sim
     }
@@ -121,13 +105,13 @@ impl Sim {
         let layer = FaultLayer::new(FaultConfig { seed: 7, kinds: self.kinds.clone(), ..FaultConfig::default() });
         let faults = layer.handle();
         let store = self.store.layered(move |op| op.layer(layer.clone()));
-        let clock: SharedClock = self.clock.clone();
+        let clock: SharedClock = self.cluster.shared_clock();
         let node = Node::new((self.cfg)(id.clone()), store, clock).with_work(self.work.clone(), self.data.clone());
         (node, faults)
     }
 
     fn slot(&mut self, id: &str) -> &mut Slot {
-        self.slots.iter_mut().find(|s| s.id.as_str() == id).expect("a node of the sim")
+        self.cluster.slot(id)
     }
 
     /// SIGKILL: the node is gone, its files stay.
@@ -137,24 +121,19 @@ impl Sim {
 
     /// A new process under the same id: a new incarnation.
     async fn restart(&mut self, id: &str) {
-        self.clock.advance(Duration::from_millis(1));
+        self.cluster.clock.advance(Duration::from_millis(1));
         let nid = NodeId::parse(id).unwrap();
         let (node, faults) = self.start(&nid).await;
         let slot = self.slot(id);
         slot.node = Some(node);
-        slot.faults = faults;
+        slot.extra = faults;
         slot.paused = false;
     }
 
-    /// Ticks every running, unpaused node once, observes, moves the clock.
+    /// Ticks every running, unpaused node once, moves the clock, observes.
     async fn round(&mut self) {
-        for s in self.slots.iter_mut().filter(|s| !s.paused) {
-            if let Some(n) = s.node.as_mut() {
-                n.tick().await;
-            }
-        }
+        self.cluster.round().await;
         self.observe().await;
-        self.clock.advance(STEP);
     }
 
     async fn rounds(&mut self, n: usize) {
@@ -168,11 +147,8 @@ impl Sim {
     async fn settle(&mut self) {
         for _ in 0..300 {
             self.round().await;
-            let running: BTreeSet<&NodeId> =
-                self.slots.iter().filter(|s| s.node.is_some() && !s.paused).map(|s| &s.id).collect();
-            let Some(view) =
-                self.slots.iter().filter_map(|s| s.node.as_ref()).find(|n| n.is_monitor()).and_then(|n| n.view())
-            else {
+            let running: BTreeSet<&NodeId> = self.cluster.slots.iter().filter(|s| s.ticking()).map(|s| &s.id).collect();
+            let Some(view) = self.cluster.nodes().find(|n| n.is_monitor()).and_then(|n| n.view()) else {
                 continue;
             };
             let members: BTreeSet<&NodeId> = view.members.iter().map(|m| &m.node).collect();
@@ -184,7 +160,7 @@ impl Sim {
     }
 
     fn monitor(&self) -> Option<&NodeId> {
-        self.slots.iter().filter_map(|s| s.node.as_ref()).find(|n| n.is_monitor()).map(|n| n.id())
+        self.cluster.nodes().find(|n| n.is_monitor()).map(|n| n.id())
     }
 
     async fn submit(&mut self, shards: u32, manager: &str) -> TaskId {
@@ -193,7 +169,7 @@ impl Sim {
         spec.shards = Some(shards);
         spec.executor = Some(ExecutorSpec { kind: ExecutorKind::Noop, command: None, timeout_ms: None });
         spec.manager = Some(NodeId::parse(manager).unwrap());
-        tasks::submit(&self.store, spec, self.clock.wall_ms()).await.expect("submit")
+        tasks::submit(&self.store, spec, self.cluster.clock.wall_ms()).await.expect("submit")
     }
 
     async fn state(&self, id: &TaskId) -> Option<TaskState> {
@@ -281,7 +257,7 @@ async fn a_new_monitor_with_an_incomplete_view_does_not_cancel_tasks() {
     for n in ["n1", "n2", "n3"] {
         sim.crash(n);
     }
-    sim.clock.advance(Duration::from_millis(300));
+    sim.cluster.clock.advance(Duration::from_millis(300));
     for n in ["n1", "n2", "n3"] {
         sim.restart(n).await;
     }
@@ -414,10 +390,10 @@ async fn attempts_after_manager_change(restart: bool) {
         if !folders.is_empty() && dir.outcomes.len() + folders.len() == 12 {
             break folders;
         }
-        assert!(sim.clock.mono() < Duration::from_secs(60), "units never settled on n3");
+        assert!(sim.cluster.clock.mono() < Duration::from_secs(60), "units never settled on n3");
     };
     // n1 cannot create anything any more: its re-dispatches fail.
-    sim.slot("n1").faults.set_error_rate(1.0);
+    sim.slot("n1").extra.set_error_rate(1.0);
     // n3's session runs out; n1 deletes its folders and fails to dispatch.
     for _ in 0..100 {
         sim.round().await;
@@ -473,8 +449,8 @@ async fn heartbeats_keep_flowing_while_a_manager_dispatches_thousands_of_subtask
     sim.settle().await;
     assert_eq!(sim.monitor().map(|n| n.as_str()), Some("n1"));
     let incarnation = sim.slot("n2").node.as_ref().unwrap().stats().incarnation;
-    let clock = sim.clock.clone();
-    sim.slot("n2").faults.set_on_op(Some(Arc::new(move |_| clock.advance(Duration::from_millis(20)))));
+    let clock = sim.cluster.clock.clone();
+    sim.slot("n2").extra.set_on_op(Some(Arc::new(move |_| clock.advance(Duration::from_millis(20)))));
     let id = sim.submit(2000, "n2").await;
     sim.finish(&[id], 3000).await;
     let offline = sim.store.list(v2::OFFLINE).await.unwrap();
@@ -509,10 +485,10 @@ async fn a_finished_subtask_whose_report_waits_a_poll_is_not_run_again() {
     spec.shards = Some(3);
     let command = format!("echo {{subtask}} >> '{}'", runs.display());
     spec.executor = Some(ExecutorSpec { kind: ExecutorKind::Command, command: Some(command), timeout_ms: None });
-    let id = tasks::submit(&sim.store, spec, sim.clock.wall_ms()).await.unwrap();
+    let id = tasks::submit(&sim.store, spec, sim.cluster.clock.wall_ms()).await.unwrap();
     let lines = |p: &std::path::Path| std::fs::read_to_string(p).map(|s| s.lines().count()).unwrap_or(0);
     // Until every subtask runs (max_running 2: the third waits for a slot).
-    let running = |sim: &Sim| sim.slots[0].node.as_ref().unwrap().running_subtasks();
+    let running = |sim: &Sim| sim.cluster.slots[0].node.as_ref().unwrap().running_subtasks();
     for _ in 0..100 {
         sim.round().await;
         if running(&sim) == 2 {
@@ -520,7 +496,7 @@ async fn a_finished_subtask_whose_report_waits_a_poll_is_not_run_again() {
         }
     }
     assert_eq!(running(&sim), 2, "two subtasks started");
-    sim.slot("n1").faults.set_error_rate(1.0);
+    sim.slot("n1").extra.set_error_rate(1.0);
     for _ in 0..100 {
         tokio::time::sleep(Duration::from_millis(20)).await;
         sim.round().await;
@@ -529,7 +505,7 @@ async fn a_finished_subtask_whose_report_waits_a_poll_is_not_run_again() {
         }
     }
     sim.rounds(2).await;
-    sim.slot("n1").faults.set_error_rate(0.0);
+    sim.slot("n1").extra.set_error_rate(0.0);
     for _ in 0..200 {
         if sim.state(&id).await.is_some_and(|s| s.is_terminal()) {
             break;
