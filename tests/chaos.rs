@@ -44,6 +44,7 @@ use std::time::{Duration, Instant};
 
 use common::chaos_support::{self as cs, LeaseWatch};
 use common::cluster::{alive, monitor_of, Cluster};
+use common::table::Commits;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
@@ -702,54 +703,13 @@ fn shown(violations: &[String]) -> String {
 const MERGE_PARTITIONS: usize = 6;
 const MERGE_DELAY: Duration = Duration::from_millis(5000);
 
-/// A table `db/s/t` of small files on fs; returns every line, sorted.
 fn make_table(data: &Path) -> Vec<String> {
-    let mut lines = vec![];
-    for p in 0..MERGE_PARTITIONS {
-        let dir = data.join(format!("db/s/t/dt={p}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        for f in 0..5 {
-            let mut text = String::new();
-            for l in 0..20 {
-                let line = format!("p{p}-f{f}-l{l}");
-                text += &line;
-                text.push('\n');
-                lines.push(line);
-            }
-            std::fs::write(dir.join(format!("part-{f}")), text).unwrap();
-        }
-    }
-    lines.sort();
-    lines
+    common::table::make_table(&format!("fs://{}", data.display()), MERGE_PARTITIONS)
 }
-
-/// Per partition, the merge commits found: (attempt, done).
-type Commits = BTreeMap<String, Vec<(u64, bool)>>;
 
 /// Every data line (sorted) and the commits of every partition.
 fn read_table(data: &Path) -> (Vec<String>, Commits) {
-    let mut lines = vec![];
-    let mut commits = Commits::new();
-    for p in 0..MERGE_PARTITIONS {
-        let dir = data.join(format!("db/s/t/dt={p}"));
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            if e.path().is_file() {
-                let text = std::fs::read_to_string(e.path()).unwrap();
-                lines.extend(text.lines().map(str::to_string));
-            }
-        }
-        for (name, v) in cs::read_json_dir(&dir.join("_compactd")) {
-            if name.starts_with("commit.") {
-                let v = v.unwrap_or(Value::Null);
-                commits
-                    .entry(format!("dt={p}"))
-                    .or_default()
-                    .push((v["attempt"].as_u64().unwrap_or(0), v["done"] == true));
-            }
-        }
-    }
-    lines.sort();
-    (lines, commits)
+    common::table::read_table(&format!("fs://{}", data.display()), MERGE_PARTITIONS)
 }
 
 /// The merge child of `worker` for `partition`, if running.

@@ -13,63 +13,25 @@ use std::time::{Duration, Instant};
 use common::cluster::{alive, monitor_of, Cluster};
 use common::s3::S3Server;
 use serde_json::Value;
-use store::{RootUri, Store};
 
 const PARTITIONS: usize = 6;
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
-}
-
-/// A table `db/s/t` of 6 partitions with 5 small files of 20 lines each on
-/// the data backend; returns every line, sorted.
 fn make_table(data_uri: &str) -> Vec<String> {
-    let rt = rt();
-    let store = rt.block_on(Store::open(&RootUri::parse(data_uri).unwrap())).unwrap();
-    let mut lines = vec![];
-    for p in 0..PARTITIONS {
-        for f in 0..5 {
-            let mut text = String::new();
-            for l in 0..20 {
-                let line = format!("p{p}-f{f}-l{l}");
-                text += &line;
-                text.push('\n');
-                lines.push(line);
-            }
-            rt.block_on(store.put(&format!("db/s/t/dt={p}/part-{f}"), text.into_bytes())).unwrap();
-        }
-    }
-    lines.sort();
-    lines
+    common::table::make_table(data_uri, PARTITIONS)
 }
 
-/// Every line of the table's data files (not `_compactd/`), sorted, and the
-/// merge commits per partition (attempt that committed).
+/// Every line of the table's data files, sorted, and per partition the
+/// attempts whose merge committed (every commit rolled forward).
 fn read_table(data_uri: &str) -> (Vec<String>, BTreeMap<String, Vec<u64>>) {
-    let rt = rt();
-    let store = rt.block_on(Store::open(&RootUri::parse(data_uri).unwrap())).unwrap();
-    let mut lines = vec![];
-    let mut commits: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for p in 0..PARTITIONS {
-        let dir = format!("db/s/t/dt={p}/");
-        for e in rt.block_on(store.list(&dir)).unwrap() {
-            if e.is_dir {
-                continue;
-            }
-            let b = rt.block_on(store.read(&e.path)).unwrap().unwrap();
-            lines.extend(String::from_utf8(b.to_vec()).unwrap().lines().map(str::to_string));
-        }
-        for e in rt.block_on(store.list(&format!("{dir}_compactd/"))).unwrap() {
-            if e.name().starts_with("commit.") {
-                let b = rt.block_on(store.read(&e.path)).unwrap().unwrap();
-                let v: Value = serde_json::from_slice(&b).unwrap();
-                assert_eq!(v["done"], true, "commit {} not rolled forward", e.path);
-                commits.entry(format!("dt={p}")).or_default().push(v["attempt"].as_u64().unwrap());
-            }
-        }
-    }
-    lines.sort();
-    (lines, commits)
+    let (lines, commits) = common::table::read_table(data_uri, PARTITIONS);
+    let attempts = commits
+        .into_iter()
+        .map(|(p, cs)| {
+            assert!(cs.iter().all(|(_, done)| *done), "a commit of {p} was not rolled forward: {cs:?}");
+            (p, cs.into_iter().map(|(a, _)| a).collect())
+        })
+        .collect();
+    (lines, attempts)
 }
 
 fn submit(c: &Cluster, extra: &[&str]) -> String {

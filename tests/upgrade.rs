@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use futures::TryStreamExt;
+use store::testing::snapshot;
 use store::{RootUri, Store};
 
 const SEED_V1: &[&str] = &[
@@ -71,17 +71,6 @@ fn seed_files() -> Vec<(String, Vec<u8>)> {
     walk(&seed_dir(), &seed_dir(), &mut v);
     v.sort();
     v
-}
-
-async fn snapshot(store: &Store, dir: &str) -> Vec<(String, Vec<u8>)> {
-    let entries: Vec<_> = store.list_stream(dir, true).try_collect().await.unwrap();
-    let mut out = Vec::new();
-    for e in entries {
-        let b = store.read(&e.path).await.unwrap().unwrap();
-        out.push((e.path, b.to_vec()));
-    }
-    out.sort();
-    out
 }
 
 fn expected_v2_paths() -> Vec<String> {

@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use compactd_migrate as migrate;
-use futures::TryStreamExt;
 use layouts::formats::{self, UpgradePhase, UpgradedTaskInfo};
 use migrate::{Mode, Options, Outcome, Report, TaskEvent};
+use store::testing::snapshot;
 use store::{Created, Store};
 
 fn seed_dir() -> PathBuf {
@@ -29,17 +29,6 @@ async fn load_dir(store: &Store, dir: &Path) {
     for (p, b) in files {
         assert_eq!(store.create(&p, b).await.unwrap(), Created::Created);
     }
-}
-
-async fn snapshot(store: &Store, dir: &str) -> Vec<(String, Vec<u8>)> {
-    let entries: Vec<_> = store.list_stream(dir, true).try_collect().await.unwrap();
-    let mut out = Vec::new();
-    for e in entries {
-        let b = store.read(&e.path).await.unwrap().unwrap();
-        out.push((e.path, b.to_vec()));
-    }
-    out.sort();
-    out
 }
 
 async fn run(store: &Store, mode: Mode) -> Report {

@@ -21,6 +21,8 @@
 mod beneath;
 pub mod fs_create;
 pub mod layers;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod uri;
 
 use bytes::Bytes;

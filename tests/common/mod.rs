@@ -4,3 +4,4 @@
 pub mod chaos_support;
 pub mod cluster;
 pub mod s3;
+pub mod table;
