@@ -65,7 +65,7 @@ fn status_kib(field: &str) -> u64 {
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    store::testing::env_u64(name).unwrap_or(default)
 }
 
 async fn counted(uri: &RootUri, counter: &OpCounter) -> Store {

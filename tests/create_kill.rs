@@ -95,21 +95,7 @@ fn wait_death(child: &mut std::process::Child, timeout: Duration, what: &str) {
 
 /// Every regular file below `dir`, relative, sorted.
 fn files_below(dir: &Path) -> Vec<String> {
-    fn walk(base: &Path, d: &Path, out: &mut Vec<String>) {
-        let Ok(rd) = std::fs::read_dir(d) else { return };
-        for e in rd {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(base, &p, out);
-            } else {
-                out.push(p.strip_prefix(base).unwrap().to_string_lossy().into_owned());
-            }
-        }
-    }
-    let mut out = vec![];
-    walk(dir, dir, &mut out);
-    out.sort();
-    out
+    store::testing::local_files(dir).into_iter().map(|(p, _)| p).collect()
 }
 
 /// No file of the tree is torn: every file with content parses as JSON, and

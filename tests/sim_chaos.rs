@@ -834,9 +834,7 @@ fn run_seed_with(rt: &tokio::runtime::Runtime, seed: u64, with_tasks: bool) -> R
     }
 }
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| v.trim().parse().unwrap_or_else(|_| panic!("{name}={v:?} is not a number")))
-}
+use store::testing::env_u64;
 
 #[test]
 fn chaos_schedules() {

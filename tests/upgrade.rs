@@ -56,21 +56,7 @@ fn summary(out: &Output) -> serde_json::Value {
 }
 
 fn seed_files() -> Vec<(String, Vec<u8>)> {
-    fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(base, &p, out);
-            } else {
-                let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
-                out.push((rel, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    let mut v = Vec::new();
-    walk(&seed_dir(), &seed_dir(), &mut v);
-    v.sort();
-    v
+    store::testing::local_files(&seed_dir())
 }
 
 fn expected_v2_paths() -> Vec<String> {

@@ -45,29 +45,20 @@ fn upgrade(root: &Path, extra: &[&str]) -> Command {
 /// decoded (a torn-then-repaired file may differ in whitespace only), the
 /// state marker reduced to its phase.
 fn v2_tree(root: &Path) -> BTreeMap<String, serde_json::Value> {
-    fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, serde_json::Value>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(base, &p, out);
-                continue;
-            }
-            let rel = p.strip_prefix(base).unwrap().to_string_lossy().into_owned();
-            let bytes = std::fs::read(&p).unwrap();
-            let v = if rel.ends_with("UpgradeState.json") {
-                let s: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-                s["state"].clone()
-            } else if rel.ends_with(".pc.db") {
-                serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{rel}: torn TaskInfo left behind: {e}"))
-            } else {
-                assert!(bytes.is_empty(), "{rel}: marker with content");
-                serde_json::Value::Null
-            };
-            out.insert(rel, v);
-        }
-    }
     let mut out = BTreeMap::new();
-    walk(root, &root.join("Compaction_V2"), &mut out);
+    for (rel, bytes) in store::testing::local_files(&root.join("Compaction_V2")) {
+        let rel = format!("Compaction_V2/{rel}");
+        let v = if rel.ends_with("UpgradeState.json") {
+            let s: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            s["state"].clone()
+        } else if rel.ends_with(".pc.db") {
+            serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{rel}: torn TaskInfo left behind: {e}"))
+        } else {
+            assert!(bytes.is_empty(), "{rel}: marker with content");
+            serde_json::Value::Null
+        };
+        out.insert(rel, v);
+    }
     out
 }
 

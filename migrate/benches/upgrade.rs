@@ -24,7 +24,7 @@ use store::layers::{CountingLayer, OpCounter, OpCounts};
 use store::{RootUri, Store};
 
 fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    store::testing::env_u64(name).unwrap_or(default)
 }
 
 fn peak_rss_mib() -> f64 {

@@ -13,19 +13,7 @@ fn seed_dir() -> PathBuf {
 }
 
 async fn load_dir(store: &Store, dir: &Path) {
-    fn walk(base: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(base, &p, out);
-            } else {
-                let rel = p.strip_prefix(base).unwrap().to_string_lossy().replace('\\', "/");
-                out.push((rel, std::fs::read(&p).unwrap()));
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(dir, dir, &mut files);
+    let files = store::testing::local_files(dir);
     for (p, b) in files {
         assert_eq!(store.create(&p, b).await.unwrap(), Created::Created);
     }
