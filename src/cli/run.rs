@@ -63,7 +63,9 @@ pub struct RunArgs {
 pub enum ExecutorArg {
     Merge,
     Command,
-    /// Succeeds at once, in process (measures the scheduler alone).
+    /// Succeeds at once, in process (measures the scheduler alone). Built
+    /// with the `testing` feature only.
+    #[cfg(feature = "testing")]
     Noop,
 }
 
@@ -121,6 +123,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     let executor = match args.executor {
         ExecutorArg::Merge => ExecutorKind::Merge,
         ExecutorArg::Command => ExecutorKind::Command,
+        #[cfg(feature = "testing")]
         ExecutorArg::Noop => ExecutorKind::Noop,
     };
     if matches!(executor, ExecutorKind::Command) && args.command.is_none() {

@@ -296,11 +296,16 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
     if args.dir.split('/').any(|p| p == ".." || p == ".") || args.dir.starts_with('/') {
         anyhow::bail!("invalid partition folder {:?}", args.dir);
     }
+    // A test seam (the `testing` feature only): a pause after staging, so
+    // that a kill in a process test lands before the commit.
+    #[cfg(feature = "testing")]
     let delay = std::env::var("COMPACTD_TEST_MERGE_DELAY_MS")
         .ok()
         .and_then(|v| v.parse().ok())
         .map(Duration::from_millis)
         .unwrap_or_default();
+    #[cfg(not(feature = "testing"))]
+    let delay = Duration::ZERO;
     let fence = match (args.fence_root, args.fence_dir) {
         (Some(root), Some(dir)) => {
             Some((Store::open_with_options(&store::RootUri::parse(&root)?, data.options(), |op| op).await?, dir))
