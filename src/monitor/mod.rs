@@ -85,7 +85,7 @@ impl Monitor {
             retention,
             next_purge_at: now,
         };
-        monitor.fence(store, election, now).await?;
+        monitor.require_office(store, election, now).await?;
         monitor.log.append(store, epoch, &monitor.me.clone(), wall_ms, EventKind::MonitorElected { node: me }).await?;
         for e in store.list(v2::OFFLINE).await? {
             if e.is_dir {
@@ -104,7 +104,8 @@ impl Monitor {
         Ok(monitor)
     }
 
-    async fn fence(&self, store: &Store, election: &mut Election, now: Duration) -> Result<()> {
+    /// The monitor epoch fence ([`Election::fence`]) before a membership duty.
+    async fn require_office(&self, store: &Store, election: &mut Election, now: Duration) -> Result<()> {
         election.fence(store, now).await?.map(|_| ()).map_err(MonitorError::Fenced)
     }
 
@@ -183,7 +184,7 @@ impl Monitor {
         wall_ms: u64,
         report: &mut ScanReport,
     ) -> Result<()> {
-        self.fence(store, election, now).await?;
+        self.require_office(store, election, now).await?;
         self.members.remove(&m.node);
         let kind = EventKind::NodeLeft { node: m.node.clone(), incarnation: m.incarnation };
         self.log.append(store, self.epoch, &self.me, wall_ms, kind).await?;
@@ -199,7 +200,7 @@ impl Monitor {
         now: Duration,
         wall_ms: u64,
     ) -> Result<()> {
-        self.fence(store, election, now).await?;
+        self.require_office(store, election, now).await?;
         self.members.insert(hb.node.clone(), member_of(hb));
         self.log
             .append(
@@ -224,7 +225,7 @@ impl Monitor {
         now: Duration,
         wall_ms: u64,
     ) -> Result<()> {
-        self.fence(store, election, now).await?;
+        self.require_office(store, election, now).await?;
         let rec = OfflineRecord {
             node: m.node.clone(),
             incarnation: m.incarnation,
@@ -276,7 +277,7 @@ impl Monitor {
     ) -> Result<()> {
         let pending: Vec<OfflineRecord> = self.offline.values().filter(|r| !r.cleaned).cloned().collect();
         for mut rec in pending {
-            self.fence(store, election, now).await?;
+            self.require_office(store, election, now).await?;
             let key = (rec.node.clone(), rec.incarnation);
             // A write whose reply was lost may have landed: continue from
             // what the marker says, never from an older copy in memory.
@@ -325,7 +326,7 @@ impl Monitor {
     }
 
     async fn purge(&mut self, store: &Store, election: &mut Election, now: Duration, wall_ms: u64) -> Result<()> {
-        self.fence(store, election, now).await?;
+        self.require_office(store, election, now).await?;
         EventLog::purge(store, wall_ms, self.retention).await?;
         let horizon = wall_ms.saturating_sub(self.retention.as_millis() as u64);
         let old: Vec<(NodeId, u64)> =

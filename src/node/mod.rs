@@ -327,7 +327,7 @@ impl Node {
         // A node declared offline under an old incarnation but alive under a
         // new one keeps its tasks.
         let offline: Vec<layouts::NodeId> = offline.into_iter().filter(|n| !members.contains(n)).collect();
-        let Some(epoch) = self.fence_or_step_down(now, "monitor task duty").await else { return };
+        let Some(epoch) = self.monitor_duty_allowed(now, "monitor task duty").await else { return };
         let wall = self.clock.wall_ms();
         for node in offline {
             if let Err(e) = crate::monitor::tasks::take_over_managed_by(&self.store, &node, &members, wall).await {
@@ -380,9 +380,10 @@ impl Node {
         Ok(())
     }
 
-    /// Runs the fence check before a monitor duty; a fenced monitor steps
+    /// The monitor epoch fence ([`Election::fence`]) before a monitor duty
+    /// (task sweep, jobs); a fenced monitor steps
     /// down and counts the refused action. Returns the epoch if it may act.
-    async fn fence_or_step_down(&mut self, now: Duration, duty: &str) -> Option<u64> {
+    async fn monitor_duty_allowed(&mut self, now: Duration, duty: &str) -> Option<u64> {
         match self.election.fence(&self.store, now).await {
             Ok(Ok(epoch)) => Some(epoch),
             Ok(Err(f)) => {
@@ -407,7 +408,7 @@ impl Node {
             return;
         }
         let sweep = work.cfg.sweep;
-        if self.fence_or_step_down(now, "job drive").await.is_none() {
+        if self.monitor_duty_allowed(now, "job drive").await.is_none() {
             return;
         }
         let wall = self.clock.wall_ms();
