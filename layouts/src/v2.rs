@@ -131,6 +131,19 @@ pub fn parse_manage_pointer(file_name: &str) -> Option<TaskId> {
     TaskId::parse(file_name.strip_prefix(MANAGE_PREFIX)?).ok()
 }
 
+/// Attempt numbers reserved per manager term: the attempts dispatched in
+/// term `t` are numbered from `(t-1)·1000 + 1`, so a new manager, which
+/// cannot see the deleted folders of earlier attempts, never reuses the
+/// number (and so the folder name) of an earlier manager's attempt.
+pub const ATTEMPTS_PER_TERM: u32 = 1000;
+
+/// The attempt number to dispatch next in manager term `term`, after
+/// `previous` (0 if none).
+pub fn next_attempt(previous: u32, term: u64) -> u32 {
+    let floor = term.saturating_sub(1).saturating_mul(ATTEMPTS_PER_TERM as u64).min(u32::MAX as u64 - 1) as u32;
+    previous.max(floor) + 1
+}
+
 /// Name of a subtask folder: `<task>.r<round>.u<unit>.a<attempt>`.
 pub fn subtask_name(task: &TaskId, round: u32, unit: u32, attempt: u32) -> Name {
     Name::parse(&format!("{task}.r{round}.u{unit}.a{attempt}")).expect("subtask names are valid")
@@ -203,6 +216,15 @@ pub const UPGRADE_LOCK_SUFFIX: &str = ".lock";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attempts_of_a_term_start_above_every_earlier_terms() {
+        assert_eq!(next_attempt(0, 1), 1);
+        assert_eq!(next_attempt(1, 1), 2);
+        assert_eq!(next_attempt(3, 2), 1001, "a new manager starts above term 1's range");
+        assert_eq!(next_attempt(1004, 2), 1005);
+        assert_eq!(next_attempt(0, u64::MAX), u32::MAX, "saturates instead of wrapping");
+    }
 
     #[test]
     fn paths_match_the_documented_tree() {

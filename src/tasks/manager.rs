@@ -29,9 +29,6 @@ use crate::tasks::placement::Ring;
 use crate::tasks::worker::{list_node, NodeFolder, WorkConfig};
 use crate::tasks::{self, TaskDir, TaskError};
 
-/// Attempt numbers reserved per manager term (see `dispatch_pending`).
-const ATTEMPTS_PER_TERM: u64 = 1000;
-
 /// Subtasks a manager dispatches per round (the rest wait a poll).
 const MAX_DISPATCH_PER_ROUND: usize = 256;
 
@@ -494,10 +491,7 @@ impl TaskManager {
                 Some(n) => n,
                 None => ring.node_avoiding(&key, &run.avoid).expect("ring is not empty"),
             };
-            // Attempts of term t start above (t-1)*1000: a new manager, which
-            // cannot see the deleted folders of earlier attempts, never
-            // reuses an attempt number of an earlier manager.
-            run.attempt = run.attempt.max((self.term.saturating_sub(1) * ATTEMPTS_PER_TERM) as u32) + 1;
+            run.attempt = v2::next_attempt(run.attempt, self.term);
             let attempt = run.attempt;
             let name = v2::subtask_name(&self.id, info.run.round, u as u32, attempt);
             let mut sub = info.clone();
