@@ -1,0 +1,185 @@
+//! Unit tests of the store on fs and memory (fs create, no-follow data
+//! store, quarantine, temp sweeps). The cross-backend suite is
+//! `tests/store_conformance.rs`.
+#![allow(clippy::disallowed_methods)] // file ages against the real clock
+
+use super::*;
+
+async fn fs_store(dir: &std::path::Path) -> Store {
+    Store::open(&RootUri::Fs { root: dir.to_path_buf() }).await.unwrap()
+}
+
+fn temps(dir: &std::path::Path) -> Vec<String> {
+    std::fs::read_dir(dir.join(FS_TMP_DIR))
+        .map(|r| r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn fs_create_publishes_whole_files_and_loses_to_an_existing_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = fs_store(dir.path()).await;
+    assert_eq!(s.create("a/b/c", b"first".to_vec()).await.unwrap(), Created::Created);
+    assert_eq!(s.create("a/b/c", b"second".to_vec()).await.unwrap(), Created::Exists);
+    assert_eq!(std::fs::read(dir.path().join("a/b/c")).unwrap(), b"first");
+    // An empty file left by a crashed writer of an older version is an
+    // existing name too: a create never overwrites.
+    std::fs::write(dir.path().join("a/torn"), b"").unwrap();
+    assert_eq!(s.create("a/torn", b"x".to_vec()).await.unwrap(), Created::Exists);
+    assert_eq!(std::fs::read(dir.path().join("a/torn")).unwrap(), b"");
+    assert!(temps(dir.path()).is_empty(), "no temp file left: {:?}", temps(dir.path()));
+    // A folder where the file should be is an error, not a win.
+    std::fs::create_dir_all(dir.path().join("a/dir")).unwrap();
+    assert_eq!(s.create("a/dir", b"x".to_vec()).await.unwrap(), Created::Exists);
+}
+
+#[tokio::test]
+async fn fs_creates_racing_on_os_threads_have_one_winner_with_its_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = fs_store(dir.path()).await;
+    for round in 0..20 {
+        let path = format!("race/{round}");
+        let tasks: Vec<_> = (0..8)
+            .map(|i| {
+                let (s, path) = (s.clone(), path.clone());
+                tokio::spawn(async move { (i, s.create(&path, format!("writer {i}").into_bytes()).await.unwrap()) })
+            })
+            .collect();
+        let mut winners = vec![];
+        for t in tasks {
+            let (i, r) = t.await.unwrap();
+            if r == Created::Created {
+                winners.push(i);
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: winners {winners:?}");
+        let content = std::fs::read_to_string(dir.path().join(&path)).unwrap();
+        assert_eq!(content, format!("writer {}", winners[0]));
+    }
+    assert!(temps(dir.path()).is_empty());
+}
+
+#[tokio::test]
+async fn a_torn_file_is_quarantined_after_its_grace_and_a_valid_one_never() {
+    use fs_create::Quarantine;
+    use std::time::{Duration, SystemTime};
+    let dir = tempfile::tempdir().unwrap();
+    let s = fs_store(dir.path()).await;
+    let torn = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).is_err();
+    std::fs::create_dir_all(dir.path().join("j")).unwrap();
+    std::fs::write(dir.path().join("j/Job"), b"").unwrap();
+    let now = SystemTime::now();
+    let grace = Duration::from_secs(60);
+    assert!(matches!(s.quarantine_torn("j/Job", torn, grace, now).await.unwrap(), Quarantine::TooYoung { .. }));
+    assert!(dir.path().join("j/Job").exists());
+    let later = now + Duration::from_secs(61);
+    assert_eq!(s.quarantine_torn("j/Job", torn, grace, later).await.unwrap(), Quarantine::Removed);
+    assert!(!dir.path().join("j/Job").exists());
+    assert_eq!(s.create("j/Job", b"{}".to_vec()).await.unwrap(), Created::Created);
+    assert_eq!(s.quarantine_torn("j/Job", torn, grace, later).await.unwrap(), Quarantine::NotTorn);
+    assert_eq!(std::fs::read(dir.path().join("j/Job")).unwrap(), b"{}");
+    assert_eq!(s.quarantine_torn("j/none", torn, grace, later).await.unwrap(), Quarantine::NotTorn);
+    assert!(temps(dir.path()).is_empty(), "{:?}", temps(dir.path()));
+    let m = Store::memory().await;
+    m.put("j/Job", b"".to_vec()).await.unwrap();
+    assert_eq!(m.quarantine_torn("j/Job", torn, grace, later).await.unwrap(), Quarantine::NotTorn);
+}
+
+#[tokio::test]
+async fn a_data_store_over_fs_never_follows_links() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let (root, outside) = (dir.path().join("data"), dir.path().join("outside"));
+    std::fs::create_dir_all(root.join("t/p")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret"), b"secret").unwrap();
+    std::fs::write(root.join("t/p/a"), b"0123456789").unwrap();
+    symlink(outside.join("secret"), root.join("t/p/evil")).unwrap();
+    symlink(&outside, root.join("t/p/linkdir")).unwrap();
+    symlink(&outside, root.join("t/q")).unwrap();
+    let s = Store::open_data(&RootUri::Fs { root: root.clone() }).await.unwrap();
+    let listed: Vec<(String, bool, Option<&str>)> =
+        s.list("t/p/").await.unwrap().into_iter().map(|e| (e.name().to_string(), e.is_dir, e.special)).collect();
+    assert_eq!(
+        listed,
+        vec![
+            ("a".into(), false, None),
+            ("evil".into(), false, Some("symbolic link")),
+            ("linkdir".into(), false, Some("symbolic link")),
+        ]
+    );
+    assert_eq!(&s.read("t/p/a").await.unwrap().unwrap()[..], b"0123456789");
+    assert_eq!(&s.read_range("t/p/a", 2, 3).await.unwrap().unwrap()[..], b"234");
+    assert!(s.read_range("t/p/a", 8, 10).await.is_err(), "past the end");
+    let e = s.read("t/p/evil").await.unwrap_err().to_string();
+    assert!(e.contains("symbolic link"), "{e}");
+    assert!(s.read("t/p/linkdir/secret").await.is_err(), "a linked folder on the way is refused");
+    assert!(s.read("t/q/secret").await.is_err());
+    assert!(s.stat("t/p/evil").await.unwrap().is_none(), "a link is not an existing file");
+    assert!(s.put("t/p/linkdir/x", b"x".to_vec()).await.is_err());
+    assert!(s.create("t/q/x", b"x".to_vec()).await.is_err());
+    s.delete("t/p/evil").await.unwrap();
+    assert!(root.join("t/p/evil").symlink_metadata().is_ok(), "a link is never deleted as a file");
+    // A put over a link replaces the link, never writes through it.
+    s.put("t/p/evil", b"mine".to_vec()).await.unwrap();
+    assert_eq!(std::fs::read(outside.join("secret")).unwrap(), b"secret");
+    assert_eq!(std::fs::read(root.join("t/p/evil")).unwrap(), b"mine");
+    assert_eq!(s.create("t/p/new", b"1".to_vec()).await.unwrap(), Created::Created);
+    assert_eq!(s.create("t/p/new", b"2".to_vec()).await.unwrap(), Created::Exists);
+    assert!(s.remove_link("t/p/linkdir/").await.unwrap());
+    assert!(outside.join("secret").exists());
+    symlink(&outside, root.join("t/p/sub")).unwrap();
+    s.delete_all("t/p/").await.unwrap();
+    assert!(!root.join("t/p").exists());
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1, "nothing outside removed");
+    assert!(s.read("t/../../outside/secret").await.is_err(), "`..` is refused");
+    // Temps of crashed writers of this host are swept, others kept.
+    std::fs::create_dir_all(root.join("u")).unwrap();
+    let host = fs_create::host_tag();
+    for n in [format!(".compactd-put.{host}.0.1.x"), ".compactd-put.otherhost.0.1.x".to_string()] {
+        std::fs::write(root.join("u").join(n), b"").unwrap();
+    }
+    assert_eq!(s.sweep_stale_temps("u/").await.unwrap(), 1);
+    assert_eq!(std::fs::read_dir(root.join("u")).unwrap().count(), 1);
+}
+
+#[tokio::test]
+async fn fs_open_sweeps_temps_of_dead_processes_of_this_host_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join(FS_TMP_DIR);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let host: String = host.trim().chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
+    // pid 0 is never a user process; our own pid is alive.
+    let dead = format!("create.{host}.0.7");
+    let alive = format!("create.{host}.{}.9", std::process::id());
+    let other_host = "create.some-other-host.0.1".to_string();
+    for n in [&dead, &alive, &other_host] {
+        std::fs::write(tmp.join(n), b"x").unwrap();
+    }
+    let _ = fs_store(dir.path()).await;
+    let mut left = temps(dir.path());
+    left.sort();
+    let mut want = vec![alive, other_host];
+    want.sort();
+    assert_eq!(left, want);
+}
+
+#[tokio::test]
+async fn memory_basics() {
+    let s = Store::memory().await;
+    assert_eq!(s.create("a/b", b"1".to_vec()).await.unwrap(), Created::Created);
+    assert_eq!(s.create("a/b", b"2".to_vec()).await.unwrap(), Created::Exists);
+    assert_eq!(&s.read("a/b").await.unwrap().unwrap()[..], b"1");
+    s.put("a/b", b"3".to_vec()).await.unwrap();
+    assert_eq!(&s.read("a/b").await.unwrap().unwrap()[..], b"3");
+    assert!(s.read("a/c").await.unwrap().is_none());
+    s.put("a/d/e", b"x".to_vec()).await.unwrap();
+    let names: Vec<_> = s.list("a/").await.unwrap().into_iter().map(|e| (e.name().to_string(), e.is_dir)).collect();
+    assert_eq!(names, vec![("b".into(), false), ("d".into(), true)]);
+    s.delete("a/b").await.unwrap();
+    s.delete("a/b").await.unwrap();
+    s.delete_all("a/").await.unwrap();
+    assert!(s.list("a/").await.unwrap().is_empty());
+    assert!(s.list("missing/").await.unwrap().is_empty());
+}
