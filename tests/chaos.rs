@@ -31,6 +31,8 @@
 //! A second group of tests checks that the merge executor's commit is fenced:
 //! a worker paused past its session, whose subtask was given to another
 //! node, must not commit its stale attempt when it resumes.
+//!
+//! One file on purpose (over 600 lines): the chaos driver and the record-based invariants it checks at the end are read together.
 // Real processes, real backends and wall-clock seeds: real time.
 #![allow(clippy::disallowed_methods)]
 

@@ -54,6 +54,8 @@
 //!   `COMPACTD_SIM_SEED=<seed> cargo test --test sim_chaos replay -- --nocapture`
 //!   (the replay prints the whole schedule; add `COMPACTD_SIM_LOG=debug`
 //!   for the nodes' own logs, each line tagged with the node and the time).
+//!
+//! One file on purpose (over 600 lines): the schedule generator, the invariants it checks after every round and the regression replays of the seeds it found are read together; the harness itself is `compactd-sim`.
 // Real processes, real backends and wall-clock seeds: real time.
 #![allow(clippy::disallowed_methods)]
 

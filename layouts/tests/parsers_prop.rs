@@ -11,6 +11,8 @@
 //! Each property runs proptest's default 256 cases; `PROPTEST_CASES=N`
 //! raises (or lowers) that for a longer run:
 //! `PROPTEST_CASES=20000 cargo test -p compactd-layouts --test parsers_prop`.
+//!
+//! One file on purpose (over 600 lines): one property block per parser, in the order of the tree; splitting it would scatter the shared hostile-input strategies.
 
 use compactd_layouts::formats::{
     self, Event, EventKind, Heartbeat, Lease, ManagePointer, ManagerTerm, Member, OfflineRecord, RepeatInfo,

@@ -14,8 +14,11 @@
 //! flight; only the subtask index (proportional to subtasks still present,
 //! see [`index`]) and capped issue lists are held.
 
+mod finalize;
 pub mod fixture;
 pub mod index;
+
+pub use finalize::finalize;
 
 use futures::StreamExt;
 use layouts::formats::{self, UpgradePhase, UpgradeState, UpgradedTaskInfo};
@@ -35,6 +38,28 @@ pub enum MigrateError {
     Store(#[from] store::StoreError),
     #[error("{path}: {reason}")]
     Marker { path: String, reason: String },
+}
+
+/// Why one v1 task could not be migrated or verified (reported as the
+/// task's `failed` outcome; the pass goes on with the others).
+#[derive(Debug, thiserror::Error)]
+pub enum TaskFailure {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error(transparent)]
+    V1(#[from] v1::V1Error),
+    #[error("vanished during the upgrade (renamed by a running v1 node?); rerun")]
+    Vanished,
+    #[error("{count} subtask(s) unreadable, first {first}")]
+    BrokenSubtasks { count: usize, first: String },
+    #[error("open subtask unreadable: {0}")]
+    OpenSubtask(Issue),
+    #[error("v2 id collision: {path} was made from {from}")]
+    Collision { path: String, from: String },
+    #[error("v2 id collision: {path} exists and was not made by the upgrade")]
+    Foreign { path: String },
+    #[error("cannot write the upgrade state marker: {0}")]
+    Marker(String),
 }
 
 /// A path and what is wrong with it.
@@ -435,7 +460,7 @@ async fn one_task(ctx: &Ctx<'_>, path: &str, is_dir: bool) -> TaskEvent {
     };
     match result {
         Ok(o) => event(o),
-        Err(reason) => event(Outcome::Failed(reason)),
+        Err(reason) => event(Outcome::Failed(reason.to_string())),
     }
 }
 
@@ -445,35 +470,35 @@ async fn read_v1(
     path: &str,
     file: &V1TaskFile,
     group: Option<index::Group>,
-) -> Result<UpgradedTaskInfo, String> {
-    let bytes = match ctx.store.read(path).await {
-        Ok(Some(b)) => b,
-        Ok(None) => return Err("vanished during the upgrade (renamed by a running v1 node?); rerun".into()),
-        Err(e) => return Err(e.to_string()),
-    };
-    let info = v1::parse_task_info(&bytes).map_err(|e| e.to_string())?;
+) -> Result<UpgradedTaskInfo, TaskFailure> {
+    let bytes = ctx.store.read(path).await?.ok_or(TaskFailure::Vanished)?;
+    let info = v1::parse_task_info(&bytes)?;
     let tally = match &group {
         Some(g) if !g.broken.is_empty() => {
-            return Err(format!("{} subtask(s) unreadable, first {}", g.broken.len(), g.broken[0]))
+            return Err(TaskFailure::BrokenSubtasks { count: g.broken.len(), first: g.broken[0].to_string() })
         }
         Some(g) => {
             let mut tally = g.tally.clone();
             for path in &g.open_infos {
-                let partition = index::read_partition(ctx.store, path)
-                    .await
-                    .map_err(|i| format!("open subtask unreadable: {i}"))?;
+                let partition = index::read_partition(ctx.store, path).await.map_err(TaskFailure::OpenSubtask)?;
                 tally.open.push(partition);
             }
             tally
         }
         None => SubtaskTally::default(),
     };
-    v1::upgrade_task(file, &info, &tally).map_err(|e| e.to_string())
+    Ok(v1::upgrade_task(file, &info, &tally)?)
 }
 
-async fn migrate_task(ctx: &Ctx<'_>, path: &str, file: &V1TaskFile, id: TaskId, lock: &str) -> Result<Outcome, String> {
+async fn migrate_task(
+    ctx: &Ctx<'_>,
+    path: &str,
+    file: &V1TaskFile,
+    id: TaskId,
+    lock: &str,
+) -> Result<Outcome, TaskFailure> {
     let store = ctx.store;
-    if ctx.check_locks && store.exists(lock).await.map_err(|e| e.to_string())? {
+    if ctx.check_locks && store.exists(lock).await? {
         // Still claim the subtasks, so that they are not reported as orphans.
         ctx.index.claim(&file.name);
         return Ok(Outcome::AlreadyDone);
@@ -483,128 +508,75 @@ async fn migrate_task(ctx: &Ctx<'_>, path: &str, file: &V1TaskFile, id: TaskId, 
     if ctx.mode == Mode::DryRun {
         return Ok(Outcome::WouldMigrate);
     }
-    ctx.mark_running().await?;
+    ctx.mark_running().await.map_err(TaskFailure::Marker)?;
     let bytes = formats::encode(&info);
     let info_path = v2::task_info(&id);
     let mut made = false;
-    let io = |e: store::StoreError| e.to_string();
-    match store.create(&info_path, bytes.clone()).await.map_err(io)? {
+    match store.create(&info_path, bytes.clone()).await? {
         Created::Created => made = true,
         Created::Exists => {
-            let existing = store.read(&info_path).await.map_err(io)?.unwrap_or_default();
+            let existing = store.read(&info_path).await?.unwrap_or_default();
             if serde_json::from_slice::<serde_json::Value>(&existing).is_err() {
                 // Torn by a killed upgrader (fs creates write in place):
                 // the content is a function of the v1 tree, so write it whole.
                 tracing::debug!(path = %info_path, "repairing a torn TaskInfo");
-                store.put(&info_path, bytes).await.map_err(io)?;
+                store.put(&info_path, bytes).await?;
                 made = true;
             } else {
                 match formats::decode::<UpgradedTaskInfo>(&existing) {
                     Ok(other) if v1::same_origin(&other, file) => {}
                     Ok(other) => {
-                        return Err(format!("v2 id collision: {info_path} was made from {}", other.upgraded_from))
+                        return Err(TaskFailure::Collision { path: info_path, from: other.upgraded_from.to_string() })
                     }
-                    Err(_) => {
-                        return Err(format!("v2 id collision: {info_path} exists and was not made by the upgrade"))
-                    }
+                    Err(_) => return Err(TaskFailure::Foreign { path: info_path }),
                 }
             }
         }
     }
     let status = v2::task_status(&id, v1::v2_state(file.state));
-    made |= store.create(&status, Vec::new()).await.map_err(io)? == Created::Created;
-    made |= store.create(lock, Vec::new()).await.map_err(io)? == Created::Created;
+    made |= store.create(&status, Vec::new()).await? == Created::Created;
+    made |= store.create(lock, Vec::new()).await? == Created::Created;
     Ok(if made { Outcome::Migrated } else { Outcome::AlreadyDone })
 }
 
-async fn verify_task(ctx: &Ctx<'_>, path: &str, file: &V1TaskFile, id: TaskId, lock: &str) -> Result<Outcome, String> {
+async fn verify_task(
+    ctx: &Ctx<'_>,
+    path: &str,
+    file: &V1TaskFile,
+    id: TaskId,
+    lock: &str,
+) -> Result<Outcome, TaskFailure> {
     let store = ctx.store;
     ctx.index.claim(&file.name);
-    let io = |e: store::StoreError| e.to_string();
     let mut missing = Vec::new();
-    match store.read(&v2::task_info(&id)).await.map_err(io)? {
+    match store.read(&v2::task_info(&id)).await? {
         None => missing.push(format!("no {}", v2::task_info(&id))),
         Some(b) => match formats::decode::<UpgradedTaskInfo>(&b) {
             Ok(u) if v1::same_origin(&u, file) => {}
-            Ok(u) => return Err(format!("v2 id collision: {id} was made from {}", u.upgraded_from)),
+            Ok(u) => return Err(TaskFailure::Collision { path: id.to_string(), from: u.upgraded_from.to_string() }),
             Err(_) if serde_json::from_slice::<serde_json::Value>(&b).is_ok() => {
-                return Err(format!("v2 id collision: {} exists and was not made by the upgrade", v2::task_info(&id)))
+                return Err(TaskFailure::Foreign { path: v2::task_info(&id) })
             }
             Err(e) => missing.push(format!("{} unreadable: {e}", v2::task_info(&id))),
         },
     }
-    if !store.exists(&v2::task_status(&id, v1::v2_state(file.state))).await.map_err(io)? {
+    if !store.exists(&v2::task_status(&id, v1::v2_state(file.state))).await? {
         // v2 may have moved the task on since: any valid marker will do.
-        let any = store
-            .list(&v2::task_dir(&id))
-            .await
-            .map_err(io)?
-            .iter()
-            .any(|e| TaskState::from_file_name(e.name()).is_ok());
+        let any = store.list(&v2::task_dir(&id)).await?.iter().any(|e| TaskState::from_file_name(e.name()).is_ok());
         if !any {
             missing.push(format!("no Status.<State> in {}", v2::task_dir(&id)));
         }
     }
-    if !store.exists(lock).await.map_err(io)? {
+    if !store.exists(lock).await? {
         missing.push(format!("no {lock}"));
     }
     if missing.is_empty() {
         return Ok(Outcome::Verified);
     }
     // Unmigrated, or impossible to migrate? Only the v1 file can tell.
-    let bytes = store.read(path).await.map_err(io)?.unwrap_or_default();
-    match v1::parse_task_info(&bytes).and_then(|i| v1::upgrade_task(file, &i, &SubtaskTally::default())) {
-        Ok(_) => Ok(Outcome::Unmigrated(missing.join("; "))),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// `--verify` then removal of the v1 tree and the locks (the seed's last
-/// picture). Refuses while verify reports anything, except that `force`
-/// accepts orphans, problems and v1 files that cannot be migrated (they are
-/// removed with the tree); it never accepts an unmigrated valid task.
-pub async fn finalize(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<Report, MigrateError> {
-    let started = opts.clock.mono();
-    let marker = read_state(store).await.ok().flatten().map(|s| s.state);
-    let mut report = if marker == Some(UpgradePhase::Finalizing) {
-        // A finalize was interrupted after verify passed: just finish it.
-        Report::new(Mode::Finalize)
-    } else {
-        let verify = Options { mode: Mode::Verify, ..opts.clone() };
-        let mut r = pass(store, &verify, on_task).await?;
-        r.mode = Mode::Finalize;
-        if r.unmigrated > 0 {
-            let why =
-                format!("{} v1 task(s) have no complete v2 task or lock; run `compactd upgrade` first", r.unmigrated);
-            return Ok(refuse(r, why, (opts.clock.mono() - started).as_millis() as u64));
-        }
-        if !r.is_clean() && !opts.force {
-            let why = format!(
-                "verify reported {} unmigratable task file(s), {} orphan subtask(s) and {} problem(s); \
-                 fix them, or pass --force to remove them with the v1 tree",
-                r.failed, r.orphans, r.problems
-            );
-            return Ok(refuse(r, why, (opts.clock.mono() - started).as_millis() as u64));
-        }
-        r
-    };
-    write_state(store, opts, UpgradePhase::Finalizing, report.v1_tasks).await?;
-    store.delete_all(v1::ROOT).await?;
-    report.removed.push(v1::ROOT.to_string());
-    // The marker is inside the locks folder and goes last with it: a crash
-    // before that leaves `Finalizing`, which a rerun completes.
-    store.delete_all(v2::UPGRADE_LOCKS).await?;
-    report.removed.push(v2::UPGRADE_LOCKS.to_string());
-    report.state = None;
-    report.elapsed_ms = (opts.clock.mono() - started).as_millis() as u64;
-    Ok(report)
-}
-
-fn refuse(mut r: Report, why: String, elapsed_ms: u64) -> Report {
-    tracing::warn!("finalize refused: {why}");
-    r.refused = Some(why);
-    r.elapsed_ms = elapsed_ms;
-    r
+    let bytes = store.read(path).await?.unwrap_or_default();
+    v1::parse_task_info(&bytes).and_then(|i| v1::upgrade_task(file, &i, &SubtaskTally::default()))?;
+    Ok(Outcome::Unmigrated(missing.join("; ")))
 }
 
 /// The v2 id of a v1 task file name, if it is one (for tests and tools).
