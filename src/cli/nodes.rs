@@ -35,7 +35,7 @@ pub struct NodeRow {
     pub declared_offline: bool,
 }
 
-pub use crate::tasks::newest_lease;
+pub use crate::cluster::election::newest_lease;
 
 pub async fn collect(store: &Store) -> store::Result<Vec<NodeRow>> {
     let lease = newest_lease(store).await?;

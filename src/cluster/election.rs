@@ -343,6 +343,27 @@ pub fn members(view: Option<&Lease>) -> &[Member] {
     view.map(|l| l.members.as_slice()).unwrap_or(&[])
 }
 
+/// The newest readable lease (the monitor's member view). Folders and
+/// unreadable files named like leases are skipped.
+pub async fn newest_lease(store: &Store) -> store::Result<Option<formats::Lease>> {
+    let mut epochs: Vec<u64> = store
+        .list(v2::ELECTION)
+        .await?
+        .iter()
+        .filter(|e| !e.is_dir)
+        .filter_map(|e| v2::parse_lease_name(e.name()))
+        .collect();
+    epochs.sort_unstable();
+    for epoch in epochs.into_iter().rev() {
+        if let Ok(Some(b)) = store.read(&v2::lease(epoch)).await {
+            if let Ok(l) = formats::decode::<formats::Lease>(&b) {
+                return Ok(Some(l));
+            }
+        }
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

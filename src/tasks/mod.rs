@@ -85,28 +85,10 @@ impl TaskSpec {
 
 /// Live members according to the newest readable lease.
 pub async fn live_members(store: &Store) -> store::Result<Vec<NodeId>> {
-    Ok(newest_lease(store).await?.map(|l| l.members.into_iter().map(|m| m.node).collect()).unwrap_or_default())
-}
-
-/// The newest readable lease (the monitor's member view). Folders and
-/// unreadable files named like leases are skipped.
-pub async fn newest_lease(store: &Store) -> store::Result<Option<formats::Lease>> {
-    let mut epochs: Vec<u64> = store
-        .list(v2::ELECTION)
+    Ok(crate::cluster::election::newest_lease(store)
         .await?
-        .iter()
-        .filter(|e| !e.is_dir)
-        .filter_map(|e| v2::parse_lease_name(e.name()))
-        .collect();
-    epochs.sort_unstable();
-    for epoch in epochs.into_iter().rev() {
-        if let Ok(Some(b)) = store.read(&v2::lease(epoch)).await {
-            if let Ok(l) = formats::decode::<formats::Lease>(&b) {
-                return Ok(Some(l));
-            }
-        }
-    }
-    Ok(None)
+        .map(|l| l.members.into_iter().map(|m| m.node).collect())
+        .unwrap_or_default())
 }
 
 /// A member's incarnation in a view (0 if not listed).
@@ -122,7 +104,7 @@ pub async fn submit(store: &Store, spec: TaskSpec, wall_ms: u64) -> Result<TaskI
     if spec.shards.is_some() && !spec.partitions.is_empty() {
         return Err(TaskError::Invalid("a task has partitions or shards, not both".into()));
     }
-    let lease = newest_lease(store).await?;
+    let lease = crate::cluster::election::newest_lease(store).await?;
     let members: Vec<NodeId> = lease.iter().flat_map(|l| l.members.iter().map(|m| m.node.clone())).collect();
     let manager = match spec.manager.clone() {
         Some(m) if members.contains(&m) => m,
@@ -442,7 +424,7 @@ pub async fn reassign_manager(
         }
         Err(e) => return Err(e),
     };
-    let incarnation = incarnation_of(newest_lease(store).await?.as_ref(), to);
+    let incarnation = incarnation_of(crate::cluster::election::newest_lease(store).await?.as_ref(), to);
     let mut term = dir.term() + 1;
     loop {
         let t = ManagerTerm { task: *id, term, node: to.clone(), by: by.into(), wall_ms, incarnation };
