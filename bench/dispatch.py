@@ -3,7 +3,7 @@
 
 Starts a cluster of `compactd run` processes on a temp fs root with the
 command executor, then measures:
-  - throughput: one task of N shards (`--command true`) via `compactd submit --wait`;
+  - throughput: one task of N shards running the nodes' default `--command true`, via `compactd submit --wait`;
   - submit-to-start latency: single-shard tasks whose command records
     `date +%s%N`, compared with the wall time just before `compactd submit`;
   - resident memory: VmRSS of the idle nodes; VmRSS/VmHWM of the manager
@@ -51,6 +51,7 @@ class Cluster:
             log = open(os.path.join(self.dir, f"{nid}.log"), "w")
             self.procs[nid] = subprocess.Popen(
                 [binary, "--root", self.root, "run", "--node-id", nid, "--executor", "command", "--command", "true",
+                 "--command", "stamp=date +%s%N > {param.out}", "--allow-root",
                  "--heartbeat", heartbeat, "--session-timeout", session, "--lease", lease,
                  "--max-running", str(max_running), "--data", os.path.join(self.dir, "data")],
                 stdout=subprocess.DEVNULL, stderr=log, cwd=self.dir)
@@ -100,7 +101,7 @@ class Cluster:
 def throughput(c, shards, label, medium="disk", timeout=300):
     t = time.time()
     p = subprocess.Popen([c.binary, "--root", c.root, "submit", "--db", "bench", "--schema", "s", "--table", "t",
-                          "--shards", str(shards), "--command", "true", "--wait", "--json"],
+                          "--shards", str(shards), "--wait", "--json"],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         out, _ = p.communicate(timeout=timeout)
@@ -125,7 +126,7 @@ def latency(c, samples):
         path = os.path.join(out, str(i))
         t0 = time.time_ns()
         c.cli("submit", "--db", "bench", "--schema", "s", "--table", f"lat{i}", "--shards", "1",
-              "--command", f"date +%s%N > {path}")
+              "--command-name", "stamp", "--param", f"out={path}")
         end = time.time() + 30
         while time.time() < end:
             try:
@@ -153,7 +154,7 @@ def manager_rss(c, shards):
     before = {nid: status_kib(p.pid, "VmRSS:") for nid, p in c.procs.items()}
     t = time.time()
     sub = subprocess.Popen([c.binary, "--root", c.root, "submit", "--db", "bench", "--schema", "s", "--table", "big",
-                            "--shards", str(shards), "--command", "true", "--wait", "--json"],
+                            "--shards", str(shards), "--wait", "--json"],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     task = json.loads(sub.stdout.readline())["id"]
     manager = None

@@ -143,7 +143,7 @@ def render(meta, rs, up, out_json, out_md):
     w("")
     w("Command: `python3 bench/dispatch.py --binary target/release/compactd` (inside run.sh): 3 nodes "
       "`compactd run --executor command --command true --heartbeat 200ms --session-timeout 20s --lease 20s "
-      "--max-running 256`, then `compactd submit --shards 2000 --command true --wait`.")
+      "--max-running 256`, then `compactd submit --shards 2000 --wait` (the nodes' default `--command true`).")
     w("")
     def side_by_side(d, lim, cel):
         w("| what | subtasks/s | time | ratio compactd / this |")
@@ -193,7 +193,7 @@ def render(meta, rs, up, out_json, out_md):
         w("")
     if lat:
         w(f"**Submit-to-start latency**, idle cluster, {lat['samples']} single-shard tasks "
-          f"(`--command 'date +%s%N > file'`, compared with the wall time just before `compactd submit`): "
+          f"(`--command-name stamp` writing `date +%s%N` to a file, compared with the wall time just before `compactd submit`): "
           f"**p50 {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms** (min {lat['min_ms']:.0f}, "
           f"max {lat['max_ms']:.0f}) with 200 ms polls. Bounded below by the poll interval: the manager finds the "
           "task at its next poll (0–200 ms later) and writes the subtask; the worker finds the subtask at its next "

@@ -115,7 +115,12 @@ async fn main() {
     let mut spec =
         TaskSpec::table(Name::parse("bench").unwrap(), Name::parse("jobs").unwrap(), Name::parse("noop").unwrap());
     spec.shards = Some(shards);
-    spec.executor = Some(ExecutorSpec { kind: ExecutorKind::Command, command: Some("true".into()), timeout_ms: None });
+    spec.executor = Some(ExecutorSpec {
+        kind: ExecutorKind::Command,
+        command: Some("true".into()),
+        command_name: None,
+        timeout_ms: None,
+    });
     c.reset();
     let id = tasks::submit(&c.admin, spec, layouts_wall(&c)).await.unwrap();
     let mut task_rounds = 0;

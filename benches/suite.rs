@@ -77,7 +77,12 @@ fn noop_spec(shards: u32) -> TaskSpec {
     let mut spec =
         TaskSpec::table(Name::parse("bench").unwrap(), Name::parse("jobs").unwrap(), Name::parse("noop").unwrap());
     spec.shards = Some(shards);
-    spec.executor = Some(ExecutorSpec { kind: ExecutorKind::Command, command: Some("true".into()), timeout_ms: None });
+    spec.executor = Some(ExecutorSpec {
+        kind: ExecutorKind::Command,
+        command: Some("true".into()),
+        command_name: None,
+        timeout_ms: None,
+    });
     spec
 }
 

@@ -272,6 +272,7 @@ mod tests {
             monitor_epoch: None,
             fenced_actions: 0,
             event_cursor: 0,
+            commands: vec![],
         };
         store.put(&v2::heartbeat(&hb.node), formats::encode(&hb)).await.unwrap();
         assert!(check_tree(&store).await.unwrap().is_empty());

@@ -487,6 +487,7 @@ fn fs_chaos_tasks_survive_kills_and_pauses() {
     let node_args: Vec<String> =
         ["--data", &format!("fs://{}", data.display()), "--sweep", "1s", "--max-running", "4", "--retries", "20"]
             .iter()
+            .chain(&["--allow-inline-commands"])
             .map(|s| s.to_string())
             .collect();
     let mut ch = Chaos {

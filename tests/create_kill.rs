@@ -167,7 +167,7 @@ fn a_trigger_killed_inside_its_create_runs_its_job_exactly_once() {
         }
         let again = c.compactd(&["trigger", "nightly", "--trigger", "k1"]);
         assert!(again.status.success(), "{at}: {}", String::from_utf8_lossy(&again.stderr));
-        c.start("n1");
+        c.start_with("n1", &["--allow-inline-commands"]);
         let end = wait_job_end(&c, "k1");
         assert_eq!(end["state"], "Succeeded", "{at}: {end:#}");
         // A third request finds the instance; the job ran exactly once.
@@ -420,7 +420,7 @@ fn files_torn_by_an_older_version_are_reported_and_do_not_stall_the_cluster() {
     for f in ["Jobs/Instances/nightly/k9/Job", "Registry/Events/00000000000000000999"] {
         assert!(report.contains(f), "check does not name {f}: {report}");
     }
-    c.start("n1");
+    c.start_with("n1", &["--allow-inline-commands"]);
     c.wait_nodes(Duration::from_secs(20), "n1 monitor", |r| monitor_of(r).as_deref() == Some("n1"));
     // The trigger that the torn file made never-once runs exactly once.
     let out = c.compactd(&["trigger", "nightly", "--trigger", "k9"]);

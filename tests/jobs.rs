@@ -205,7 +205,7 @@ fn lines(path: &Path) -> Vec<String> {
 fn diamond_runs_across_three_processes() {
     let mut c = Cluster::fs();
     for n in ["n1", "n2", "n3"] {
-        c.start_with(n, &["--executor", "command", "--command", "true", "--sweep", "1s"]);
+        c.start_with(n, &["--executor", "command", "--command", "true", "--sweep", "1s", "--allow-inline-commands"]);
     }
     c.wait_nodes(Duration::from_secs(20), "three live nodes", |rows| alive(rows).len() == 3);
     let dir = tempfile::tempdir().unwrap();

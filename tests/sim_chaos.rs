@@ -291,7 +291,8 @@ impl Sim {
             let mut spec =
                 TaskSpec::table(Name::parse("sim").unwrap(), Name::parse("s").unwrap(), Name::parse("t").unwrap());
             spec.shards = Some(3);
-            spec.executor = Some(ExecutorSpec { kind: ExecutorKind::Noop, command: None, timeout_ms: None });
+            spec.executor =
+                Some(ExecutorSpec { kind: ExecutorKind::Noop, command: None, command_name: None, timeout_ms: None });
             match tasks::submit(&self.store, spec, self.cluster.clock.wall_ms()).await {
                 Ok(id) => {
                     self.log(format!("submitted task {id}"));

@@ -167,7 +167,8 @@ impl Sim {
         let mut spec =
             TaskSpec::table(Name::parse("db").unwrap(), Name::parse("s").unwrap(), Name::parse("t").unwrap());
         spec.shards = Some(shards);
-        spec.executor = Some(ExecutorSpec { kind: ExecutorKind::Noop, command: None, timeout_ms: None });
+        spec.executor =
+            Some(ExecutorSpec { kind: ExecutorKind::Noop, command: None, command_name: None, timeout_ms: None });
         spec.manager = Some(NodeId::parse(manager).unwrap());
         tasks::submit(&self.store, spec, self.cluster.clock.wall_ms()).await.expect("submit")
     }
@@ -484,7 +485,12 @@ async fn a_finished_subtask_whose_report_waits_a_poll_is_not_run_again() {
     let mut spec = TaskSpec::table(Name::parse("db").unwrap(), Name::parse("s").unwrap(), Name::parse("t").unwrap());
     spec.shards = Some(3);
     let command = format!("echo {{subtask}} >> '{}'", runs.display());
-    spec.executor = Some(ExecutorSpec { kind: ExecutorKind::Command, command: Some(command), timeout_ms: None });
+    spec.executor = Some(ExecutorSpec {
+        kind: ExecutorKind::Command,
+        command: Some(command),
+        command_name: None,
+        timeout_ms: None,
+    });
     let id = tasks::submit(&sim.store, spec, sim.cluster.clock.wall_ms()).await.unwrap();
     let lines = |p: &std::path::Path| std::fs::read_to_string(p).map(|s| s.lines().count()).unwrap_or(0);
     // Until every subtask runs (max_running 2: the third waits for a slot).

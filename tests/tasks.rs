@@ -47,7 +47,7 @@ fn start3(c: &mut Cluster, data: &str) {
     // Room for every subtask of a small task even if the ring puts them all
     // on one node.
     for n in ["n1", "n2", "n3"] {
-        c.start_with(n, &["--data", data, "--sweep", "1s", "--max-running", "8"]);
+        c.start_with(n, &["--data", data, "--sweep", "1s", "--max-running", "8", "--allow-inline-commands"]);
     }
     c.wait_nodes(Duration::from_secs(20), "3 alive nodes and a monitor", |r| {
         alive(r).len() == 3 && monitor_of(r).is_some()
@@ -222,7 +222,7 @@ fn fs_a_paused_workers_late_result_is_not_accepted() {
 fn fs_reassign_a_subtask_and_a_manager_then_archive_the_history() {
     let mut c = Cluster::fs();
     for n in ["n1", "n2", "n3"] {
-        c.start_with(n, &["--sweep", "1s", "--history-retention", "1s"]);
+        c.start_with(n, &["--sweep", "1s", "--history-retention", "1s", "--allow-inline-commands"]);
     }
     c.wait_nodes(Duration::from_secs(20), "3 alive nodes", |r| alive(r).len() == 3 && monitor_of(r).is_some());
     let task = submit(&c, &["--shards", "3", "--manager", "n1", "--command", "sleep 4"]);

@@ -103,6 +103,12 @@ pub struct ExecutorSpec {
     /// {subtask} {shard_index} {shard_total} {param.NAME}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// For `command`: the name of a command template each node defines in
+    /// its own configuration (`run --command NAME=TEMPLATE`); a node runs
+    /// only the names it defines. Preferred over an inline `command`, which
+    /// nodes run only when started with `--allow-inline-commands`.
+    #[serde(rename = "commandName", default, skip_serializing_if = "Option::is_none")]
+    pub command_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
 }
@@ -206,6 +212,11 @@ pub struct Heartbeat {
     /// Last change event this node has consumed (its cursor in the log).
     #[serde(default)]
     pub event_cursor: u64,
+    /// Names of the command templates this node defines (never the
+    /// templates themselves), so that managers place `commandName` work on
+    /// nodes that have it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<String>,
 }
 
 /// One member as the monitor sees it.
@@ -214,6 +225,9 @@ pub struct Member {
     pub node: NodeId,
     pub incarnation: u64,
     pub session_timeout_ms: u64,
+    /// The command names its heartbeat advertises.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<String>,
 }
 
 /// `Election/Lease.<epoch>`: the monitor's lease for one epoch.
@@ -453,11 +467,14 @@ pub struct StatusMark {
 }
 
 /// Content of `Scheduler/<task>/Done.r<round>.u<unit>` when the unit's
-/// executor reported counters; otherwise the file is empty.
+/// executor reported counters, and of `Failed.r<round>.u<unit>`: why its
+/// last attempt failed. Older writers left both empty.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UnitOutcome {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub stats: std::collections::BTreeMap<String, u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// `Scheduler/<task>/Reassign.u<unit>`: move a subtask to another node.

@@ -194,9 +194,14 @@ pub struct StepDefinition {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepBody {
     pub kind: StepKind,
-    /// `command`: the template.
+    /// `command`: an inline template (run only by nodes started with
+    /// `--allow-inline-commands`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// `command`: the name of a template the nodes define
+    /// (`run --command NAME=TEMPLATE`).
+    #[serde(rename = "commandName", default, skip_serializing_if = "Option::is_none")]
+    pub command_name: Option<String>,
     /// `command`: executor timeout per subtask.
     #[serde(rename = "timeoutMs", default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,

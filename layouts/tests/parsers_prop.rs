@@ -96,11 +96,8 @@ fn small() -> impl Strategy<Value = u32> {
 }
 
 fn member() -> impl Strategy<Value = Member> {
-    (node_id(), any::<u64>(), any::<u64>()).prop_map(|(node, incarnation, t)| Member {
-        node,
-        incarnation,
-        session_timeout_ms: t,
-    })
+    (node_id(), any::<u64>(), any::<u64>(), prop::collection::vec("[a-z][a-z0-9_.-]{0,10}", 0..3))
+        .prop_map(|(node, incarnation, t, commands)| Member { node, incarnation, session_timeout_ms: t, commands })
 }
 
 fn heartbeat() -> impl Strategy<Value = Heartbeat> {
@@ -117,6 +114,7 @@ fn heartbeat() -> impl Strategy<Value = Heartbeat> {
             monitor_epoch,
             fenced_actions: m[0],
             event_cursor: m[1],
+            commands: if m[0] % 2 == 0 { vec![] } else { vec!["compact_orc".into(), "stats".into()] },
         },
     )
 }

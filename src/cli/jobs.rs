@@ -119,6 +119,9 @@ pub async fn define(store: Store, args: DefineArgs) -> anyhow::Result<i32> {
             let spec = jobs::spec::parse(&shown, &bytes)?;
             let who = writer();
             let applied = define::apply(&store, &spec, &who, who.as_str(), now_ms()).await?;
+            for w in define::warnings(&store, &spec).await? {
+                eprintln!("warning: {w}");
+            }
             if json {
                 print_json(&applied)?;
             } else if applied.changed {

@@ -33,9 +33,24 @@ pub struct RunArgs {
     /// Default executor for tasks that do not name one.
     #[arg(long, value_enum, default_value = "merge")]
     pub executor: ExecutorArg,
-    /// Command template for the command executor: placeholders {db} {schema} {table} {partition} {task} {subtask} {shard_index} {shard_total} {param.NAME}.
+    /// A command this node runs, repeatable: NAME=TEMPLATE defines a named
+    /// command that tasks and job steps ask for with `commandName`; a
+    /// TEMPLATE without NAME= is the node's default for command tasks that
+    /// name none. Placeholders {db} {schema} {table} {partition} {task}
+    /// {subtask} {shard_index} {shard_total} {param.NAME} become
+    /// shell-quoted values.
+    #[arg(long = "command", value_name = "[NAME=]TEMPLATE")]
+    pub commands: Vec<String>,
+    /// Also run command templates carried by tasks and job steps themselves
+    /// (anyone who can write the tree could then run any program here).
     #[arg(long)]
-    pub command: Option<String>,
+    pub allow_inline_commands: bool,
+    /// Run command executors as this user (needed when the daemon runs as root).
+    #[arg(long, value_name = "USER")]
+    pub run_as: Option<String>,
+    /// Start as root even though command executors would run as root.
+    #[arg(long)]
+    pub allow_root: bool,
     /// Files below this size are merged (merge executor), e.g. 134217728 or 128MiB.
     #[arg(long, default_value = "128MiB", value_parser = parse_size)]
     pub target_size: u64,
@@ -126,15 +141,28 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         #[cfg(feature = "testing")]
         ExecutorArg::Noop => ExecutorKind::Noop,
     };
-    if matches!(executor, ExecutorKind::Command) && args.command.is_none() {
-        anyhow::bail!("--executor command needs --command TEMPLATE");
+    let (default_command, commands) = split_commands(&args.commands)?;
+    if matches!(executor, ExecutorKind::Command) && default_command.is_none() {
+        anyhow::bail!("--executor command needs a default --command TEMPLATE");
+    }
+    let runs_commands = default_command.is_some() || !commands.is_empty() || args.allow_inline_commands;
+    let run_as = match &args.run_as {
+        Some(u) => Some(crate::executor::RunAs::lookup(u).map_err(|e| anyhow::anyhow!("--run-as {u}: {e}"))?),
+        None => None,
+    };
+    // SAFETY: geteuid has no preconditions.
+    if runs_commands && run_as.is_none() && unsafe { libc::geteuid() } == 0 && !args.allow_root {
+        anyhow::bail!("refusing to run command executors as root: pass --run-as USER (or --allow-root to accept it)");
     }
     let data = store::Store::open_data_with_options(&store::RootUri::parse(&args.data)?, store.options()).await?;
     let work = WorkConfig {
         data_uri: args.data.clone(),
         root_uri: store.uri().to_string(),
         executor,
-        command: args.command,
+        command: default_command,
+        commands,
+        allow_inline: args.allow_inline_commands,
+        run_as,
         target_size: args.target_size,
         max_running: args.max_running.max(1),
         command_timeout: args.command_timeout,
@@ -162,9 +190,48 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// Splits `--command` values into the default template and the named ones.
+/// `NAME=TEMPLATE` is named when NAME is a command name (letters, digits,
+/// `_`, `-`, `.`); anything else is the default template.
+fn split_commands(values: &[String]) -> anyhow::Result<(Option<String>, std::collections::BTreeMap<String, String>)> {
+    let mut default = None;
+    let mut named = std::collections::BTreeMap::new();
+    for v in values {
+        match v.split_once('=') {
+            Some((name, template)) if crate::tasks::valid_command_name(name) => {
+                if named.insert(name.to_string(), template.to_string()).is_some() {
+                    anyhow::bail!("--command {name}=… is given twice");
+                }
+            }
+            _ => {
+                if default.replace(v.clone()).is_some() {
+                    anyhow::bail!(
+                        "more than one default --command TEMPLATE (name the others: --command NAME=TEMPLATE)"
+                    );
+                }
+            }
+        }
+    }
+    Ok((default, named))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_flags_split_into_named_and_default() {
+        let v = |s: &[&str]| s.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (d, named) =
+            split_commands(&v(&["compact_orc=spark-submit {db}.{table}", "sleep 4", "stats=echo a=b"])).unwrap();
+        assert_eq!(d.as_deref(), Some("sleep 4"));
+        assert_eq!(named["compact_orc"], "spark-submit {db}.{table}");
+        assert_eq!(named["stats"], "echo a=b");
+        assert!(split_commands(&v(&["a=x", "a=y"])).is_err(), "a name given twice");
+        assert!(split_commands(&v(&["true", "false"])).is_err(), "two defaults");
+        let (d, _) = split_commands(&v(&["echo x=1 y"])).unwrap();
+        assert_eq!(d.as_deref(), Some("echo x=1 y"), "not a name before '=': a default template");
+    }
 
     #[test]
     fn sizes_and_durations() {

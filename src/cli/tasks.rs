@@ -15,6 +15,14 @@ use crate::tasks::{self, Repeat, TaskSpec};
 
 use crate::clock::wall_now_ms as wall_ms;
 
+fn parse_command_name(s: &str) -> Result<String, String> {
+    if tasks::valid_command_name(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?}: a command name is letters, digits, '_', '-', '.', starting with a letter"))
+    }
+}
+
 fn parse_kv(s: &str) -> Result<(String, String), String> {
     let (k, v) = s.split_once('=').ok_or_else(|| format!("{s:?} is not KEY=VALUE"))?;
     if k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.') {
@@ -46,7 +54,11 @@ pub struct SubmitArgs {
     /// Manager node (default: the live node the ring picks).
     #[arg(long, value_parser = NodeId::parse)]
     pub manager: Option<NodeId>,
-    /// Run this command template instead of the nodes' default executor.
+    /// Run the command NAME that the nodes define (`run --command NAME=TEMPLATE`).
+    #[arg(long, value_name = "NAME", conflicts_with = "command", value_parser = parse_command_name)]
+    pub command_name: Option<String>,
+    /// Run this inline command template (only nodes started with
+    /// --allow-inline-commands run it; prefer --command-name).
     #[arg(long)]
     pub command: Option<String>,
     /// Executor parameter KEY=VALUE (repeatable): {param.KEY} and COMPACTD_PARAM_KEY.
@@ -65,8 +77,14 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     spec.shards = args.shards;
     spec.manager = args.manager;
     spec.params = args.params.into_iter().collect::<BTreeMap<_, _>>();
-    spec.executor =
-        args.command.map(|c| ExecutorSpec { kind: ExecutorKind::Command, command: Some(c), timeout_ms: None });
+    if args.command_name.is_some() || args.command.is_some() {
+        spec.executor = Some(ExecutorSpec {
+            kind: ExecutorKind::Command,
+            command: args.command,
+            command_name: args.command_name,
+            timeout_ms: None,
+        });
+    }
     if let Some(rounds) = args.repeat {
         spec.repeat = Some(Repeat { rounds, interval: args.interval.unwrap_or_default() });
     }

@@ -87,6 +87,7 @@ impl Tracker {
                 node: node.clone(),
                 incarnation: s.incarnation,
                 session_timeout_ms: s.session_timeout.as_millis() as u64,
+                commands: vec![],
             })
             .collect()
     }
@@ -101,6 +102,7 @@ impl Tracker {
                 node: n.clone(),
                 incarnation: s.incarnation,
                 session_timeout_ms: s.session_timeout.as_millis() as u64,
+                commands: vec![],
             })
             .collect();
         for m in &gone {
@@ -165,6 +167,7 @@ mod tests {
             monitor_epoch: None,
             fenced_actions: 0,
             event_cursor: 0,
+            commands: vec![],
         }
     }
 

@@ -39,6 +39,35 @@ pub struct ExecRequest {
     /// For `merge`: the scheduler root URI and the subtask's folder, checked
     /// right before the commit (see [`merge::MergeJob::fence`]).
     pub fence: Option<(String, String)>,
+    /// For `command`: the user the child runs as (`run --run-as`).
+    pub run_as: Option<RunAs>,
+}
+
+/// A user to run command executors as, resolved once at start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl RunAs {
+    /// Looks `name` up in the user database (`getpwnam_r`).
+    pub fn lookup(name: &str) -> std::io::Result<RunAs> {
+        let c = std::ffi::CString::new(name).map_err(|_| std::io::Error::other("a user name holds no NUL"))?;
+        let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut buf = vec![0 as libc::c_char; 16 * 1024];
+        let mut out: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: all pointers are valid for the call; buf outlives it.
+        let rc = unsafe { libc::getpwnam_r(c.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        if out.is_null() {
+            return Err(std::io::Error::other(format!("no user {name:?} on this host")));
+        }
+        Ok(RunAs { name: name.to_string(), uid: pw.pw_uid, gid: pw.pw_gid })
+    }
 }
 
 impl ExecRequest {
@@ -151,10 +180,27 @@ pub fn spawn(req: &ExecRequest, now: Duration) -> std::io::Result<Running> {
         cmd.env(format!("COMPACTD_PARAM_{}", env_name(k)), v);
     }
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    // Drop to the configured user for commands: supplementary groups, then
+    // the group, then the user (after setuid nothing else may change).
+    let drop_to = match (req.kind, &req.run_as) {
+        (ExecutorKind::Command, Some(u)) => Some((
+            std::ffi::CString::new(u.name.as_str()).map_err(|_| std::io::Error::other("NUL in a user name"))?,
+            u.uid,
+            u.gid,
+        )),
+        _ => None,
+    };
+    // SAFETY: prctl, initgroups, setgid and setuid are called between fork and
+    // exec on values prepared before the fork; nothing else runs there.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if let Some((name, uid, gid)) = &drop_to {
+                if libc::initgroups(name.as_ptr(), *gid as _) != 0 || libc::setgid(*gid) != 0 || libc::setuid(*uid) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             Ok(())
         });
     }
@@ -311,6 +357,7 @@ mod tests {
             data_uri: String::new(),
             target_size: 0,
             fence: None,
+            run_as: None,
         };
         let clock = crate::clock::SystemClock::shared();
         let mut r = spawn(&req, clock.mono()).unwrap();
@@ -337,6 +384,7 @@ mod tests {
             data_uri: String::new(),
             target_size: 0,
             fence: None,
+            run_as: None,
         };
         let clock = crate::clock::SystemClock::shared();
         let mut r = spawn(&req, clock.mono()).unwrap();

@@ -198,6 +198,38 @@ async fn step_log_index(store: &Store, job: &Name) -> Result<BTreeMap<Name, Vec<
 
 /// `define apply`: validates, then logs new versions of what changed and
 /// replaces the main copies. Nothing is written when validation fails.
+/// What `define apply` reports about a definition without refusing it: steps
+/// with inline command templates (run only by nodes started with
+/// `--allow-inline-commands`) and steps naming a command that no live node
+/// defines (as the monitor's member view shows the nodes' heartbeats).
+pub async fn warnings(store: &Store, spec: &JobSpec) -> Result<Vec<String>, JobError> {
+    let mut out = vec![];
+    let view = crate::cluster::election::newest_lease(store).await?;
+    let defined: std::collections::BTreeSet<&str> = view
+        .as_ref()
+        .map(|l| l.members.iter().flat_map(|m| m.commands.iter().map(String::as_str)).collect())
+        .unwrap_or_default();
+    for s in &spec.steps {
+        if s.command.is_some() {
+            out.push(format!(
+                "step {} carries an inline command template: nodes run it only when started with \
+                 --allow-inline-commands; prefer a named command (`commandName`)",
+                s.step_name
+            ));
+        }
+        if let Some(n) = &s.command_name {
+            if !defined.contains(n.as_str()) {
+                out.push(format!(
+                    "step {} names command {n:?}, which no live node defines (run --command {n}=TEMPLATE); \
+                     its tasks fail until one does",
+                    s.step_name
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
 pub async fn apply(store: &Store, spec: &JobSpec, who: &NodeId, by: &str, wall_ms: u64) -> Result<Applied, JobError> {
     spec::validate(spec)?;
     let job = &spec.job_name;

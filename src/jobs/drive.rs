@@ -356,6 +356,7 @@ pub fn task_spec(inst: &JobInstance, def: &StepDefinition) -> TaskSpec {
             s.executor = Some(ExecutorSpec {
                 kind: ExecutorKind::Command,
                 command: b.command.clone(),
+                command_name: b.command_name.clone(),
                 timeout_ms: b.timeout_ms,
             });
             s

@@ -53,6 +53,8 @@ pub struct StepSpec {
     pub kind: StepKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    #[serde(rename = "commandName", default, skip_serializing_if = "Option::is_none")]
+    pub command_name: Option<String>,
     #[serde(rename = "timeoutMs", default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,6 +84,7 @@ impl StepSpec {
         StepBody {
             kind: self.kind,
             command: self.command.clone(),
+            command_name: self.command_name.clone(),
             timeout_ms: self.timeout_ms,
             db: self.db.clone(),
             schema: self.schema.clone(),
@@ -97,6 +100,7 @@ impl StepSpec {
             step_name: name,
             kind: body.kind,
             command: body.command,
+            command_name: body.command_name,
             timeout_ms: body.timeout_ms,
             db: body.db,
             schema: body.schema,
@@ -183,13 +187,25 @@ fn step_problem(s: &StepSpec) -> Option<String> {
             if s.sharding.is_some() {
                 return Some("a `compact` step runs one subtask per partition and takes no `sharding`".into());
             }
-            if s.command.is_some() {
-                return Some("a `compact` step takes no `command`".into());
+            if s.command.is_some() || s.command_name.is_some() {
+                return Some("a `compact` step takes no `command` or `commandName`".into());
             }
         }
         StepKind::Command => {
-            if s.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
-                return Some("a `command` step needs a non-empty `command` template".into());
+            match (&s.command, &s.command_name) {
+                (Some(_), Some(_)) => {
+                    return Some("a `command` step takes `commandName` or `command`, not both".into())
+                }
+                (None, None) => {
+                    return Some("a `command` step needs a `commandName` (or an inline `command` template)".into())
+                }
+                (Some(c), None) if c.trim().is_empty() => {
+                    return Some("a `command` step's `command` template is empty".into())
+                }
+                (None, Some(n)) if !crate::tasks::valid_command_name(n) => {
+                    return Some(format!("`commandName` {n:?} is not a command name"))
+                }
+                _ => {}
             }
             if s.db.is_some() || s.schema.is_some() || s.table.is_some() || !s.partitions.is_empty() {
                 return Some("a `command` step takes no `db`/`schema`/`table`/`partitions` (use `params`)".into());

@@ -347,7 +347,12 @@ impl Monitor {
         let offline: Vec<Member> = self
             .offline
             .values()
-            .map(|r| Member { node: r.node.clone(), incarnation: r.incarnation, session_timeout_ms: 0 })
+            .map(|r| Member {
+                node: r.node.clone(),
+                incarnation: r.incarnation,
+                session_timeout_ms: 0,
+                commands: vec![],
+            })
             .collect();
         let last_event = self.log.last_seq();
         let changed = l.lease.members != members || l.lease.offline != offline || l.lease.last_event != last_event;
@@ -363,5 +368,10 @@ impl Monitor {
 }
 
 fn member_of(hb: &Heartbeat) -> Member {
-    Member { node: hb.node.clone(), incarnation: hb.incarnation, session_timeout_ms: hb.session_timeout_ms }
+    Member {
+        node: hb.node.clone(),
+        incarnation: hb.incarnation,
+        session_timeout_ms: hb.session_timeout_ms,
+        commands: hb.commands.clone(),
+    }
 }

@@ -211,6 +211,7 @@ impl Node {
             monitor_epoch: self.election.epoch(),
             fenced_actions: self.stats.fenced_actions,
             event_cursor: self.consumer.as_ref().map(|c| c.cursor).unwrap_or(0),
+            commands: self.work.as_ref().map(|w| w.cfg.commands.keys().cloned().collect()).unwrap_or_default(),
         };
         self.store.put(&v2::heartbeat(&self.cfg.id), formats::encode(&hb)).await?;
         // The session is measured from when the write started: that is the
@@ -245,8 +246,17 @@ impl Node {
             .unwrap_or_default()
     }
 
+    /// The command names each member advertises (from the view).
+    fn member_commands(&self) -> BTreeMap<layouts::NodeId, Vec<String>> {
+        self.election
+            .view()
+            .map(|v| v.members.iter().map(|m| (m.node.clone(), m.commands.clone())).collect())
+            .unwrap_or_default()
+    }
+
     async fn work_round(&mut self, deadline: &Deadline) {
         let members = self.members();
+        let member_commands = self.member_commands();
         let me = self.cfg.id.clone();
         let incarnation = self.stats.incarnation;
         let wall = self.clock.wall_ms();
@@ -291,6 +301,7 @@ impl Node {
                 data: &work.data,
                 me: &me,
                 members: &members,
+                commands: &member_commands,
                 cfg: &work.cfg,
                 wall_ms: wall,
                 folders: &mut cache,

@@ -59,6 +59,8 @@ pub struct Ctx<'a> {
     pub me: &'a NodeId,
     /// Live members and their incarnations.
     pub members: &'a BTreeMap<NodeId, u64>,
+    /// The command names each member advertises.
+    pub commands: &'a BTreeMap<NodeId, Vec<String>>,
     pub cfg: &'a WorkConfig,
     pub wall_ms: u64,
     pub folders: &'a mut FolderCache,
@@ -114,7 +116,8 @@ pub struct TaskManager {
     units: Vec<Unit>,
     runs: Vec<UnitRun>,
     /// Units that failed for good and are not yet written to the task info.
-    unrecorded_failed: std::collections::BTreeSet<u32>,
+    /// With the last attempt's error, recorded in the unit's `Failed.*` file.
+    unrecorded_failed: std::collections::BTreeMap<u32, String>,
 }
 
 impl TaskManager {
@@ -414,7 +417,7 @@ impl TaskManager {
             if run.failures > ctx.cfg.retries {
                 tracing::warn!(task = %self.id, unit = u, "subtask failed for good after {} attempts: {why}", run.failures);
                 run.state = UnitState::Failed;
-                self.unrecorded_failed.insert(u as u32);
+                self.unrecorded_failed.insert(u as u32, why.clone());
             } else {
                 tracing::warn!(task = %self.id, unit = u, attempt = run.attempt, "subtask attempt failed, dispatching again: {why}");
                 run.state = UnitState::Pending;
@@ -433,16 +436,17 @@ impl TaskManager {
                 let mark = ctx.store.read(&v2::subtask_status(&node, &name, SubtaskState::Success)).await?;
                 let stats = mark.and_then(|b| formats::decode::<StatusMark>(&b).ok()).map(|m| m.stats);
                 if let Some(stats) = stats.filter(|s| !s.is_empty()) {
-                    outcome = formats::encode(&formats::UnitOutcome { stats });
+                    outcome = formats::encode(&formats::UnitOutcome { stats, error: None });
                 }
             }
             ctx.store.create(&v2::unit_outcome(&self.id, round, u as u32, true), outcome).await?;
             self.runs[u].state = UnitState::Done;
             ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
         }
-        let failed: Vec<u32> = self.unrecorded_failed.iter().copied().collect();
-        for u in failed {
-            ctx.store.create(&v2::unit_outcome(&self.id, round, u, false), Vec::new()).await?;
+        let failed: Vec<(u32, String)> = self.unrecorded_failed.iter().map(|(u, w)| (*u, w.clone())).collect();
+        for (u, why) in failed {
+            let outcome = formats::UnitOutcome { error: Some(why), ..Default::default() };
+            ctx.store.create(&v2::unit_outcome(&self.id, round, u, false), formats::encode(&outcome)).await?;
             self.unrecorded_failed.remove(&u);
         }
         Ok(())
@@ -468,11 +472,19 @@ impl TaskManager {
     }
 
     async fn dispatch_pending(&mut self, ctx: &mut Ctx<'_>) -> Result<(), TaskError> {
-        let ring = Ring::new(ctx.members.keys());
+        let info = self.info.clone().expect("loaded");
+        // Work for a named command goes to the members that define it; if
+        // none advertises it (older nodes, a stale view), to any member,
+        // whose worker then fails the attempt naming the command.
+        let named = info.run.executor.as_ref().and_then(|e| e.command_name.clone());
+        let having: Vec<&NodeId> = match &named {
+            Some(n) => ctx.members.keys().filter(|m| ctx.commands.get(*m).is_some_and(|c| c.contains(n))).collect(),
+            None => vec![],
+        };
+        let ring = if having.is_empty() { Ring::new(ctx.members.keys()) } else { Ring::new(having) };
         if ring.is_empty() {
             return Ok(());
         }
-        let info = self.info.clone().expect("loaded");
         let mut dispatched = 0;
         for u in 0..self.runs.len() {
             if self.runs[u].state != UnitState::Pending {

@@ -189,6 +189,14 @@ pub struct TaskStatus {
     /// Counters the executors reported for this round's finished units,
     /// summed (e.g. `skipped_special`: non-regular entries left alone).
     pub stats: BTreeMap<String, u64>,
+    /// This round's units that failed for good, with their last error.
+    pub failures: Vec<UnitFailure>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UnitFailure {
+    pub unit: u32,
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -344,7 +352,19 @@ pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError>
         finished_wall_ms: info.run.finished_wall_ms,
         subtasks: find_subtasks(store, id).await?,
         stats: round_stats(store, id, &dir, info.run.round).await?,
+        failures: round_failures(store, id, &dir, info.run.round).await?,
     })
+}
+
+/// This round's `Failed.*` outcome files with the error they hold.
+async fn round_failures(store: &Store, id: &TaskId, dir: &TaskDir, round: u32) -> store::Result<Vec<UnitFailure>> {
+    let mut out = vec![];
+    for (_, r, u) in dir.outcomes.iter().filter(|(ok, r, _)| !*ok && *r == round) {
+        let b = store.read(&v2::unit_outcome(id, *r, *u, false)).await?.unwrap_or_default();
+        let error = formats::decode::<formats::UnitOutcome>(&b).ok().and_then(|o| o.error);
+        out.push(UnitFailure { unit: *u, error });
+    }
+    Ok(out)
 }
 
 /// Sums the counters in this round's unit outcome files (empty files, the
@@ -438,4 +458,12 @@ pub async fn reassign_manager(
         store.delete(&v2::manage_pointer(&old.node, id)).await?;
     }
     Ok(term)
+}
+
+/// Command names (`run --command NAME=TEMPLATE`, `submit --command-name`):
+/// 1–64 ASCII letters, digits, `_`, `-`, `.`, starting with a letter.
+pub fn valid_command_name(name: &str) -> bool {
+    name.len() <= 64
+        && name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }

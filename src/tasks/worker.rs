@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::TryStreamExt;
-use layouts::formats::{self, ExecutorKind, StatusMark, TaskInfo};
+use layouts::formats::{self, ExecutorKind, ExecutorSpec, StatusMark, TaskInfo};
 use layouts::{v2, Name, NodeId, SubtaskState, TaskId};
 use store::Store;
 
@@ -27,7 +27,16 @@ pub struct WorkConfig {
     /// The scheduler root URI (`--root`), for the merge executor's fence.
     pub root_uri: String,
     pub executor: ExecutorKind,
+    /// The node's default command template (`--command TEMPLATE`), for
+    /// tasks that use the command executor without naming a command.
     pub command: Option<String>,
+    /// Named command templates (`--command NAME=TEMPLATE`): the only ones a
+    /// task or job step can ask for by name.
+    pub commands: BTreeMap<String, String>,
+    /// Run a template carried by a task or step itself (`--allow-inline-commands`).
+    pub allow_inline: bool,
+    /// Run command executors as this user (`--run-as`); resolved at start.
+    pub run_as: Option<executor::RunAs>,
     pub target_size: u64,
     /// Subtasks run at once on this node.
     pub max_running: usize,
@@ -47,6 +56,9 @@ impl Default for WorkConfig {
             root_uri: "./cluster.compact".into(),
             executor: ExecutorKind::Merge,
             command: None,
+            commands: BTreeMap::new(),
+            allow_inline: false,
+            run_as: None,
             target_size: 128 * 1024 * 1024,
             max_running: 2,
             command_timeout: Duration::from_secs(3600),
@@ -300,9 +312,23 @@ impl Worker {
             vars.insert("shard_index", s.index.to_string());
             vars.insert("shard_total", s.total.to_string());
         }
+        let command = match kind {
+            ExecutorKind::Command => match command_for(cfg, &self.me, executor.as_ref()) {
+                Ok(c) => Some(c),
+                Err(why) => {
+                    // Nothing is executed; the manager retries the unit on
+                    // another node (which may define the command).
+                    tracing::warn!(subtask = %sub, "{why}");
+                    let mark = fail(why);
+                    store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Failed), formats::encode(&mark)).await?;
+                    return Ok(());
+                }
+            },
+            _ => None,
+        };
         let req = ExecRequest {
             kind,
-            command: executor.as_ref().and_then(|e| e.command.clone()).or_else(|| cfg.command.clone()),
+            command,
             timeout: executor
                 .as_ref()
                 .and_then(|e| e.timeout_ms)
@@ -313,6 +339,7 @@ impl Worker {
             data_uri: cfg.data_uri.clone(),
             target_size: cfg.target_size,
             fence: Some((cfg.root_uri.clone(), v2::subtask_dir(&self.me, sub))),
+            run_as: cfg.run_as.clone(),
         };
         if kind == ExecutorKind::Merge && info.partition_name.is_none() {
             let mark = fail("the merge executor needs a partition".into());
@@ -337,4 +364,32 @@ impl Worker {
         }
         Ok(())
     }
+}
+
+/// The template a command subtask runs on this node: the named command if
+/// the task names one (only names this node defines), else the task's own
+/// inline template if this node allows inline templates, else the node's
+/// default `--command`. `Err` says why nothing may run, naming the node.
+pub fn command_for(cfg: &WorkConfig, me: &NodeId, spec: Option<&ExecutorSpec>) -> Result<String, String> {
+    if let Some(name) = spec.and_then(|s| s.command_name.as_deref()) {
+        return cfg.commands.get(name).cloned().ok_or_else(|| {
+            let defined: Vec<&str> = cfg.commands.keys().map(String::as_str).collect();
+            format!(
+                "command {name:?} is not defined on node {me} (it defines: {}); define it with --command {name}=TEMPLATE",
+                if defined.is_empty() { "none".to_string() } else { defined.join(", ") }
+            )
+        });
+    }
+    if let Some(inline) = spec.and_then(|s| s.command.as_deref()) {
+        if !cfg.allow_inline {
+            return Err(format!(
+                "node {me} does not run command templates carried by a task (start it with --allow-inline-commands, \
+                 or name a command the node defines with --command-name); nothing was executed"
+            ));
+        }
+        return Ok(inline.to_string());
+    }
+    cfg.command
+        .clone()
+        .ok_or_else(|| format!("node {me} has no default command (--command TEMPLATE) and the task names none"))
 }

@@ -56,6 +56,8 @@ impl Cluster {
         let child = Command::new(BIN)
             .args(["--root", &self.root, "run", "--node-id", node])
             .args(TEST_TIMINGS)
+            // Tests run as root (CI): accept command executors running as root.
+            .arg("--allow-root")
             .args(extra)
             .envs(self.env.iter().cloned())
             .env("RUST_LOG", "info")
