@@ -124,7 +124,9 @@ fn command_executors_run_as_the_configured_user_and_root_needs_consent() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(800));
+        c.wait_nodes(Duration::from_secs(20), "the merge-only root daemon n8 to join", |r| {
+            common::cluster::alive(r).contains(&"n8".to_string())
+        });
         assert!(merge_only.try_wait().unwrap().is_none(), "a merge-only root daemon must start");
         merge_only.kill().unwrap();
         merge_only.wait().unwrap();
