@@ -125,7 +125,9 @@ async fn validation_names_the_steps_and_writes_nothing() {
 
     for (bad, want) in [
         (r#"{"jobName":"x","steps":[{"stepName":"c","kind":"compact","db":"d"}]}"#, "needs `db`, `schema` and `table`"),
-        (r#"{"jobName":"x","steps":[{"stepName":"c","kind":"command"}]}"#, "needs a non-empty `command`"),
+        (r#"{"jobName":"x","steps":[{"stepName":"c","kind":"command"}]}"#, "needs a `commandName`"),
+        (r#"{"jobName":"x","steps":[{"stepName":"c","kind":"command","command":"x","commandName":"x"}]}"#, "not both"),
+        (r#"{"jobName":"x","steps":[{"stepName":"c","kind":"command","command":" "}]}"#, "is empty"),
         (
             r#"{"jobName":"x","steps":[{"stepName":"c","kind":"command","command":"x","sharding":0}]}"#,
             "sharding must be at least 1",
