@@ -478,7 +478,7 @@ async fn heartbeats_keep_flowing_while_a_manager_dispatches_thousands_of_subtask
 /// reports are written a poll later.
 #[tokio::test]
 async fn a_finished_subtask_whose_report_waits_a_poll_is_not_run_again() {
-    let work = WorkConfig { executor: ExecutorKind::Command, ..noop_work() };
+    let work = WorkConfig { executor: ExecutorKind::Command, allow_inline: true, ..noop_work() };
     let mut sim = Sim::with(1, fast, work, vec![OpKind::Put], false).await;
     sim.settle().await;
     let runs = sim.dir.path().join("runs");
