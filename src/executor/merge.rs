@@ -218,10 +218,17 @@ pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
             Ok(Outcome::Merged { inputs, outputs: n })
         }
         Created::Exists => {
+            let winner = read_commit(store, job).await?.ok_or_else(|| job.broken("commit vanished"))?;
+            if winner.attempt == job.attempt {
+                // Our own create whose reply was lost (an NFS retransmission
+                // answered EEXIST): our staging is the plan's, keep it.
+                roll_forward(store, job, &winner).await?;
+                let inputs = winner.outputs.iter().map(|o| o.inputs.len()).sum();
+                return Ok(Outcome::Merged { inputs, outputs: winner.outputs.len() });
+            }
             // Another attempt of this round committed first: apply its plan,
             // drop ours.
             store.delete_all(&staging).await?;
-            let winner = read_commit(store, job).await?.ok_or_else(|| job.broken("commit vanished"))?;
             roll_forward(store, job, &winner).await?;
             Ok(Outcome::RolledForward { by_attempt: winner.attempt })
         }
@@ -241,7 +248,7 @@ async fn read_commit(store: &Store, job: &MergeJob) -> Result<Option<Commit>, Me
         return Ok(None);
     };
     let e = match serde_json::from_slice::<Commit>(&b) {
-        Ok(c) => return Ok(Some(c)),
+        Ok(c) => return validate(job, c).map(Some),
         Err(e) => e,
     };
     use store::fs_create::{Quarantine, TORN_GRACE};
@@ -257,12 +264,46 @@ async fn read_commit(store: &Store, job: &MergeJob) -> Result<Option<Commit>, Me
             TORN_GRACE.as_secs()
         ))),
         Quarantine::NotTorn => match store.read(&path).await? {
-            Some(b) => serde_json::from_slice::<Commit>(&b)
-                .map(Some)
-                .map_err(|e| job.broken(format!("{path} does not parse: {e}"))),
+            Some(b) => match serde_json::from_slice::<Commit>(&b) {
+                Ok(c) => validate(job, c).map(Some),
+                Err(e) => Err(job.broken(format!("{path} does not parse: {e}"))),
+            },
             None => Ok(None),
         },
     }
+}
+
+/// A commit is acted on only if it is one this round could have written:
+/// its task and round are the job's, every input and final name is a
+/// direct, non-hidden child of the partition, and every staged output lies
+/// in a staging folder of this round. Anyone who can write a partition could
+/// plant a commit; without this check its roll-forward would copy or delete
+/// files elsewhere in the data root.
+fn validate(job: &MergeJob, c: Commit) -> Result<Commit, MergeError> {
+    let bad = |why: String| Err(job.broken(format!("{} refused: {why}", job.commit_path())));
+    if c.task != job.task || c.round != job.round {
+        return bad(format!("it names task {} round {}", c.task, c.round));
+    }
+    let child = |p: &str| {
+        p.strip_prefix(job.dir.as_str())
+            .is_some_and(|n| !n.is_empty() && !n.contains('/') && !n.starts_with('.') && !n.starts_with('_'))
+    };
+    let staging = format!("{}{META_DIR}staging/{}.r{}.a", job.dir, job.task, job.round);
+    for o in &c.outputs {
+        if !child(&o.final_path) {
+            return bad(format!("output {} is not a file of the partition", o.final_path));
+        }
+        let in_staging = o.staged.strip_prefix(&staging).and_then(|rest| rest.split_once('/')).is_some_and(|(a, f)| {
+            !a.is_empty() && a.bytes().all(|b| b.is_ascii_digit()) && !f.is_empty() && !f.contains('/')
+        });
+        if !in_staging {
+            return bad(format!("staged output {} is not in this round's staging", o.staged));
+        }
+        if let Some(i) = o.inputs.iter().find(|i| !child(i)) {
+            return bad(format!("input {i} is not a file of the partition"));
+        }
+    }
+    Ok(c)
 }
 
 fn is_torn_commit(b: &[u8]) -> bool {
@@ -366,6 +407,33 @@ mod tests {
         assert_eq!(lines(&store, "db/s/t/p1/").await, want);
         let c: Commit = serde_json::from_slice(&std::fs::read(&commit).unwrap()).unwrap();
         assert!(c.done && c.attempt == 2);
+    }
+
+    #[tokio::test]
+    async fn a_planted_commit_naming_files_outside_the_partition_is_refused() {
+        let store = Store::memory().await;
+        seed(&store).await;
+        store.put("db/s/other/p9/secret", b"other table".to_vec()).await.unwrap();
+        let j = job(1);
+        let staged = format!("{}{META_DIR}staging/{}.r1.a9/0", j.dir, j.task);
+        for (final_path, staged, input) in [
+            (format!("{}x", j.dir), staged.clone(), "db/s/other/p9/secret".to_string()),
+            ("db/s/other/p9/secret".to_string(), staged.clone(), format!("{}part-000", j.dir)),
+            (format!("{}x", j.dir), "db/s/other/p9/secret".to_string(), format!("{}part-000", j.dir)),
+        ] {
+            let c = Commit {
+                task: j.task.clone(),
+                round: 1,
+                attempt: 9,
+                outputs: vec![Output { staged, final_path, inputs: vec![input] }],
+                done: false,
+            };
+            store.put(&j.commit_path(), serde_json::to_vec(&c).unwrap()).await.unwrap();
+            let err = run(&store, &j).await.unwrap_err().to_string();
+            assert!(err.contains("refused"), "{err}");
+            assert_eq!(&store.read("db/s/other/p9/secret").await.unwrap().unwrap()[..], b"other table");
+            assert!(store.exists(&format!("{}part-000", j.dir)).await.unwrap(), "an input was deleted");
+        }
     }
 
     #[tokio::test]

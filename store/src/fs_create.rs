@@ -251,14 +251,22 @@ fn create_complete(root: &Path, tmp_dir: &Path, path: &str, data: &[u8]) -> io::
     if !tmp_dir.is_dir() {
         fs::create_dir_all(tmp_dir)?;
     }
-    let tmp = tmp_dir.join(temp_name(path));
+    // A temp name left by an earlier process with the same pid (a reboot,
+    // a container) is skipped: only the publish may say "exists".
+    let (tmp, mut f) = loop {
+        let tmp = tmp_dir.join(temp_name(path));
+        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Ok(f) => break (tmp, f),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    };
     let published = (|| {
-        let mut f = OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         f.write_all(data)?;
         f.sync_all()?;
-        drop(f);
         publish_noreplace(&tmp, target)
     })();
+    drop(f);
     let _ = fs::remove_file(&tmp);
     match published {
         Ok(()) => {
