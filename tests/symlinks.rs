@@ -29,7 +29,8 @@ fn table_lines(table: &Path) -> Vec<String> {
         for f in std::fs::read_dir(&p).unwrap() {
             let f = f.unwrap();
             let n = f.file_name().to_string_lossy().into_owned();
-            if f.file_type().unwrap().is_file() && !n.starts_with('_') && !n.starts_with('.') {
+            // `hardlink` is left where it is (never an input): not counted.
+            if f.file_type().unwrap().is_file() && !n.starts_with('_') && !n.starts_with('.') && n != "hardlink" {
                 out.extend(std::fs::read_to_string(f.path()).unwrap().lines().map(str::to_string));
             }
         }
@@ -64,7 +65,11 @@ fn links_fifos_and_a_planted_meta_folder_are_never_followed() {
     let fifo = std::ffi::CString::new(p1.join("pipe").to_str().unwrap()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
     symlink(outside.join("metadir"), p2.join("_compactd")).unwrap();
-    let specials_p1 = ["evil", "cross", "dangling", "link-to-link", "pipe"];
+    // A hard link is a regular file with a second name: the content may be
+    // anyone's (here, outside the root), so it is not an input either.
+    std::fs::write(outside.join("hard-secret.txt"), "hard-secret-outside\n").unwrap();
+    std::fs::hard_link(outside.join("hard-secret.txt"), p1.join("hardlink")).unwrap();
+    let specials_p1 = ["evil", "cross", "dangling", "link-to-link", "pipe", "hardlink"];
 
     let data_uri = format!("fs://{}", data.display());
     for n in ["n1", "n2", "n3"] {
@@ -84,6 +89,15 @@ fn links_fifos_and_a_planted_meta_folder_are_never_followed() {
     let got = table_lines(&table);
     assert_eq!(got, want, "the table holds exactly the regular inputs' lines");
     assert!(!got.iter().any(|l| l.contains("secret") || l.contains("outside")), "{got:?}");
+    // compactd's outputs hold nothing from outside either.
+    for p in [&p1, &p2] {
+        for e in std::fs::read_dir(p).unwrap().map(|e| e.unwrap()) {
+            if e.file_name().to_string_lossy().starts_with("compacted-") {
+                let text = std::fs::read_to_string(e.path()).unwrap();
+                assert!(!text.contains("secret"), "{} holds outside content", e.path().display());
+            }
+        }
+    }
     // Both partitions were merged (each had 3 small regular files).
     for p in [&p1, &p2] {
         let merged = std::fs::read_dir(p)
@@ -104,8 +118,9 @@ fn links_fifos_and_a_planted_meta_folder_are_never_followed() {
     // The non-regular entries are still there, untouched.
     for n in specials_p1 {
         let m = std::fs::symlink_metadata(p1.join(n)).unwrap_or_else(|_| panic!("{n} was deleted"));
-        assert!(m.file_type().is_symlink() || m.file_type().is_fifo(), "{n} changed kind");
+        assert!(m.file_type().is_symlink() || m.file_type().is_fifo() || n == "hardlink", "{n} changed kind");
     }
+    assert_eq!(std::fs::read_to_string(outside.join("hard-secret.txt")).unwrap(), "hard-secret-outside\n");
     assert!(p2.join("part-1").exists() || table_lines(&table).iter().any(|l| l.starts_with("p2-part-1")));
     // Reported: counted in status --json, warned in a node's log.
     assert_eq!(s["stats"]["skipped_special"], specials_p1.len() as u64 + 1, "{s:#}");

@@ -109,6 +109,9 @@ impl Beneath {
                 if m < 0 && io::Error::last_os_error().kind() != io::ErrorKind::AlreadyExists {
                     return Err(io::Error::last_os_error());
                 }
+                // The new folder's name must survive a power loss too.
+                // SAFETY: dir is a valid fd.
+                cvt(unsafe { libc::fsync(dir.as_raw_fd()) })?;
                 // SAFETY: as above.
                 r = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
             }
@@ -160,7 +163,15 @@ impl Beneath {
         // above, even if its path was swapped since.
         for e in std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))? {
             let e = e?;
-            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                // Cannot be named in the tree's paths: listed, never used.
+                let shown = e.file_name().to_string_lossy().into_owned();
+                out.push((
+                    Entry { path: format!("{prefix}{shown}"), is_dir: false, special: Some("non-UTF-8 name") },
+                    0,
+                ));
+                continue;
+            };
             // DirEntry::metadata does not follow a link.
             let meta = match e.metadata() {
                 Ok(m) => m,
@@ -170,6 +181,10 @@ impl Beneath {
             let ft = meta.file_type();
             let entry = if ft.is_dir() {
                 Entry { path: format!("{prefix}{name}/"), is_dir: true, special: None }
+            } else if ft.is_file() && meta.nlink() > 1 {
+                // A second name of a file that may live anywhere (another
+                // table, /etc): never read as this partition's data.
+                Entry { path: format!("{prefix}{name}"), is_dir: false, special: Some("file with several hard links") }
             } else {
                 Entry { path: format!("{prefix}{name}"), is_dir: false, special: special_kind(&ft) }
             };
@@ -192,8 +207,9 @@ impl Beneath {
         let (parts, name) = Self::split(path)?;
         let Some(dir) = self.open_dir(&parts, false, path)? else { return Ok(None) };
         let n = cstr(name)?;
-        // O_NONBLOCK: opening a FIFO must not wait for a writer.
-        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
+        // O_PATH first: nothing is opened for I/O (no device driver's open
+        // runs, no FIFO waits) until the type is known.
+        let flags = libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC;
         // SAFETY: valid fd and C string.
         let r = unsafe { libc::openat(dir.as_raw_fd(), n.as_ptr(), flags) };
         if r < 0 {
@@ -208,12 +224,30 @@ impl Beneath {
             };
         }
         // SAFETY: r is a fresh fd.
-        let f = unsafe { File::from_raw_fd(r) };
-        let ft = f.metadata()?.file_type();
-        if !ft.is_file() {
-            let what = special_kind(&ft).unwrap_or("folder");
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{path}: a {what}, not a regular file")));
+        let handle = unsafe { OwnedFd::from_raw_fd(r) };
+        // SAFETY: zeroed is a valid `stat`; handle is valid.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        cvt(unsafe { libc::fstat(handle.as_raw_fd(), &mut st) })?;
+        if st.st_mode & libc::S_IFMT == libc::S_IFLNK {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{path}: a symbolic link, not read (links are not followed)"),
+            ));
         }
+        if !Self::is_reg(&st) {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{path}: not a regular file, not read")));
+        }
+        // compactd's own files (`_compactd/`) may have two names for a moment
+        // (a create links its temp, then unlinks it; a crash in between
+        // leaves both until the temp is swept).
+        if st.st_nlink > 1 && !path.contains("/_compactd/") {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{path}: a file with several hard links, not read"),
+            ));
+        }
+        // Reopen that very inode for reading through its /proc name.
+        let f = File::open(format!("/proc/self/fd/{}", handle.as_raw_fd()))?;
         Ok(Some(f))
     }
 
@@ -396,4 +430,121 @@ impl Beneath {
         }
         Ok(removed)
     }
+
+    /// The entries below `dir`: one level, or with `recursive` every object
+    /// below it (folders are entered, never through a link).
+    pub(crate) fn walk(&self, dir: &str, recursive: bool) -> io::Result<Vec<Entry>> {
+        let mut out = vec![];
+        let mut pending = vec![dir.to_string()];
+        while let Some(d) = pending.pop() {
+            for (e, _) in self.list(&d)? {
+                if e.path.starts_with(crate::FS_TMP_DIR) {
+                    continue;
+                }
+                if !recursive {
+                    out.push(e);
+                } else if e.is_dir {
+                    pending.push(e.path);
+                } else {
+                    out.push(e);
+                }
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    /// Moves a torn create-once file at `path` out of the way so that the
+    /// name can be created again (see `Store::quarantine_torn`).
+    ///
+    /// Repairers serialise on `<root>/.compactd-tmp/repair.lock`; under it a
+    /// repairer opens the file without following links, judges its content
+    /// and age through that open file, renames the name to a hidden grave in
+    /// the same folder and deletes the grave only if it is the very inode it
+    /// judged. Creators need no lock: only a repairer takes a name from torn
+    /// to absent, so a valid file (created after another repairer's move) is
+    /// judged valid and left alone.
+    pub(crate) fn quarantine_torn(
+        &self,
+        path: &str,
+        is_torn: &dyn Fn(&[u8]) -> bool,
+        grace: std::time::Duration,
+        now: std::time::SystemTime,
+    ) -> io::Result<crate::fs_create::Quarantine> {
+        use crate::fs_create::Quarantine;
+        use std::os::unix::fs::MetadataExt;
+        let (parts, name) = Self::split(path)?;
+        let Some(dir) = self.open_dir(&parts, false, path)? else { return Ok(Quarantine::NotTorn) };
+        let tmp = self.open_dir(&[crate::FS_TMP_DIR], true, crate::FS_TMP_DIR)?.expect("created");
+        let lock_name = cstr("repair.lock")?;
+        // SAFETY: valid fd and C string.
+        let l = cvt(unsafe {
+            libc::openat(
+                tmp.as_raw_fd(),
+                lock_name.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600,
+            )
+        })?;
+        // SAFETY: l is a fresh fd.
+        let lock = unsafe { File::from_raw_fd(l) };
+        lock.lock()?;
+        let n = cstr(name)?;
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY;
+        // SAFETY: valid fd and C string.
+        let r = unsafe { libc::openat(dir.as_raw_fd(), n.as_ptr(), flags) };
+        if r < 0 {
+            // Absent, a link or anything not openable as a file: not ours.
+            return Ok(Quarantine::NotTorn);
+        }
+        // SAFETY: r is a fresh fd.
+        let f = unsafe { File::from_raw_fd(r) };
+        let meta = f.metadata()?;
+        if !meta.is_file() || meta.len() > MAX_JUDGED {
+            return Ok(Quarantine::NotTorn);
+        }
+        let mut content = Vec::new();
+        (&f).take(MAX_JUDGED).read_to_end(&mut content)?;
+        if !is_torn(&content) {
+            return Ok(Quarantine::NotTorn);
+        }
+        let age = now.duration_since(meta.modified()?).unwrap_or_default();
+        if age < grace {
+            return Ok(Quarantine::TooYoung { age });
+        }
+        let grave = cstr(&format!(
+            ".compactd-torn.{}.{}.{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed),
+            name.chars().take(100).collect::<String>()
+        ))?;
+        // SAFETY: valid fds and C strings.
+        let r = unsafe { libc::renameat(dir.as_raw_fd(), n.as_ptr(), dir.as_raw_fd(), grave.as_ptr()) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::NotFound { Ok(Quarantine::NotTorn) } else { Err(e) };
+        }
+        let moved = Self::lstat_at(&dir, &grave.to_string_lossy())?;
+        if moved.is_some_and(|st| st.st_dev as u64 == meta.dev() && st.st_ino as u64 == meta.ino()) {
+            // SAFETY: valid fd and C string.
+            cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), grave.as_ptr(), 0) })?;
+            File::from(dir).sync_all()?;
+            return Ok(Quarantine::Removed);
+        }
+        // Not the file we judged (something replaced it meanwhile): put it
+        // back without replacing anything, or keep it for a person.
+        // SAFETY: valid fds and C strings; flags 0 = no follow.
+        let back = unsafe { libc::linkat(dir.as_raw_fd(), grave.as_ptr(), dir.as_raw_fd(), n.as_ptr(), 0) };
+        if back == 0 {
+            // SAFETY: as above.
+            unsafe { libc::unlinkat(dir.as_raw_fd(), grave.as_ptr(), 0) };
+            File::from(dir).sync_all()?;
+        } else {
+            tracing::error!(path, "a repaired name was replaced while it was judged; the moved file is kept beside it");
+        }
+        Ok(Quarantine::NotTorn)
+    }
 }
+
+/// Create-once files are small state files; a larger one is not judged.
+const MAX_JUDGED: u64 = 4 * 1024 * 1024;

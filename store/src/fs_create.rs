@@ -358,7 +358,7 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 /// clock differences between the hosts sharing a file system.
 pub const TORN_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// What [`quarantine_torn`] did.
+/// What a repair of a torn create-once file did (`Store::quarantine_torn`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Quarantine {
     /// The torn file was moved away: the name is free for a create.
@@ -369,83 +369,6 @@ pub enum Quarantine {
     /// The file is torn but younger than the grace period: its writer may be
     /// a live process of an older version, between its create and its write.
     TooYoung { age: std::time::Duration },
-}
-
-/// Moves a torn create-once file (one `is_torn` judges incomplete: empty, or
-/// not parsing) out of the way, so that the name can be created again. Only a
-/// crashed writer of an older compactd leaves such a file on fs; this version
-/// never does ([`FsCreateLayer`]).
-///
-/// Race-safe against other repairers: the file is moved with one `rename` to
-/// a unique quarantine name (of several repairers one gets it), then judged
-/// again; if what was moved turns out valid (another repairer had already
-/// re-created the name), it is linked back without replacing anything.
-/// The quarantined copy of a torn file is deleted.
-pub fn quarantine_torn(
-    root: &Path,
-    tmp_dir: &Path,
-    path: &str,
-    is_torn: &dyn Fn(&[u8]) -> bool,
-    grace: std::time::Duration,
-    now: std::time::SystemTime,
-) -> io::Result<Quarantine> {
-    let target = root.join(path);
-    // Never act through a link: every folder on the way must be a folder.
-    let mut dir = root.to_path_buf();
-    for part in path.split('/').filter(|p| !p.is_empty()).collect::<Vec<_>>().iter().rev().skip(1).rev() {
-        dir.push(part);
-        if !fs::symlink_metadata(&dir).map(|m| m.is_dir()).unwrap_or(false) {
-            return Ok(Quarantine::NotTorn);
-        }
-    }
-    let meta = match fs::symlink_metadata(&target) {
-        Ok(m) if m.is_file() => m,
-        Ok(_) => return Ok(Quarantine::NotTorn),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Quarantine::NotTorn),
-        Err(e) => return Err(e),
-    };
-    let content = match fs::read(&target) {
-        Ok(c) => c,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Quarantine::NotTorn),
-        Err(e) => return Err(e),
-    };
-    if !is_torn(&content) {
-        return Ok(Quarantine::NotTorn);
-    }
-    let age = now.duration_since(meta.modified()?).unwrap_or_default();
-    if age < grace {
-        return Ok(Quarantine::TooYoung { age });
-    }
-    fs::create_dir_all(tmp_dir)?;
-    let grave = tmp_dir.join(format!("torn.{}", &temp_name(path)[TEMP_PREFIX.len()..]));
-    match fs::rename(&target, &grave) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Quarantine::Removed),
-        Err(e) => return Err(e),
-    }
-    let moved = fs::read(&grave)?;
-    if is_torn(&moved) {
-        fs::remove_file(&grave)?;
-        sync_dir(target.parent().unwrap_or(root))?;
-        return Ok(Quarantine::Removed);
-    }
-    match publish_noreplace(&grave, &target) {
-        Ok(()) => {
-            let _ = fs::remove_file(&grave);
-            Ok(Quarantine::NotTorn)
-        }
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            // A third writer created the name while the valid file was away:
-            // keep the moved copy for a person to look at.
-            tracing::error!(
-                path,
-                kept = %grave.display(),
-                "repairing a torn file raced with two re-creations of it; the displaced copy is kept"
-            );
-            Ok(Quarantine::NotTorn)
-        }
-        Err(e) => Err(e),
-    }
 }
 
 /// Removes temp files of creates left by processes of this host that are no

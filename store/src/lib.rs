@@ -512,6 +512,16 @@ impl Store {
     /// Streams the entries below `dir` page by page, without holding the
     /// whole listing in memory. With `recursive`, only objects are yielded.
     pub fn list_stream<'a>(&'a self, dir: &'a str, recursive: bool) -> BoxStream<'a, Result<Entry>> {
+        if self.beneath.is_some() {
+            // No-follow, folder by folder (a data store's folders are small).
+            let d = dir.to_string();
+            return futures::stream::once(async move {
+                let all = self.fs_data("list", dir, move |fs| fs.walk(&d, recursive)).await?;
+                Ok::<_, StoreError>(futures::stream::iter(all.into_iter().map(Ok)))
+            })
+            .try_flatten()
+            .boxed();
+        }
         let dir_owned = dir.to_string();
         futures::stream::once(async move {
             match self.op.lister_with(dir).recursive(recursive).await {
@@ -551,7 +561,8 @@ impl Store {
     }
 
     /// Moves a torn create-once file at `path` out of the way so that it can
-    /// be created again (see [`fs_create::quarantine_torn`]): fs only, since
+    /// be created again: fs only (see `beneath.rs`: serialised repairers,
+    /// no-follow, the judged inode is the one removed), since
     /// only a crashed writer of an older compactd on fs leaves one. On other
     /// backends a file that does not parse was put there by someone else and
     /// is left alone ([`fs_create::Quarantine::NotTorn`]).
@@ -565,20 +576,19 @@ impl Store {
         let RootUri::Fs { root } = &self.uri else {
             return Ok(fs_create::Quarantine::NotTorn);
         };
-        let (root, p) = (root.clone(), path.to_string());
-        tokio::task::spawn_blocking(move || {
-            let tmp = root.join(FS_TMP_DIR);
-            fs_create::quarantine_torn(&root, &tmp, &p, &is_torn, grace, now)
-        })
-        .await
-        .expect("quarantine task does not panic")
-        .map_err(|e| {
-            self.err(
-                "quarantine torn file",
-                path,
-                opendal::Error::new(ErrorKind::Unexpected, "fs quarantine failed").set_source(e),
-            )
-        })
+        // The tree and data roots alike: resolved without following links.
+        let fs = beneath::Beneath::new(root.clone());
+        let p = path.to_string();
+        tokio::task::spawn_blocking(move || fs.quarantine_torn(&p, &is_torn, grace, now))
+            .await
+            .expect("quarantine task does not panic")
+            .map_err(|e| {
+                self.err(
+                    "quarantine torn file",
+                    path,
+                    opendal::Error::new(ErrorKind::Unexpected, "fs quarantine failed").set_source(e),
+                )
+            })
     }
 
     /// Deletes an object; deleting a missing object succeeds. On a data
