@@ -525,7 +525,7 @@ impl Beneath {
             return if e.kind() == io::ErrorKind::NotFound { Ok(Quarantine::NotTorn) } else { Err(e) };
         }
         let moved = Self::lstat_at(&dir, &grave.to_string_lossy())?;
-        if moved.is_some_and(|st| st.st_dev as u64 == meta.dev() && st.st_ino as u64 == meta.ino()) {
+        if moved.is_some_and(|st| st.st_dev == meta.dev() && st.st_ino == meta.ino()) {
             // SAFETY: valid fd and C string.
             cvt(unsafe { libc::unlinkat(dir.as_raw_fd(), grave.as_ptr(), 0) })?;
             File::from(dir).sync_all()?;
