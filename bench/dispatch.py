@@ -51,7 +51,7 @@ class Cluster:
             log = open(os.path.join(self.dir, f"{nid}.log"), "w")
             self.procs[nid] = subprocess.Popen(
                 [binary, "--root", self.root, "run", "--node-id", nid, "--executor", "command", "--command", "true",
-                 "--command", "stamp=date +%s%N > {param.out}", "--allow-root",
+                 "--command", "stamp=date +%s%N > {param.out}", "--allow-root", "--listen", "127.0.0.1:0",
                  "--heartbeat", heartbeat, "--session-timeout", session, "--lease", lease,
                  "--max-running", str(max_running), "--data", os.path.join(self.dir, "data")],
                 stdout=subprocess.DEVNULL, stderr=log, cwd=self.dir)

@@ -273,6 +273,7 @@ mod tests {
             fenced_actions: 0,
             event_cursor: 0,
             commands: vec![],
+            addr: None,
         };
         store.put(&v2::heartbeat(&hb.node), formats::encode(&hb)).await.unwrap();
         assert!(check_tree(&store).await.unwrap().is_empty());

@@ -14,6 +14,8 @@
 //! | [`tasks`] | compaction tasks: the client API and tree readers ([`tasks`]), the per-task [`tasks::manager`], the per-node [`tasks::worker`], and [`tasks::placement`] (consistent hashing) |
 //! | [`executor`] | running one subtask: the `command` executor and the built-in crash-safe [`executor::merge`] |
 //! | [`jobs`] | versioned job definitions, exactly-once triggers, the DAG driver |
+//! | [`wake`] | wake-ups between nodes: pokes are hints that make a node look at the tree now instead of at its next poll ([`wake::Wakeup`] receives and coalesces, [`wake::Poker`] sends) |
+//! | [`http`] | the node's listener (`run --listen`): pokes and read-only status |
 //! | [`node`] | one node: a tick that runs its heartbeat, election, monitor, manager and worker duties ([`node::Node`]), and the [`node::daemon`] loop with its shutdown |
 //! | [`check`] | `compactd check`: every anomaly of the tree with its path |
 //! | [`cli`] | the command line (the only place that uses `anyhow`) |
@@ -27,11 +29,13 @@ pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod executor;
+pub mod http;
 pub mod jobs;
 pub mod logging;
 pub mod monitor;
 pub mod node;
 pub mod tasks;
+pub mod wake;
 pub use store;
 
 pub use check::Anomaly;

@@ -242,7 +242,7 @@ fn a_second_process_with_a_live_node_id_is_refused() {
     cluster.start("n1");
     cluster.wait_nodes(Duration::from_secs(20), "n1 alive", |r| alive(r).len() == 1);
     let out = std::process::Command::new(common::cluster::BIN)
-        .args(["--root", &cluster.root, "run", "--node-id", "n1"])
+        .args(["--root", &cluster.root, "run", "--node-id", "n1", "--listen", "127.0.0.1:0"])
         .args(common::cluster::TEST_TIMINGS)
         .output()
         .unwrap();

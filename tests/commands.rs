@@ -120,7 +120,7 @@ fn command_executors_run_as_the_configured_user_and_root_needs_consent() {
         assert!(err.contains("--run-as") && err.contains("root"), "{err}");
         // The built-in executors need no consent: they run compactd's own code.
         let mut merge_only = std::process::Command::new(BIN)
-            .args(["--root", &c.root, "run", "--node-id", "n8", "--heartbeat", "200ms"])
+            .args(["--root", &c.root, "run", "--node-id", "n8", "--heartbeat", "200ms", "--listen", "127.0.0.1:0"])
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();

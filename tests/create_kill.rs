@@ -70,6 +70,7 @@ fn spawn_daemon(c: &Cluster, node: &str, extra: &[&str], at: &str, pattern: &str
     cmd.args(["--root", &c.root, "run", "--node-id", node])
         .args(TEST_TIMINGS)
         .args(extra)
+        .env("COMPACTD_LISTEN", "127.0.0.1:0")
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

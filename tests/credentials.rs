@@ -61,6 +61,7 @@ fn spawn_daemon(root: &str, node: &str, data: &str) -> Child {
     Command::new(BIN)
         .args(["--root", root, "run", "--node-id", node, "--data", data])
         .args(TEST_TIMINGS)
+        .env("COMPACTD_LISTEN", "127.0.0.1:0")
         .envs(secret_env())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

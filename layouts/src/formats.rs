@@ -137,6 +137,10 @@ pub struct SubtaskMeta {
     pub node: NodeId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
+    /// The node that dispatched it (the manager of `term`): the worker pokes
+    /// it when the subtask ends. Absent in files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manager: Option<NodeId>,
 }
 
 /// compactd's execution fields of a task info file. All optional, so the
@@ -217,6 +221,10 @@ pub struct Heartbeat {
     /// nodes that have it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<String>,
+    /// `HOST:PORT` where this node takes wake-up pokes (`run --advertise`);
+    /// absent when its listener is off. A hint only: see PROTOCOL.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
 }
 
 /// One member as the monitor sees it.
@@ -228,6 +236,9 @@ pub struct Member {
     /// The command names its heartbeat advertises.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commands: Vec<String>,
+    /// The wake-up address its heartbeat advertises.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
 }
 
 /// `Election/Lease.<epoch>`: the monitor's lease for one epoch.

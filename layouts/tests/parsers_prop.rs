@@ -96,8 +96,20 @@ fn small() -> impl Strategy<Value = u32> {
 }
 
 fn member() -> impl Strategy<Value = Member> {
-    (node_id(), any::<u64>(), any::<u64>(), prop::collection::vec("[a-z][a-z0-9_.-]{0,10}", 0..3))
-        .prop_map(|(node, incarnation, t, commands)| Member { node, incarnation, session_timeout_ms: t, commands })
+    (
+        node_id(),
+        any::<u64>(),
+        any::<u64>(),
+        prop::collection::vec("[a-z][a-z0-9_.-]{0,10}", 0..3),
+        prop::option::of("[a-z0-9.-]{1,20}:[0-9]{1,5}"),
+    )
+        .prop_map(|(node, incarnation, t, commands, addr)| Member {
+            node,
+            incarnation,
+            session_timeout_ms: t,
+            commands,
+            addr,
+        })
 }
 
 fn heartbeat() -> impl Strategy<Value = Heartbeat> {
@@ -115,6 +127,7 @@ fn heartbeat() -> impl Strategy<Value = Heartbeat> {
             fenced_actions: m[0],
             event_cursor: m[1],
             commands: if m[0] % 2 == 0 { vec![] } else { vec!["compact_orc".into(), "stats".into()] },
+            addr: (m[1] % 2 == 1).then(|| format!("host-{}:7471", m[1] % 100)),
         },
     )
 }

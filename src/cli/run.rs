@@ -72,6 +72,35 @@ pub struct RunArgs {
     /// Start even if a v1 → v2 upgrade of this root is unfinished.
     #[arg(long)]
     pub allow_unfinished_upgrade: bool,
+    /// Where this node listens for wake-up pokes and serves its read-only
+    /// status: HOST:PORT (port 0 picks a free port), or `off` (then the
+    /// node only polls; others' pokes to it are skipped).
+    #[arg(long, env = "COMPACTD_LISTEN", default_value = "0.0.0.0:7471", value_parser = parse_listen)]
+    pub listen: Listen,
+    /// HOST:PORT other nodes and the CLI dial to poke this node (default:
+    /// the bound address, or this host's name and the bound port when
+    /// listening on every interface).
+    #[arg(long, env = "COMPACTD_ADVERTISE")]
+    pub advertise: Option<String>,
+}
+
+/// `--listen`: an address, or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listen {
+    Off,
+    On(std::net::SocketAddr),
+}
+
+fn parse_listen(s: &str) -> Result<Listen, String> {
+    if s == "off" {
+        return Ok(Listen::Off);
+    }
+    use std::net::ToSocketAddrs;
+    s.to_socket_addrs()
+        .map_err(|e| format!("{s:?}: {e} (write HOST:PORT, e.g. 0.0.0.0:7471 or 127.0.0.1:0, or off)"))?
+        .next()
+        .map(Listen::On)
+        .ok_or_else(|| format!("{s:?} resolves to no address"))
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -171,6 +200,27 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         sweep: args.sweep,
     };
     let shutdown = CancellationToken::new();
+    // The backend requests of this node, for its status page.
+    let counter = store::layers::OpCounter::new();
+    let store = store.layered(|op| op.layer(store::layers::CountingLayer::new(counter.clone())));
+    let (wakeups, server) = match args.listen {
+        Listen::Off => (None, None),
+        Listen::On(addr) => {
+            let l = crate::http::bind(addr, args.advertise.clone())
+                .await
+                .map_err(|e| anyhow::anyhow!("--listen {addr}: {e} (pick another address, or --listen off)"))?;
+            tracing::info!(listen = %l.local, advertise = %l.advertise, "listening for wake-ups");
+            let wake = crate::wake::Wakeup::new();
+            let state = crate::http::HttpState {
+                node: cfg.id.to_string(),
+                addr: Some(l.advertise.clone()),
+                wake: wake.clone(),
+                backend: Some(counter.clone()),
+            };
+            let server = tokio::spawn(crate::http::serve(l.listener, state, shutdown.clone()));
+            (Some(crate::node::daemon::Wakeups { wake, addr: l.advertise }), Some(server))
+        }
+    };
     let signals = {
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
@@ -184,8 +234,18 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
             shutdown.cancel();
         })
     };
-    let result = crate::node::daemon::run(cfg, store, Some((work, data)), SystemClock::shared(), shutdown).await;
+    let result =
+        crate::node::daemon::run(cfg, store, Some((work, data)), SystemClock::shared(), shutdown.clone(), wakeups)
+            .await;
     signals.abort();
+    shutdown.cancel();
+    if let Some(server) = server {
+        match server.await {
+            Ok(Err(e)) => tracing::warn!("the listener failed: {e}"),
+            Err(e) => tracing::warn!("the listener task failed: {e}"),
+            Ok(Ok(())) => {}
+        }
+    }
     result?;
     Ok(0)
 }

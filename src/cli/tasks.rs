@@ -88,7 +88,8 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     if let Some(rounds) = args.repeat {
         spec.repeat = Some(Repeat { rounds, interval: args.interval.unwrap_or_default() });
     }
-    let id = tasks::submit(&store, spec, wall_ms()).await?;
+    let (id, manager) = tasks::submit_placed(&store, spec, wall_ms()).await?;
+    poke_work(&store, &manager).await;
     if args.json {
         println!("{}", serde_json::json!({ "id": id }));
     } else {
@@ -98,6 +99,9 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let mut last = String::new();
+    // Quick looks first (work usually starts within milliseconds), then
+    // slower ones: each look is two reads.
+    let mut pause = Duration::from_millis(25);
     loop {
         let dir = tasks::read_dir(&store, &id).await?;
         let info = tasks::read_info(&store, &id).await?;
@@ -113,7 +117,8 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
         }
         // The CLI edge: a person waits on real time.
         #[allow(clippy::disallowed_methods)]
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 3 / 2).min(Duration::from_secs(1));
     }
 }
 
@@ -220,6 +225,9 @@ pub struct StopArgs {
 
 pub async fn stop(store: Store, args: StopArgs) -> anyhow::Result<i32> {
     tasks::stop(&store, &args.task, "cli", wall_ms()).await?;
+    if let Some(m) = tasks::manager_of(&store, &args.task).await {
+        poke_work(&store, &m).await;
+    }
     println!("stop requested for {}; its manager cancels it", args.task);
     Ok(0)
 }
@@ -244,6 +252,7 @@ pub async fn reassign(store: Store, args: ReassignArgs) -> anyhow::Result<i32> {
             anyhow::bail!("node {node} is not a live member");
         }
         let term = tasks::reassign_manager(&store, &id, &node, "reassign", wall_ms()).await?;
+        poke_work(&store, &node).await;
         println!("task {id} is managed by {node} from term {term}");
         return Ok(0);
     }
@@ -256,6 +265,9 @@ pub async fn reassign(store: Store, args: ReassignArgs) -> anyhow::Result<i32> {
     }
     let req = ReassignRequest { to: args.to, wall_ms: wall_ms() };
     store.put(&v2::reassign_request(&task, unit), formats::encode(&req)).await?;
+    if let Some(m) = tasks::manager_of(&store, &task).await {
+        poke_work(&store, &m).await;
+    }
     println!("reassign requested for unit {unit} of task {task}; its manager moves it");
     Ok(0)
 }
@@ -356,4 +368,11 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         println!("{}{stats}", crate::executor::STATS_PREFIX);
     }
     Ok(0)
+}
+
+/// Wakes `node` to look at its folder now (a hint: it polls anyway).
+async fn poke_work(store: &Store, node: &NodeId) {
+    let mut p = crate::wake::Pokes::default();
+    p.work(node);
+    crate::wake::poke_now(store, &p).await;
 }

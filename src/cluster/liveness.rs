@@ -88,6 +88,7 @@ impl Tracker {
                 incarnation: s.incarnation,
                 session_timeout_ms: s.session_timeout.as_millis() as u64,
                 commands: vec![],
+                addr: None,
             })
             .collect()
     }
@@ -103,6 +104,7 @@ impl Tracker {
                 incarnation: s.incarnation,
                 session_timeout_ms: s.session_timeout.as_millis() as u64,
                 commands: vec![],
+                addr: None,
             })
             .collect();
         for m in &gone {
@@ -168,6 +170,7 @@ mod tests {
             fenced_actions: 0,
             event_cursor: 0,
             commands: vec![],
+            addr: None,
         }
     }
 

@@ -123,14 +123,28 @@ pub struct Finished {
 /// A running executor.
 #[derive(Debug)]
 pub struct Running {
-    child: tokio::process::Child,
+    /// How the child ended, from the task that waits for it; the child
+    /// itself is owned by that task.
+    exit: tokio::sync::oneshot::Receiver<std::io::Result<std::process::ExitStatus>>,
     pgid: i32,
     /// On the worker's monotonic clock.
     deadline: Duration,
     tail: Arc<Mutex<Vec<u8>>>,
+    ended: bool,
 }
 
-fn capture(mut r: impl tokio::io::AsyncRead + Unpin + Send + 'static, tail: Arc<Mutex<Vec<u8>>>) {
+/// Called once when an executor's child has ended and its output is read:
+/// the worker uses it to wake its node (see [`crate::wake`]).
+pub type OnExit = Box<dyn FnOnce() + Send + 'static>;
+
+/// How long the output may go on after the child ended (a process that
+/// left the group may hold the pipe open).
+const OUTPUT_GRACE: Duration = Duration::from_secs(1);
+
+fn capture(
+    mut r: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    tail: Arc<Mutex<Vec<u8>>>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut buf = [0u8; 4096];
         while let Ok(n) = r.read(&mut buf).await {
@@ -144,11 +158,11 @@ fn capture(mut r: impl tokio::io::AsyncRead + Unpin + Send + 'static, tail: Arc<
                 t.drain(..cut);
             }
         }
-    });
+    })
 }
 
-/// Starts an executor for `req`.
-pub fn spawn(req: &ExecRequest, now: Duration) -> std::io::Result<Running> {
+/// Starts an executor for `req`; `on_exit` runs once it has ended.
+pub fn spawn(req: &ExecRequest, now: Duration, on_exit: Option<OnExit>) -> std::io::Result<Running> {
     let mut cmd = match req.kind {
         ExecutorKind::Noop => return Err(std::io::Error::other("the noop executor runs in process, not as a child")),
         ExecutorKind::Command => {
@@ -207,13 +221,33 @@ pub fn spawn(req: &ExecRequest, now: Duration) -> std::io::Result<Running> {
     let mut child = cmd.spawn()?;
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     let tail = Arc::new(Mutex::new(Vec::new()));
-    if let Some(out) = child.stdout.take() {
-        capture(out, tail.clone());
+    let captures: Vec<_> =
+        [child.stdout.take().map(|o| capture(o, tail.clone())), child.stderr.take().map(|e| capture(e, tail.clone()))]
+            .into_iter()
+            .flatten()
+            .collect();
+    let (tx, exit) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let status = child.wait().await;
+        // The child is gone; make sure nothing it started lingers (that also
+        // closes the pipes they held), then let the output drain.
+        kill_group(pgid);
+        let _ = tokio::time::timeout(OUTPUT_GRACE, futures::future::join_all(captures)).await;
+        let _ = tx.send(status);
+        if let Some(f) = on_exit {
+            f();
+        }
+    });
+    Ok(Running { exit, pgid, deadline: now + req.timeout, tail, ended: false })
+}
+
+fn kill_group(pgid: i32) {
+    if pgid > 0 {
+        // SAFETY: plain syscall on a process group we created.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
     }
-    if let Some(err) = child.stderr.take() {
-        capture(err, tail.clone());
-    }
-    Ok(Running { child, pgid, deadline: now + req.timeout, tail })
 }
 
 impl Running {
@@ -228,55 +262,33 @@ impl Running {
     /// Returns how the child ended, if it has; kills it past its timeout
     /// (`now` on the clock that [`spawn`] was given).
     pub fn try_finish(&mut self, now: Duration) -> Option<Finished> {
-        match self.child.try_wait() {
-            Ok(Some(status)) => {
-                // The child is gone; make sure nothing it started lingers.
-                self.kill_group();
-                Some(Finished {
-                    success: status.success(),
-                    exit_code: status.code(),
-                    error: (!status.success()).then(|| format!("executor exited with {status}")),
-                    tail: self.tail(),
-                })
+        use tokio::sync::oneshot::error::TryRecvError;
+        let (success, exit_code, error) = match self.exit.try_recv() {
+            Ok(Ok(status)) => {
+                (status.success(), status.code(), (!status.success()).then(|| format!("executor exited with {status}")))
             }
-            Ok(None) if now >= self.deadline => {
+            Ok(Err(e)) => (false, None, Some(format!("waiting for the executor failed: {e}"))),
+            Err(TryRecvError::Empty) if now >= self.deadline => {
                 self.kill();
-                Some(Finished {
-                    success: false,
-                    exit_code: None,
-                    error: Some("executor timed out and was killed".into()),
-                    tail: self.tail(),
-                })
+                (false, None, Some("executor timed out and was killed".into()))
             }
-            Ok(None) => None,
-            Err(e) => Some(Finished {
-                success: false,
-                exit_code: None,
-                error: Some(format!("waiting for the executor failed: {e}")),
-                tail: self.tail(),
-            }),
-        }
+            Err(TryRecvError::Empty) => return None,
+            Err(TryRecvError::Closed) => (false, None, Some("the executor's waiter stopped".into())),
+        };
+        self.ended = true;
+        Some(Finished { success, exit_code, error, tail: self.tail() })
     }
 
-    fn kill_group(&self) {
-        if self.pgid > 0 {
-            // SAFETY: plain syscall on a process group we created.
-            unsafe {
-                libc::killpg(self.pgid, libc::SIGKILL);
-            }
-        }
-    }
-
-    /// Kills the executor and everything it started.
+    /// Kills the executor and everything it started (the child leads its
+    /// process group).
     pub fn kill(&mut self) {
-        self.kill_group();
-        let _ = self.child.start_kill();
+        kill_group(self.pgid);
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
+        if !self.ended {
             self.kill();
         }
     }
@@ -360,7 +372,7 @@ mod tests {
             run_as: None,
         };
         let clock = crate::clock::SystemClock::shared();
-        let mut r = spawn(&req, clock.mono()).unwrap();
+        let mut r = spawn(&req, clock.mono(), None).unwrap();
         let f = loop {
             if let Some(f) = r.try_finish(clock.mono()) {
                 break f;
@@ -387,7 +399,7 @@ mod tests {
             run_as: None,
         };
         let clock = crate::clock::SystemClock::shared();
-        let mut r = spawn(&req, clock.mono()).unwrap();
+        let mut r = spawn(&req, clock.mono(), None).unwrap();
         let pgid = r.pid();
         let f = loop {
             if let Some(f) = r.try_finish(clock.mono()) {
@@ -396,7 +408,6 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         assert!(f.error.unwrap().contains("timed out"));
-        let _ = r.child.wait().await; // reap the shell itself
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(live_in_group(pgid), 0, "the background sleep survived");
     }

@@ -73,6 +73,9 @@ pub struct DriveReport {
     pub jobs_finished: Vec<String>,
     /// Problems with single instances (the round goes on with the others).
     pub errors: Vec<String>,
+    /// Managers of the tasks submitted (to wake).
+    #[serde(skip)]
+    pub managers: Vec<layouts::NodeId>,
 }
 
 /// Advances every running job instance by one round. Idempotent and
@@ -265,8 +268,11 @@ impl Driver<'_> {
             Err(e) => return self.finish(step, StepState::Failed, None, Some(e.to_string()), report).await,
         };
         let spec = task_spec(self.inst, &def);
-        match tasks::submit(self.store, spec, self.wall_ms).await {
-            Ok(id) => self.record(step, id, self.wall_ms, report).await,
+        match tasks::submit_placed(self.store, spec, self.wall_ms).await {
+            Ok((id, manager)) => {
+                report.managers.push(manager);
+                self.record(step, id, self.wall_ms, report).await
+            }
             Err(TaskError::Invalid(problem)) => self.finish(step, StepState::Failed, None, Some(problem), report).await,
             // No live node, a store error: the claim is ours, the next round
             // (or the next monitor, after the grace) submits again.

@@ -43,7 +43,7 @@ async fn with_member(store: &Store) {
         renewal: 1,
         lease_ms: 1500,
         wall_ms: T0,
-        members: vec![Member { node: me(), incarnation: 1, session_timeout_ms: 1500, commands: vec![] }],
+        members: vec![Member { node: me(), incarnation: 1, session_timeout_ms: 1500, commands: vec![], addr: None }],
         offline: vec![],
         last_event: 0,
         released: false,

@@ -352,6 +352,7 @@ impl Monitor {
                 incarnation: r.incarnation,
                 session_timeout_ms: 0,
                 commands: vec![],
+                addr: None,
             })
             .collect();
         let last_event = self.log.last_seq();
@@ -373,5 +374,6 @@ fn member_of(hb: &Heartbeat) -> Member {
         incarnation: hb.incarnation,
         session_timeout_ms: hb.session_timeout_ms,
         commands: hb.commands.clone(),
+        addr: hb.addr.clone(),
     }
 }

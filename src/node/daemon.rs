@@ -1,6 +1,11 @@
-//! The `compactd run` loop: start-up checks, then one [`Node::tick`] per
-//! interval until the shutdown token fires, then a clean leave.
+//! The `compactd run` loop: start-up checks, then one [`Node::tick`] (a
+//! poll) per interval until the shutdown token fires, then a clean leave.
+//! Between polls, pokes ([`crate::wake`]) run [`Node::tick_woken`]: a burst
+//! of pokes is one woken tick, and woken ticks start at least
+//! [`MIN_WOKEN_GAP`] apart, which bounds what a flood can cost.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use layouts::formats::{self, Heartbeat};
@@ -11,6 +16,14 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::SharedClock;
 use crate::node::{Node, NodeConfig};
 use crate::tasks::worker::WorkConfig;
+use crate::wake::{Wakeup, Woken, MIN_WOKEN_GAP};
+
+/// The wake-up side of a daemon: what its listener feeds, and the address
+/// its heartbeat advertises.
+pub struct Wakeups {
+    pub wake: Arc<Wakeup>,
+    pub addr: String,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -70,6 +83,7 @@ pub async fn run(
     work: Option<(WorkConfig, Store)>,
     clock: SharedClock,
     shutdown: CancellationToken,
+    wakeups: Option<Wakeups>,
 ) -> Result<(), DaemonError> {
     validate(&cfg)?;
     store.probe_atomic_create(&format!("{}Probe/{}", v2::REGISTRY, cfg.id), 4).await?;
@@ -79,22 +93,55 @@ pub async fn run(
         node = %cfg.id, root = %store.uri(), heartbeat = ?cfg.heartbeat, session_timeout = ?cfg.session_timeout, lease = ?cfg.lease,
         "compactd node starting"
     );
-    let mut node = Node::new(cfg, store, clock);
+    let mut node = Node::new(cfg, store, clock.clone());
     if let Some((work, data)) = work {
         node = node.with_work(work, data);
     }
+    // Without a listener nothing pokes the loop; executors still do.
+    let wake = match wakeups {
+        Some(w) => {
+            node = node.with_wakeups(Some(w.addr), w.wake.clone());
+            w.wake
+        }
+        None => {
+            let w = Wakeup::new();
+            node = node.with_wakeups(None, w.clone());
+            w
+        }
+    };
+    let mut next_poll = clock.mono();
+    let mut busy = false;
     loop {
-        // Work left over by a tick that ran out of time goes on at once.
-        let busy = node.tick().await;
+        let started = clock.mono();
+        let woken = wake.take();
+        busy = if started >= next_poll {
+            next_poll = started + interval;
+            node.tick().await
+        } else {
+            wake.counters.woken_ticks.fetch_add(1, Ordering::Relaxed);
+            // Work left over by a tick that ran out of time goes on.
+            let woken = if busy { Woken::ALL } else { woken };
+            node.tick_woken(woken).await
+        };
         if shutdown.is_cancelled() {
             break;
         }
         // The daemon loop is where a process waits on real time; everything
         // it runs reads time from the node's clock.
         #[allow(clippy::disallowed_methods)]
-        let pause = tokio::time::sleep(if busy { Duration::ZERO } else { interval });
+        let poll = tokio::time::sleep(next_poll.saturating_sub(clock.mono()));
+        if !busy {
+            tokio::select! {
+                _ = poll => continue,
+                _ = wake.notified() => {}
+                _ = shutdown.cancelled() => break,
+            }
+        }
+        // Woken (or busy): start no sooner than the gap after the last start.
+        #[allow(clippy::disallowed_methods)]
+        let gap = tokio::time::sleep((started + MIN_WOKEN_GAP).saturating_sub(clock.mono()));
         tokio::select! {
-            _ = pause => {}
+            _ = gap => {}
             _ = shutdown.cancelled() => break,
         }
     }

@@ -9,6 +9,7 @@
 pub mod daemon;
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use layouts::formats::{self, EventKind, Heartbeat, Lease};
@@ -25,6 +26,7 @@ use crate::cluster::events::EventConsumer;
 use crate::monitor::{Monitor, MonitorError};
 use crate::tasks::manager::{Ctx, Flow, FolderCache, TaskManager};
 use crate::tasks::worker::{list_node, WorkConfig, Worker};
+use crate::wake::{Poker, Pokes, Scope, Wakeup, Woken};
 
 /// The task layer of a node: its worker, the tasks it manages, and the
 /// monitor's task duties.
@@ -96,6 +98,13 @@ pub struct Node {
     /// Job instances were running at the last drive.
     jobs_active: bool,
     next_jobs_at: Duration,
+    /// Wake-ups: this node's own (its executors poke it), the sender of its
+    /// pokes, and the address its heartbeat advertises. None in-process.
+    wake: Option<Arc<Wakeup>>,
+    poker: Option<Poker>,
+    addr: Option<String>,
+    /// Nodes to poke once this tick's writes are done.
+    pokes: Pokes,
 }
 
 impl Node {
@@ -119,12 +128,32 @@ impl Node {
             previous_view: None,
             jobs_active: false,
             next_jobs_at: Duration::ZERO,
+            wake: None,
+            poker: None,
+            addr: None,
+            pokes: Pokes::default(),
         }
+    }
+
+    /// Enables wake-ups: the node advertises `addr` (where its listener
+    /// feeds `wake`), its executors poke `wake` when they end, and it pokes
+    /// the nodes its writes concern.
+    pub fn with_wakeups(mut self, addr: Option<String>, wake: Arc<Wakeup>) -> Node {
+        self.addr = addr;
+        self.poker = Some(Poker::new(wake.clone()));
+        if let Some(w) = self.work.as_mut() {
+            w.worker = std::mem::replace(&mut w.worker, Worker::new(self.cfg.id.clone())).with_wakeup(wake.clone());
+        }
+        self.wake = Some(wake);
+        self
     }
 
     /// Enables the task layer: this node runs subtasks and manages tasks.
     pub fn with_work(mut self, cfg: WorkConfig, data: Store) -> Node {
-        let worker = Worker::new(self.cfg.id.clone());
+        let mut worker = Worker::new(self.cfg.id.clone());
+        if let Some(w) = &self.wake {
+            worker = worker.with_wakeup(w.clone());
+        }
         self.work =
             Some(Work { cfg, data, worker, managers: BTreeMap::new(), next_sweep_at: Duration::ZERO, rotation: 0 });
         self
@@ -156,11 +185,37 @@ impl Node {
         self.election.view()
     }
 
-    /// One round of work. Never fails; problems are logged and retried.
-    /// Returns true when task work was left for the next tick because this
-    /// one ran out of time (see [`Deadline`]): the caller should tick again
-    /// at once instead of waiting a poll interval.
+    /// One round of work (a poll). Never fails; problems are logged and
+    /// retried. Returns true when task work was left for the next tick
+    /// because this one ran out of time (see [`Deadline`]): the caller
+    /// should tick again at once instead of waiting a poll interval.
     pub async fn tick(&mut self) -> bool {
+        self.tick_with(None).await
+    }
+
+    /// A tick between polls, for pokes: only what `woken` asks for (the
+    /// node's folder, the monitor's job drive), plus whatever is due by the
+    /// clock (a heartbeat, a lease renewal, a membership scan). A follower
+    /// does not read the lease here: that is the poll's job, and a flood of
+    /// pokes must not multiply it.
+    pub async fn tick_woken(&mut self, woken: Woken) -> bool {
+        self.tick_with(Some(woken)).await
+    }
+
+    async fn tick_with(&mut self, woken: Option<Woken>) -> bool {
+        let busy = self.tick_inner(woken).await;
+        let pokes = self.pokes.take();
+        if let Some(p) = &self.poker {
+            if !pokes.is_empty() {
+                p.send(&pokes, self.election.view());
+            }
+        }
+        busy
+    }
+
+    async fn tick_inner(&mut self, woken: Option<Woken>) -> bool {
+        let poll = woken.is_none();
+        let woken = woken.unwrap_or(Woken::ALL);
         let now = self.clock.mono();
         // A quarter of the session (or lease): the next heartbeat (or lease
         // renewal) is late by at most that plus one backend operation, well
@@ -179,8 +234,10 @@ impl Node {
                 tracing::warn!("heartbeat failed: {e}");
             }
         }
-        if let Err(e) = self.election_round(now).await {
-            tracing::warn!("election round failed: {e}");
+        if poll || self.election.is_leader() {
+            if let Err(e) = self.election_round(now).await {
+                tracing::warn!("election round failed: {e}");
+            }
         }
         if self.election.is_leader() && self.monitor.is_none() {
             // Elected, but taking up the duties failed (a transient error):
@@ -189,10 +246,18 @@ impl Node {
         }
         if self.election.is_leader() && now >= self.next_scan_at {
             self.monitor_round(now).await;
+        } else if !poll && woken.has(Scope::Monitor) && self.monitor.is_some() {
+            // A job step's task ended, or a job was triggered: drive now.
+            self.jobs_active = true;
+            self.drive_jobs(now).await;
         }
-        self.work_round(&deadline).await;
-        if let Err(e) = self.consume_events().await {
-            tracing::warn!("reading change events failed: {e}");
+        if woken.has(Scope::Work) {
+            self.work_round(&deadline).await;
+        }
+        if poll {
+            if let Err(e) = self.consume_events().await {
+                tracing::warn!("reading change events failed: {e}");
+            }
         }
         deadline.cut_short()
     }
@@ -212,6 +277,7 @@ impl Node {
             fenced_actions: self.stats.fenced_actions,
             event_cursor: self.consumer.as_ref().map(|c| c.cursor).unwrap_or(0),
             commands: self.work.as_ref().map(|w| w.cfg.commands.keys().cloned().collect()).unwrap_or_default(),
+            addr: self.addr.clone(),
         };
         self.store.put(&v2::heartbeat(&self.cfg.id), formats::encode(&hb)).await?;
         // The session is measured from when the write started: that is the
@@ -274,6 +340,7 @@ impl Node {
         if let Err(e) = work.worker.round(&self.store, &work.cfg, incarnation, &folder, wall, deadline).await {
             tracing::warn!("worker round failed: {e}");
         }
+        self.pokes.extend(work.worker.take_pokes());
         if !is_member {
             // Not (yet) in the monitor's view: managing now could race the
             // node the monitor handed our tasks to.
@@ -306,6 +373,7 @@ impl Node {
                 wall_ms: wall,
                 folders: &mut cache,
                 deadline,
+                pokes: &mut self.pokes,
             };
             match m.round(&mut ctx).await {
                 Ok(Flow::Continue) => {}
@@ -341,8 +409,9 @@ impl Node {
         let Some(epoch) = self.monitor_duty_allowed(now, "monitor task duty").await else { return };
         let wall = self.clock.wall_ms();
         for node in offline {
-            if let Err(e) = crate::monitor::tasks::take_over_managed_by(&self.store, &node, &members, wall).await {
-                tracing::warn!(%node, "handing over the tasks of an offline manager failed: {e}");
+            match crate::monitor::tasks::take_over_managed_by(&self.store, &node, &members, wall).await {
+                Ok(r) => r.reassigned.iter().for_each(|(_, to)| self.pokes.work(to)),
+                Err(e) => tracing::warn!(%node, "handing over the tasks of an offline manager failed: {e}"),
             }
         }
         let Some(work) = self.work.as_mut() else { return };
@@ -350,6 +419,7 @@ impl Node {
             work.next_sweep_at = now + work.cfg.sweep;
             match crate::monitor::tasks::sweep(&self.store, &members, &work.cfg, wall, epoch).await {
                 Ok(r) if r.archived + r.garbage_removed + r.reassigned.len() + r.cancelled.len() > 0 => {
+                    r.reassigned.iter().for_each(|(_, to)| self.pokes.work(to));
                     tracing::info!(
                         archived = r.archived,
                         garbage = r.garbage_removed,
@@ -426,6 +496,7 @@ impl Node {
         match crate::jobs::drive(&self.store, &self.cfg.id, wall).await {
             Ok(report) => {
                 self.jobs_active = report.instances > 0;
+                report.managers.iter().for_each(|m| self.pokes.work(m));
                 for e in report.errors {
                     tracing::warn!("job drive: {e}");
                 }

@@ -28,6 +28,7 @@ use crate::clock::Deadline;
 use crate::tasks::placement::Ring;
 use crate::tasks::worker::{list_node, NodeFolder, WorkConfig};
 use crate::tasks::{self, TaskDir, TaskError};
+use crate::wake::Pokes;
 
 /// Subtasks a manager dispatches per round (the rest wait a poll).
 const MAX_DISPATCH_PER_ROUND: usize = 256;
@@ -66,6 +67,9 @@ pub struct Ctx<'a> {
     pub folders: &'a mut FolderCache,
     /// Past it, the round leaves the rest of its work for the next one.
     pub deadline: &'a Deadline,
+    /// Nodes to wake after the tick: workers whose folder changed, the
+    /// monitor when a job step's task ended.
+    pub pokes: &'a mut Pokes,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -285,6 +289,8 @@ impl TaskManager {
         for (node, r, unit, attempt) in stale {
             let name = v2::subtask_name(&self.id, r, unit, attempt);
             ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+            // Its worker kills the executor at once instead of at its next poll.
+            ctx.pokes.work(&node);
         }
         for (unit, (node, attempt)) in newest {
             let run = &mut self.runs[unit as usize];
@@ -334,6 +340,8 @@ impl TaskManager {
                 if let UnitState::Dispatched { node, .. } = run.state.clone() {
                     let name = v2::subtask_name(&self.id, round, *unit, run.attempt);
                     ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+                    // Its worker kills the executor at once instead of at its next poll.
+                    ctx.pokes.work(&node);
                     run.avoid = vec![node.clone()];
                     run.prefer = to.clone();
                     run.state = UnitState::Pending;
@@ -530,8 +538,10 @@ impl TaskManager {
                 term: self.term,
                 node: node.clone(),
                 shard,
+                manager: Some(ctx.me.clone()),
             });
             let created = ctx.store.create(&v2::subtask_info(&node, &name), formats::encode(&sub)).await?;
+            ctx.pokes.work(&node);
             // An existing folder of that name may already have been run by
             // anyone: unknown runner, so the first collect checks its marker.
             let node_incarnation =
@@ -575,6 +585,8 @@ impl TaskManager {
                 let name = self.name(round, u, self.runs[u].attempt);
                 // The worker kills the executor when its folder disappears.
                 ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+                // Its worker kills the executor at once instead of at its next poll.
+                ctx.pokes.work(&node);
             }
         }
         tracing::info!(task = %self.id, "task stopped on request");
@@ -594,6 +606,9 @@ impl TaskManager {
             ctx.store.delete(&v2::task_status(&self.id, old)).await?;
         }
         tracing::info!(task = %self.id, %state, "task finished");
+        if info_is_job_step(self.info()) {
+            ctx.pokes.monitor();
+        }
         Ok(Flow::Finished(state))
     }
 }
@@ -612,4 +627,9 @@ pub async fn discover(data: &Store, info: &TaskInfo) -> store::Result<Vec<Name>>
         .collect();
     out.sort();
     Ok(out)
+}
+
+/// A job step's task (the monitor drives the job when it ends).
+fn info_is_job_step(info: &TaskInfo) -> bool {
+    info.run.params.contains_key(crate::jobs::MARKER_PARAM)
 }

@@ -98,6 +98,11 @@ fn incarnation_of(view: Option<&formats::Lease>, node: &NodeId) -> u64 {
 
 /// Writes a new task; returns its id.
 pub async fn submit(store: &Store, spec: TaskSpec, wall_ms: u64) -> Result<TaskId, TaskError> {
+    Ok(submit_placed(store, spec, wall_ms).await?.0)
+}
+
+/// Writes a new task; returns its id and its manager (to wake).
+pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Result<(TaskId, NodeId), TaskError> {
     if spec.shards == Some(0) {
         return Err(TaskError::Invalid("shards must be at least 1".into()));
     }
@@ -153,7 +158,7 @@ pub async fn submit(store: &Store, spec: TaskSpec, wall_ms: u64) -> Result<TaskI
     store.create(&v2::manager_term(&id, 1), formats::encode(&term)).await?;
     store.create(&v2::manage_pointer(&manager, &id), formats::encode(&ManagePointer { task: id, term: 1 })).await?;
     store.create(&v2::task_status(&id, TaskState::Init), Vec::new()).await?;
-    Ok(id)
+    Ok((id, manager))
 }
 
 /// One subtask as `status` shows it.
@@ -399,6 +404,12 @@ pub async fn list_ids(store: &Store) -> store::Result<Vec<TaskId>> {
         .filter(|e| e.is_dir)
         .filter_map(|e| TaskId::parse(e.name()).ok())
         .collect())
+}
+
+/// The node of the task's newest manager term, if readable.
+pub async fn manager_of(store: &Store, id: &TaskId) -> Option<NodeId> {
+    let dir = read_dir(store, id).await.ok()?;
+    read_term(store, id, dir.term()).await.ok().flatten().map(|t| t.node)
 }
 
 /// Asks the task's manager to stop it (the manager cancels its running

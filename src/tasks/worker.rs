@@ -9,6 +9,7 @@
 //! killed at once.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::TryStreamExt;
@@ -18,6 +19,7 @@ use store::Store;
 
 use crate::clock::Deadline;
 use crate::executor::{self, ExecRequest, Running};
+use crate::wake::{Pokes, Scope, Wakeup};
 
 /// Settings of the task layer, from `compactd run`.
 #[derive(Debug, Clone)]
@@ -123,21 +125,46 @@ struct RunningSub {
     /// `None` for the in-process `noop` executor, done at the next poll.
     exec: Option<Running>,
     kind: ExecutorKind,
+    /// Who dispatched it: poked when its result is written.
+    manager: Option<NodeId>,
 }
 
 /// The subtasks this node is running.
 pub struct Worker {
     me: NodeId,
     running: BTreeMap<String, RunningSub>,
-    /// Results not yet written to the tree.
-    reports: BTreeMap<String, (ExecutorKind, executor::Finished)>,
+    /// Results not yet written to the tree, with the manager to poke.
+    reports: BTreeMap<String, (ExecutorKind, executor::Finished, Option<NodeId>)>,
     /// Subtasks this incarnation saw marked by an earlier one (never run).
     reported: std::collections::BTreeSet<String>,
+    /// Woken when an executor ends, so that its result is reported at
+    /// once instead of at the next poll.
+    wake: Option<Arc<Wakeup>>,
+    /// Managers to wake: a result of theirs was written.
+    pokes: Pokes,
 }
 
 impl Worker {
     pub fn new(me: NodeId) -> Worker {
-        Worker { me, running: BTreeMap::new(), reports: BTreeMap::new(), reported: Default::default() }
+        Worker {
+            me,
+            running: BTreeMap::new(),
+            reports: BTreeMap::new(),
+            reported: Default::default(),
+            wake: None,
+            pokes: Pokes::default(),
+        }
+    }
+
+    /// The managers to wake since the last call.
+    pub fn take_pokes(&mut self) -> Pokes {
+        self.pokes.take()
+    }
+
+    /// Wakes `wake` whenever an executor ends.
+    pub fn with_wakeup(mut self, wake: Arc<Wakeup>) -> Worker {
+        self.wake = Some(wake);
+        self
     }
 
     pub fn running(&self) -> usize {
@@ -196,7 +223,7 @@ impl Worker {
                     }
                 };
                 done.map(|f| {
-                    self.reports.insert(name.clone(), (r.kind, f));
+                    self.reports.insert(name.clone(), (r.kind, f, r.manager.clone()));
                     name.clone()
                 })
             })
@@ -213,7 +240,7 @@ impl Worker {
             if deadline.passed() {
                 return Ok(());
             }
-            let (kind, f) = self.reports[&name].clone();
+            let (kind, f, manager) = self.reports[&name].clone();
             let sub = Name::parse(&name).expect("listed subtask names are valid");
             // Counters reported by the executor travel in the status mark;
             // an `Output` beside a success tells the manager to read them.
@@ -228,6 +255,9 @@ impl Worker {
             let mark = StatusMark { incarnation, wall_ms, exit_code: f.exit_code, error: f.error.clone(), stats };
             store.put(&v2::subtask_status(&self.me, &sub, state), formats::encode(&mark)).await?;
             self.reports.remove(&name);
+            if let Some(m) = &manager {
+                self.pokes.work(m);
+            }
             tracing::info!(subtask = %name, %state, "subtask finished");
         }
         // New: start.
@@ -297,6 +327,7 @@ impl Worker {
             }
         };
         let meta = info.run.subtask.clone().expect("checked above");
+        let manager = meta.manager.clone();
         let executor = info.run.executor.clone();
         let kind = executor.as_ref().map(|e| e.kind).unwrap_or(cfg.executor);
         let mut vars = BTreeMap::new();
@@ -349,13 +380,18 @@ impl Worker {
         let mark = StatusMark { incarnation, wall_ms, ..Default::default() };
         store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Running), formats::encode(&mark)).await?;
         if kind == ExecutorKind::Noop {
-            self.running.insert(sub.to_string(), RunningSub { exec: None, kind });
+            self.running.insert(sub.to_string(), RunningSub { exec: None, kind, manager });
+            // Done already: report on the next tick, not the next poll.
+            if let Some(w) = &self.wake {
+                w.poke(Scope::Work);
+            }
             return Ok(());
         }
-        match executor::spawn(&req, now) {
+        let on_exit = self.wake.clone().map(|w| Box::new(move || w.poke(Scope::Work)) as executor::OnExit);
+        match executor::spawn(&req, now, on_exit) {
             Ok(exec) => {
                 tracing::info!(subtask = %sub, pid = exec.pid(), ?kind, "subtask started");
-                self.running.insert(sub.to_string(), RunningSub { exec: Some(exec), kind });
+                self.running.insert(sub.to_string(), RunningSub { exec: Some(exec), kind, manager });
             }
             Err(e) => {
                 let mark = fail(format!("could not start the executor: {e}"));

@@ -60,6 +60,8 @@ impl Cluster {
             .arg("--allow-root")
             .args(extra)
             .envs(self.env.iter().cloned())
+            // Several nodes on one host: each listens on a free loopback port.
+            .env("COMPACTD_LISTEN", "127.0.0.1:0")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

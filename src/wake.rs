@@ -1,0 +1,350 @@
+//! Wake-ups between nodes: pokes are hints, files stay the truth.
+//!
+//! Whoever writes a file another node must act on pokes that node right
+//! after the write (a `POST /v1/poke` to the `addr` its heartbeat
+//! advertises, see [`crate::http`]). A poke carries no state beyond a
+//! [`Scope`]: the receiver re-reads the tree exactly as in a poll. So a lost,
+//! late, duplicated, reordered or forged poke costs at most one extra tick
+//! (one listing of the node's folder, or one job drive on the monitor), never
+//! a wrong decision; a lost one costs the wait for the next poll.
+//!
+//! This module owns both ends:
+//! - [`Wakeup`], the receiving side: pokes (from the listener, or from this
+//!   node's own executors when one ends) set scope bits and notify the
+//!   daemon loop, which coalesces any burst into one tick and spaces woken
+//!   ticks at least [`MIN_WOKEN_GAP`] apart. That spacing is the flood
+//!   bound: whatever arrives, a node runs at most one woken tick per gap.
+//! - [`Poker`], the sending side: fire-and-forget requests with a short
+//!   timeout and a bounded number in flight; a poke that cannot be sent at
+//!   once is dropped (and counted), never queued, so it never delays the
+//!   sender's tick.
+//! - [`Pokes`]: the set of nodes a tick decided to poke, sent after the tick.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use layouts::formats::Lease;
+use layouts::NodeId;
+use tokio::sync::{Notify, Semaphore};
+
+/// Woken ticks of one node are at least this far apart (from start to
+/// start), however many pokes arrive: a flood of `N` pokes in `T` costs at
+/// most `T / MIN_WOKEN_GAP + 1` woken ticks.
+pub const MIN_WOKEN_GAP: Duration = Duration::from_millis(20);
+
+/// How long a poke may take before it is given up (it is only a hint).
+pub const POKE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Pokes a node has in flight at most; more are dropped.
+pub const MAX_IN_FLIGHT: usize = 64;
+
+/// The default port of the listener (`run --listen`).
+pub const DEFAULT_PORT: u16 = 7471;
+
+/// What a poke asks the receiver to look at again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    /// The node's own folder `TaskAssigned/<node>/`: subtasks to start or
+    /// stop, tasks it manages.
+    Work,
+    /// The monitor's duties that wait for others: job instances to drive.
+    /// Ignored by a node that is not the monitor.
+    Monitor,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Work => "work",
+            Scope::Monitor => "monitor",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Scope> {
+        match s {
+            "work" => Some(Scope::Work),
+            "monitor" => Some(Scope::Monitor),
+            _ => None,
+        }
+    }
+
+    fn bit(self) -> u8 {
+        match self {
+            Scope::Work => 1,
+            Scope::Monitor => 2,
+        }
+    }
+}
+
+/// The scopes a woken tick should look at.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Woken(u8);
+
+impl Woken {
+    pub const NONE: Woken = Woken(0);
+    pub const ALL: Woken = Woken(3);
+
+    pub fn has(self, s: Scope) -> bool {
+        self.0 & s.bit() != 0
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// Counters of the receiving side, for `/v1/status` and the flood bound.
+#[derive(Debug, Default)]
+pub struct WakeCounters {
+    /// Pokes accepted (from the listener or from this node's executors).
+    pub received: AtomicU64,
+    /// Ticks run because of pokes (not of the poll interval).
+    pub woken_ticks: AtomicU64,
+    /// Pokes this node sent.
+    pub sent: AtomicU64,
+    /// Pokes this node did not send: too many in flight, or no address.
+    pub dropped: AtomicU64,
+    /// Pokes that failed (refused, timed out, not 2xx).
+    pub failed: AtomicU64,
+}
+
+/// The receiving side, shared by the listener, the executors and the
+/// daemon loop.
+#[derive(Debug, Default)]
+pub struct Wakeup {
+    scopes: AtomicU8,
+    notify: Notify,
+    pub counters: WakeCounters,
+}
+
+impl Wakeup {
+    pub fn new() -> Arc<Wakeup> {
+        Arc::new(Wakeup::default())
+    }
+
+    /// Records a poke; O(1), never blocks, never allocates.
+    pub fn poke(&self, scope: Scope) {
+        self.counters.received.fetch_add(1, Ordering::Relaxed);
+        self.scopes.fetch_or(scope.bit(), Ordering::AcqRel);
+        // One stored permit at most: a burst wakes the loop once.
+        self.notify.notify_one();
+    }
+
+    /// Takes the scopes poked since the last call.
+    pub fn take(&self) -> Woken {
+        Woken(self.scopes.swap(0, Ordering::AcqRel))
+    }
+
+    /// Resolves when a poke arrived since the last [`Wakeup::take`] (or
+    /// since the last time this resolved).
+    pub async fn notified(&self) {
+        self.notify.notified().await
+    }
+}
+
+/// The nodes a tick decided to poke, by scope; sent after the tick, each
+/// node once.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Pokes(BTreeSet<(Scope, Target)>);
+
+/// Whom a poke is for.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Target {
+    Node(NodeId),
+    /// Whoever holds the lease when the poke is sent.
+    Monitor,
+}
+
+impl Pokes {
+    /// `node` has new work in its folder (or work taken away).
+    pub fn work(&mut self, node: &NodeId) {
+        self.0.insert((Scope::Work, Target::Node(node.clone())));
+    }
+
+    /// The monitor (whoever holds the lease when sent) has something to do.
+    pub fn monitor(&mut self) {
+        self.0.insert((Scope::Monitor, Target::Monitor));
+    }
+
+    pub fn extend(&mut self, other: Pokes) {
+        self.0.extend(other.0);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn take(&mut self) -> Pokes {
+        std::mem::take(self)
+    }
+
+    /// `(scope, address)` for every poke whose target has an address in
+    /// `view`; targets without one are counted as `missing`.
+    pub fn resolve(&self, view: Option<&Lease>) -> (Vec<(Scope, String)>, usize) {
+        let addrs: BTreeMap<&NodeId, &str> = view
+            .map(|v| v.members.iter().filter_map(|m| Some((&m.node, m.addr.as_deref()?))).collect())
+            .unwrap_or_default();
+        let mut out = vec![];
+        let mut missing = 0;
+        for (scope, target) in &self.0 {
+            let target = match target {
+                Target::Node(n) => Some(n),
+                Target::Monitor => view.map(|v| &v.holder),
+            };
+            match target.and_then(|n| addrs.get(n)) {
+                Some(a) => out.push((*scope, a.to_string())),
+                None => missing += 1,
+            }
+        }
+        out.sort();
+        out.dedup();
+        (out, missing)
+    }
+}
+
+/// The sending side: fire-and-forget pokes over HTTP.
+#[derive(Debug, Clone)]
+pub struct Poker {
+    client: reqwest::Client,
+    in_flight: Arc<Semaphore>,
+    wake: Arc<Wakeup>,
+}
+
+impl Poker {
+    pub fn new(wake: Arc<Wakeup>) -> Poker {
+        let client = reqwest::Client::builder()
+            .timeout(POKE_TIMEOUT)
+            .connect_timeout(POKE_TIMEOUT)
+            .pool_idle_timeout(Duration::from_secs(30))
+            .no_proxy()
+            .build()
+            .expect("a plain HTTP client builds");
+        Poker { client, in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)), wake }
+    }
+
+    /// Sends `pokes` to the addresses `view` gives; returns at once. Pokes
+    /// beyond [`MAX_IN_FLIGHT`] are dropped: they are hints.
+    pub fn send(&self, pokes: &Pokes, view: Option<&Lease>) {
+        let (targets, missing) = pokes.resolve(view);
+        let c = &self.wake.counters;
+        c.dropped.fetch_add(missing as u64, Ordering::Relaxed);
+        for (scope, addr) in targets {
+            let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+                c.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            c.sent.fetch_add(1, Ordering::Relaxed);
+            let client = self.client.clone();
+            let wake = self.wake.clone();
+            tokio::spawn(async move {
+                if let Err(e) = poke(&client, &addr, scope).await {
+                    wake.counters.failed.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(%addr, "poke failed (the receiver will poll): {e}");
+                }
+                drop(permit);
+            });
+        }
+    }
+}
+
+/// One poke; the error says why it was not taken.
+pub async fn poke(client: &reqwest::Client, addr: &str, scope: Scope) -> Result<(), String> {
+    let url = format!("http://{addr}/v1/poke?scope={}", scope.as_str());
+    let resp = client.post(&url).send().await.map_err(|e| e.to_string())?;
+    if resp.status().is_success() {
+        Ok(())
+    } else {
+        Err(format!("{url}: {}", resp.status()))
+    }
+}
+
+/// For one-shot commands (`submit`, `stop`, `trigger` …): pokes the
+/// targets the newest lease gives addresses for and waits for the replies
+/// (at most [`POKE_TIMEOUT`]), since the process exits right after.
+/// Failures are only logged: the receivers poll anyway.
+pub async fn poke_now(store: &store::Store, pokes: &Pokes) {
+    let view = match crate::cluster::election::newest_lease(store).await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::debug!("no wake-up sent, the lease is unreadable: {e}");
+            return;
+        }
+    };
+    let (targets, _) = pokes.resolve(view.as_ref());
+    if targets.is_empty() {
+        return;
+    }
+    let client = match reqwest::Client::builder().timeout(POKE_TIMEOUT).no_proxy().build() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!("no wake-up sent: {e}");
+            return;
+        }
+    };
+    let sends = targets.iter().map(|(scope, addr)| {
+        let client = &client;
+        async move {
+            if let Err(e) = poke(client, addr, *scope).await {
+                tracing::debug!(%addr, "poke failed (the receiver will poll): {e}");
+            }
+        }
+    });
+    futures::future::join_all(sends).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use layouts::formats::Member;
+
+    fn member(n: &str, addr: Option<&str>) -> Member {
+        Member {
+            node: NodeId::parse(n).unwrap(),
+            incarnation: 1,
+            session_timeout_ms: 1,
+            commands: vec![],
+            addr: addr.map(String::from),
+        }
+    }
+
+    #[test]
+    fn pokes_resolve_through_the_view_and_the_monitor_is_the_holder() {
+        let view = Lease {
+            epoch: 1,
+            holder: NodeId::parse("b").unwrap(),
+            holder_incarnation: 1,
+            renewal: 1,
+            lease_ms: 1,
+            wall_ms: 1,
+            members: vec![member("a", Some("h:1")), member("b", Some("h:2")), member("c", None)],
+            offline: vec![],
+            last_event: 0,
+            released: false,
+        };
+        let mut p = Pokes::default();
+        p.work(&NodeId::parse("a").unwrap());
+        p.work(&NodeId::parse("a").unwrap());
+        p.work(&NodeId::parse("c").unwrap());
+        p.work(&NodeId::parse("gone").unwrap());
+        p.monitor();
+        let (targets, missing) = p.resolve(Some(&view));
+        assert_eq!(targets, vec![(Scope::Work, "h:1".to_string()), (Scope::Monitor, "h:2".to_string())]);
+        assert_eq!(missing, 2, "c has no listener, gone is not a member");
+        assert_eq!(p.resolve(None), (vec![], 3));
+    }
+
+    #[test]
+    fn a_burst_of_pokes_is_one_wake_up_with_the_union_of_scopes() {
+        let w = Wakeup::new();
+        for _ in 0..1000 {
+            w.poke(Scope::Work);
+        }
+        w.poke(Scope::Monitor);
+        let woken = w.take();
+        assert!(woken.has(Scope::Work) && woken.has(Scope::Monitor));
+        assert!(w.take().is_empty());
+        assert_eq!(w.counters.received.load(Ordering::Relaxed), 1001);
+    }
+}
