@@ -332,7 +332,7 @@ mod tests {
         let (targets, missing) = p.resolve(Some(&view));
         assert_eq!(targets, vec![(Scope::Work, "h:1".to_string()), (Scope::Monitor, "h:2".to_string())]);
         assert_eq!(missing, 2, "c has no listener, gone is not a member");
-        assert_eq!(p.resolve(None), (vec![], 3));
+        assert_eq!(p.resolve(None), (vec![], 4), "no view: nobody can be found");
     }
 
     #[test]
