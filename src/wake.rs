@@ -181,26 +181,27 @@ impl Pokes {
     }
 
     /// `(scope, address)` for every poke whose target has an address in
-    /// `view`; targets without one are counted as `missing`.
+    /// `view`, and how many targets `view` does not list at all (a newer
+    /// view may; a member without an address has its listener off).
     pub fn resolve(&self, view: Option<&Lease>) -> (Vec<(Scope, String)>, usize) {
-        let addrs: BTreeMap<&NodeId, &str> = view
-            .map(|v| v.members.iter().filter_map(|m| Some((&m.node, m.addr.as_deref()?))).collect())
-            .unwrap_or_default();
+        let addrs: BTreeMap<&NodeId, Option<&str>> =
+            view.map(|v| v.members.iter().map(|m| (&m.node, m.addr.as_deref())).collect()).unwrap_or_default();
         let mut out = vec![];
-        let mut missing = 0;
+        let mut unknown = 0;
         for (scope, target) in &self.0 {
             let target = match target {
                 Target::Node(n) => Some(n),
                 Target::Monitor => view.map(|v| &v.holder),
             };
             match target.and_then(|n| addrs.get(n)) {
-                Some(a) => out.push((*scope, a.to_string())),
-                None => missing += 1,
+                Some(Some(a)) => out.push((*scope, a.to_string())),
+                Some(None) => {}
+                None => unknown += 1,
             }
         }
         out.sort();
         out.dedup();
-        (out, missing)
+        (out, unknown)
     }
 }
 
@@ -225,7 +226,8 @@ impl Poker {
     }
 
     /// Sends `pokes` to the addresses `view` gives; returns at once. Pokes
-    /// beyond [`MAX_IN_FLIGHT`] are dropped: they are hints.
+    /// beyond [`MAX_IN_FLIGHT`], or to nodes `view` does not list, are
+    /// dropped: they are hints.
     pub fn send(&self, pokes: &Pokes, view: Option<&Lease>) {
         let (targets, missing) = pokes.resolve(view);
         let c = &self.wake.counters;
@@ -331,7 +333,7 @@ mod tests {
         p.monitor();
         let (targets, missing) = p.resolve(Some(&view));
         assert_eq!(targets, vec![(Scope::Work, "h:1".to_string()), (Scope::Monitor, "h:2".to_string())]);
-        assert_eq!(missing, 2, "c has no listener, gone is not a member");
+        assert_eq!(missing, 1, "gone is not a member (c is, with its listener off)");
         assert_eq!(p.resolve(None), (vec![], 4), "no view: nobody can be found");
     }
 

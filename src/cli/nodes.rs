@@ -31,6 +31,8 @@ pub struct NodeRow {
     pub version: Option<String>,
     pub fenced_actions: u64,
     pub event_cursor: u64,
+    /// Where the node takes wake-up pokes and serves its status (`--advertise`).
+    pub addr: Option<String>,
     /// This incarnation was declared offline and not yet purged.
     pub declared_offline: bool,
 }
@@ -65,6 +67,7 @@ pub async fn collect(store: &Store) -> store::Result<Vec<NodeRow>> {
                 version: hb.map(|h| h.version.clone()),
                 fenced_actions: hb.map(|h| h.fenced_actions).unwrap_or(0),
                 event_cursor: hb.map(|h| h.event_cursor).unwrap_or(0),
+                addr: hb.and_then(|h| h.addr.clone()),
                 declared_offline,
                 id: id.to_string(),
             }

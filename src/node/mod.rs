@@ -205,10 +205,18 @@ impl Node {
     async fn tick_with(&mut self, woken: Option<Woken>) -> bool {
         let busy = self.tick_inner(woken).await;
         let pokes = self.pokes.take();
-        if let Some(p) = &self.poker {
-            if !pokes.is_empty() {
-                p.send(&pokes, self.election.view());
+        if self.poker.is_none() || pokes.is_empty() {
+            return busy;
+        }
+        if woken.is_some() && !self.election.is_leader() && pokes.resolve(self.election.view()).1 > 0 {
+            // A node to poke that our view (read at the last poll) does not
+            // list: it joined since. Read the newest view once, now.
+            if let Err(e) = self.election_round(self.clock.mono()).await {
+                tracing::warn!("election round failed: {e}");
             }
+        }
+        if let Some(p) = &self.poker {
+            p.send(&pokes, self.election.view());
         }
         busy
     }
@@ -252,7 +260,7 @@ impl Node {
             self.drive_jobs(now).await;
         }
         if woken.has(Scope::Work) {
-            self.work_round(&deadline).await;
+            self.work_round(&deadline, poll || self.election.is_leader()).await;
         }
         if poll {
             if let Err(e) = self.consume_events().await {
@@ -320,22 +328,35 @@ impl Node {
             .unwrap_or_default()
     }
 
-    async fn work_round(&mut self, deadline: &Deadline) {
-        let members = self.members();
-        let member_commands = self.member_commands();
+    /// The task layer's round. `view_fresh`: the lease was read this tick.
+    async fn work_round(&mut self, deadline: &Deadline, view_fresh: bool) {
+        if self.work.is_none() {
+            return;
+        }
         let me = self.cfg.id.clone();
         let incarnation = self.stats.incarnation;
-        let wall = self.clock.wall_ms();
-        let is_member = members.get(&me) == Some(&incarnation);
-        let Some(work) = self.work.as_mut() else {
-            return;
-        };
         let folder = match list_node(&self.store, &me).await {
             Ok(f) => f,
             Err(e) => {
                 tracing::warn!("listing this node's folder failed: {e}");
                 return;
             }
+        };
+        let in_view = |n: &Node| n.members().get(&me) == Some(&incarnation);
+        if !view_fresh && !folder.manages.is_empty() && !in_view(self) {
+            // Poked to manage a task while our view (read at the last poll)
+            // does not list us yet: read the lease now rather than leave
+            // the task for the next poll. Only then, so pokes cost no GET.
+            if let Err(e) = self.election_round(deadline.now()).await {
+                tracing::warn!("election round failed: {e}");
+            }
+        }
+        let members = self.members();
+        let member_commands = self.member_commands();
+        let wall = self.clock.wall_ms();
+        let is_member = members.get(&me) == Some(&incarnation);
+        let Some(work) = self.work.as_mut() else {
+            return;
         };
         if let Err(e) = work.worker.round(&self.store, &work.cfg, incarnation, &folder, wall, deadline).await {
             tracing::warn!("worker round failed: {e}");

@@ -16,6 +16,8 @@ pub const TEST_TIMINGS: &[&str] = &["--heartbeat", "200ms", "--session-timeout",
 pub struct Cluster {
     pub root: String,
     pub env: Vec<(String, String)>,
+    /// Timing flags every node gets ([`TEST_TIMINGS`]; empty: the defaults).
+    pub timings: Vec<&'static str>,
     logs: tempfile::TempDir,
     _fs_root: Option<tempfile::TempDir>,
     procs: BTreeMap<String, Child>,
@@ -36,7 +38,14 @@ impl Cluster {
 
     /// A cluster on any root URI, with extra environment for the processes.
     pub fn on(root: String, env: Vec<(String, String)>) -> Cluster {
-        Cluster { root, env, logs: tempfile::tempdir().unwrap(), _fs_root: None, procs: BTreeMap::new() }
+        Cluster {
+            root,
+            env,
+            timings: TEST_TIMINGS.to_vec(),
+            logs: tempfile::tempdir().unwrap(),
+            _fs_root: None,
+            procs: BTreeMap::new(),
+        }
     }
 
     pub fn fs_path(&self) -> PathBuf {
@@ -55,7 +64,7 @@ impl Cluster {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path(node)).unwrap();
         let child = Command::new(BIN)
             .args(["--root", &self.root, "run", "--node-id", node])
-            .args(TEST_TIMINGS)
+            .args(&self.timings)
             // Tests run as root (CI): accept command executors running as root.
             .arg("--allow-root")
             .args(extra)

@@ -1,0 +1,288 @@
+//! Wake-ups (issue 12) with real `compactd` processes at the **default**
+//! timings (10 s heartbeat, 30 s session and lease), on fs and on the
+//! loopback S3 server: work starts when it is written, not at the next
+//! poll. Then the same scenarios with every listener off (`--listen off`,
+//! test timings so that polling alone finishes in seconds): only slower,
+//! never wrong. And a flood of forged pokes: heartbeats stay on time, the
+//! node's listings stay under the bound that [`MIN_WOKEN_GAP`] gives.
+// Real processes and their latencies: real time.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::cluster::{alive, monitor_of, Cluster};
+use common::s3::S3Server;
+use serde_json::Value;
+
+const PARTITIONS: usize = 3;
+
+/// The spacing of woken ticks.
+const MIN_WOKEN_GAP: Duration = compactd::wake::MIN_WOKEN_GAP;
+
+fn fixture(name: &str) -> String {
+    format!("{}/fixtures/jobs/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn json(out: &std::process::Output, what: &str) -> Value {
+    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// Three nodes, each defining the commands `ok` (true) and `slow` (sleeps).
+fn start3(c: &mut Cluster, data: &str, listen: bool) {
+    for n in ["n1", "n2", "n3"] {
+        let mut extra = vec!["--data", data, "--command", "ok=true", "--command", "slow=sleep 60"];
+        if !listen {
+            extra.extend(["--listen", "off"]);
+        }
+        c.start_with(n, &extra);
+    }
+    // At the default timings the monitor sees a new heartbeat within one
+    // heartbeat (10 s): membership is polled, only work is poked.
+    c.wait_nodes(Duration::from_secs(40), "3 alive nodes and a monitor", |r| {
+        alive(r).len() == 3 && monitor_of(r).is_some()
+    });
+}
+
+/// A 3-partition merge through `submit --wait`: returns how long it took.
+fn merge(c: &Cluster, data: &str) -> Duration {
+    let want = common::table::make_table(data, PARTITIONS);
+    let t0 = Instant::now();
+    let out = c.compactd(&["submit", "--db", "db", "--schema", "s", "--table", "t", "--wait", "--json"]);
+    let took = t0.elapsed();
+    assert!(out.status.success(), "submit --wait: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text());
+    let (lines, commits) = common::table::read_table(data, PARTITIONS);
+    assert_eq!(lines, want, "every line once");
+    assert_eq!(commits.len(), PARTITIONS, "{commits:?}");
+    took
+}
+
+/// A 3-step job chain from `trigger` to Succeeded.
+fn chain(c: &Cluster, key: &str) -> Duration {
+    json(&c.compactd(&["define", "apply", &fixture("chain.json"), "--json"]), "define apply");
+    let t0 = Instant::now();
+    json(&c.compactd(&["trigger", "chain", "--trigger", key, "--json"]), "trigger");
+    loop {
+        let v = json(&c.compactd(&["job", "chain", key, "--json"]), "job");
+        if v["state"] != "Running" {
+            let took = t0.elapsed();
+            assert_eq!(v["state"], "Succeeded", "{v:#}\n{}", c.logs_text());
+            for s in v["steps"].as_array().unwrap() {
+                assert_eq!(s["state"], "Succeeded", "{v:#}\n{}", c.logs_text());
+            }
+            return took;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "the chain did not end: {v:#}\n{}", c.logs_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `stop` of a running task until it is Cancel.
+fn stop(c: &Cluster) -> Duration {
+    let out = c.compactd(&["submit", "--db", "j", "--schema", "s", "--table", "slow", "--command-name", "slow"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let task = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    c.wait_status(&task, Duration::from_secs(60), "the slow subtask running", |s| {
+        s["subtasks"].as_array().is_some_and(|a| a.iter().any(|t| t["state"] == "Running"))
+    });
+    let t0 = Instant::now();
+    let out = c.compactd(&["stop", &task]);
+    assert!(out.status.success(), "stop: {}", String::from_utf8_lossy(&out.stderr));
+    loop {
+        let s = c.status(&task);
+        if s["state"] == "Cancel" {
+            return t0.elapsed();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "not cancelled: {s:#}\n{}", c.logs_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn scenarios(mut c: Cluster, data: &str, listen: bool) {
+    if listen {
+        c.timings = vec![];
+    } else {
+        // Without pokes an idle job waits for the monitor's sweep.
+        c.timings.extend(["--sweep", "1s"]);
+    }
+    start3(&mut c, data, listen);
+    let m = merge(&c, data);
+    let j = chain(&c, "k1");
+    let s = stop(&c);
+    eprintln!(
+        "listen={listen} root={}: merge submit --wait {m:?}, chain trigger→Succeeded {j:?}, stop→Cancel {s:?}",
+        c.root
+    );
+    if listen {
+        if m.max(j) >= Duration::from_secs(3) || s >= Duration::from_secs(2) {
+            for row in c.nodes() {
+                eprintln!("{}: {}", row["id"], node_status(&row));
+            }
+        }
+        assert!(m < Duration::from_secs(3), "merge took {m:?}\n{}", c.logs_text());
+        assert!(j < Duration::from_secs(3), "chain took {j:?}\n{}", c.logs_text());
+        assert!(s < Duration::from_secs(2), "stop took {s:?}\n{}", c.logs_text());
+    }
+    let check = c.compactd(&["check"]);
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+}
+
+/// `GET /v1/status` of a node (`nodes --json` row), as text.
+fn node_status(row: &Value) -> String {
+    use std::io::{Read, Write};
+    let Some(addr) = row["addr"].as_str() else { return "no address".into() };
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return format!("{addr}: refused") };
+    let _ = write!(s, "GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.split("\r\n\r\n").nth(1).unwrap_or("").to_string()
+}
+
+fn status_json(row: &Value) -> Value {
+    serde_json::from_str(&node_status(row)).unwrap_or_else(|e| panic!("status of {}: {e}", row["id"]))
+}
+
+/// Sends `n` pokes to `addr` over `conns` pipelined keep-alive connections
+/// (every 100th with a bad scope); returns (202s, 400s).
+fn flood(addr: &str, n: usize, conns: usize) -> (usize, usize) {
+    use std::io::{Read, Write};
+    let threads: Vec<_> = (0..conns)
+        .map(|t| {
+            let addr = addr.to_string();
+            std::thread::spawn(move || {
+                let mut s = std::net::TcpStream::connect(&addr).unwrap();
+                let mine = n / conns;
+                let mut w = s.try_clone().unwrap();
+                // Spread over a second: ten bursts, 100 ms apart.
+                let writer = std::thread::spawn(move || {
+                    for burst in 0..10 {
+                        let mut reqs = String::new();
+                        for i in (burst * mine / 10)..((burst + 1) * mine / 10) {
+                            let scope = match (t * mine + i) % 100 {
+                                0 => "nonsense",
+                                k if k % 2 == 0 => "monitor",
+                                _ => "work",
+                            };
+                            reqs += &format!(
+                                "POST /v1/poke?scope={scope} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
+                            );
+                        }
+                        w.write_all(reqs.as_bytes()).unwrap();
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                });
+                let (mut ok, mut bad, mut buf, mut text) = (0, 0, [0u8; 65536], String::new());
+                while ok + bad < mine {
+                    let k = s.read(&mut buf).unwrap();
+                    assert!(k > 0, "the node closed the connection after {} replies", ok + bad);
+                    text.push_str(&String::from_utf8_lossy(&buf[..k]));
+                    // Count complete status lines only.
+                    let cut = text.rfind("HTTP/1.1 ").unwrap_or(0);
+                    ok += text[..cut].matches("HTTP/1.1 202").count();
+                    bad += text[..cut].matches("HTTP/1.1 400").count();
+                    text.drain(..cut);
+                    if text.contains("\r\n\r\n") && ok + bad + 1 == mine {
+                        ok += text.matches("HTTP/1.1 202").count();
+                        bad += text.matches("HTTP/1.1 400").count();
+                    }
+                }
+                writer.join().unwrap();
+                (ok, bad)
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+}
+
+/// 10,000 forged pokes in one second at the monitor (the node with
+/// the most to lose: its lease and its membership scans): every node keeps
+/// its incarnation (no offline declaration, no rejoin), the monitor keeps
+/// its lease, and the pokes cost at most one woken tick per
+/// [`MIN_WOKEN_GAP`], each listing at most [`LISTS_PER_WOKEN_TICK`] times.
+#[test]
+fn a_flood_of_forged_pokes_costs_a_bounded_number_of_listings() {
+    let (mut c, data) = fs_cluster();
+    start3(&mut c, &data, true);
+    let rows = c.nodes();
+    let monitor = monitor_of(&rows).unwrap();
+    let row = rows.iter().find(|r| r["id"] == monitor.as_str()).unwrap().clone();
+    let addr = row["addr"].as_str().unwrap().to_string();
+    let incarnations: Vec<(Value, Value)> = rows.iter().map(|r| (r["id"].clone(), r["incarnation"].clone())).collect();
+    let before = status_json(&row);
+    let t0 = Instant::now();
+    let (ok, bad) = flood(&addr, 10_000, 8);
+    let took = t0.elapsed();
+    let after = status_json(&row);
+    assert_eq!((ok, bad), (9_900, 100), "every poke answered: 202, or 400 for a bad scope");
+    let d = |k: &str, sub: &str| after[k][sub].as_u64().unwrap() - before[k][sub].as_u64().unwrap();
+    let woken = d("wake", "woken_ticks");
+    let lists = d("backend", "list");
+    // Polls in the same time (200 ms heartbeat in the test timings) list
+    // too: the monitor's scan, its fence, its folder, the job drive.
+    let polls = (took.as_millis() / 200 + 2) as u64;
+    let woken_bound = (took.as_millis() / MIN_WOKEN_GAP.as_millis() + 2) as u64;
+    let list_bound = woken_bound * LISTS_PER_WOKEN_TICK + polls * LISTS_PER_POLL;
+    eprintln!(
+        "flood: 10,000 pokes in {took:?}; woken ticks {woken} (bound {woken_bound}), listings {lists} (bound {list_bound})"
+    );
+    assert!(d("wake", "pokes_received") >= 9_900);
+    assert!(woken <= woken_bound, "{woken} woken ticks in {took:?}");
+    assert!(lists <= list_bound, "{lists} listings in {took:?}");
+    // Heartbeats stayed on time: two sessions later nobody was declared
+    // offline or rejoined, and the monitor is the same.
+    std::thread::sleep(Duration::from_secs(3));
+    let rows = c.nodes();
+    assert_eq!(monitor_of(&rows).as_deref(), Some(monitor.as_str()), "{rows:#?}");
+    let now: Vec<(Value, Value)> = rows.iter().map(|r| (r["id"].clone(), r["incarnation"].clone())).collect();
+    assert_eq!(now, incarnations, "a node rejoined or was declared offline: {rows:#?}\n{}", c.logs_text());
+    assert!(rows.iter().all(|r| r["alive"] == true && r["declared_offline"] == false), "{rows:#?}");
+    assert!(!c.logs_text().contains("declared offline"), "{}", c.logs_text());
+}
+
+/// Listings of one woken tick at most: the node's folder, and on the
+/// monitor the fence (`Election/`) and the job instances.
+const LISTS_PER_WOKEN_TICK: u64 = 3;
+/// Listings of one poll at most, on an idle monitor: the heartbeat scan,
+/// the fence before renewing, its folder, the fence and job listing of a
+/// drive, the change log.
+const LISTS_PER_POLL: u64 = 7;
+
+fn fs_cluster() -> (Cluster, String) {
+    let c = Cluster::fs();
+    let data = format!("fs://{}", c.fs_path().with_file_name("data").display());
+    (c, data)
+}
+
+fn s3_cluster(name: &str) -> (Cluster, String) {
+    let s3 = S3Server::shared();
+    s3.set_env();
+    let root = s3.new_bucket(name);
+    let data = s3.new_bucket(&format!("{name}-data"));
+    (Cluster::on(root, s3.env()), data)
+}
+
+#[test]
+fn fs_work_starts_when_written_at_the_default_timings() {
+    let (c, data) = fs_cluster();
+    scenarios(c, &data, true);
+}
+
+#[test]
+fn s3_work_starts_when_written_at_the_default_timings() {
+    let (c, data) = s3_cluster("wake");
+    scenarios(c, &data, true);
+}
+
+#[test]
+fn fs_without_listeners_the_same_work_only_polls() {
+    let (c, data) = fs_cluster();
+    scenarios(c, &data, false);
+}
+
+#[test]
+fn s3_without_listeners_the_same_work_only_polls() {
+    let (c, data) = s3_cluster("nowake");
+    scenarios(c, &data, false);
+}
