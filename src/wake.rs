@@ -176,6 +176,12 @@ impl Pokes {
         self.0.is_empty()
     }
 
+    /// Removes the `work` poke of `me` (served in process); true if there
+    /// was one.
+    pub fn take_own(&mut self, me: &NodeId) -> bool {
+        self.0.remove(&(Scope::Work, Target::Node(me.clone())))
+    }
+
     pub fn take(&mut self) -> Pokes {
         std::mem::take(self)
     }

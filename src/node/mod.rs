@@ -204,7 +204,12 @@ impl Node {
 
     async fn tick_with(&mut self, woken: Option<Woken>) -> bool {
         let busy = self.tick_inner(woken).await;
-        let pokes = self.pokes.take();
+        let mut pokes = self.pokes.take();
+        if pokes.take_own(&self.cfg.id) {
+            if let Some(w) = &self.wake {
+                w.poke(Scope::Work);
+            }
+        }
         if self.poker.is_none() || pokes.is_empty() {
             return busy;
         }

@@ -20,6 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use futures::StreamExt;
 use layouts::formats::{self, ExecutorKind, Shard, StatusMark, SubtaskMeta, TaskInfo};
 use layouts::{v2, Name, NodeId, SubtaskState, TaskId, TaskState};
 use store::{Created, Store};
@@ -30,8 +31,21 @@ use crate::tasks::worker::{list_node, NodeFolder, WorkConfig};
 use crate::tasks::{self, TaskDir, TaskError};
 use crate::wake::Pokes;
 
-/// Subtasks a manager dispatches per round (the rest wait a poll).
+/// Subtasks a manager dispatches per round (the rest in the next tick,
+/// which the manager asks for by waking its own node).
 const MAX_DISPATCH_PER_ROUND: usize = 256;
+
+/// Units of one task a node holds at once (dispatched, not yet collected).
+/// The rest wait in the manager, not in the node's folder, which every
+/// tick of that node and of its managers lists again: a window keeps those
+/// listings small however large the task (and a finished unit frees its
+/// place at the manager's next tick, which the worker's poke triggers).
+pub const DISPATCH_WINDOW: usize = 256;
+
+/// Requests a manager has in flight at once when it writes many
+/// independent files (subtask infos, outcomes): the order rules that matter
+/// are per unit, which each future keeps.
+pub const WRITE_CONCURRENCY: usize = 16;
 
 /// Node folders listed during one tick, shared by every task of the node.
 #[derive(Debug, Default)]
@@ -432,24 +446,41 @@ impl TaskManager {
             }
         }
         // Each outcome is its own create-once file: a stale manager cannot
-        // erase it, and it is recorded before the folder is deleted.
-        for (u, node, name, reported) in successes {
-            if ctx.deadline.passed() {
-                break;
-            }
+        // erase it, and it is recorded before the folder is deleted (in
+        // that order within a unit; units go concurrently).
+        let (store, id) = (ctx.store, self.id);
+        let record = |(u, node, name, reported): (usize, NodeId, Name, bool)| async move {
             // The executor's counters (only read when it reported some: an
             // `Output` beside the success) go into the outcome file.
             let mut outcome = Vec::new();
             if reported {
-                let mark = ctx.store.read(&v2::subtask_status(&node, &name, SubtaskState::Success)).await?;
+                let mark = store.read(&v2::subtask_status(&node, &name, SubtaskState::Success)).await?;
                 let stats = mark.and_then(|b| formats::decode::<StatusMark>(&b).ok()).map(|m| m.stats);
                 if let Some(stats) = stats.filter(|s| !s.is_empty()) {
                     outcome = formats::encode(&formats::UnitOutcome { stats, error: None });
                 }
             }
-            ctx.store.create(&v2::unit_outcome(&self.id, round, u as u32, true), outcome).await?;
-            self.runs[u].state = UnitState::Done;
-            ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+            store.create(&v2::unit_outcome(&id, round, u as u32, true), outcome).await?;
+            store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+            Ok::<usize, store::StoreError>(u)
+        };
+        let results: Vec<store::Result<usize>> = futures::stream::iter(successes)
+            .take_while(|_| std::future::ready(!ctx.deadline.passed()))
+            .map(record)
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        let mut first_err = None;
+        for r in results {
+            match r {
+                Ok(u) => self.runs[u].state = UnitState::Done,
+                // Not Done: seen again next round (the outcome create is
+                // idempotent for its manager).
+                Err(e) => first_err = first_err.or(Some(e)),
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e.into());
         }
         let failed: Vec<(u32, String)> = self.unrecorded_failed.iter().map(|(u, w)| (*u, w.clone())).collect();
         for (u, why) in failed {
@@ -494,6 +525,13 @@ impl TaskManager {
             return Ok(());
         }
         let mut dispatched = 0;
+        let mut planned: Vec<(usize, NodeId, Name, Vec<u8>)> = vec![];
+        let mut held: HashMap<NodeId, usize> = HashMap::new();
+        for r in &self.runs {
+            if let UnitState::Dispatched { node, .. } = &r.state {
+                *held.entry(node.clone()).or_default() += 1;
+            }
+        }
         for u in 0..self.runs.len() {
             if self.runs[u].state != UnitState::Pending {
                 continue;
@@ -502,15 +540,24 @@ impl TaskManager {
             // between ticks); the count bounds its burst, so that workers
             // start on the first subtasks while the rest are written.
             if dispatched == MAX_DISPATCH_PER_ROUND || ctx.deadline.passed() {
+                // The rest go out on the node's next tick, at once.
+                ctx.pokes.work(ctx.me);
                 break;
             }
-            dispatched += 1;
             let key = format!("{}/{u}", self.id);
             let run = &mut self.runs[u];
-            let node = match run.prefer.take().filter(|n| ctx.members.contains_key(n)) {
+            let node = match run.prefer.clone().filter(|n| ctx.members.contains_key(n)) {
                 Some(n) => n,
                 None => ring.node_avoiding(&key, &run.avoid).expect("ring is not empty"),
             };
+            let count = held.entry(node.clone()).or_default();
+            if *count >= DISPATCH_WINDOW {
+                // Its window is full: this unit waits for a collected one.
+                continue;
+            }
+            *count += 1;
+            run.prefer = None;
+            dispatched += 1;
             run.attempt = v2::next_attempt(run.attempt, self.term);
             let attempt = run.attempt;
             let name = v2::subtask_name(&self.id, info.run.round, u as u32, attempt);
@@ -540,15 +587,39 @@ impl TaskManager {
                 shard,
                 manager: Some(ctx.me.clone()),
             });
-            let created = ctx.store.create(&v2::subtask_info(&node, &name), formats::encode(&sub)).await?;
-            ctx.pokes.work(&node);
-            // An existing folder of that name may already have been run by
-            // anyone: unknown runner, so the first collect checks its marker.
-            let node_incarnation =
-                if created == Created::Created { ctx.members.get(&node).copied().unwrap_or(0) } else { 0 };
-            self.runs[u].state = UnitState::Dispatched { node, node_incarnation };
+            planned.push((u, node, name, formats::encode(&sub)));
         }
-        Ok(())
+        // The infos are independent files: written concurrently.
+        let store = ctx.store;
+        let results: Vec<(usize, NodeId, store::Result<Created>)> = futures::stream::iter(planned)
+            .map(|(u, node, name, bytes)| async move {
+                let r = store.create(&v2::subtask_info(&node, &name), bytes).await;
+                (u, node, r)
+            })
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        let mut first_err = None;
+        for (u, node, r) in results {
+            match r {
+                Ok(created) => {
+                    ctx.pokes.work(&node);
+                    // An existing folder of that name may already have been
+                    // run by anyone: unknown runner, so the first collect
+                    // checks its marker.
+                    let node_incarnation =
+                        if created == Created::Created { ctx.members.get(&node).copied().unwrap_or(0) } else { 0 };
+                    self.runs[u].state = UnitState::Dispatched { node, node_incarnation };
+                }
+                // Stays Pending with its attempt number used up, as after
+                // any failed create: the next attempt gets a new number.
+                Err(e) => first_err = first_err.or(Some(e)),
+            }
+        }
+        match first_err {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
     }
 
     async fn end_round(&mut self, ctx: &mut Ctx<'_>) -> Result<Flow, TaskError> {
