@@ -80,6 +80,18 @@ class Cluster:
                 n += sum(1 for line in f if needle in line)
         return n
 
+    def backend_ops(self):
+        """Backend requests of every node so far, by kind (GET /v1/status)."""
+        import urllib.request
+        rows = json.loads(self.cli("nodes", "--json").stdout)
+        total = {}
+        for r in rows:
+            if r.get("addr") and r["id"] in self.procs:
+                st = json.loads(urllib.request.urlopen(f"http://{r['addr']}/v1/status", timeout=5).read())
+                for k, v in st["backend"].items():
+                    total[k] = total.get(k, 0) + v
+        return total
+
     def manager_of(self, task):
         st = json.loads(self.cli("status", task, "--json").stdout)
         return st.get("manager")
@@ -99,6 +111,7 @@ class Cluster:
 
 
 def throughput(c, shards, label, medium="disk", timeout=300):
+    ops0 = c.backend_ops()
     t = time.time()
     p = subprocess.Popen([c.binary, "--root", c.root, "submit", "--db", "bench", "--schema", "s", "--table", "t",
                           "--shards", str(shards), "--wait", "--json"],
@@ -109,12 +122,16 @@ def throughput(c, shards, label, medium="disk", timeout=300):
         p.kill()
         out, _ = p.communicate()
     secs = time.time() - t
+    ops1 = c.backend_ops()
+    ops = {k: (ops1[k] - ops0.get(k, 0)) / shards for k in ops1}
     r = subprocess.CompletedProcess(p.args, p.returncode, out, "")
     task = json.loads(r.stdout.splitlines()[0])["id"] if r.stdout.strip() else None
     emit("dispatch", label=label, nodes=len(c.procs), shards=shards, seconds=secs, subtasks_per_s=shards / secs,
          exit_code=r.returncode, starts=c.logs("subtask started"), redispatches=c.logs("dispatching again"),
          rejoins=c.logs("rejoining with a new incarnation"), declared_offline=c.logs("declared offline"),
-         manager=c.manager_of(task) if task else None, medium=medium, **c.args)
+         manager=c.manager_of(task) if task else None, medium=medium,
+         ops_per_subtask=round(sum(ops.values()), 3), ops_per_subtask_by_kind={k: round(v, 3) for k, v in ops.items()},
+         **c.args)
 
 
 def latency(c, samples):

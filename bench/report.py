@@ -80,7 +80,7 @@ def render(meta, rs, up, out_json, out_md):
     one = lambda k: (by.get(k) or [None])[0]
 
     med = lambda r: r.get("medium", "disk")
-    disp = [r for r in by.get("dispatch", []) if "20s" in r["label"] and med(r) == "disk"]
+    disp = [r for r in by.get("dispatch", []) if "3s session" not in r["label"] and med(r) == "disk"]
     disp_short = [r for r in by.get("dispatch", []) if "3s" in r["label"]]
     d = disp[0] if disp else None
     lim = {r["loops"]: r for r in by.get("limit", []) if "/dev/shm" not in r["backend"]}
@@ -142,8 +142,9 @@ def render(meta, rs, up, out_json, out_md):
     w("## Dispatch (3 real `compactd run` processes, fs backend, no-op command)")
     w("")
     w("Command: `python3 bench/dispatch.py --binary target/release/compactd` (inside run.sh): 3 nodes "
-      "`compactd run --executor command --command true --heartbeat 200ms --session-timeout 20s --lease 20s "
-      "--max-running 256`, then `compactd submit --shards 2000 --wait` (the nodes' default `--command true`).")
+      "`compactd run --executor command --command true --listen 127.0.0.1:0 --max-running 256` at the default "
+      "timings (10 s heartbeat, 30 s session and lease: work moves by wake-ups), then "
+      "`compactd submit --shards 2000 --wait` (the nodes' default `--command true`).")
     w("")
     def side_by_side(d, lim, cel):
         w("| what | subtasks/s | time | ratio compactd / this |")
@@ -182,6 +183,10 @@ def render(meta, rs, up, out_json, out_md):
     if d:
         w(f"compactd run: manager {d['manager']}, {d['starts']} executor starts for {d['shards']} subtasks plus the "
           f"latency samples, {d['redispatches']} re-dispatches.")
+        if d.get("ops_per_subtask") is not None:
+            kinds = ", ".join(f"{k} {v:.2f}" for k, v in sorted(d["ops_per_subtask_by_kind"].items()) if v)
+            w(f"Backend requests of the three processes during the run, from their `GET /v1/status`: "
+              f"**{d['ops_per_subtask']:.2f} per subtask** ({kinds}), wake-up ticks included.")
         w("")
     if d_t or lim_t or cel_t:
         w("**The same on tmpfs** (roots under `/dev/shm`, measured in the same run). On disk every file compactd "
@@ -195,10 +200,10 @@ def render(meta, rs, up, out_json, out_md):
         w(f"**Submit-to-start latency**, idle cluster, {lat['samples']} single-shard tasks "
           f"(`--command-name stamp` writing `date +%s%N` to a file, compared with the wall time just before `compactd submit`): "
           f"**p50 {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms** (min {lat['min_ms']:.0f}, "
-          f"max {lat['max_ms']:.0f}) with 200 ms polls. Bounded below by the poll interval: the manager finds the "
-          "task at its next poll (0–200 ms later) and writes the subtask; the worker finds the subtask at its next "
-          "poll (~200 ms after that; the manager's own worker listed its folder earlier in the same tick); plus the "
-          "CLI's start-up and the `sh` spawn. With the default 10 s heartbeat expect ~1.5 × 10 s.")
+          f"max {lat['max_ms']:.0f}) at the **default timings** (10 s polls): `submit` pokes the manager, which "
+          "writes the subtask and pokes the worker, which starts it; included are the CLI's start-up, its read of "
+          "the lease for the manager's address, and the `sh` spawn. Without wake-ups (`--listen off`) the same "
+          "waits for two polls, ~1.5 × 10 s.")
         w("")
     w("## Cost (backend operations, S3 request prices)")
     w("")

@@ -44,7 +44,8 @@ async fn cluster(n: usize) -> Cluster {
         let c = counter.clone();
         let store = Store::open_with(&uri, move |op| op.layer(CountingLayer::new(c.clone()))).await.unwrap();
         let cfg = NodeConfig::new(NodeId::parse(&format!("n{i}")).unwrap());
-        let work = WorkConfig { max_running: 1000, ..WorkConfig::default() };
+        // The task below carries its template (`true`) inline.
+        let work = WorkConfig { max_running: 1000, allow_inline: true, ..WorkConfig::default() };
         sim.push(Node::new(cfg, store, sim.shared_clock()).with_work(work, data.clone()), ());
         counters.push(counter);
     }

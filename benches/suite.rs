@@ -184,7 +184,7 @@ impl Cluster {
                 (counted(uri, &c).await, c)
             };
             let cfg = NodeConfig::new(NodeId::parse(&format!("n{i:03}")).unwrap());
-            let work = WorkConfig { max_running, ..WorkConfig::default() };
+            let work = WorkConfig { max_running, allow_inline: true, ..WorkConfig::default() };
             sim.push(Node::new(cfg, store, sim.shared_clock()).with_work(work, data.clone()), ());
             counters.push(counter);
         }
