@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::cluster::{monitor_of, Cluster, BIN};
+use common::cluster::{alive, monitor_of, Cluster, BIN};
 use serde_json::Value;
 
 fn submit(c: &Cluster, extra: &[&str]) -> String {
@@ -29,7 +29,9 @@ fn one_node(c: &mut Cluster, extra: &[&str]) {
     let mut args = vec!["--retries", "1", "--sweep", "1s"];
     args.extend_from_slice(extra);
     c.start_with("n1", &args);
-    c.wait_nodes(Duration::from_secs(20), "n1 monitor", |r| monitor_of(r).as_deref() == Some("n1"));
+    c.wait_nodes(Duration::from_secs(20), "n1 monitor and member", |r| {
+        monitor_of(r).as_deref() == Some("n1") && alive(r).contains(&"n1".to_string())
+    });
 }
 
 #[test]
@@ -125,7 +127,7 @@ fn command_executors_run_as_the_configured_user_and_root_needs_consent() {
             .spawn()
             .unwrap();
         c.wait_nodes(Duration::from_secs(20), "the merge-only root daemon n8 to join", |r| {
-            common::cluster::alive(r).contains(&"n8".to_string())
+            alive(r).contains(&"n8".to_string())
         });
         assert!(merge_only.try_wait().unwrap().is_none(), "a merge-only root daemon must start");
         merge_only.kill().unwrap();

@@ -259,7 +259,9 @@ fn a_submit_killed_inside_any_of_its_creates_leaves_no_torn_file_and_work_runs()
     let want = write_partition(&part);
     let data_uri = format!("fs://{}", data.display());
     c.start_with("n1", &["--data", &data_uri, "--sweep", "1s"]);
-    c.wait_nodes(Duration::from_secs(20), "n1 monitor", |r| monitor_of(r).as_deref() == Some("n1"));
+    c.wait_nodes(Duration::from_secs(20), "n1 monitor and member", |r| {
+        monitor_of(r).as_deref() == Some("n1") && alive(r).contains(&"n1".to_string())
+    });
     let submit = ["submit", "--db", "db", "--schema", "s", "--table", "t", "--manager", "n1"];
     // Every create of a submission, in its order. An empty marker has no
     // write to die at: its crash points are around its link.
@@ -330,7 +332,9 @@ fn a_monitor_killed_inside_an_offline_declaration_or_an_event_is_finished_by_the
         // the declaration it dies declaring n2 offline.
         let mut n1 = spawn_daemon(&c, "n1", &[], at, pattern);
         if !events_kill {
-            c.wait_nodes(Duration::from_secs(20), "n1 monitor", |r| monitor_of(r).as_deref() == Some("n1"));
+            c.wait_nodes(Duration::from_secs(20), "n1 monitor and member", |r| {
+                monitor_of(r).as_deref() == Some("n1") && alive(r).contains(&"n1".to_string())
+            });
             c.start("n2");
             c.wait_nodes(Duration::from_secs(20), "n2 alive", |r| alive(r).contains(&"n2".to_string()));
             c.kill("n2");
@@ -422,7 +426,9 @@ fn files_torn_by_an_older_version_are_reported_and_do_not_stall_the_cluster() {
         assert!(report.contains(f), "check does not name {f}: {report}");
     }
     c.start_with("n1", &["--allow-inline-commands"]);
-    c.wait_nodes(Duration::from_secs(20), "n1 monitor", |r| monitor_of(r).as_deref() == Some("n1"));
+    c.wait_nodes(Duration::from_secs(20), "n1 monitor and member", |r| {
+        monitor_of(r).as_deref() == Some("n1") && alive(r).contains(&"n1".to_string())
+    });
     // The trigger that the torn file made never-once runs exactly once.
     let out = c.compactd(&["trigger", "nightly", "--trigger", "k9"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

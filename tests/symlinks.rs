@@ -147,7 +147,10 @@ fn a_symlinked_partition_folder_is_skipped() {
     symlink(&outside, table.join("p9")).unwrap();
     let data_uri = format!("fs://{}", base.join("data").display());
     c.start_with("n1", &["--data", &data_uri]);
-    c.wait_nodes(Duration::from_secs(20), "n1 monitor", |r| monitor_of(r).as_deref() == Some("n1"));
+    // Alive too: submit places the task on a member of the view.
+    c.wait_nodes(Duration::from_secs(20), "n1 monitor and member", |r| {
+        monitor_of(r).as_deref() == Some("n1") && alive(r).contains(&"n1".to_string())
+    });
     let out = c.compactd(&["submit", "--db", "db", "--schema", "s", "--table", "t", "--json"]);
     let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
     let s = c.wait_status(&id, Duration::from_secs(30), "Done", |s| s["state"] == "Done" || s["state"] == "Failed");
