@@ -234,6 +234,13 @@ fn sigterm_leaves_cleanly_and_hands_over_at_once() {
     assert!(t.elapsed() < LEASE, "a released lease is taken over without waiting it out ({:?})", t.elapsed());
     assert!(tree.offline_records().is_empty(), "a clean leave is not an offline declaration");
     assert!(tree.events().iter().any(|e| matches!(&e.kind, EventKind::NodeLeft { node, .. } if node.as_str() == m)));
+    // Everyone leaves: the last view still lists members, but nobody is
+    // shown alive or monitor (regression: the last view was trusted).
+    for n in ["n1", "n2", "n3"].into_iter().filter(|n| *n != m) {
+        assert_eq!(cluster.terminate(n), Some(0));
+    }
+    let rows = cluster.nodes();
+    assert!(alive(&rows).is_empty() && monitor_of(&rows).is_none(), "{rows:#?}");
 }
 
 #[test]

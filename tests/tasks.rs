@@ -261,3 +261,26 @@ fn fs_reassign_a_subtask_and_a_manager_then_archive_the_history() {
     assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
     assert!(std::fs::read_dir(c.fs_path().join("Compaction_V2/Scheduler/Compress")).unwrap().count() >= 1);
 }
+
+/// A merge task for a table with no partition folders (missing, empty, or
+/// the wrong `--data`) fails, naming what was looked at; it is not Done
+/// with nothing done.
+#[test]
+fn fs_a_table_without_partitions_fails_naming_the_path() {
+    let mut c = Cluster::fs();
+    let data = format!("fs://{}", c.fs_path().with_file_name("data").display());
+    std::fs::create_dir_all(c.fs_path().with_file_name("data").join("db/s/empty")).unwrap();
+    c.start_with("n1", &["--data", &data]);
+    c.wait_nodes(Duration::from_secs(20), "n1 alive and monitor", |r| alive(r).len() == 1 && monitor_of(r).is_some());
+    for table in ["missing", "empty"] {
+        let out = c.compactd(&["submit", "--db", "db", "--schema", "s", "--table", table, "--wait", "--json"]);
+        assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+        let err = String::from_utf8_lossy(&out.stderr);
+        let want = format!("no partition folders under db/s/{table}/");
+        assert!(err.contains(&want) && err.contains("Failed"), "{err}");
+        let id: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let s = c.status(id["id"].as_str().unwrap());
+        assert_eq!(s["state"], "Failed", "{s:#}");
+        assert!(s["error"].as_str().is_some_and(|e| e.contains(&want)), "{s:#}");
+    }
+}

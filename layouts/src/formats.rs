@@ -168,6 +168,10 @@ pub struct RunInfo {
     pub started_wall_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_wall_ms: Option<u64>,
+    /// Why the task failed as a whole (not one of its units), e.g. a merge
+    /// task whose table has no partition folders.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// Set on subtask info files.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subtask: Option<SubtaskMeta>,

@@ -51,12 +51,15 @@ pub async fn collect(store: &Store) -> store::Result<Vec<NodeRow>> {
         .map(|(id, hb)| {
             let member = lease.as_ref().and_then(|l| l.members.iter().find(|m| m.node == id));
             let incarnation = hb.map(|h| h.incarnation).or(member.map(|m| m.incarnation));
-            let alive = member.is_some_and(|m| Some(m.incarnation) == incarnation);
+            // A member of the (possibly stale) view is alive only while its
+            // heartbeat is there: a node that left deleted it, and the view
+            // of a cluster where nothing runs any more is never updated.
+            let alive = hb.is_some() && member.is_some_and(|m| Some(m.incarnation) == incarnation);
             let declared_offline = lease
                 .as_ref()
                 .is_some_and(|l| l.offline.iter().any(|m| m.node == id && Some(m.incarnation) == incarnation));
             NodeRow {
-                monitor: lease.as_ref().is_some_and(|l| l.holder == id && !l.released),
+                monitor: hb.is_some() && lease.as_ref().is_some_and(|l| l.holder == id && !l.released),
                 alive,
                 incarnation,
                 beat: hb.map(|h| h.beat),

@@ -113,6 +113,9 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
             last = line;
         }
         if state.is_terminal() {
+            if let Some(e) = &info.run.error {
+                eprintln!("{id}: {e}");
+            }
             return Ok(if state == TaskState::Done { 0 } else { 1 });
         }
         // The CLI edge: a person waits on real time.
@@ -147,6 +150,12 @@ pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
     );
     if s.stop_requested && !s.state.is_terminal() {
         println!("stop requested");
+    }
+    if let Some(e) = &s.error {
+        println!("error: {e}");
+    }
+    for f in &s.failures {
+        println!("unit {} failed: {}", f.unit, f.error.as_deref().unwrap_or("(no error recorded)"));
     }
     if !s.subtasks.is_empty() {
         println!("{:<52} {:<20} {:<16} {:<8} {:>7}", "SUBTASK", "PARTITION", "NODE", "STATE", "ATTEMPT");

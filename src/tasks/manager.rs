@@ -133,6 +133,8 @@ pub struct TaskManager {
     info: Option<TaskInfo>,
     units: Vec<Unit>,
     runs: Vec<UnitRun>,
+    /// Set by `load` when a merge task found no partition to compact.
+    nothing_found: Option<String>,
     /// Units that failed for good and are not yet written to the task info.
     /// With the last attempt's error, recorded in the unit's `Failed.*` file.
     unrecorded_failed: std::collections::BTreeMap<u32, String>,
@@ -140,7 +142,15 @@ pub struct TaskManager {
 
 impl TaskManager {
     pub fn new(id: TaskId) -> Self {
-        TaskManager { id, term: 0, info: None, units: vec![], runs: vec![], unrecorded_failed: Default::default() }
+        TaskManager {
+            id,
+            term: 0,
+            info: None,
+            units: vec![],
+            runs: vec![],
+            unrecorded_failed: Default::default(),
+            nothing_found: None,
+        }
     }
 
     fn name(&self, round: u32, unit: usize, attempt: u32) -> Name {
@@ -181,6 +191,11 @@ impl TaskManager {
         }
         if self.info.is_none() {
             self.load(ctx, state, &dir).await?;
+        }
+        if let Some(why) = self.nothing_found.take() {
+            tracing::warn!(task = %self.id, "{why}");
+            self.info().run.error = Some(why);
+            return self.finish(ctx, TaskState::Failed).await;
         }
         if state == TaskState::Init {
             self.start_round(ctx, 1).await?;
@@ -223,6 +238,15 @@ impl TaskManager {
             let found = discover(ctx.data, &info).await?;
             if found.is_empty() && command {
                 vec![Unit::Whole]
+            } else if found.is_empty() {
+                // Nothing to compact is not success: ops submitted a table
+                // that is missing or empty, or the wrong --data.
+                let dir = format!("{}/{}/{}/", info.db_name, info.schema_name, info.table_name);
+                self.nothing_found = Some(format!(
+                    "no partition folders under {dir} on the data backend {}: is the table name or --data right?",
+                    ctx.data.uri()
+                ));
+                vec![]
             } else {
                 // Remember what was discovered: a later manager must run the
                 // same units.

@@ -196,6 +196,8 @@ pub struct TaskStatus {
     pub stats: BTreeMap<String, u64>,
     /// This round's units that failed for good, with their last error.
     pub failures: Vec<UnitFailure>,
+    /// Why the task failed as a whole, if it did (e.g. no partitions found).
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -358,6 +360,7 @@ pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError>
         subtasks: find_subtasks(store, id).await?,
         stats: round_stats(store, id, &dir, info.run.round).await?,
         failures: round_failures(store, id, &dir, info.run.round).await?,
+        error: info.run.error.clone(),
     })
 }
 
