@@ -335,12 +335,16 @@ pub async fn view(store: &Store, job: &Name, trigger: &Name, tasks: bool) -> Res
 }
 
 pub(crate) async fn view_of(store: &Store, inst: &JobInstance, with_tasks: bool) -> Result<JobView, JobError> {
-    let files = read_steps(store, inst, true).await?;
+    // The job's end first, then its steps: the driver writes every step's
+    // end before the job's, so a view never shows an ended job with a step
+    // still running (read in the other order, a step could be seen before
+    // its end and the job after its own).
     let end: Option<JobEnd> = match read_json(store, &paths::instance_end(&inst.job, &inst.trigger)).await {
         Ok(e) => e,
         Err(JobError::Malformed { .. }) => None,
         Err(e) => return Err(e),
     };
+    let files = read_steps(store, inst, true).await?;
     let mut steps = vec![];
     for s in &inst.steps {
         let f = files.get(&s.name).cloned().unwrap_or_default();
