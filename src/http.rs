@@ -7,9 +7,14 @@
 //! - `GET /v1/status` → JSON: node, address, wake-up and backend counters.
 //!
 //! Limits: request bodies are never read (a poke has none; at most
-//! [`BODY_LIMIT`] bytes would be accepted by an extractor), at most
-//! [`MAX_CONCURRENT`] requests are served at once and the rest wait in the
-//! kernel's accept queue, and a poke is O(1) (two atomic operations).
+//! [`BODY_LIMIT`] bytes would be accepted by an extractor); at most
+//! [`MAX_CONNECTIONS`] connections are open at once (the next is accepted
+//! when one closes, so the rest wait in the kernel's accept queue, not in
+//! memory); a poke is O(1) (two atomic operations). A client holding every
+//! connection open only delays pokes: nodes still poll.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -21,12 +26,13 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use store::layers::OpCounter;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::wake::{Scope, Wakeup};
 
-/// Requests served at once.
-pub const MAX_CONCURRENT: usize = 256;
+/// Connections open at once.
+pub const MAX_CONNECTIONS: usize = 256;
 /// Largest request body an extractor would accept.
 pub const BODY_LIMIT: usize = 1024;
 
@@ -85,7 +91,6 @@ pub fn router(state: HttpState) -> Router {
         .route("/v1/poke", post(poke))
         .route("/v1/status", get(status))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(tower::limit::GlobalConcurrencyLimitLayer::new(MAX_CONCURRENT))
         .with_state(state)
 }
 
@@ -114,5 +119,70 @@ pub async fn bind(listen: SocketAddr, advertise: Option<String>) -> std::io::Res
 
 /// Serves until `shutdown` fires.
 pub async fn serve(l: tokio::net::TcpListener, state: HttpState, shutdown: CancellationToken) -> std::io::Result<()> {
-    axum::serve(l, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await
+    let bounded = Bounded { inner: l, slots: Arc::new(Semaphore::new(MAX_CONNECTIONS)) };
+    axum::serve(bounded, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await
+}
+
+/// A TCP listener that accepts a connection only when fewer than
+/// [`MAX_CONNECTIONS`] are open.
+struct Bounded {
+    inner: tokio::net::TcpListener,
+    slots: Arc<Semaphore>,
+}
+
+impl axum::serve::Listener for Bounded {
+    type Io = Held;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Held, SocketAddr) {
+        let slot = self.slots.clone().acquire_owned().await.expect("the semaphore is never closed");
+        let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
+        (Held { stream, _slot: slot }, addr)
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+}
+
+/// An accepted connection; its slot is freed when it is dropped.
+struct Held {
+    stream: tokio::net::TcpStream,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl tokio::io::AsyncRead for Held {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Held {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
 }

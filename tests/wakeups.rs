@@ -286,3 +286,28 @@ fn s3_without_listeners_the_same_work_only_polls() {
     let (c, data) = s3_cluster("nowake");
     scenarios(c, &data, false);
 }
+
+/// The listener keeps at most `MAX_CONNECTIONS` connections open: one more
+/// is answered only when one of them closes (it waits in the kernel's
+/// accept queue, not in the node's memory).
+#[test]
+fn the_listener_holds_a_bounded_number_of_connections() {
+    use std::io::{Read, Write};
+    let (mut c, data) = fs_cluster();
+    c.start_with("n1", &["--data", &data]);
+    let rows = c.wait_nodes(Duration::from_secs(20), "n1 alive", |r| alive(r).len() == 1);
+    let addr = rows[0]["addr"].as_str().unwrap().to_string();
+    let mut idle: Vec<std::net::TcpStream> =
+        (0..compactd::http::MAX_CONNECTIONS).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    // Every slot is taken once the node has accepted them all.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut extra = std::net::TcpStream::connect(&addr).unwrap();
+    extra.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    extra.write_all(b"POST /v1/poke?scope=work HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n").unwrap();
+    let mut buf = [0u8; 256];
+    assert!(extra.read(&mut buf).is_err(), "answered beyond the connection bound");
+    drop(idle.pop());
+    extra.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let n = extra.read(&mut buf).expect("answered once a slot was free");
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 202"), "{}", String::from_utf8_lossy(&buf[..n]));
+}
