@@ -255,8 +255,7 @@ fn fs_cluster() -> (Cluster, String) {
     (c, data)
 }
 
-fn s3_cluster(name: &str) -> (Cluster, String) {
-    let s3 = S3Server::shared();
+fn s3_cluster(s3: &S3Server, name: &str) -> (Cluster, String) {
     s3.set_env();
     let root = s3.new_bucket(name);
     let data = s3.new_bucket(&format!("{name}-data"));
@@ -271,7 +270,10 @@ fn fs_work_starts_when_written_at_the_default_timings() {
 
 #[test]
 fn s3_work_starts_when_written_at_the_default_timings() {
-    let (c, data) = s3_cluster("wake");
+    // A server of its own: the loopback server answers one request at a
+    // time, and this test times its requests.
+    let s3 = S3Server::start();
+    let (c, data) = s3_cluster(&s3, "wake");
     scenarios(c, &data, true);
 }
 
@@ -283,7 +285,7 @@ fn fs_without_listeners_the_same_work_only_polls() {
 
 #[test]
 fn s3_without_listeners_the_same_work_only_polls() {
-    let (c, data) = s3_cluster("nowake");
+    let (c, data) = s3_cluster(S3Server::shared(), "nowake");
     scenarios(c, &data, false);
 }
 
