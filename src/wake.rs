@@ -40,9 +40,6 @@ pub const POKE_TIMEOUT: Duration = Duration::from_millis(500);
 /// Pokes a node has in flight at most; more are dropped.
 pub const MAX_IN_FLIGHT: usize = 64;
 
-/// The default port of the listener (`run --listen`).
-pub const DEFAULT_PORT: u16 = 7471;
-
 /// What a poke asks the receiver to look at again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Scope {
@@ -83,7 +80,6 @@ impl Scope {
 pub struct Woken(u8);
 
 impl Woken {
-    pub const NONE: Woken = Woken(0);
     pub const ALL: Woken = Woken(3);
 
     pub fn has(self, s: Scope) -> bool {

@@ -142,7 +142,7 @@ impl Node {
         self.addr = addr;
         self.poker = Some(Poker::new(wake.clone()));
         if let Some(w) = self.work.as_mut() {
-            w.worker = std::mem::replace(&mut w.worker, Worker::new(self.cfg.id.clone())).with_wakeup(wake.clone());
+            w.worker.set_wakeup(wake.clone());
         }
         self.wake = Some(wake);
         self
@@ -152,7 +152,7 @@ impl Node {
     pub fn with_work(mut self, cfg: WorkConfig, data: Store) -> Node {
         let mut worker = Worker::new(self.cfg.id.clone());
         if let Some(w) = &self.wake {
-            worker = worker.with_wakeup(w.clone());
+            worker.set_wakeup(w.clone());
         }
         self.work =
             Some(Work { cfg, data, worker, managers: BTreeMap::new(), next_sweep_at: Duration::ZERO, rotation: 0 });

@@ -162,9 +162,8 @@ impl Worker {
     }
 
     /// Wakes `wake` whenever an executor ends.
-    pub fn with_wakeup(mut self, wake: Arc<Wakeup>) -> Worker {
+    pub fn set_wakeup(&mut self, wake: Arc<Wakeup>) {
         self.wake = Some(wake);
-        self
     }
 
     pub fn running(&self) -> usize {
