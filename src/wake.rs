@@ -269,14 +269,15 @@ pub async fn poke(client: &reqwest::Client, addr: &str, scope: Scope) -> Result<
 /// (at most [`POKE_TIMEOUT`]), since the process exits right after.
 /// Failures are only logged: the receivers poll anyway.
 pub async fn poke_now(store: &store::Store, pokes: &Pokes) {
-    let view = match crate::cluster::election::newest_lease(store).await {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::debug!("no wake-up sent, the lease is unreadable: {e}");
-            return;
-        }
-    };
-    let (targets, _) = pokes.resolve(view.as_ref());
+    match crate::cluster::election::newest_lease(store).await {
+        Ok(view) => poke_in_view(view.as_ref(), pokes).await,
+        Err(e) => tracing::debug!("no wake-up sent, the lease is unreadable: {e}"),
+    }
+}
+
+/// [`poke_now`] with a view the caller has just read.
+pub async fn poke_in_view(view: Option<&Lease>, pokes: &Pokes) {
+    let (targets, _) = pokes.resolve(view);
     if targets.is_empty() {
         return;
     }

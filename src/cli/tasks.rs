@@ -88,8 +88,12 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     if let Some(rounds) = args.repeat {
         spec.repeat = Some(Repeat { rounds, interval: args.interval.unwrap_or_default() });
     }
-    let (id, manager) = tasks::submit_placed(&store, spec, wall_ms()).await?;
-    poke_work(&store, &manager).await;
+    let placed = tasks::submit_placed(&store, spec, wall_ms()).await?;
+    // The view submit read gives the manager's address: no second read.
+    let mut pokes = crate::wake::Pokes::default();
+    pokes.work(&placed.manager);
+    crate::wake::poke_in_view(placed.view.as_ref(), &pokes).await;
+    let id = placed.id;
     if args.json {
         println!("{}", serde_json::json!({ "id": id }));
     } else {

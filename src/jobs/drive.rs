@@ -269,9 +269,9 @@ impl Driver<'_> {
         };
         let spec = task_spec(self.inst, &def);
         match tasks::submit_placed(self.store, spec, self.wall_ms).await {
-            Ok((id, manager)) => {
-                report.managers.push(manager);
-                self.record(step, id, self.wall_ms, report).await
+            Ok(placed) => {
+                report.managers.push(placed.manager);
+                self.record(step, placed.id, self.wall_ms, report).await
             }
             Err(TaskError::Invalid(problem)) => self.finish(step, StepState::Failed, None, Some(problem), report).await,
             // No live node, a store error: the claim is ours, the next round

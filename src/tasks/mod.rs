@@ -98,11 +98,19 @@ fn incarnation_of(view: Option<&formats::Lease>, node: &NodeId) -> u64 {
 
 /// Writes a new task; returns its id.
 pub async fn submit(store: &Store, spec: TaskSpec, wall_ms: u64) -> Result<TaskId, TaskError> {
-    Ok(submit_placed(store, spec, wall_ms).await?.0)
+    Ok(submit_placed(store, spec, wall_ms).await?.id)
 }
 
-/// Writes a new task; returns its id and its manager (to wake).
-pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Result<(TaskId, NodeId), TaskError> {
+/// A task just written, with whom to wake.
+pub struct Placed {
+    pub id: TaskId,
+    pub manager: NodeId,
+    /// The view the manager was chosen from (its address is there).
+    pub view: Option<formats::Lease>,
+}
+
+/// Writes a new task; returns its id, its manager and the view read.
+pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Result<Placed, TaskError> {
     if spec.shards == Some(0) {
         return Err(TaskError::Invalid("shards must be at least 1".into()));
     }
@@ -158,7 +166,7 @@ pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Resul
     store.create(&v2::manager_term(&id, 1), formats::encode(&term)).await?;
     store.create(&v2::manage_pointer(&manager, &id), formats::encode(&ManagePointer { task: id, term: 1 })).await?;
     store.create(&v2::task_status(&id, TaskState::Init), Vec::new()).await?;
-    Ok((id, manager))
+    Ok(Placed { id, manager, view: lease })
 }
 
 /// One subtask as `status` shows it.
