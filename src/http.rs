@@ -2,9 +2,16 @@
 //! status. Nothing served here changes the tree or the node's decisions: a
 //! poke only makes the node look at the tree sooner (see [`crate::wake`]).
 //!
-//! Routes (the router is where later read-only pages go):
+//! Routes (README "The node's listener" lists them for ops):
 //! - `POST /v1/poke?scope=work|monitor` → `202 Accepted`, body ignored;
-//! - `GET /v1/status` → JSON: node, address, wake-up and backend counters.
+//! - `GET /v1/status` → JSON: node, address, wake-up and backend counters;
+//! - `GET /metrics` → Prometheus (OpenMetrics text) exposition;
+//! - `GET /healthz`, `GET /readyz` → 200 or 503 with the reason;
+//! - `GET /` the cluster page, `/tasks/{id}`, `/jobs/{job}/{trigger}`, and
+//!   the same as JSON under `/api/cluster`, `/api/tasks/{id}`,
+//!   `/api/jobs/{job}/{trigger}`: read from the tree (any node serves the
+//!   whole cluster), the overview cached for [`VIEW_TTL`] so that a page
+//!   left refreshing costs the backend at most one read of the view per TTL.
 //!
 //! Limits: request bodies are never read (a poke has none; at most
 //! [`BODY_LIMIT`] bytes would be accepted by an extractor); at most
@@ -20,8 +27,12 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, Query, State};
-use axum::http::StatusCode;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
@@ -29,12 +40,21 @@ use store::layers::OpCounter;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::SharedClock;
+use crate::metrics::Metrics;
+use crate::status;
 use crate::wake::{Scope, Wakeup};
+
+/// How long the overview (`/`, `/api/cluster`) is served from cache.
+pub const VIEW_TTL: Duration = Duration::from_secs(1);
 
 /// Connections open at once.
 pub const MAX_CONNECTIONS: usize = 256;
 /// Largest request body an extractor would accept.
 pub const BODY_LIMIT: usize = 1024;
+
+/// The last overview read, with when (monotonic).
+pub type ViewCache = Arc<Mutex<Option<(Duration, Arc<status::ClusterView>)>>>;
 
 /// What the handlers read.
 #[derive(Clone)]
@@ -44,6 +64,139 @@ pub struct HttpState {
     pub wake: Arc<Wakeup>,
     /// Backend requests of this node (its tree store).
     pub backend: Option<OpCounter>,
+    /// The tree the pages read (None: pages answer 404).
+    pub store: Option<store::Store>,
+    pub clock: SharedClock,
+    pub metrics: Option<Arc<Metrics>>,
+    /// The last overview read, with when (monotonic).
+    pub view_cache: ViewCache,
+}
+
+fn text(code: StatusCode, body: String) -> Response {
+    (code, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
+}
+
+async fn metrics(State(s): State<HttpState>) -> Response {
+    match &s.metrics {
+        Some(m) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+            m.encode(),
+        )
+            .into_response(),
+        None => text(StatusCode::NOT_FOUND, "no metrics in this process\n".into()),
+    }
+}
+
+fn verdict(v: Option<crate::metrics::Verdict>) -> Response {
+    match v {
+        Some(v) if v.ok => text(StatusCode::OK, format!("ok: {}\n", v.reason)),
+        Some(v) => text(StatusCode::SERVICE_UNAVAILABLE, format!("unhealthy: {}\n", v.reason)),
+        None => text(StatusCode::SERVICE_UNAVAILABLE, "no daemon loop in this process\n".into()),
+    }
+}
+
+async fn healthz(State(s): State<HttpState>) -> Response {
+    verdict(s.metrics.as_ref().map(|m| m.health.live()))
+}
+
+async fn readyz(State(s): State<HttpState>) -> Response {
+    verdict(s.metrics.as_ref().map(|m| m.health.ready()))
+}
+
+/// The overview, from cache when fresh. The lock is never held across the
+/// read: two concurrent misses both read (bounded by the connection limit).
+async fn cluster_view(s: &HttpState) -> Result<Arc<status::ClusterView>, Response> {
+    let Some(store) = &s.store else {
+        return Err(text(StatusCode::NOT_FOUND, "no tree in this process\n".into()));
+    };
+    let now = s.clock.mono();
+    if let Some((at, v)) = s.view_cache.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        if now.saturating_sub(*at) < VIEW_TTL {
+            return Ok(v.clone());
+        }
+    }
+    match status::collect(store, &s.node, s.clock.wall_ms(), status::Limits::default()).await {
+        Ok(v) => {
+            let v = Arc::new(v);
+            *s.view_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((now, v.clone()));
+            Ok(v)
+        }
+        Err(e) => Err(backend_error(&s.node, &e.to_string())),
+    }
+}
+
+fn backend_error(node: &str, e: &str) -> Response {
+    let body = status::render_error("the tree could not be read", e, node);
+    (StatusCode::SERVICE_UNAVAILABLE, Html(body)).into_response()
+}
+
+async fn index(State(s): State<HttpState>) -> Response {
+    match cluster_view(&s).await {
+        Ok(v) => Html(status::render_index(&v)).into_response(),
+        Err(r) => r,
+    }
+}
+
+async fn api_cluster(State(s): State<HttpState>) -> Response {
+    match cluster_view(&s).await {
+        Ok(v) => Json(&*v).into_response(),
+        Err(r) => r,
+    }
+}
+
+async fn read_task(s: &HttpState, id: &str) -> Result<crate::tasks::TaskStatus, (StatusCode, String)> {
+    let store = s.store.as_ref().ok_or((StatusCode::NOT_FOUND, "no tree in this process".to_string()))?;
+    let id = layouts::TaskId::parse(id).map_err(|e| (StatusCode::BAD_REQUEST, format!("task id {id:?}: {e}")))?;
+    crate::tasks::status(store, &id).await.map_err(|e| match e {
+        crate::tasks::TaskError::NotFound(_) => (StatusCode::NOT_FOUND, e.to_string()),
+        e => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+    })
+}
+
+async fn task_page(State(s): State<HttpState>, Path(id): Path<String>) -> Response {
+    match read_task(&s, &id).await {
+        Ok(t) => Html(status::render_task(&t, &s.node, s.clock.wall_ms())).into_response(),
+        Err((code, e)) => (code, Html(status::render_error("task", &e, &s.node))).into_response(),
+    }
+}
+
+async fn api_task(State(s): State<HttpState>, Path(id): Path<String>) -> Response {
+    match read_task(&s, &id).await {
+        Ok(t) => Json(t).into_response(),
+        Err((code, e)) => (code, Json(serde_json::json!({ "error": e }))).into_response(),
+    }
+}
+
+async fn read_job(
+    s: &HttpState,
+    job: &str,
+    trigger: &str,
+) -> Result<crate::jobs::instance::JobView, (StatusCode, String)> {
+    let store = s.store.as_ref().ok_or((StatusCode::NOT_FOUND, "no tree in this process".to_string()))?;
+    let (j, t) = status::job_names(job, trigger).map_err(|e| (StatusCode::BAD_REQUEST, e))?;
+    match crate::jobs::instance::read_instance(store, &j, &t).await {
+        Ok(Some(_)) => {}
+        Ok(None) => return Err((StatusCode::NOT_FOUND, format!("no job instance {j}/{t}"))),
+        Err(e) => return Err((StatusCode::SERVICE_UNAVAILABLE, e.to_string())),
+    }
+    crate::jobs::instance::view(store, &j, &t, false)
+        .await
+        .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
+}
+
+async fn job_page(State(s): State<HttpState>, Path((job, trigger)): Path<(String, String)>) -> Response {
+    match read_job(&s, &job, &trigger).await {
+        Ok(j) => Html(status::render_job(&j, &s.node, s.clock.wall_ms())).into_response(),
+        Err((code, e)) => (code, Html(status::render_error("job", &e, &s.node))).into_response(),
+    }
+}
+
+async fn api_job(State(s): State<HttpState>, Path((job, trigger)): Path<(String, String)>) -> Response {
+    match read_job(&s, &job, &trigger).await {
+        Ok(j) => Json(j).into_response(),
+        Err((code, e)) => (code, Json(serde_json::json!({ "error": e }))).into_response(),
+    }
 }
 
 #[derive(Deserialize)]
@@ -61,7 +214,7 @@ async fn poke(State(s): State<HttpState>, Query(q): Query<PokeQuery>) -> (Status
     }
 }
 
-async fn status(State(s): State<HttpState>) -> Json<serde_json::Value> {
+async fn node_status(State(s): State<HttpState>) -> Json<serde_json::Value> {
     let c = &s.wake.counters;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let backend = s.backend.as_ref().map(|b| {
@@ -89,7 +242,16 @@ async fn status(State(s): State<HttpState>) -> Json<serde_json::Value> {
 pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/v1/poke", post(poke))
-        .route("/v1/status", get(status))
+        .route("/v1/status", get(node_status))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/", get(index))
+        .route("/tasks/{id}", get(task_page))
+        .route("/jobs/{job}/{trigger}", get(job_page))
+        .route("/api/cluster", get(api_cluster))
+        .route("/api/tasks/{id}", get(api_task))
+        .route("/api/jobs/{job}/{trigger}", get(api_job))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .with_state(state)
 }

@@ -15,7 +15,10 @@
 //! | [`executor`] | running one subtask: the `command` executor and the built-in crash-safe [`executor::merge`] |
 //! | [`jobs`] | versioned job definitions, exactly-once triggers, the DAG driver |
 //! | [`wake`] | wake-ups between nodes: pokes are hints that make a node look at the tree now instead of at its next poll ([`wake::Wakeup`] receives and coalesces, [`wake::Poker`] sends) |
-//! | [`http`] | the node's listener (`run --listen`): pokes and read-only status |
+//! | [`http`] | the node's listener (`run --listen`): pokes, `/metrics`, `/healthz`, `/readyz`, the status page |
+//! | [`metrics`] | the node's Prometheus registry and its [`metrics::Health`] (what `/healthz`, `/readyz` and the watchdog judge) |
+//! | [`status`] | the read-only cluster view the status page renders (from the tree, any node) |
+//! | [`systemd`] | `Type=notify`: READY=1 once joined, watchdog pings while live |
 //! | [`node`] | one node: a tick that runs its heartbeat, election, monitor, manager and worker duties ([`node::Node`]), and the [`node::daemon`] loop with its shutdown |
 //! | [`check`] | `compactd check`: every anomaly of the tree with its path |
 //! | [`cli`] | the command line (the only place that uses `anyhow`) |
@@ -32,8 +35,11 @@ pub mod executor;
 pub mod http;
 pub mod jobs;
 pub mod logging;
+pub mod metrics;
 pub mod monitor;
 pub mod node;
+pub mod status;
+pub mod systemd;
 pub mod tasks;
 pub mod wake;
 pub use store;

@@ -1,18 +1,27 @@
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
-    let cli = compactd::cli::Cli::parse();
+    let loaded = match compactd::cli::config::load(std::env::args_os().collect()) {
+        Ok(l) => l,
+        Err(compactd::cli::config::ConfigError::Clap(e)) => e.exit(),
+        Err(e) => {
+            eprintln!("compactd: error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     // One-shot commands print to stdout and may be piped into `head`: die
     // quietly on a closed pipe like other Unix tools instead of panicking in
     // `println!`. The daemon keeps SIGPIPE ignored (its sockets and child
     // pipes report EPIPE as an error instead).
-    if !matches!(cli.command, compactd::cli::Command::Run(_)) {
+    if !matches!(loaded.cli.command, compactd::cli::Command::Run(_)) {
         // SAFETY: setting a signal disposition before any thread starts.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
-    compactd::logging::init();
+    if let Some(code) = compactd::cli::offline(&loaded) {
+        return ExitCode::from(code as u8);
+    }
+    let cli = loaded.cli;
+    compactd::logging::init(cli.log_format);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let code = match rt.block_on(compactd::cli::dispatch(cli)) {
         Ok(code) => code,

@@ -1,6 +1,7 @@
 //! The command line: parsing, dispatch, exit codes (0 ok, 1 failure, 2 usage).
 
 pub mod check;
+pub mod config;
 pub mod jobs;
 pub mod nodes;
 pub mod run;
@@ -25,6 +26,16 @@ pub struct Cli {
     /// (timeouts, 5xx, resets), with exponential backoff and jitter.
     #[arg(long, global = true, env = "COMPACTD_BACKEND_RETRIES", default_value_t = 2)]
     pub backend_retries: usize,
+
+    /// Configuration file (TOML) for `run` and the global flags; default
+    /// /etc/compactd/compactd.toml when it exists. See `compactd config`.
+    #[arg(long, global = true, env = "COMPACTD_CONFIG", value_name = "FILE")]
+    pub config: Option<std::path::PathBuf>,
+
+    /// Log lines on stderr: `text` for people, `json` (one object per line)
+    /// for log shippers.
+    #[arg(long, global = true, env = "COMPACTD_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: crate::logging::LogFormat,
 
     #[command(subcommand)]
     pub command: Command,
@@ -63,6 +74,43 @@ pub enum Command {
     Merge(tasks::MergeArgs),
     /// Migrate a legacy v1 tree (Compaction/) to v2 (Compaction_V2/).
     Upgrade(upgrade::UpgradeArgs),
+    /// Print the effective configuration of `run` (flags > environment >
+    /// config file > defaults) as TOML, with each value's source; secrets
+    /// redacted. Takes the same flags as `run`.
+    Config(run::RunArgs),
+    /// Print a shell completion script: `compactd completions bash > /etc/bash_completion.d/compactd`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `compactd man > /usr/share/man/man1/compactd.1`.
+    Man,
+}
+
+/// Commands that need no backend: they print and return.
+pub fn offline(loaded: &config::Loaded) -> Option<i32> {
+    use clap::CommandFactory;
+    match &loaded.cli.command {
+        Command::Config(_) => {
+            print!("{}", config::print(loaded));
+            Some(0)
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut Cli::command(), "compactd", &mut std::io::stdout());
+            Some(0)
+        }
+        Command::Man => {
+            let man = clap_mangen::Man::new(Cli::command());
+            match man.render(&mut std::io::stdout()) {
+                Ok(()) => Some(0),
+                Err(e) => {
+                    eprintln!("compactd: error: writing the man page: {e}");
+                    Some(1)
+                }
+            }
+        }
+        _ => None,
+    }
 }
 
 /// Runs the parsed command; returns the process exit code.
@@ -105,5 +153,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Jobs(args) => jobs::list(store, args).await,
         Command::Job(args) => jobs::show(store, args).await,
         Command::Upgrade(args) => upgrade::run(store, args).await,
+        Command::Config(_) | Command::Completions { .. } | Command::Man => {
+            unreachable!("handled by `offline` before any backend is opened")
+        }
     }
 }

@@ -200,22 +200,33 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         sweep: args.sweep,
     };
     let shutdown = CancellationToken::new();
-    // The backend requests of this node, for its status page.
+    let clock = SystemClock::shared();
+    let wake = crate::wake::Wakeup::new();
+    let health = std::sync::Arc::new(crate::metrics::Health::new(clock.clone(), cfg.session_timeout));
+    let metrics = crate::metrics::Metrics::new(health, matches!(args.listen, Listen::On(_)).then(|| wake.clone()));
+    // The backend requests of this node: counted for its status (by kind)
+    // and for /metrics (OpenDAL's layer: by operation, with latency), once
+    // on each store.
     let counter = store::layers::OpCounter::new();
-    let store = store.layered(|op| op.layer(store::layers::CountingLayer::new(counter.clone())));
+    let backend = metrics.backend_layer();
+    let store = store.layered(|op| op.layer(store::layers::CountingLayer::new(counter.clone())).layer(backend.clone()));
+    let data = data.layered(|op| op.layer(backend.clone()));
     let (wakeups, server) = match args.listen {
         Listen::Off => (None, None),
         Listen::On(addr) => {
             let l = crate::http::bind(addr, args.advertise.clone())
                 .await
                 .map_err(|e| anyhow::anyhow!("--listen {addr}: {e} (pick another address, or --listen off)"))?;
-            tracing::info!(listen = %l.local, advertise = %l.advertise, "listening for wake-ups");
-            let wake = crate::wake::Wakeup::new();
+            tracing::info!(listen = %l.local, advertise = %l.advertise, "listening for wake-ups, metrics and the status page");
             let state = crate::http::HttpState {
                 node: cfg.id.to_string(),
                 addr: Some(l.advertise.clone()),
                 wake: wake.clone(),
                 backend: Some(counter.clone()),
+                store: Some(store.clone()),
+                clock: clock.clone(),
+                metrics: Some(metrics.clone()),
+                view_cache: Default::default(),
             };
             let server = tokio::spawn(crate::http::serve(l.listener, state, shutdown.clone()));
             (Some(crate::node::daemon::Wakeups { wake, addr: l.advertise }), Some(server))
@@ -235,8 +246,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         })
     };
     let result =
-        crate::node::daemon::run(cfg, store, Some((work, data)), SystemClock::shared(), shutdown.clone(), wakeups)
-            .await;
+        crate::node::daemon::run(cfg, store, Some((work, data)), clock, shutdown.clone(), wakeups, Some(metrics)).await;
     signals.abort();
     shutdown.cancel();
     if let Some(server) = server {

@@ -75,10 +75,12 @@ impl EventLog {
     /// Deletes events older than `retention` by the monitor's wall clock,
     /// oldest first, stopping at the first younger one. Unreadable events
     /// older than the newest kept one are left for `compactd check`.
-    pub async fn purge(store: &Store, now_wall_ms: u64, retention: Duration) -> store::Result<usize> {
+    /// Returns how many were deleted and how many are kept.
+    pub async fn purge(store: &Store, now_wall_ms: u64, retention: Duration) -> store::Result<Purged> {
         let horizon = now_wall_ms.saturating_sub(retention.as_millis() as u64);
         let mut purged = 0;
         let seqs = list_seqs(store).await?;
+        let listed = seqs.len();
         // The newest event always stays: it carries the log's position.
         let keep_from = seqs.len().saturating_sub(1);
         for seq in seqs.into_iter().take(keep_from) {
@@ -94,8 +96,15 @@ impl EventLog {
                 _ => break,
             }
         }
-        Ok(purged)
+        Ok(Purged { purged, kept: listed - purged })
     }
+}
+
+/// What [`EventLog::purge`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Purged {
+    pub purged: usize,
+    pub kept: usize,
 }
 
 /// What a consumer gets from one poll.
@@ -190,7 +199,7 @@ mod tests {
             log.append(&store, 1, &NodeId::parse("m").unwrap(), i * hour, joined("a")).await.unwrap();
         }
         let mut lagging = EventConsumer { cursor: 1 };
-        let purged = EventLog::purge(&store, 4 * hour + 1, Duration::from_secs(2 * 3600)).await.unwrap();
+        let purged = EventLog::purge(&store, 4 * hour + 1, Duration::from_secs(2 * 3600)).await.unwrap().purged;
         assert_eq!(purged, 3, "events at 0h, 1h and 2h are older than 2h at 4h");
         let polled = lagging.poll(&store).await.unwrap();
         assert!(polled.gap);

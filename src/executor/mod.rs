@@ -187,6 +187,11 @@ pub fn spawn(req: &ExecRequest, now: Duration, on_exit: Option<OnExit>) -> std::
             c
         }
     };
+    // The service manager's channel is the daemon's alone: a child that
+    // wrote to it could declare the node ready or feed its watchdog.
+    for k in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] {
+        cmd.env_remove(k);
+    }
     for (k, v) in &req.vars {
         cmd.env(format!("COMPACTD_{}", env_name(k)), v);
     }

@@ -56,6 +56,8 @@ pub struct Monitor {
     offline: BTreeMap<(NodeId, u64), OfflineRecord>,
     retention: Duration,
     next_purge_at: Duration,
+    /// Events kept at the last purge, and the newest sequence number then.
+    kept_at_purge: Option<(usize, u64)>,
 }
 
 impl Monitor {
@@ -84,6 +86,7 @@ impl Monitor {
             offline: BTreeMap::new(),
             retention,
             next_purge_at: now,
+            kept_at_purge: None,
         };
         monitor.require_office(store, election, now).await?;
         monitor.log.append(store, epoch, &monitor.me.clone(), wall_ms, EventKind::MonitorElected { node: me }).await?;
@@ -327,7 +330,8 @@ impl Monitor {
 
     async fn purge(&mut self, store: &Store, election: &mut Election, now: Duration, wall_ms: u64) -> Result<()> {
         self.require_office(store, election, now).await?;
-        EventLog::purge(store, wall_ms, self.retention).await?;
+        let p = EventLog::purge(store, wall_ms, self.retention).await?;
+        self.kept_at_purge = Some((p.kept, self.log.last_seq()));
         let horizon = wall_ms.saturating_sub(self.retention.as_millis() as u64);
         let old: Vec<(NodeId, u64)> =
             self.offline.iter().filter(|(_, r)| r.cleaned && r.wall_ms < horizon).map(|(k, _)| k.clone()).collect();
@@ -336,6 +340,12 @@ impl Monitor {
             self.offline.remove(&(node, inc));
         }
         Ok(())
+    }
+
+    /// Change events in the log: counted at the last purge, plus those
+    /// appended since. `None` before the first purge.
+    pub fn events_kept(&self) -> Option<usize> {
+        self.kept_at_purge.map(|(kept, seq)| kept + self.log.last_seq().saturating_sub(seq) as usize)
     }
 
     /// Writes the member view into the lease body; true if it changed.

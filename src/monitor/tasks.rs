@@ -33,6 +33,8 @@ pub struct SweepReport {
     pub cancelled: Vec<TaskId>,
     pub archived: usize,
     pub garbage_removed: usize,
+    /// Tasks under `Scheduler/` by state (as read by this sweep).
+    pub by_state: BTreeMap<String, usize>,
 }
 
 /// Gives every task managed by `node` (found by its `Manage.*` pointers) to
@@ -119,6 +121,7 @@ pub async fn sweep(
         let Some(state) = dir.state.filter(|_| dir.has_info) else {
             continue;
         };
+        *report.by_state.entry(state.as_str().to_string()).or_default() += 1;
         if state.is_terminal() {
             terminal.insert(id);
             let Ok(info) = tasks::read_info(store, &id).await else {

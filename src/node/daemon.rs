@@ -14,7 +14,9 @@ use store::Store;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
+use crate::metrics::Metrics;
 use crate::node::{Node, NodeConfig};
+use crate::systemd::Notifier;
 use crate::tasks::worker::WorkConfig;
 use crate::wake::{Wakeup, Woken, MIN_WOKEN_GAP};
 
@@ -84,10 +86,15 @@ pub async fn run(
     clock: SharedClock,
     shutdown: CancellationToken,
     wakeups: Option<Wakeups>,
+    metrics: Option<Arc<Metrics>>,
 ) -> Result<(), DaemonError> {
     validate(&cfg)?;
     store.probe_atomic_create(&format!("{}Probe/{}", v2::REGISTRY, cfg.id), 4).await?;
+    if let Some(m) = &metrics {
+        m.health.set_probed();
+    }
     check_node_id_free(&store, &cfg).await?;
+    let mut notifier = Notifier::from_env();
     let interval = cfg.tick_interval();
     tracing::info!(
         node = %cfg.id, root = %store.uri(), heartbeat = ?cfg.heartbeat, session_timeout = ?cfg.session_timeout, lease = ?cfg.lease,
@@ -96,6 +103,9 @@ pub async fn run(
     let mut node = Node::new(cfg, store, clock.clone());
     if let Some((work, data)) = work {
         node = node.with_work(work, data);
+    }
+    if let Some(m) = &metrics {
+        node = node.with_metrics(m.clone());
     }
     // Without a listener nothing pokes the loop; executors still do.
     let wake = match wakeups {
@@ -123,6 +133,12 @@ pub async fn run(
             let woken = if busy { Woken::ALL } else { woken };
             node.tick_woken(woken).await
         };
+        let end = clock.mono();
+        if let Some(m) = &metrics {
+            m.after_tick(&node, end.saturating_sub(started));
+            m.health.ticked(end, node.last_beat_ok(), node.is_member());
+            notifier.after_tick(&m.health, end);
+        }
         if shutdown.is_cancelled() {
             break;
         }
@@ -146,6 +162,7 @@ pub async fn run(
         }
     }
     tracing::info!("leaving the cluster");
+    notifier.stopping();
     node.leave().await;
     Ok(())
 }

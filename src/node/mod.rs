@@ -105,6 +105,7 @@ pub struct Node {
     addr: Option<String>,
     /// Nodes to poke once this tick's writes are done.
     pokes: Pokes,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl Node {
@@ -132,7 +133,33 @@ impl Node {
             poker: None,
             addr: None,
             pokes: Pokes::default(),
+            metrics: None,
         }
+    }
+
+    /// Records what this node does into `metrics` (its worker's executors,
+    /// the monitor's sweep and event log).
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Node {
+        if let Some(w) = self.work.as_mut() {
+            w.worker.set_metrics(metrics.clone());
+        }
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// When the last successful heartbeat write started (monotonic).
+    pub fn last_beat_ok(&self) -> Option<Duration> {
+        self.last_beat_ok
+    }
+
+    /// The newest member view lists this node under its incarnation.
+    pub fn is_member(&self) -> bool {
+        self.members().get(&self.cfg.id) == Some(&self.stats.incarnation)
+    }
+
+    /// Monitor only: change events in the log (see [`Monitor::events_kept`]).
+    pub fn monitor_events_kept(&self) -> Option<usize> {
+        self.monitor.as_ref().and_then(|m| m.events_kept())
     }
 
     /// Enables wake-ups: the node advertises `addr` (where its listener
@@ -153,6 +180,9 @@ impl Node {
         let mut worker = Worker::new(self.cfg.id.clone());
         if let Some(w) = &self.wake {
             worker.set_wakeup(w.clone());
+        }
+        if let Some(m) = &self.metrics {
+            worker.set_metrics(m.clone());
         }
         self.work =
             Some(Work { cfg, data, worker, managers: BTreeMap::new(), next_sweep_at: Duration::ZERO, rotation: 0 });
@@ -443,7 +473,11 @@ impl Node {
         let Some(work) = self.work.as_mut() else { return };
         if sweep_due {
             work.next_sweep_at = now + work.cfg.sweep;
-            match crate::monitor::tasks::sweep(&self.store, &members, &work.cfg, wall, epoch).await {
+            let swept = crate::monitor::tasks::sweep(&self.store, &members, &work.cfg, wall, epoch).await;
+            if let (Ok(r), Some(m)) = (&swept, &self.metrics) {
+                m.tasks_by_state(&r.by_state);
+            }
+            match swept {
                 Ok(r) if r.archived + r.garbage_removed + r.reassigned.len() + r.cancelled.len() > 0 => {
                     r.reassigned.iter().for_each(|(_, to)| self.pokes.work(to));
                     tracing::info!(

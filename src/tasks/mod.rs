@@ -393,8 +393,13 @@ async fn round_stats(store: &Store, id: &TaskId, dir: &TaskDir, round: u32) -> s
         .filter(|(ok, r, _)| *ok && *r == round)
         .map(|(ok, r, u)| v2::unit_outcome(id, *r, *u, *ok))
         .collect();
-    let files: Vec<Option<bytes::Bytes>> =
-        futures::stream::iter(paths.iter().map(|p| store.read(p))).buffer_unordered(16).try_collect().await?;
+    // Owned paths moved into each read: a closure over borrowed ones makes
+    // the future not provably Send (the HTTP handlers need it to be).
+    let files: Vec<Option<bytes::Bytes>> = futures::stream::iter(paths)
+        .map(|p| async move { store.read(&p).await })
+        .buffer_unordered(16)
+        .try_collect()
+        .await?;
     let mut sum = BTreeMap::new();
     for b in files.into_iter().flatten().filter(|b| !b.is_empty()) {
         if let Ok(o) = formats::decode::<formats::UnitOutcome>(&b) {

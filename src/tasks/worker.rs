@@ -127,6 +127,17 @@ struct RunningSub {
     kind: ExecutorKind,
     /// Who dispatched it: poked when its result is written.
     manager: Option<NodeId>,
+    /// Monotonic start, for the executor duration metric.
+    started: Duration,
+}
+
+/// The metric label of an executor kind.
+pub fn kind_label(kind: ExecutorKind) -> &'static str {
+    match kind {
+        ExecutorKind::Merge => "merge",
+        ExecutorKind::Command => "command",
+        ExecutorKind::Noop => "noop",
+    }
 }
 
 /// The subtasks this node is running.
@@ -142,6 +153,7 @@ pub struct Worker {
     wake: Option<Arc<Wakeup>>,
     /// Managers to wake: a result of theirs was written.
     pokes: Pokes,
+    metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 impl Worker {
@@ -153,7 +165,13 @@ impl Worker {
             reported: Default::default(),
             wake: None,
             pokes: Pokes::default(),
+            metrics: None,
         }
+    }
+
+    /// Records executor starts, ends and durations into `metrics`.
+    pub fn set_metrics(&mut self, metrics: Arc<crate::metrics::Metrics>) {
+        self.metrics = Some(metrics);
     }
 
     /// The managers to wake since the last call.
@@ -222,6 +240,9 @@ impl Worker {
                     }
                 };
                 done.map(|f| {
+                    if let Some(m) = &self.metrics {
+                        m.subtask_finished(kind_label(r.kind), f.success, deadline.now().saturating_sub(r.started));
+                    }
                     self.reports.insert(name.clone(), (r.kind, f, r.manager.clone()));
                     name.clone()
                 })
@@ -379,7 +400,10 @@ impl Worker {
         let mark = StatusMark { incarnation, wall_ms, ..Default::default() };
         store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Running), formats::encode(&mark)).await?;
         if kind == ExecutorKind::Noop {
-            self.running.insert(sub.to_string(), RunningSub { exec: None, kind, manager });
+            self.running.insert(sub.to_string(), RunningSub { exec: None, kind, manager, started: now });
+            if let Some(m) = &self.metrics {
+                m.subtask_started(kind_label(kind));
+            }
             // Done already: report on the next tick, not the next poll.
             if let Some(w) = &self.wake {
                 w.poke(Scope::Work);
@@ -390,7 +414,10 @@ impl Worker {
         match executor::spawn(&req, now, on_exit) {
             Ok(exec) => {
                 tracing::info!(subtask = %sub, pid = exec.pid(), ?kind, "subtask started");
-                self.running.insert(sub.to_string(), RunningSub { exec: Some(exec), kind, manager });
+                self.running.insert(sub.to_string(), RunningSub { exec: Some(exec), kind, manager, started: now });
+                if let Some(m) = &self.metrics {
+                    m.subtask_started(kind_label(kind));
+                }
             }
             Err(e) => {
                 let mark = fail(format!("could not start the executor: {e}"));

@@ -83,6 +83,10 @@ use opendal::raw::OpWrite;
 pub use counting::{CountingLayer, OpCounter, OpCounts};
 #[cfg(feature = "testing")]
 pub use fault::{FaultConfig, FaultHandle, FaultLayer};
+/// OpenDAL's own Prometheus layer (`opendal_*` families: requests by
+/// operation with a latency histogram, errors by kind, bytes): what a
+/// daemon's `/metrics` reports of its backend.
+pub use opendal::layers::PrometheusClientLayer;
 
 /// Kind of backend operation, as counted by [`CountingLayer`] and filtered
 /// by [`FaultConfig::kinds`].
