@@ -164,7 +164,7 @@ impl Collector for OnScrape {
             let g = ConstGauge::new(age.as_secs_f64());
             let e = encoder.encode_descriptor(
                 "compactd_heartbeat_age",
-                "Time since the start of this node's last successful heartbeat write.",
+                "Time since the start of this node's last successful heartbeat write",
                 Some(&Unit::Seconds),
                 g.metric_type(),
             )?;
@@ -173,15 +173,15 @@ impl Collector for OnScrape {
         if let Some(w) = &self.wake {
             let c = &w.counters;
             let pokes: [(&str, &str, &AtomicU64); 5] = [
-                ("compactd_pokes_received", "Wake-up pokes this node accepted.", &c.received),
-                ("compactd_pokes_sent", "Wake-up pokes this node sent.", &c.sent),
+                ("compactd_pokes_received", "Wake-up pokes this node accepted", &c.received),
+                ("compactd_pokes_sent", "Wake-up pokes this node sent", &c.sent),
                 (
                     "compactd_pokes_dropped",
-                    "Wake-up pokes this node did not send (too many in flight, or no address).",
+                    "Wake-up pokes this node did not send (too many in flight, or no address)",
                     &c.dropped,
                 ),
-                ("compactd_pokes_failed", "Wake-up pokes sent that failed or timed out.", &c.failed),
-                ("compactd_woken_ticks", "Ticks run because of pokes rather than the poll interval.", &c.woken_ticks),
+                ("compactd_pokes_failed", "Wake-up pokes sent that failed or timed out", &c.failed),
+                ("compactd_woken_ticks", "Ticks run because of pokes rather than the poll interval", &c.woken_ticks),
             ];
             for (name, help, a) in pokes {
                 let v = ConstCounter::new(a.load(Ordering::Relaxed));
@@ -232,71 +232,71 @@ impl Metrics {
         let mut r = Registry::default();
         let info = Family::<Vec<(String, String)>, Gauge>::default();
         info.get_or_create(&vec![("version".into(), env!("CARGO_PKG_VERSION").into())]).set(1);
-        r.register("compactd_build_info", "The compactd version this node runs (always 1).", info);
+        r.register("compactd_build_info", "The compactd version this node runs (always 1)", info);
         let up: Gauge = Gauge::default();
         up.set(1);
-        r.register("compactd_up", "1 while the daemon runs.", up);
+        r.register("compactd_up", "1 while the daemon runs", up);
         let incarnation = Gauge::default();
         r.register(
             "compactd_incarnation",
-            "This node's incarnation (wall ms at its start or last rejoin).",
+            "This node's incarnation (wall ms at its start or last rejoin)",
             incarnation.clone(),
         );
         let is_monitor = Gauge::default();
-        r.register("compactd_is_monitor", "1 while this node holds the monitor lease.", is_monitor.clone());
+        r.register("compactd_is_monitor", "1 while this node holds the monitor lease", is_monitor.clone());
         let epoch = Gauge::default();
-        r.register("compactd_monitor_epoch", "Epoch of the newest monitor lease this node has seen.", epoch.clone());
+        r.register("compactd_monitor_epoch", "Epoch of the newest monitor lease this node has seen", epoch.clone());
         let fenced = Counter::default();
         r.register(
             "compactd_fenced_actions",
-            "Monitor actions refused because this node no longer held the lease.",
+            "Monitor actions refused because this node no longer held the lease",
             fenced.clone(),
         );
         let rejoins = Counter::default();
-        r.register("compactd_rejoins", "Times this node rejoined under a new incarnation.", rejoins.clone());
+        r.register("compactd_rejoins", "Times this node rejoined under a new incarnation", rejoins.clone());
         let ticks = Counter::default();
-        r.register("compactd_ticks", "Rounds of the daemon loop (polls and woken ticks).", ticks.clone());
+        r.register("compactd_ticks", "Rounds of the daemon loop (polls and woken ticks)", ticks.clone());
         let tick_seconds = Histogram::new(seconds_buckets());
         r.register_with_unit(
             "compactd_tick_duration",
-            "Duration of one round of the daemon loop.",
+            "Duration of one round of the daemon loop",
             Unit::Seconds,
             tick_seconds.clone(),
         );
         let started = Family::<ExecutorLabel, Counter>::default();
-        r.register("compactd_subtasks_started", "Subtasks whose executor this node started.", started.clone());
+        r.register("compactd_subtasks_started", "Subtasks whose executor this node started", started.clone());
         let finished = Family::<FinishedLabels, Counter>::default();
         r.register(
             "compactd_subtasks_finished",
-            "Subtasks this node ran to an end, by outcome (succeeded, failed).",
+            "Subtasks this node ran to an end, by outcome (succeeded, failed)",
             finished.clone(),
         );
         let running = Gauge::default();
-        r.register("compactd_subtasks_running", "Executors running on this node.", running.clone());
+        r.register("compactd_subtasks_running", "Executors running on this node", running.clone());
         let executor_seconds =
             Family::<ExecutorLabel, Histogram>::new_with_constructor(|| Histogram::new(seconds_buckets()));
         r.register_with_unit(
             "compactd_executor_duration",
-            "Wall time of one executor run, start to exit.",
+            "Wall time of one executor run, start to exit",
             Unit::Seconds,
             executor_seconds.clone(),
         );
         let cluster_nodes = Family::<StateLabel, Gauge>::default();
         r.register(
             "compactd_cluster_nodes",
-            "Monitor only: nodes in the member view (state=alive) and declared offline (state=offline).",
+            "Monitor only: nodes in the member view (state=alive) and declared offline (state=offline)",
             cluster_nodes.clone(),
         );
         let cluster_tasks = Family::<StateLabel, Gauge>::default();
         r.register(
             "compactd_cluster_tasks",
-            "Monitor only: tasks under Scheduler/ by state, as of the last sweep.",
+            "Monitor only: tasks under Scheduler/ by state, as of the last sweep",
             cluster_tasks.clone(),
         );
         let cluster_events = Gauge::default();
         r.register(
             "compactd_cluster_events",
-            "Monitor only: change events kept in the event log, as of the last purge.",
+            "Monitor only: change events kept in the event log, as of the last purge",
             cluster_events.clone(),
         );
         r.register_collector(Box::new(OnScrape { health: health.clone(), wake }));

@@ -225,7 +225,10 @@ async fn task_row(store: &Store, id: TaskId, subtasks: Vec<SubtaskStatus>) -> Re
     let info = tasks::read_info(store, &id).await.map_err(|e| e.to_string())?;
     let manager = tasks::read_term(store, &id, dir.term()).await.ok().flatten().map(|t| t.node.to_string());
     let r = tasks::result_counts(&dir, &info);
-    let units = info.run.shards.map(u64::from).unwrap_or(info.run.partitions.len() as u64);
+    // Partitions or shards; a task on a table without partitions runs one
+    // unit (and the outstanding subtasks show what runs now).
+    let planned = info.run.shards.map(u64::from).unwrap_or(info.run.partitions.len() as u64);
+    let units = planned.max(r.success + r.failed + subtasks.len() as u64);
     Ok(TaskRow {
         id: id.to_string(),
         state: dir.state.unwrap_or(TaskState::Init),
@@ -255,10 +258,10 @@ pub async fn collect(store: &Store, served_by: &str, wall_ms: u64, limits: Limit
         released: l.released,
         wall_ms: l.wall_ms,
     });
-    // Task ids start with their creation time: newest first.
+    // Task ids carry their creation time: newest first.
     let mut ids = tasks::list_ids(store).await?;
     let tasks_total = ids.len();
-    ids.sort_by_key(|id| std::cmp::Reverse(id.to_string()));
+    ids.sort_by_key(|id| std::cmp::Reverse((id.unix_ms, id.seq)));
     ids.truncate(limits.tasks);
     let mut subs = all_subtasks(store).await?;
     let rows: Vec<Result<TaskRow, String>> = futures::stream::iter(ids.into_iter().map(|id| {

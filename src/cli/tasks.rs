@@ -102,6 +102,21 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     if !args.wait {
         return Ok(0);
     }
+    // A progress bar on a terminal; plain lines (one per change) otherwise,
+    // for logs and scripts.
+    let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} {prefix} [{bar:30}] {pos}/{len} units {msg} [{elapsed}]",
+            )
+            .expect("static template")
+            .progress_chars("=> "),
+        );
+        b.set_prefix(id.to_string());
+        b.enable_steady_tick(Duration::from_millis(120));
+        b
+    });
     let mut last = String::new();
     // Quick looks first (work usually starts within milliseconds), then
     // slower ones: each look is two reads.
@@ -112,11 +127,22 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
         let state = dir.state.unwrap_or(TaskState::Init);
         let r = tasks::result_counts(&dir, &info);
         let line = format!("{id}: {state} round {} success {} failed {}", info.run.round, r.success, r.failed);
-        if line != last {
-            eprintln!("{line}");
-            last = line;
+        match &bar {
+            Some(b) => {
+                let units = info.run.shards.map(u64::from).unwrap_or(info.run.partitions.len() as u64);
+                b.set_length(units.max(r.success + r.failed));
+                b.set_position(r.success + r.failed);
+                b.set_message(format!("{state}, {} failed", r.failed));
+            }
+            None if line != last => eprintln!("{line}"),
+            None => {}
         }
+        last = line;
         if state.is_terminal() {
+            if let Some(b) = &bar {
+                b.finish_and_clear();
+                eprintln!("{last}");
+            }
             if let Some(e) = &info.run.error {
                 eprintln!("{id}: {e}");
             }

@@ -3,5 +3,6 @@
 #![allow(clippy::disallowed_methods)]
 pub mod chaos_support;
 pub mod cluster;
+pub mod http;
 pub mod s3;
 pub mod table;
