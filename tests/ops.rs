@@ -458,3 +458,30 @@ fn the_status_page_shows_nodes_tasks_and_a_jobs_dag_in_a_real_browser() {
     assert_eq!(code, 400, "{body}");
     eprintln!("screenshots: {} {}", shot.display(), job_shot.display());
 }
+
+#[test]
+fn json_logs_completions_and_the_man_page() {
+    let mut c = Cluster::fs();
+    let dir = tempfile::tempdir().unwrap();
+    c.start_with("n1", &["--log-format", "json", "--data", &format!("fs://{}", dir.path().display())]);
+    c.wait_nodes(Duration::from_secs(20), "n1 alive", |r| alive(r) == ["n1"]);
+    assert_eq!(c.terminate("n1"), Some(0));
+    let log = std::fs::read_to_string(c.log_path("n1")).unwrap();
+    let mut messages = vec![];
+    for line in log.lines() {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+        assert!(v["level"].is_string() && v["timestamp"].is_string(), "{line}");
+        messages.push(v["fields"]["message"].as_str().unwrap_or_default().to_string());
+    }
+    assert!(messages.iter().any(|m| m == "compactd node starting"), "{messages:?}");
+    assert!(messages.iter().any(|m| m == "leaving the cluster"), "{messages:?}");
+
+    for (shell, marker) in [("bash", "_compactd()"), ("zsh", "#compdef compactd"), ("fish", "complete -c compactd")] {
+        let out = std::process::Command::new(BIN).args(["completions", shell]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains(marker) && text.contains("submit"), "{shell}: {text}");
+    }
+    let out = std::process::Command::new(BIN).arg("man").output().unwrap();
+    let man = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && man.contains(".TH compactd 1") && man.contains("submit"), "{man}");
+}
