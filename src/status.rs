@@ -12,10 +12,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use layouts::formats::{self, Event, EventKind, Heartbeat};
 use layouts::jobs::StepState;
-use layouts::{v2, Name, NodeId, SubtaskState, TaskId, TaskState};
+use layouts::{v2, Name, NodeId, TaskId, TaskState};
 use serde::Serialize;
 use store::Store;
 
@@ -185,34 +185,9 @@ fn describe(kind: &EventKind) -> String {
 /// Outstanding subtasks of every task, from one recursive listing of
 /// `TaskAssigned/` (no per-subtask read: the page shows node, state, attempt).
 async fn all_subtasks(store: &Store) -> store::Result<BTreeMap<TaskId, Vec<SubtaskStatus>>> {
-    let mut found: BTreeMap<(String, String), Vec<SubtaskState>> = BTreeMap::new();
-    let mut entries = store.list_stream(v2::TASK_ASSIGNED, true);
-    while let Some(e) = entries.try_next().await? {
-        let rel = &e.path[v2::TASK_ASSIGNED.len()..];
-        let mut parts = rel.split('/');
-        let (Some(node), Some(sub), Some(file)) = (parts.next(), parts.next(), parts.next()) else {
-            continue;
-        };
-        let states = found.entry((node.to_string(), sub.to_string())).or_default();
-        if let Ok(s) = SubtaskState::from_file_name(file) {
-            states.push(s);
-        }
-    }
     let mut out: BTreeMap<TaskId, Vec<SubtaskStatus>> = BTreeMap::new();
-    for ((node, sub), states) in found {
-        let Some((task, round, _unit, attempt)) = v2::parse_subtask_name(&sub) else {
-            continue;
-        };
-        let state = states.into_iter().max_by_key(|s| s.rank()).unwrap_or(SubtaskState::Init);
-        out.entry(task).or_default().push(SubtaskStatus {
-            id: sub,
-            partition: None,
-            shard: None,
-            node,
-            state,
-            round,
-            attempt,
-        });
+    for (task, s) in tasks::list_subtasks(store, None).await? {
+        out.entry(task).or_default().push(s);
     }
     Ok(out)
 }

@@ -287,11 +287,12 @@ pub async fn read_term(store: &Store, id: &TaskId, term: u64) -> Result<Option<M
     }
 }
 
-/// Every subtask folder of `id` on any node, with its markers (one
-/// recursive LIST of `TaskAssigned/`).
-pub async fn find_subtasks(store: &Store, id: &TaskId) -> store::Result<Vec<SubtaskStatus>> {
+/// Every subtask folder under `TaskAssigned/` (of `task` only, if given),
+/// with its task and its state from the markers, from one recursive LIST;
+/// `partition` and `shard` are left empty (they need a read per subtask).
+pub async fn list_subtasks(store: &Store, task: Option<&TaskId>) -> store::Result<Vec<(TaskId, SubtaskStatus)>> {
     use futures::TryStreamExt;
-    let prefix = id.to_string();
+    let prefix = task.map(|t| t.to_string()).unwrap_or_default();
     let mut found: BTreeMap<(String, String), Vec<SubtaskState>> = BTreeMap::new();
     let mut entries = store.list_stream(v2::TASK_ASSIGNED, true);
     while let Some(e) = entries.try_next().await? {
@@ -310,24 +311,32 @@ pub async fn find_subtasks(store: &Store, id: &TaskId) -> store::Result<Vec<Subt
     }
     let mut out = vec![];
     for ((node, sub), states) in found {
-        let Some((task, round, unit, attempt)) = v2::parse_subtask_name(&sub) else {
+        let Some((of, round, _unit, attempt)) = v2::parse_subtask_name(&sub) else {
             continue;
         };
-        if task != *id {
+        if task.is_some_and(|t| *t != of) {
             continue;
         }
         let state = states.into_iter().max_by_key(|s| s.rank()).unwrap_or(SubtaskState::Init);
-        let (mut partition, mut shard) = (None, None);
-        if let (Ok(n), Ok(s)) = (NodeId::parse(&node), Name::parse(&sub)) {
-            if let Some(b) = store.read(&v2::subtask_info(&n, &s)).await? {
+        out.push((of, SubtaskStatus { id: sub, partition: None, shard: None, node, state, round, attempt }));
+    }
+    Ok(out)
+}
+
+/// Every subtask folder of `id` on any node, with its markers, partition
+/// and shard (one recursive LIST of `TaskAssigned/`, one read each).
+pub async fn find_subtasks(store: &Store, id: &TaskId) -> store::Result<Vec<SubtaskStatus>> {
+    let mut out = vec![];
+    for (_, mut s) in list_subtasks(store, Some(id)).await? {
+        if let (Ok(n), Ok(name)) = (NodeId::parse(&s.node), Name::parse(&s.id)) {
+            if let Some(b) = store.read(&v2::subtask_info(&n, &name)).await? {
                 if let Ok(info) = formats::decode::<TaskInfo>(&b) {
-                    partition = info.partition_name.map(|p| p.to_string());
-                    shard = info.run.subtask.and_then(|m| m.shard).map(|s| s.index);
+                    s.partition = info.partition_name.map(|p| p.to_string());
+                    s.shard = info.run.subtask.and_then(|m| m.shard).map(|s| s.index);
                 }
             }
         }
-        let _ = unit;
-        out.push(SubtaskStatus { id: sub, partition, shard, node, state, round, attempt });
+        out.push(s);
     }
     Ok(out)
 }
