@@ -175,14 +175,10 @@ async fn read_job(
 ) -> Result<crate::jobs::instance::JobView, (StatusCode, String)> {
     let store = s.store.as_ref().ok_or((StatusCode::NOT_FOUND, "no tree in this process".to_string()))?;
     let (j, t) = status::job_names(job, trigger).map_err(|e| (StatusCode::BAD_REQUEST, e))?;
-    match crate::jobs::instance::read_instance(store, &j, &t).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return Err((StatusCode::NOT_FOUND, format!("no job instance {j}/{t}"))),
-        Err(e) => return Err((StatusCode::SERVICE_UNAVAILABLE, e.to_string())),
-    }
-    crate::jobs::instance::view(store, &j, &t, false)
-        .await
-        .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
+    crate::jobs::instance::view(store, &j, &t, false).await.map_err(|e| match e {
+        crate::jobs::JobError::NoInstance { .. } => (StatusCode::NOT_FOUND, e.to_string()),
+        e => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+    })
 }
 
 async fn job_page(State(s): State<HttpState>, Path((job, trigger)): Path<(String, String)>) -> Response {

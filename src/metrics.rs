@@ -364,9 +364,11 @@ impl Metrics {
                 self.cluster_nodes.get_or_create(&StateLabel { state: "offline".into() }).set(v.offline.len() as i64);
             }
         } else {
-            // Only the monitor knows the cluster; others export nothing here.
+            // Only the monitor knows the cluster; others export nothing here
+            // (and 0 events: a gauge has no absent value).
             self.cluster_nodes.clear();
             self.cluster_tasks.clear();
+            self.cluster_events.set(0);
         }
     }
 

@@ -91,11 +91,11 @@ async fn nodes_with(store: &Store, lease: Option<&formats::Lease>) -> store::Res
 pub struct Limits {
     /// Newest tasks under `Scheduler/` shown (3 GETs each).
     pub tasks: usize,
-    /// Newest job instances shown.
+    /// Job instances shown (running first).
     pub jobs: usize,
     /// Newest change events shown (1 GET each).
     pub events: usize,
-    /// Newest archived tasks shown.
+    /// Archived tasks shown (from the newest archives only).
     pub history: usize,
 }
 
@@ -192,6 +192,25 @@ async fn all_subtasks(store: &Store) -> store::Result<BTreeMap<TaskId, Vec<Subta
     Ok(out)
 }
 
+/// At most `limit` job instances, read from one listing: the running ones
+/// first, then ended ones (latest trigger keys first: keys are usually
+/// dates); newest first by creation time.
+async fn job_views(store: &Store, limit: usize) -> Result<Vec<JobView>, crate::jobs::JobError> {
+    let mut all = crate::jobs::instance::list_instances(store).await?;
+    all.sort_by(|a, b| (a.2, &b.1, &b.0).cmp(&(b.2, &a.1, &a.0)));
+    let mut out = vec![];
+    for (job, trigger, _) in all.into_iter().take(limit) {
+        match crate::jobs::instance::view(store, &job, &trigger, false).await {
+            Ok(v) => out.push(v),
+            // Removed meanwhile, or unreadable (`check` reports it).
+            Err(crate::jobs::JobError::NoInstance { .. } | crate::jobs::JobError::Malformed { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    out.sort_by_key(|j| std::cmp::Reverse(j.created_wall_ms));
+    Ok(out)
+}
+
 async fn task_row(store: &Store, id: TaskId, subtasks: Vec<SubtaskStatus>) -> Result<TaskRow, String> {
     let dir = tasks::read_dir(store, &id).await.map_err(|e| e.to_string())?;
     if !dir.has_info {
@@ -253,12 +272,8 @@ pub async fn collect(store: &Store, served_by: &str, wall_ms: u64, limits: Limit
             Err(e) => problems.push(e),
         }
     }
-    let jobs = match crate::jobs::instance::views(store, None).await {
-        Ok(mut v) => {
-            v.sort_by_key(|j| std::cmp::Reverse(j.created_wall_ms));
-            v.truncate(limits.jobs);
-            v
-        }
+    let jobs = match job_views(store, limits.jobs).await {
+        Ok(v) => v,
         Err(e) => {
             problems.push(format!("job instances: {e}"));
             vec![]
@@ -283,7 +298,7 @@ pub async fn collect(store: &Store, served_by: &str, wall_ms: u64, limits: Limit
             }
         }
     }
-    let (mut archived, bad) = crate::monitor::tasks::read_history(store).await?;
+    let (mut archived, bad) = crate::monitor::tasks::read_history_newest(store, limits.history).await?;
     problems.extend(bad.iter().map(|a| a.to_string()));
     archived.sort_by_key(|a| std::cmp::Reverse(a.archived_wall_ms));
     let history = archived

@@ -12,13 +12,8 @@ pub struct NodesArgs {
 /// One row of `compactd nodes --json`: see [`crate::status::NodeRow`].
 pub use crate::status::{newest_lease, NodeRow};
 
-/// See [`crate::status::nodes`].
-pub async fn collect(store: &Store) -> store::Result<Vec<NodeRow>> {
-    crate::status::nodes(store).await
-}
-
 pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
-    let rows = collect(&store).await?;
+    let rows = crate::status::nodes(&store).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);

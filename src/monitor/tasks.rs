@@ -204,11 +204,23 @@ async fn archive(store: &Store, tasks: &[ArchivedTask], wall_ms: u64, epoch: u64
 
 /// Reads every archive; each task id once (the newest archive wins).
 pub async fn read_history(store: &Store) -> store::Result<(Vec<ArchivedTask>, Vec<crate::Anomaly>)> {
+    read_history_newest(store, usize::MAX).await
+}
+
+/// The newest archives (by name: they start with their wall time), read
+/// until at least `at_least` tasks are found: what a page showing the last
+/// few needs, whatever the length of the history.
+pub async fn read_history_newest(
+    store: &Store,
+    at_least: usize,
+) -> store::Result<(Vec<ArchivedTask>, Vec<crate::Anomaly>)> {
     let mut by_id: BTreeMap<TaskId, ArchivedTask> = BTreeMap::new();
     let mut bad = vec![];
-    for e in store.list(v2::COMPRESS).await? {
-        if e.is_dir {
-            continue;
+    let mut files: Vec<store::Entry> = store.list(v2::COMPRESS).await?.into_iter().filter(|e| !e.is_dir).collect();
+    files.sort_by(|a, b| b.path.cmp(&a.path));
+    for e in files {
+        if by_id.len() >= at_least {
+            break;
         }
         let Some(bytes) = store.read(&e.path).await? else {
             continue;
@@ -222,7 +234,8 @@ pub async fn read_history(store: &Store) -> store::Result<(Vec<ArchivedTask>, Ve
         for (n, line) in text.lines().enumerate() {
             match serde_json::from_str::<ArchivedTask>(line) {
                 Ok(t) => {
-                    by_id.insert(t.info.id, t);
+                    // Newest archive first: a task archived twice keeps its newest record.
+                    by_id.entry(t.info.id).or_insert(t);
                 }
                 Err(err) => bad.push(crate::Anomaly::new(&e.path, format!("line {}: {err}", n + 1))),
             }

@@ -377,8 +377,7 @@ impl Node {
                 return;
             }
         };
-        let in_view = |n: &Node| n.members().get(&me) == Some(&incarnation);
-        if !view_fresh && !folder.manages.is_empty() && !in_view(self) {
+        if !view_fresh && !folder.manages.is_empty() && !self.is_member() {
             // Poked to manage a task while our view (read at the last poll)
             // does not list us yet: read the lease now rather than leave
             // the task for the next poll. Only then, so pokes cost no GET.
