@@ -58,6 +58,37 @@ async fn conformance(what: &str, s: &Store) {
     all.sort();
     assert_eq!(all, vec!["c/a/digits", "c/a/empty", "c/a/one", "c/b/empty", "c/b/x/y"], "{what}");
 
+    // Streamed writes: nothing visible until close, a dropped writer leaves
+    // nothing, a closed one replaces whole (several parts on S3).
+    let mut w = s.writer("c/w/big").await.unwrap();
+    let part: Vec<u8> = (0..(3u32 << 20)).map(|i| (i % 251) as u8).collect();
+    for _ in 0..3 {
+        w.write(part.clone().into()).await.unwrap();
+    }
+    assert!(s.read("c/w/big").await.unwrap().is_none(), "{what}: visible before close");
+    assert_eq!(w.written(), 9 << 20, "{what}");
+    w.close().await.unwrap();
+    let big = s.read("c/w/big").await.unwrap().unwrap();
+    assert_eq!(big.len(), 9 << 20, "{what}");
+    assert!(big.chunks(3 << 20).all(|c| c == &part[..]), "{what}: content");
+    let mut dropped = s.writer("c/w/dropped").await.unwrap();
+    dropped.write(b"half".to_vec().into()).await.unwrap();
+    drop(dropped);
+    assert!(!s.exists("c/w/dropped").await.unwrap(), "{what}: a dropped writer published");
+    let listed: Vec<String> = s.list("c/w/").await.unwrap().into_iter().map(|e| e.path).collect();
+    assert_eq!(listed, vec!["c/w/big"], "{what}: temp files left");
+
+    // Promote: the staged object appears at its final name, replacing it;
+    // promoting again once it moved is done already; neither side is an error.
+    s.put("c/p/staged", b"new".to_vec()).await.unwrap();
+    s.put("c/p/final", b"old".to_vec()).await.unwrap();
+    s.promote("c/p/staged", "c/p/final").await.unwrap();
+    assert_eq!(&s.read("c/p/final").await.unwrap().unwrap()[..], b"new", "{what}: promote");
+    s.delete("c/p/staged").await.unwrap();
+    s.promote("c/p/staged", "c/p/final").await.unwrap();
+    let err = s.promote("c/p/none", "c/p/nowhere").await.unwrap_err().to_string();
+    assert!(err.contains("c/p/none") && err.contains("c/p/nowhere"), "{what}: {err}");
+
     // Deletes are idempotent; a recursive delete removes everything below.
     s.delete("c/a/one").await.unwrap();
     s.delete("c/a/one").await.unwrap();

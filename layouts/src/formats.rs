@@ -86,13 +86,23 @@ pub struct TaskInfo {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ExecutorKind {
-    /// Built in: merges the small files of one partition folder.
+    /// Built in: merges the small newline-delimited files of one partition folder.
     Merge,
+    /// Built in: rewrites the small Parquet files of one partition folder
+    /// into files of about the target size.
+    Parquet,
     /// A command template run by `sh -c`.
     Command,
     /// Succeeds at once, in process: measures the scheduler alone
     /// (benchmarks, simulations).
     Noop,
+}
+
+impl ExecutorKind {
+    /// `merge` or `parquet`: built in, one partition folder per unit.
+    pub fn is_builtin_merge(self) -> bool {
+        matches!(self, ExecutorKind::Merge | ExecutorKind::Parquet)
+    }
 }
 
 /// A task's executor, overriding the nodes' default (`run --executor`).

@@ -51,9 +51,13 @@ pub struct RunArgs {
     /// Start as root even though command executors would run as root.
     #[arg(long)]
     pub allow_root: bool,
-    /// Files below this size are merged (merge executor), e.g. 134217728 or 128MiB.
+    /// Size of merged outputs: files below it are merged (merge executor), files
+    /// below 3/4 of it are rewritten (parquet executor); e.g. 134217728 or 128MiB.
     #[arg(long, default_value = "128MiB", value_parser = parse_size)]
     pub target_size: u64,
+    /// Codec of the parquet executor's outputs: zstd (level 1), zstd:LEVEL, snappy, lz4, gzip, none.
+    #[arg(long, default_value = "zstd", value_parser = parse_compression_arg)]
+    pub parquet_compression: String,
     /// Subtasks this node runs at once.
     #[arg(long, default_value_t = 2)]
     pub max_running: usize,
@@ -105,12 +109,19 @@ fn parse_listen(s: &str) -> Result<Listen, String> {
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum ExecutorArg {
+    /// Built in: concatenates a partition's small newline-delimited files.
     Merge,
+    /// Built in: rewrites a partition's small Parquet files (`*.parquet`).
+    Parquet,
     Command,
     /// Succeeds at once, in process (measures the scheduler alone). Built
     /// with the `testing` feature only.
     #[cfg(feature = "testing")]
     Noop,
+}
+
+fn parse_compression_arg(s: &str) -> Result<String, String> {
+    crate::executor::parquet::parse_compression(s).map(|_| s.to_string())
 }
 
 /// Parses `500ms`, `10s`, `1h`, `1h30m`.
@@ -166,6 +177,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     };
     let executor = match args.executor {
         ExecutorArg::Merge => ExecutorKind::Merge,
+        ExecutorArg::Parquet => ExecutorKind::Parquet,
         ExecutorArg::Command => ExecutorKind::Command,
         #[cfg(feature = "testing")]
         ExecutorArg::Noop => ExecutorKind::Noop,
@@ -193,6 +205,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         allow_inline: args.allow_inline_commands,
         run_as,
         target_size: args.target_size,
+        parquet_compression: args.parquet_compression.clone(),
         max_running: args.max_running.max(1),
         command_timeout: args.command_timeout,
         retries: args.retries,

@@ -31,6 +31,12 @@ fn parse_kv(s: &str) -> Result<(String, String), String> {
     Ok((k.to_string(), v.to_string()))
 }
 
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum TaskExecutorArg {
+    Merge,
+    Parquet,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
     #[arg(long, value_parser = Name::parse)]
@@ -54,6 +60,10 @@ pub struct SubmitArgs {
     /// Manager node (default: the live node the ring picks).
     #[arg(long, value_parser = NodeId::parse)]
     pub manager: Option<NodeId>,
+    /// Built-in executor of this task (default: each node's `run --executor`):
+    /// merge (newline-delimited files) or parquet.
+    #[arg(long, value_enum, conflicts_with_all = ["command", "command_name"])]
+    pub executor: Option<TaskExecutorArg>,
     /// Run the command NAME that the nodes define (`run --command NAME=TEMPLATE`).
     #[arg(long, value_name = "NAME", conflicts_with = "command", value_parser = parse_command_name)]
     pub command_name: Option<String>,
@@ -77,6 +87,13 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     spec.shards = args.shards;
     spec.manager = args.manager;
     spec.params = args.params.into_iter().collect::<BTreeMap<_, _>>();
+    if let Some(e) = args.executor {
+        let kind = match e {
+            TaskExecutorArg::Merge => ExecutorKind::Merge,
+            TaskExecutorArg::Parquet => ExecutorKind::Parquet,
+        };
+        spec.executor = Some(ExecutorSpec { kind, command: None, command_name: None, timeout_ms: None });
+    }
     if args.command_name.is_some() || args.command.is_some() {
         spec.executor = Some(ExecutorSpec {
             kind: ExecutorKind::Command,
@@ -354,11 +371,23 @@ pub struct MergeArgs {
     pub attempt: u32,
     #[arg(long, value_parser = crate::cli::run::parse_size)]
     pub target_size: u64,
+    /// What the partition's files are.
+    #[arg(long, value_enum, default_value = "lines")]
+    pub format: MergeFormat,
+    /// Codec of Parquet outputs.
+    #[arg(long, default_value = "zstd", value_parser = crate::executor::parquet::parse_compression)]
+    pub compression: parquet::basic::Compression,
     /// Scheduler root whose --fence-dir must still exist right before the commit.
     #[arg(long, requires = "fence_dir")]
     pub fence_root: Option<String>,
     #[arg(long, requires = "fence_root")]
     pub fence_dir: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum MergeFormat {
+    Lines,
+    Parquet,
 }
 
 pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
@@ -391,6 +420,12 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         fence,
         // The CLI edge: the one place this child process reads the clock.
         now: crate::clock::wall_time(&*crate::clock::SystemClock::shared()),
+        format: match args.format {
+            MergeFormat::Lines => crate::executor::merge::Format::Lines,
+            MergeFormat::Parquet => crate::executor::merge::Format::Parquet(
+                crate::executor::parquet::ParquetOptions::for_target(args.target_size, args.compression),
+            ),
+        },
     };
     // Listed before the run: `_compactd/` links are removed by the run.
     let special = crate::executor::merge::special_entries(&data, &job.dir).await?;
@@ -398,13 +433,16 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         tracing::warn!(path, kind, "not a regular file: left alone, not read");
         println!("skipped {kind}: {path}");
     }
-    let outcome = crate::executor::merge::run(&data, &job).await?;
+    let (outcome, mut stats) = crate::executor::merge::run_with_stats(&data, &job).await?;
     println!("{outcome:?}");
     // Counters only when there is something to report: a stats line makes
-    // the worker store the output and the manager read it (two requests).
+    // the worker store the output and the manager read it (two requests),
+    // which a merge that changed nothing does not need.
     if !special.is_empty() {
-        let stats = serde_json::json!({ "skipped_special": special.len() });
-        println!("{}{stats}", crate::executor::STATS_PREFIX);
+        stats.insert("skipped_special".into(), special.len() as u64);
+    }
+    if !stats.is_empty() {
+        println!("{}{}", crate::executor::STATS_PREFIX, serde_json::to_string(&stats)?);
     }
     Ok(0)
 }

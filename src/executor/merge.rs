@@ -1,5 +1,8 @@
-//! The built-in `merge` executor: compacts one partition folder on the data
-//! backend by concatenating files below a target size into larger ones.
+//! The built-in merge executors' shared protocol: compact one partition
+//! folder on the data backend by rewriting its small files into larger ones,
+//! crash-safely. Two formats stage outputs: [`Format::Lines`] (concatenates
+//! newline-delimited files, here) and [`Format::Parquet`] (re-encodes Parquet
+//! files, [`super::parquet`]); everything after staging is common.
 //!
 //! Crash safety (a SIGKILL at any point, then a rerun, leaves the old files or
 //! the merged ones, never both, never neither):
@@ -10,17 +13,23 @@
 //!    staged outputs, final names). Exactly one attempt of a round commits;
 //!    an attempt that loses the create rolls the winner's plan forward
 //!    instead of its own, so a merge is never committed twice.
-//! 3. Roll-forward is idempotent: copy each staged output to its final name
-//!    if missing, then delete the inputs, then mark the commit done and
-//!    remove the staging. A crash during roll-forward is finished by the next
-//!    attempt of the round, which finds the commit first thing.
+//! 3. Roll-forward is idempotent: promote each staged output to its final
+//!    name if that is missing (fs: a rename; S3: a server-side copy), then
+//!    delete the inputs, then mark the commit done and remove the staging. A
+//!    crash during roll-forward is finished by the next attempt of the round,
+//!    which finds the commit first thing.
 //!
-//! Every line of every input is preserved: outputs are the inputs'
-//! concatenation in name order, and an input without a final newline gets
-//! one so that its last line does not run into the next file's first.
+//! For [`Format::Lines`] every line of every input is preserved: outputs are
+//! the inputs' concatenation in name order, and an input without a final
+//! newline gets one so that its last line does not run into the next file's
+//! first.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use store::{Created, Store};
+
+use super::parquet::ParquetOptions;
 
 pub const META_DIR: &str = "_compactd/";
 
@@ -49,6 +58,25 @@ pub struct MergeJob {
     /// Wall time at the start of the run: judges the age of a torn commit
     /// left by an older compactd (see [`read_commit`]).
     pub now: std::time::SystemTime,
+    /// What the partition's files are.
+    pub format: Format,
+}
+
+/// What a partition's data files are, and so how outputs are staged.
+#[derive(Debug, Clone)]
+pub enum Format {
+    /// Newline-delimited text: outputs concatenate inputs.
+    Lines,
+    /// Parquet: outputs re-encode the inputs' rows ([`super::parquet`]).
+    Parquet(ParquetOptions),
+}
+
+/// The outputs an attempt staged, with its figures (`files_in`,
+/// `files_out`, `bytes_in`, `bytes_out`, `rows_in`, `rows_out`).
+#[derive(Debug, Default)]
+pub struct Staged {
+    pub outputs: Vec<Output>,
+    pub stats: BTreeMap<String, u64>,
 }
 
 /// Why a merge refused to commit.
@@ -71,6 +99,10 @@ pub struct Commit {
     pub outputs: Vec<Output>,
     #[serde(default)]
     pub done: bool,
+    /// The plan's figures, so that an attempt that rolls it forward reports
+    /// them too.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stats: BTreeMap<String, u64>,
 }
 
 /// What a run did.
@@ -89,11 +121,11 @@ impl MergeJob {
         format!("{}{META_DIR}commit.{}.r{}", self.dir, self.task, self.round)
     }
 
-    fn staging_dir(&self, attempt: u32) -> String {
+    pub(crate) fn staging_dir(&self, attempt: u32) -> String {
         format!("{}{META_DIR}staging/{}.r{}.a{attempt}/", self.dir, self.task, self.round)
     }
 
-    fn broken(&self, problem: impl Into<String>) -> MergeError {
+    pub(crate) fn broken(&self, problem: impl Into<String>) -> MergeError {
         MergeError::Broken { partition: self.dir.clone(), problem: problem.into() }
     }
 }
@@ -101,7 +133,7 @@ impl MergeJob {
 /// Data files of a partition: regular files directly in the folder, not
 /// hidden. Symbolic links, FIFOs, sockets and devices (a data store over fs
 /// lists them as [`store::Entry::special`]) are never inputs.
-async fn data_files(store: &Store, dir: &str) -> store::Result<Vec<(String, u64)>> {
+pub(crate) async fn data_files(store: &Store, dir: &str) -> store::Result<Vec<(String, u64)>> {
     let mut out = vec![];
     for e in store.list(dir).await? {
         let name = e.name();
@@ -144,56 +176,29 @@ async fn unlink_planted_meta_links(store: &Store, job: &MergeJob) -> Result<(), 
 }
 
 pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
+    run_with_stats(store, job).await.map(|(o, _)| o)
+}
+
+/// [`run`], with the figures of the plan that was applied (empty if none).
+pub async fn run_with_stats(store: &Store, job: &MergeJob) -> Result<(Outcome, BTreeMap<String, u64>), MergeError> {
     unlink_planted_meta_links(store, job).await?;
     // Temp files of writes killed mid-way by an earlier crash (fs only).
-    for d in [job.dir.clone(), format!("{}{META_DIR}", job.dir)] {
+    for d in [job.dir.clone(), format!("{}{META_DIR}", job.dir), job.staging_dir(job.attempt)] {
         store.sweep_stale_temps(&d).await?;
     }
     if let Some(commit) = read_commit(store, job).await? {
         roll_forward(store, job, &commit).await?;
-        return Ok(Outcome::RolledForward { by_attempt: commit.attempt });
-    }
-    let small: Vec<(String, u64)> =
-        data_files(store, &job.dir).await?.into_iter().filter(|(_, len)| *len < job.target_size).collect();
-    if small.len() < 2 {
-        return Ok(Outcome::NothingToDo);
-    }
-    // Greedy groups in name order, each at most the target size (a group
-    // of one file is left alone).
-    let mut groups: Vec<Vec<(String, u64)>> = vec![];
-    let mut size = 0;
-    for f in small {
-        if groups.is_empty() || size + f.1 > job.target_size {
-            groups.push(vec![]);
-            size = 0;
-        }
-        size += f.1;
-        groups.last_mut().unwrap().push(f);
-    }
-    groups.retain(|g| g.len() > 1);
-    if groups.is_empty() {
-        return Ok(Outcome::NothingToDo);
+        return Ok((Outcome::RolledForward { by_attempt: commit.attempt }, commit.stats));
     }
     let staging = job.staging_dir(job.attempt);
-    let mut outputs = vec![];
-    for (k, group) in groups.iter().enumerate() {
-        let mut buf = Vec::with_capacity(group.iter().map(|f| f.1 as usize + 1).sum());
-        for (path, _) in group {
-            let bytes =
-                store.read(path).await?.ok_or_else(|| job.broken(format!("input {path} vanished while staging")))?;
-            buf.extend_from_slice(&bytes);
-            if !bytes.is_empty() && !bytes.ends_with(b"\n") {
-                buf.push(b'\n');
-            }
-        }
-        let staged = format!("{staging}{k}");
-        store.put(&staged, buf).await?;
-        outputs.push(Output {
-            staged,
-            final_path: format!("{}compacted-{}-r{}-{k}", job.dir, job.task, job.round),
-            inputs: group.iter().map(|f| f.0.clone()).collect(),
-        });
+    let staged = match &job.format {
+        Format::Lines => stage_lines(store, job, &staging).await?,
+        Format::Parquet(opts) => super::parquet::stage(store, job, opts, &staging).await?,
+    };
+    if staged.outputs.is_empty() {
+        return Ok((Outcome::NothingToDo, BTreeMap::new()));
     }
+    let Staged { outputs, stats } = staged;
     if !job.delay_before_commit.is_zero() {
         // A test knob (a kill must land before the commit): real time.
         #[allow(clippy::disallowed_methods)]
@@ -208,14 +213,14 @@ pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
             return Err(job.broken(SUPERSEDED));
         }
     }
-    let commit = Commit { task: job.task.clone(), round: job.round, attempt: job.attempt, outputs, done: false };
+    let commit = Commit { task: job.task.clone(), round: job.round, attempt: job.attempt, outputs, done: false, stats };
     let bytes = serde_json::to_vec_pretty(&commit).expect("commit serializes");
     match store.create(&job.commit_path(), bytes).await? {
         Created::Created => {
             let inputs = commit.outputs.iter().map(|o| o.inputs.len()).sum();
             let n = commit.outputs.len();
             roll_forward(store, job, &commit).await?;
-            Ok(Outcome::Merged { inputs, outputs: n })
+            Ok((Outcome::Merged { inputs, outputs: n }, commit.stats))
         }
         Created::Exists => {
             let winner = read_commit(store, job).await?.ok_or_else(|| job.broken("commit vanished"))?;
@@ -224,15 +229,83 @@ pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
                 // answered EEXIST): our staging is the plan's, keep it.
                 roll_forward(store, job, &winner).await?;
                 let inputs = winner.outputs.iter().map(|o| o.inputs.len()).sum();
-                return Ok(Outcome::Merged { inputs, outputs: winner.outputs.len() });
+                return Ok((Outcome::Merged { inputs, outputs: winner.outputs.len() }, winner.stats));
             }
             // Another attempt of this round committed first: apply its plan,
             // drop ours.
             store.delete_all(&staging).await?;
             roll_forward(store, job, &winner).await?;
-            Ok(Outcome::RolledForward { by_attempt: winner.attempt })
+            Ok((Outcome::RolledForward { by_attempt: winner.attempt }, winner.stats))
         }
     }
+}
+
+/// Stages the concatenation of small text files, in greedy groups in name
+/// order of at most the target size (a group of one file is left alone).
+async fn stage_lines(store: &Store, job: &MergeJob, staging: &str) -> Result<Staged, MergeError> {
+    let small: Vec<(String, u64)> =
+        data_files(store, &job.dir).await?.into_iter().filter(|(_, len)| *len < job.target_size).collect();
+    let mut groups: Vec<Vec<(String, u64)>> = vec![];
+    let mut size = 0;
+    for f in small {
+        if groups.is_empty() || size + f.1 > job.target_size {
+            groups.push(vec![]);
+            size = 0;
+        }
+        size += f.1;
+        groups.last_mut().expect("pushed above").push(f);
+    }
+    groups.retain(|g| g.len() > 1);
+    let mut staged = Staged::default();
+    let (mut bytes_in, mut bytes_out, mut rows) = (0u64, 0u64, 0u64);
+    for (k, group) in groups.iter().enumerate() {
+        let mut buf = Vec::with_capacity(group.iter().map(|f| f.1 as usize + 1).sum());
+        for (path, _) in group {
+            let bytes =
+                store.read(path).await?.ok_or_else(|| job.broken(format!("input {path} vanished while staging")))?;
+            bytes_in += bytes.len() as u64;
+            buf.extend_from_slice(&bytes);
+            if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+                buf.push(b'\n');
+            }
+        }
+        rows += buf.iter().filter(|b| **b == b'\n').count() as u64;
+        bytes_out += buf.len() as u64;
+        let path = format!("{staging}{k}");
+        store.put(&path, buf).await?;
+        staged.outputs.push(Output {
+            staged: path,
+            final_path: format!("{}compacted-{}-r{}-{k}", job.dir, job.task, job.round),
+            inputs: group.iter().map(|f| f.0.clone()).collect(),
+        });
+    }
+    if !staged.outputs.is_empty() {
+        let files_in = groups.iter().map(Vec::len).sum::<usize>() as u64;
+        staged.stats = stats(files_in, staged.outputs.len() as u64, bytes_in, bytes_out, rows, rows);
+    }
+    Ok(staged)
+}
+
+/// The figures every merge reports.
+pub(crate) fn stats(
+    files_in: u64,
+    files_out: u64,
+    bytes_in: u64,
+    bytes_out: u64,
+    rows_in: u64,
+    rows_out: u64,
+) -> BTreeMap<String, u64> {
+    [
+        ("files_in", files_in),
+        ("files_out", files_out),
+        ("bytes_in", bytes_in),
+        ("bytes_out", bytes_out),
+        ("rows_in", rows_in),
+        ("rows_out", rows_out),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
 
 /// Reads the round's commit. Creates are complete-or-absent, so a commit
@@ -316,10 +389,12 @@ async fn roll_forward(store: &Store, job: &MergeJob, commit: &Commit) -> Result<
             if store.exists(&o.final_path).await? {
                 continue;
             }
-            let bytes = store.read(&o.staged).await?.ok_or_else(|| {
-                job.broken(format!("{} is committed but neither it nor {} exists", o.final_path, o.staged))
+            store.promote(&o.staged, &o.final_path).await.map_err(|e| {
+                job.broken(format!(
+                    "{} is committed but could not be made visible from {}: {e}",
+                    o.final_path, o.staged
+                ))
             })?;
-            store.put(&o.final_path, bytes).await?;
         }
         for o in &commit.outputs {
             for input in &o.inputs {
@@ -353,6 +428,7 @@ mod tests {
             delay_before_commit: std::time::Duration::ZERO,
             fence: None,
             now: std::time::UNIX_EPOCH,
+            format: Format::Lines,
         }
     }
 
@@ -427,6 +503,7 @@ mod tests {
                 attempt: 9,
                 outputs: vec![Output { staged, final_path, inputs: vec![input] }],
                 done: false,
+                stats: BTreeMap::new(),
             };
             store.put(&j.commit_path(), serde_json::to_vec(&c).unwrap()).await.unwrap();
             let err = run(&store, &j).await.unwrap_err().to_string();
@@ -478,6 +555,7 @@ mod tests {
             attempt: 1,
             outputs: vec![Output { staged: format!("{staging}0"), final_path: "db/s/t/p1/compacted-x".into(), inputs }],
             done: false,
+            stats: BTreeMap::new(),
         };
         store.create(&j1.commit_path(), serde_json::to_vec(&c).unwrap()).await.unwrap();
         assert_eq!(run(&store, &job(2)).await.unwrap(), Outcome::RolledForward { by_attempt: 1 });

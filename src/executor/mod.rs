@@ -11,6 +11,7 @@
 //! environment as `COMPACTD_DB`, …, `COMPACTD_PARAM_<NAME>`.
 
 pub mod merge;
+pub mod parquet;
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -36,6 +37,8 @@ pub struct ExecRequest {
     /// For `merge`: the data backend URI and the target file size.
     pub data_uri: String,
     pub target_size: u64,
+    /// For `parquet`: the outputs' codec ([`parquet::parse_compression`]).
+    pub compression: String,
     /// For `merge`: the scheduler root URI and the subtask's folder, checked
     /// right before the commit (see [`merge::MergeJob::fence`]).
     pub fence: Option<(String, String)>,
@@ -174,13 +177,16 @@ pub fn spawn(req: &ExecRequest, now: Duration, on_exit: Option<OnExit>) -> std::
             c.arg("-c").arg(render(template, &req.vars, &req.params));
             c
         }
-        ExecutorKind::Merge => {
+        ExecutorKind::Merge | ExecutorKind::Parquet => {
             let exe = std::env::current_exe()?;
             let mut c = tokio::process::Command::new(exe);
             let dir = format!("{}/{}/{}/{}/", req.var("db"), req.var("schema"), req.var("table"), req.var("partition"));
             c.args(["--root", &req.data_uri, "__merge", "--dir", &dir, "--task", req.var("task")])
                 .args(["--round", req.var("round"), "--attempt", req.var("attempt")])
                 .args(["--target-size", &req.target_size.to_string()]);
+            if req.kind == ExecutorKind::Parquet {
+                c.args(["--format", "parquet", "--compression", &req.compression]);
+            }
             if let Some((root, folder)) = &req.fence {
                 c.args(["--fence-root", root, "--fence-dir", folder]);
             }
@@ -373,6 +379,7 @@ mod tests {
             params,
             data_uri: String::new(),
             target_size: 0,
+            compression: String::new(),
             fence: None,
             run_as: None,
         };
@@ -400,6 +407,7 @@ mod tests {
             params: BTreeMap::new(),
             data_uri: String::new(),
             target_size: 0,
+            compression: String::new(),
             fence: None,
             run_as: None,
         };

@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use futures::StreamExt;
-use layouts::formats::{self, ExecutorKind, Shard, StatusMark, SubtaskMeta, TaskInfo};
+use layouts::formats::{self, Shard, StatusMark, SubtaskMeta, TaskInfo};
 use layouts::{v2, Name, NodeId, SubtaskState, TaskId, TaskState};
 use store::{Created, Store};
 
@@ -227,7 +227,7 @@ impl TaskManager {
 
     async fn load(&mut self, ctx: &mut Ctx<'_>, state: TaskState, dir: &TaskDir) -> Result<(), TaskError> {
         let mut info = tasks::read_info(ctx.store, &self.id).await?;
-        let command = info.run.executor.as_ref().map(|e| e.kind).unwrap_or(ctx.cfg.executor) != ExecutorKind::Merge;
+        let command = !info.run.executor.as_ref().map(|e| e.kind).unwrap_or(ctx.cfg.executor).is_builtin_merge();
         self.units = if let Some(n) = info.run.shards {
             (0..n).map(|index| Unit::Shard(Shard { index, total: n })).collect()
         } else if !info.run.partitions.is_empty() {

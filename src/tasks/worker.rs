@@ -40,6 +40,8 @@ pub struct WorkConfig {
     /// Run command executors as this user (`--run-as`); resolved at start.
     pub run_as: Option<executor::RunAs>,
     pub target_size: u64,
+    /// Codec of the Parquet executor's outputs (`run --parquet-compression`).
+    pub parquet_compression: String,
     /// Subtasks run at once on this node.
     pub max_running: usize,
     pub command_timeout: Duration,
@@ -62,6 +64,7 @@ impl Default for WorkConfig {
             allow_inline: false,
             run_as: None,
             target_size: 128 * 1024 * 1024,
+            parquet_compression: "zstd".into(),
             max_running: 2,
             command_timeout: Duration::from_secs(3600),
             retries: 3,
@@ -135,6 +138,7 @@ struct RunningSub {
 pub fn kind_label(kind: ExecutorKind) -> &'static str {
     match kind {
         ExecutorKind::Merge => "merge",
+        ExecutorKind::Parquet => "parquet",
         ExecutorKind::Command => "command",
         ExecutorKind::Noop => "noop",
     }
@@ -389,11 +393,12 @@ impl Worker {
             params: info.run.params.clone(),
             data_uri: cfg.data_uri.clone(),
             target_size: cfg.target_size,
+            compression: cfg.parquet_compression.clone(),
             fence: Some((cfg.root_uri.clone(), v2::subtask_dir(&self.me, sub))),
             run_as: cfg.run_as.clone(),
         };
-        if kind == ExecutorKind::Merge && info.partition_name.is_none() {
-            let mark = fail("the merge executor needs a partition".into());
+        if kind.is_builtin_merge() && info.partition_name.is_none() {
+            let mark = fail(format!("the {} executor needs a partition", kind_label(kind)));
             store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Failed), formats::encode(&mark)).await?;
             return Ok(());
         }

@@ -319,6 +319,56 @@ impl Beneath {
         .map(|_| ())
     }
 
+    /// Starts a streamed replace of `path`: a temp file in the target's
+    /// folder, written by [`PutFile::write`], published by [`PutFile::finish`]
+    /// (sync, rename, sync the folder) and removed if dropped unfinished.
+    pub(crate) fn begin_put(&self, path: &str) -> io::Result<PutFile> {
+        let (parts, name) = Self::split(path)?;
+        let dir = self.open_dir(&parts, true, path)?.expect("created");
+        let tmp = cstr(&format!(
+            "{PUT_PREFIX}{}.{}.{}.{}",
+            crate::fs_create::host_tag(),
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed),
+            name.chars().take(100).collect::<String>()
+        ))?;
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: valid fd and C string.
+        let r = cvt(unsafe { libc::openat(dir.as_raw_fd(), tmp.as_ptr(), flags, 0o644) })?;
+        // SAFETY: r is a fresh fd.
+        let file = unsafe { File::from_raw_fd(r) };
+        Ok(PutFile { dir, tmp, name: cstr(name)?, file: Some(file) })
+    }
+
+    /// Renames the regular file `from` to `to` (replacing what stands there),
+    /// both resolved without following links; `Ok(false)` if `from` is absent.
+    /// No data is copied: this is how a staged output becomes visible.
+    pub(crate) fn rename(&self, from: &str, to: &str) -> io::Result<bool> {
+        let (fparts, fname) = Self::split(from)?;
+        let Some(fdir) = self.open_dir(&fparts, false, from)? else { return Ok(false) };
+        match Self::lstat_at(&fdir, fname)? {
+            None => return Ok(false),
+            Some(st) if Self::is_reg(&st) => {}
+            Some(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{from}: not a regular file, not moved"),
+                ))
+            }
+        }
+        let (tparts, tname) = Self::split(to)?;
+        let tdir = self.open_dir(&tparts, true, to)?.expect("created");
+        let (f, t) = (cstr(fname)?, cstr(tname)?);
+        // SAFETY: valid fds and C strings; renameat never follows the last component.
+        let r = unsafe { libc::renameat(fdir.as_raw_fd(), f.as_ptr(), tdir.as_raw_fd(), t.as_ptr()) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::NotFound { Ok(false) } else { Err(e) };
+        }
+        File::from(tdir).sync_all()?;
+        Ok(true)
+    }
+
     /// Creates `path` unless something stands there; `Ok(true)` if created.
     pub(crate) fn create(&self, path: &str, bytes: &[u8]) -> io::Result<bool> {
         self.stage(path, bytes, |dir, tmp, name| {
@@ -548,3 +598,38 @@ impl Beneath {
 
 /// Create-once files are small state files; a larger one is not judged.
 const MAX_JUDGED: u64 = 4 * 1024 * 1024;
+
+/// A streamed replace in progress ([`Beneath::begin_put`]).
+pub(crate) struct PutFile {
+    dir: OwnedFd,
+    tmp: CString,
+    name: CString,
+    file: Option<File>,
+}
+
+impl PutFile {
+    pub(crate) fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.file.as_mut().expect("not finished").write_all(bytes)
+    }
+
+    /// Syncs the temp file, renames it over the name and syncs the folder.
+    pub(crate) fn finish(mut self) -> io::Result<()> {
+        let f = self.file.take().expect("not finished");
+        f.sync_all()?;
+        drop(f);
+        // SAFETY: valid fd and C strings.
+        cvt(unsafe {
+            libc::renameat(self.dir.as_raw_fd(), self.tmp.as_ptr(), self.dir.as_raw_fd(), self.name.as_ptr())
+        })?;
+        File::from(self.dir.try_clone()?).sync_all()
+    }
+}
+
+impl Drop for PutFile {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            // SAFETY: valid fd and C string; unfinished, so the temp is ours.
+            unsafe { libc::unlinkat(self.dir.as_raw_fd(), self.tmp.as_ptr(), 0) };
+        }
+    }
+}

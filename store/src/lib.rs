@@ -149,6 +149,75 @@ impl StoreOptions {
     }
 }
 
+/// Part size of streamed writes (S3 multipart: at least 5 MiB).
+const WRITE_CHUNK: usize = 8 << 20;
+
+/// A streamed write in progress ([`Store::writer`]). Dropped without
+/// [`StoreWriter::close`], nothing becomes visible (fs: the temp file is
+/// removed; S3: the upload is never completed).
+pub struct StoreWriter {
+    store: Store,
+    path: String,
+    inner: WriterInner,
+    written: u64,
+}
+
+enum WriterInner {
+    Fs(Option<beneath::PutFile>),
+    Dal(opendal::Writer),
+}
+
+impl std::fmt::Debug for StoreWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreWriter").field("path", &self.path).field("written", &self.written).finish()
+    }
+}
+
+impl StoreWriter {
+    /// Appends `bytes`.
+    pub async fn write(&mut self, bytes: Bytes) -> Result<()> {
+        let n = bytes.len() as u64;
+        match &mut self.inner {
+            WriterInner::Fs(slot) => {
+                let mut put = slot.take().expect("a writer is not used after a failed write");
+                let (put, r) = tokio::task::spawn_blocking(move || {
+                    let r = put.write(&bytes);
+                    (put, r)
+                })
+                .await
+                .expect("fs write does not panic");
+                r.map_err(|e| fs_err(&self.store, "write", &self.path, e))?;
+                *slot = Some(put);
+            }
+            WriterInner::Dal(w) => w.write(bytes).await.map_err(|e| self.store.err("write", &self.path, e))?,
+        }
+        self.written += n;
+        Ok(())
+    }
+
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Publishes the object whole.
+    pub async fn close(self) -> Result<()> {
+        let StoreWriter { store, path, inner, .. } = self;
+        match inner {
+            WriterInner::Fs(slot) => {
+                let put = slot.expect("a writer is not used after a failed write");
+                let r = tokio::task::spawn_blocking(move || put.finish()).await.expect("fs finish does not panic");
+                r.map_err(|e| fs_err(&store, "write (publish)", &path, e))
+            }
+            WriterInner::Dal(mut w) => w.close().await.map(|_| ()).map_err(|e| store.err("write (close)", &path, e)),
+        }
+    }
+}
+
+fn fs_err(store: &Store, op: &'static str, path: &str, e: std::io::Error) -> StoreError {
+    store.err(op, path, opendal::Error::new(ErrorKind::Unexpected, e.to_string()))
+}
+
 #[derive(Clone, Debug)]
 pub struct Store {
     uri: RootUri,
@@ -404,6 +473,55 @@ impl Store {
             return self.fs_data("put", path, move |fs| fs.put(&p, &b)).await;
         }
         self.replace_op.write(path, bytes.into()).await.map(|_| ()).map_err(|e| self.err("put", path, e))
+    }
+
+    /// Starts a streamed whole-object write of `path`, for objects too large
+    /// to hold in memory: readers see nothing at `path` (or its old content)
+    /// until [`StoreWriter::close`] returns (fs: a temp file in the folder,
+    /// synced and renamed; S3: a multipart upload completed on close).
+    pub async fn writer(&self, path: &str) -> Result<StoreWriter> {
+        let inner = if self.beneath.is_some() {
+            let p = path.to_string();
+            WriterInner::Fs(Some(self.fs_data("write", path, move |fs| fs.begin_put(&p)).await?))
+        } else {
+            let w =
+                self.replace_op.writer_with(path).chunk(WRITE_CHUNK).await.map_err(|e| self.err("write", path, e))?;
+            WriterInner::Dal(w)
+        };
+        Ok(StoreWriter { store: self.clone(), path: path.to_string(), inner, written: 0 })
+    }
+
+    /// Makes the finished object `from` visible at `to`, replacing what is
+    /// there: fs renames it (no data copied; `from` is gone after), S3 copies
+    /// it server-side. Idempotent for a roll-forward: if `from` is already
+    /// gone and `to` exists, the move happened before.
+    pub async fn promote(&self, from: &str, to: &str) -> Result<()> {
+        let moved = if self.beneath.is_some() {
+            let (f, t) = (from.to_string(), to.to_string());
+            self.fs_data("promote", from, move |fs| fs.rename(&f, &t)).await?
+        } else if self.op.info().capability().copy {
+            match self.op.copy(from, to).await {
+                Ok(_) => true,
+                Err(e) if e.kind() == ErrorKind::NotFound => false,
+                Err(e) => return Err(self.err("promote (copy)", from, e)),
+            }
+        } else {
+            match self.read(from).await? {
+                Some(b) => {
+                    self.put(to, b).await?;
+                    true
+                }
+                None => false,
+            }
+        };
+        if moved || self.exists(to).await? {
+            return Ok(());
+        }
+        Err(self.err(
+            "promote",
+            from,
+            opendal::Error::new(ErrorKind::NotFound, format!("neither {from} nor its destination {to} exists")),
+        ))
     }
 
     /// Whether [`Store::put_if_match`] works on this backend (S3: `If-Match`).

@@ -1,0 +1,408 @@
+//! The built-in `parquet` executor's staging: rewrites a partition's small
+//! Parquet files into files of about the target size, re-encoded (zstd by
+//! default) with row groups of a bounded size. The commit, roll-forward and
+//! fencing are [`super::merge`]'s, shared with the text merge.
+//!
+//! What is an input: a regular file directly in the partition whose name ends
+//! in `.parquet`, does not start with `_` or `.` (Hive/Spark: metadata and
+//! temp files), and is smaller than [`small_threshold`] (3/4 of the target,
+//! as Iceberg's bin-packing): files at or near the target are left alone.
+//!
+//! Before anything is written, every input's footer is read (ranged reads:
+//! the footer first; column chunks later, row group by row group; a file
+//! under [`WHOLE_READ`] is read in one request) and every schema is compared
+//! with the first one: fields (names, types, nullability, nested types, field
+//! metadata) and the schema's key-value metadata. A file that differs fails
+//! the unit with its path and the first differing field; a file that is not
+//! readable Parquet fails it with its path. Nothing is touched then. Why fail
+//! rather than merge the compatible files: which schema is "right" is the
+//! table owner's call, and a silently skipped file would stay small forever.
+//!
+//! Outputs are cut at input-file boundaries (an input's rows go to one
+//! output, so the commit names exactly which inputs each output replaces).
+//! A new output starts when the current one's expected size plus the next
+//! input's (input bytes × the output/input ratio of the outputs finished so
+//! far, 1 for the first) would pass the target; a last input that would be
+//! alone in an output is left alone.
+//!
+//! Memory is bounded by the writer's open row group (at most
+//! [`ParquetOptions::row_group_bytes`], encoded), the same again while a
+//! finished row group is handed to the store, one decoded batch of
+//! [`BATCH_ROWS`] rows and one input row group's column chunks; never by the
+//! partition or the output size.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
+use parquet::arrow::async_writer::{AsyncArrowWriter, AsyncFileWriter};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::properties::WriterProperties;
+use store::{Store, StoreWriter};
+
+use super::merge::{MergeError, MergeJob, Output, Staged};
+
+/// Rows per decoded batch.
+pub const BATCH_ROWS: usize = 8192;
+/// Inputs up to this size are read in one request (their footer and column
+/// chunks together); larger ones footer first, then column chunks.
+pub const WHOLE_READ: u64 = 1 << 20;
+/// Bytes read at the end of a file for its footer in one request (most
+/// footers fit; a larger one costs a second read).
+const FOOTER_HINT: usize = 64 << 10;
+/// Column chunks of one row group closer than this are fetched in one read.
+const COALESCE_GAP: u64 = 1 << 20;
+
+/// How outputs are encoded.
+#[derive(Debug, Clone)]
+pub struct ParquetOptions {
+    pub compression: Compression,
+    /// A row group is closed once its encoded size reaches this.
+    pub row_group_bytes: usize,
+}
+
+impl ParquetOptions {
+    /// zstd level 1, row groups of at most `min(target, 64 MiB)`.
+    pub fn for_target(target_size: u64, compression: Compression) -> ParquetOptions {
+        ParquetOptions { compression, row_group_bytes: target_size.clamp(1 << 16, 64 << 20) as usize }
+    }
+}
+
+/// `zstd` (level 1), `zstd:N`, `snappy`, `lz4`, `gzip` or `none`.
+pub fn parse_compression(s: &str) -> Result<Compression, String> {
+    let bad = || format!("{s:?}: compression is zstd, zstd:LEVEL (1-22), snappy, lz4, gzip or none");
+    Ok(match s {
+        "zstd" => Compression::ZSTD(ZstdLevel::default()),
+        "snappy" => Compression::SNAPPY,
+        "lz4" => Compression::LZ4_RAW,
+        "gzip" => Compression::GZIP(Default::default()),
+        "none" | "uncompressed" => Compression::UNCOMPRESSED,
+        _ => match s.strip_prefix("zstd:").and_then(|l| l.parse::<i32>().ok()) {
+            Some(l) => Compression::ZSTD(ZstdLevel::try_new(l).map_err(|_| bad())?),
+            None => return Err(bad()),
+        },
+    })
+}
+
+/// Inputs below this size are merged: 3/4 of the target.
+pub fn small_threshold(target_size: u64) -> u64 {
+    target_size / 4 * 3
+}
+
+/// Reads one input through the store: ranged reads, or one whole read for a
+/// small file.
+struct StoreReader {
+    store: Store,
+    path: String,
+    len: u64,
+    whole: Option<Bytes>,
+}
+
+impl StoreReader {
+    async fn fetch(&mut self, range: Range<u64>) -> parquet::errors::Result<Bytes> {
+        if self.whole.is_none() && self.len <= WHOLE_READ {
+            let b = self.store.read_range(&self.path, 0, self.len).await.map_err(external)?;
+            self.whole = Some(b.ok_or_else(|| ParquetError::General("vanished while being read".into()))?);
+        }
+        if let Some(w) = &self.whole {
+            if range.end > w.len() as u64 {
+                return Err(ParquetError::EOF(format!("range {range:?} is past the end ({} bytes)", w.len())));
+            }
+            return Ok(w.slice(range.start as usize..range.end as usize));
+        }
+        if range.end > self.len {
+            return Err(ParquetError::EOF(format!("range {range:?} is past the end ({} bytes)", self.len)));
+        }
+        self.store
+            .read_range(&self.path, range.start, range.end - range.start)
+            .await
+            .map_err(external)?
+            .ok_or_else(|| ParquetError::General("vanished while being read".into()))
+    }
+}
+
+fn external(e: store::StoreError) -> ParquetError {
+    ParquetError::External(Box::new(e))
+}
+
+impl AsyncFileReader for StoreReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        self.fetch(range).boxed()
+    }
+
+    /// A row group's column chunks lie side by side: one read covers them.
+    fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        async move {
+            let mut order: Vec<usize> = (0..ranges.len()).collect();
+            order.sort_by_key(|i| ranges[*i].start);
+            let mut out = vec![Bytes::new(); ranges.len()];
+            let mut k = 0;
+            while k < order.len() {
+                let start = ranges[order[k]].start;
+                let mut end = ranges[order[k]].end;
+                let mut j = k + 1;
+                while j < order.len() && ranges[order[j]].start <= end + COALESCE_GAP {
+                    end = end.max(ranges[order[j]].end);
+                    j += 1;
+                }
+                let b = self.fetch(start..end).await?;
+                for &i in &order[k..j] {
+                    let r = &ranges[i];
+                    out[i] = b.slice((r.start - start) as usize..(r.end - start) as usize);
+                }
+                k = j;
+            }
+            Ok(out)
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            let len = self.len;
+            let meta = ParquetMetaDataReader::new()
+                .with_prefetch_hint(Some(FOOTER_HINT))
+                .load_and_finish(&mut *self, len)
+                .await?;
+            Ok(Arc::new(meta))
+        }
+        .boxed()
+    }
+}
+
+/// The staged output being written, through the store.
+struct StoreSink(Option<StoreWriter>);
+
+impl AsyncFileWriter for StoreSink {
+    fn write(&mut self, bs: Bytes) -> BoxFuture<'_, parquet::errors::Result<()>> {
+        async move { self.0.as_mut().expect("open").write(bs).await.map_err(external) }.boxed()
+    }
+
+    fn complete(&mut self) -> BoxFuture<'_, parquet::errors::Result<()>> {
+        async move { self.0.take().expect("open").close().await.map_err(external) }.boxed()
+    }
+}
+
+struct Input {
+    path: String,
+    len: u64,
+    meta: ArrowReaderMetadata,
+}
+
+/// Opens an input's footer; `None` if it vanished.
+async fn open(store: &Store, path: &str, len: u64) -> Result<(StoreReader, ArrowReaderMetadata), ParquetError> {
+    let mut r = StoreReader { store: store.clone(), path: path.to_string(), len, whole: None };
+    let meta = ArrowReaderMetadata::load_async(&mut r, ArrowReaderOptions::new()).await?;
+    Ok((r, meta))
+}
+
+/// Stages the rewrite of a partition's small Parquet files; no outputs if
+/// fewer than two files are small.
+pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging: &str) -> Result<Staged, MergeError> {
+    let threshold = small_threshold(job.target_size);
+    let candidates: Vec<(String, u64)> = super::merge::data_files(store, &job.dir)
+        .await?
+        .into_iter()
+        .filter(|(p, len)| p.ends_with(".parquet") && *len < threshold)
+        .collect();
+    if candidates.len() < 2 {
+        return Ok(Staged::default());
+    }
+    // Every footer and schema first: a bad file fails the unit before any write.
+    let mut inputs = Vec::with_capacity(candidates.len());
+    for (path, len) in candidates {
+        let (_, meta) = open(store, &path, len)
+            .await
+            .map_err(|e| job.broken(format!("{path}: not a readable Parquet file: {e}")))?;
+        inputs.push(Input { path, len, meta });
+    }
+    let schema: SchemaRef = inputs[0].meta.schema().clone();
+    for i in &inputs[1..] {
+        if let Some(diff) = schema_difference(&schema, i.meta.schema()) {
+            return Err(job.broken(format!(
+                "{}: its schema differs from {}'s: {diff}; nothing was merged",
+                i.path, inputs[0].path
+            )));
+        }
+    }
+    let props = WriterProperties::builder()
+        .set_compression(opts.compression)
+        .set_max_row_group_bytes(Some(opts.row_group_bytes))
+        .set_max_row_group_row_count(Some(1 << 20))
+        .set_created_by(format!("compactd {}", env!("CARGO_PKG_VERSION")))
+        .build();
+
+    let (mut bytes_in, mut bytes_out, mut rows_in, mut rows_out, mut files_in) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    // Bytes out per byte in, from what was written so far.
+    let (mut seen_in, mut seen_out) = (0u64, 0u64);
+    let mut staged = Staged::default();
+    let mut current: Option<(AsyncArrowWriter<StoreSink>, Output, u64)> = None;
+    let n = inputs.len();
+    for (idx, input) in inputs.into_iter().enumerate() {
+        let ratio = if seen_in == 0 { 1.0 } else { seen_out as f64 / seen_in as f64 };
+        let expected = (input.len as f64 * ratio) as u64;
+        // An output holding one input takes the next one even past the
+        // target (by less than a small file): a rewrite of one file alone
+        // would gain nothing.
+        if let Some((_, out, in_this)) = &current {
+            // The writer's own estimate of its open row group counts pages
+            // before compression; the inputs' bytes times the ratio seen so
+            // far is closer (and exact in the long run).
+            let size = (*in_this as f64 * ratio) as u64;
+            // The last input may overshoot a little rather than stay small.
+            let limit = if idx + 1 == n { job.target_size + job.target_size / 5 } else { job.target_size };
+            if out.inputs.len() > 1 && size + expected > limit {
+                let (w, out, in_this) = current.take().expect("checked");
+                let (written, rows) = finish(w, job, &out).await?;
+                (seen_in, seen_out) = (seen_in + in_this, seen_out + written);
+                bytes_out += written;
+                rows_out += rows;
+                staged.outputs.push(out);
+            }
+        }
+        if current.is_none() {
+            if idx + 1 == n {
+                // The last input, alone in an output: left as it is.
+                break;
+            }
+            let k = staged.outputs.len();
+            let path = format!("{staging}{k}");
+            let sink = StoreSink(Some(store.writer(&path).await?));
+            let w = AsyncArrowWriter::try_new(sink, schema.clone(), Some(props.clone()))
+                .map_err(|e| job.broken(format!("cannot start {path}: {e}")))?;
+            let out = Output {
+                staged: path,
+                final_path: format!("{}compacted-{}-r{}-{k}.parquet", job.dir, job.task, job.round),
+                inputs: vec![],
+            };
+            current = Some((w, out, 0));
+        }
+        let (w, out, in_this) = current.as_mut().expect("opened above");
+        let (reader, _) = open(store, &input.path, input.len)
+            .await
+            .map_err(|e| job.broken(format!("{}: not a readable Parquet file: {e}", input.path)))?;
+        let mut batches = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, input.meta)
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(|e| job.broken(format!("{}: {e}", input.path)))?;
+        let mut rows = 0u64;
+        while let Some(b) = batches.next().await {
+            let b = b.map_err(|e| job.broken(format!("{}: corrupt or truncated: {e}", input.path)))?;
+            rows += b.num_rows() as u64;
+            w.write(&b).await.map_err(|e| job.broken(format!("writing {}: {e}", out.staged)))?;
+        }
+        rows_in += rows;
+        bytes_in += input.len;
+        files_in += 1;
+        *in_this += input.len;
+        out.inputs.push(input.path);
+    }
+    if let Some((w, out, _)) = current.take() {
+        let (written, rows) = finish(w, job, &out).await?;
+        bytes_out += written;
+        rows_out += rows;
+        staged.outputs.push(out);
+    }
+    if rows_in != rows_out {
+        // A staged output that lost rows must never be committed.
+        return Err(job.broken(format!("staged {rows_out} rows for {rows_in} read; nothing was committed")));
+    }
+    staged.stats = super::merge::stats(files_in, staged.outputs.len() as u64, bytes_in, bytes_out, rows_in, rows_out);
+    Ok(staged)
+}
+
+/// Closes an output; its size in bytes and its rows.
+async fn finish(mut w: AsyncArrowWriter<StoreSink>, job: &MergeJob, out: &Output) -> Result<(u64, u64), MergeError> {
+    let meta = w.finish().await.map_err(|e| job.broken(format!("finishing {}: {e}", out.staged)))?;
+    let rows = meta.file_metadata().num_rows() as u64;
+    Ok((w.bytes_written() as u64, rows))
+}
+
+/// The first difference between two schemas, in words; `None` if equal.
+pub fn schema_difference(a: &Schema, b: &Schema) -> Option<String> {
+    for fa in a.fields() {
+        match b.field_with_name(fa.name()) {
+            Err(_) => return Some(format!("field {:?} is missing", fa.name())),
+            Ok(fb) => {
+                if let Some(d) = field_difference(fa, fb, fa.name()) {
+                    return Some(d);
+                }
+            }
+        }
+    }
+    if let Some(extra) = b.fields().iter().find(|f| a.field_with_name(f.name()).is_err()) {
+        return Some(format!("it has an extra field {:?}", extra.name()));
+    }
+    let (na, nb): (Vec<_>, Vec<_>) =
+        (a.fields().iter().map(|f| f.name()).collect(), b.fields().iter().map(|f| f.name()).collect());
+    if na != nb {
+        return Some(format!("its fields are in another order ({nb:?} instead of {na:?})"));
+    }
+    if a.metadata() != b.metadata() {
+        let key = a
+            .metadata()
+            .iter()
+            .find(|(k, v)| b.metadata().get(k) != Some(*v))
+            .map(|(k, _)| k)
+            .or_else(|| b.metadata().keys().find(|k| !a.metadata().contains_key(k)))
+            .cloned()
+            .unwrap_or_default();
+        return Some(format!("its key-value metadata differs (key {key:?})"));
+    }
+    None
+}
+
+fn field_difference(a: &Field, b: &Field, at: &str) -> Option<String> {
+    if a.name() != b.name() {
+        return Some(format!("field {at:?} is named {:?}", b.name()));
+    }
+    if a.is_nullable() != b.is_nullable() {
+        return Some(format!(
+            "field {at:?} is {} instead of {}",
+            if b.is_nullable() { "nullable" } else { "not nullable" },
+            if a.is_nullable() { "nullable" } else { "not nullable" }
+        ));
+    }
+    let nested = |x: &DataType| -> Option<Vec<Arc<Field>>> {
+        match x {
+            DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) | DataType::Map(f, _) => {
+                Some(vec![f.clone()])
+            }
+            DataType::Struct(fs) => Some(fs.iter().cloned().collect()),
+            _ => None,
+        }
+    };
+    match (nested(a.data_type()), nested(b.data_type())) {
+        (Some(ca), Some(cb))
+            if ca.len() == cb.len()
+                && std::mem::discriminant(a.data_type()) == std::mem::discriminant(b.data_type()) =>
+        {
+            for (x, y) in ca.iter().zip(&cb) {
+                if let Some(d) = field_difference(x, y, &format!("{at}.{}", x.name())) {
+                    return Some(d);
+                }
+            }
+            if a.data_type() != b.data_type() {
+                return Some(format!("field {at:?} has type {} instead of {}", b.data_type(), a.data_type()));
+            }
+        }
+        _ if a.data_type() != b.data_type() => {
+            return Some(format!("field {at:?} has type {} instead of {}", b.data_type(), a.data_type()));
+        }
+        _ => {}
+    }
+    if a.metadata() != b.metadata() {
+        return Some(format!("field {at:?} has other field metadata"));
+    }
+    None
+}
