@@ -19,9 +19,8 @@
 mod common;
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::cluster::{alive, monitor_of, Cluster, BIN, TEST_TIMINGS};
@@ -29,26 +28,8 @@ use serde_json::Value;
 
 const MODES: [&str; 2] = ["write", "link-after"];
 
-/// Builds the shim once per test binary.
-fn shim() -> &'static Path {
-    static SHIM: OnceLock<PathBuf> = OnceLock::new();
-    SHIM.get_or_init(|| {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/killat.c");
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("killat-{}.so", std::process::id()));
-        let st = Command::new("cc")
-            .args(["-shared", "-fPIC", "-O2", "-o"])
-            .arg(&out)
-            .arg(&src)
-            .arg("-ldl")
-            .status()
-            .expect("a C compiler (`cc`) builds the crash shim; it is part of the Rust toolchain's requirements");
-        assert!(st.success(), "building {} failed", src.display());
-        out
-    })
-}
-
 fn preload(cmd: &mut Command, at: &str, pattern: &str) {
-    cmd.env("LD_PRELOAD", shim()).env("COMPACTD_KILL_AT", at).env("COMPACTD_KILL_PATH", pattern);
+    cmd.env("LD_PRELOAD", common::killat::shim()).env("COMPACTD_KILL_AT", at).env("COMPACTD_KILL_PATH", pattern);
 }
 
 fn assert_sigkilled(st: ExitStatus, what: &str) {

@@ -4,5 +4,7 @@
 pub mod chaos_support;
 pub mod cluster;
 pub mod http;
+pub mod killat;
+pub mod parquet;
 pub mod s3;
 pub mod table;

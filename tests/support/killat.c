@@ -1,7 +1,8 @@
 /*
  * An LD_PRELOAD shim that SIGKILLs the process at an exact point of a file
  * create, for the deterministic crash tests (tests/create_kill.rs). It
- * interposes libc's write(2) family and linkat(2)/link(2); nothing else.
+ * interposes libc's write(2) family, linkat(2)/link(2), renameat(2)/rename(2)
+ * and unlinkat(2)/unlink(2); nothing else.
  *
  *   COMPACTD_KILL_AT    write        first write to a file whose path contains
  *                                    COMPACTD_KILL_PATH (the file is open and
@@ -9,8 +10,14 @@
  *                       link-before  a link whose target contains the pattern,
  *                                    before it is made
  *                       link-after   the same, right after it was made
+ *                       rename-before / rename-after   a rename whose source
+ *                                    or target contains the pattern
+ *                       unlink-before / unlink-after   an unlink of a name
+ *                                    containing the pattern
  *   COMPACTD_KILL_PATH  substring of the path (writes: of /proc/self/fd/N;
- *                       links: of the source or the target)
+ *                       links and renames: of the source or the target;
+ *                       unlinks: of the name as passed, relative to its folder)
+ *   COMPACTD_KILL_NTH   kill at the Nth matching call (default 1)
  *
  * Unset, the shim only forwards. Built by the tests with `cc -shared -fPIC`.
  */
@@ -32,7 +39,15 @@ static int path_matches(const char *path) {
     return pat && *pat && path && strstr(path, pat) != NULL;
 }
 
-static void die(void) { kill(getpid(), SIGKILL); }
+static void die_now(void) { kill(getpid(), SIGKILL); }
+
+/* Counts matching calls; kills at the Nth (COMPACTD_KILL_NTH, default 1). */
+static void die(void) {
+    static long seen = 0;
+    const char *n = getenv("COMPACTD_KILL_NTH");
+    long want = (n && *n) ? atol(n) : 1;
+    if (++seen >= want) die_now();
+}
 
 static int fd_matches(int fd) {
     const char *m = mode();
@@ -84,4 +99,37 @@ int linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
 
 int link(const char *oldpath, const char *newpath) {
     return linkat(AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
+}
+
+static int mode_is(const char *when) {
+    const char *m = mode();
+    return m && strcmp(m, when) == 0;
+}
+
+int renameat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
+    static int (*real)(int, const char *, int, const char *);
+    if (!real) real = dlsym(RTLD_NEXT, "renameat");
+    int hit = path_matches(oldpath) || path_matches(newpath);
+    if (hit && mode_is("rename-before")) die();
+    int r = real(olddirfd, oldpath, newdirfd, newpath);
+    if (r == 0 && hit && mode_is("rename-after")) die();
+    return r;
+}
+
+int rename(const char *oldpath, const char *newpath) {
+    return renameat(AT_FDCWD, oldpath, AT_FDCWD, newpath);
+}
+
+int unlinkat(int dirfd, const char *path, int flags) {
+    static int (*real)(int, const char *, int);
+    if (!real) real = dlsym(RTLD_NEXT, "unlinkat");
+    int hit = path_matches(path);
+    if (hit && mode_is("unlink-before")) die();
+    int r = real(dirfd, path, flags);
+    if (r == 0 && hit && mode_is("unlink-after")) die();
+    return r;
+}
+
+int unlink(const char *path) {
+    return unlinkat(AT_FDCWD, path, 0);
 }

@@ -13,6 +13,9 @@ makes).
       partition, fewer files, outputs near the target; DuckDB: both tables
       EXCEPT ALL each other are empty and counts match. Prints a JSON summary;
       exits 1 naming what differs.
+  odd FILE --variant type|missing|metadata
+      Writes one small file whose schema differs from gen's: `score` is a
+      string, `score` is missing, or the schema metadata's owner differs.
   rows DIR
       Prints {"partition": [rows, files, checksum]} of the table under DIR
       (pyarrow): the kill test's quick oracle.
@@ -89,6 +92,20 @@ def gen(args):
             rows += n
             size += os.path.getsize(path)
     print(json.dumps({"files": files, "rows": rows, "bytes": size}))
+
+
+def odd(args):
+    base = schema()
+    if args.variant == "type":
+        fields = [pa.field("score", pa.string()) if f.name == "score" else f for f in base]
+        sch = pa.schema(fields, metadata=base.metadata)
+    elif args.variant == "missing":
+        sch = pa.schema([f for f in base if f.name != "score"], metadata=base.metadata)
+    else:
+        sch = base.with_metadata({"owner": "someone-else", "compactd.test": "parquet"})
+    cols = {f.name: [None] * 3 for f in sch}
+    cols["id"] = [10**9, 10**9 + 1, 10**9 + 2]
+    pq.write_table(pa.table(cols, schema=sch), args.file)
 
 
 def data_files(d):
@@ -246,6 +263,9 @@ def main():
     c.add_argument("orig")
     c.add_argument("new")
     c.add_argument("--target", type=int, required=True)
+    o = sub.add_parser("odd")
+    o.add_argument("file")
+    o.add_argument("--variant", choices=["type", "missing", "metadata"], required=True)
     r = sub.add_parser("rows")
     r.add_argument("dir")
     p = sub.add_parser("s3-put")
@@ -255,7 +275,7 @@ def main():
     q.add_argument("uri")
     q.add_argument("dir")
     a = ap.parse_args()
-    {"gen": gen, "check": check, "rows": rows, "s3-put": s3_put, "s3-get": s3_get}[a.cmd](a)
+    {"gen": gen, "odd": odd, "check": check, "rows": rows, "s3-put": s3_put, "s3-get": s3_get}[a.cmd](a)
 
 
 if __name__ == "__main__":

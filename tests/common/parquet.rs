@@ -1,0 +1,47 @@
+//! pyarrow and DuckDB as judges of the Parquet executor: runs
+//! `tests/support/parquet_tool.py` with the venv `.ci/install-parquet-tools.sh`
+//! makes at `.venv-parquet/` (or the python named by
+//! `COMPACTD_TEST_PARQUET_PYTHON`).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+pub fn python() -> PathBuf {
+    let p = match std::env::var_os("COMPACTD_TEST_PARQUET_PYTHON") {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv-parquet/bin/python"),
+    };
+    if !p.exists() {
+        panic!(
+            "the Parquet tools' python {} does not exist: run `bash .ci/install-parquet-tools.sh` from the \
+             repository root (it makes .venv-parquet with pyarrow and duckdb), or set COMPACTD_TEST_PARQUET_PYTHON",
+            p.display()
+        );
+    }
+    p
+}
+
+/// Runs the tool; (success, the JSON of its last stdout line, stderr).
+pub fn tool_result(args: &[&str], env: &[(String, String)]) -> (bool, Value, String) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/parquet_tool.py");
+    let out = Command::new(python()).arg(script).args(args).envs(env.iter().cloned()).output().expect("run python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or("null");
+    let v = serde_json::from_str(last).unwrap_or(Value::Null);
+    (out.status.success(), v, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// Runs the tool and asserts it succeeded.
+pub fn tool(args: &[&str], env: &[(String, String)]) -> Value {
+    let (ok, v, err) = tool_result(args, env);
+    assert!(ok, "parquet_tool {args:?} failed: {v}\n{err}");
+    v
+}
+
+/// `cp -a` of a folder.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    let st = Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap();
+    assert!(st.success());
+}
