@@ -103,11 +103,14 @@ struct StoreReader {
     path: String,
     len: u64,
     whole: Option<Bytes>,
+    /// The ranges requested from the store, in order (a few per file).
+    fetched: Arc<std::sync::Mutex<Vec<Range<u64>>>>,
 }
 
 impl StoreReader {
     async fn fetch(&mut self, range: Range<u64>) -> parquet::errors::Result<Bytes> {
         if self.whole.is_none() && self.len <= WHOLE_READ {
+            self.fetched.lock().unwrap_or_else(|e| e.into_inner()).push(0..self.len);
             let b = self.store.read_range(&self.path, 0, self.len).await.map_err(external)?;
             self.whole = Some(b.ok_or_else(|| ParquetError::General("vanished while being read".into()))?);
         }
@@ -120,6 +123,7 @@ impl StoreReader {
         if range.end > self.len {
             return Err(ParquetError::EOF(format!("range {range:?} is past the end ({} bytes)", self.len)));
         }
+        self.fetched.lock().unwrap_or_else(|e| e.into_inner()).push(range.clone());
         self.store
             .read_range(&self.path, range.start, range.end - range.start)
             .await
@@ -201,7 +205,8 @@ struct Input {
 
 /// Opens an input's footer; `None` if it vanished.
 async fn open(store: &Store, path: &str, len: u64) -> Result<(StoreReader, ArrowReaderMetadata), ParquetError> {
-    let mut r = StoreReader { store: store.clone(), path: path.to_string(), len, whole: None };
+    let mut r =
+        StoreReader { store: store.clone(), path: path.to_string(), len, whole: None, fetched: Default::default() };
     let meta = ArrowReaderMetadata::load_async(&mut r, ArrowReaderOptions::new()).await?;
     Ok((r, meta))
 }
@@ -405,4 +410,86 @@ fn field_difference(a: &Field, b: &Field, at: &str) -> Option<String> {
         return Some(format!("field {at:?} has other field metadata"));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Int64Array, RecordBatch, StringArray};
+
+    /// A file of `rows` rows in row groups of `group` rows, uncompressed.
+    fn file(rows: i64, group: usize) -> Vec<u8> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("s", DataType::Utf8, true),
+        ]));
+        let ids = Int64Array::from_iter_values(0..rows);
+        let s = StringArray::from_iter_values(
+            (0..rows).map(|i| format!("{:064x}", (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))),
+        );
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(ids), Arc::new(s)]).unwrap();
+        let props = WriterProperties::builder()
+            .set_compression(Compression::UNCOMPRESSED)
+            .set_max_row_group_row_count(Some(group))
+            .set_dictionary_enabled(false)
+            .build();
+        let mut out = vec![];
+        let mut w = parquet::arrow::ArrowWriter::try_new(&mut out, schema, Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        out
+    }
+
+    #[tokio::test]
+    async fn a_large_input_is_read_footer_first_then_row_group_by_row_group() {
+        let store = Store::memory().await;
+        let bytes = file(40_000, 10_000);
+        let len = bytes.len() as u64;
+        assert!(len > 2 * WHOLE_READ, "{len}");
+        store.put("t/p/big.parquet", bytes).await.unwrap();
+        let (reader, meta) = open(&store, "t/p/big.parquet", len).await.unwrap();
+        let fetched = reader.fetched.clone();
+        assert_eq!(meta.metadata().num_row_groups(), 4);
+        // The footer: one read at the end of the file.
+        let footer = fetched.lock().unwrap().clone();
+        assert_eq!(footer.len(), 1, "{footer:?}");
+        assert_eq!(footer[0].end, len);
+        assert!(footer[0].start >= len - FOOTER_HINT as u64);
+        fetched.lock().unwrap().clear();
+        let mut batches = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta).build().unwrap();
+        let mut rows = 0;
+        while let Some(b) = batches.next().await {
+            rows += b.unwrap().num_rows();
+        }
+        assert_eq!(rows, 40_000);
+        // Then one read per row group (its column chunks coalesced), each
+        // about a quarter of the file, never the whole object.
+        let groups = fetched.lock().unwrap().clone();
+        assert_eq!(groups.len(), 4, "{groups:?}");
+        assert!(groups.iter().all(|r| r.end - r.start < len / 3), "{groups:?}");
+    }
+
+    #[tokio::test]
+    async fn a_small_input_costs_one_read() {
+        let store = Store::memory().await;
+        let bytes = file(1000, 500);
+        let len = bytes.len() as u64;
+        store.put("t/p/small.parquet", bytes).await.unwrap();
+        let (reader, meta) = open(&store, "t/p/small.parquet", len).await.unwrap();
+        let fetched = reader.fetched.clone();
+        let mut batches = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta).build().unwrap();
+        while let Some(b) = batches.next().await {
+            b.unwrap();
+        }
+        assert_eq!(*fetched.lock().unwrap(), vec![0..len]);
+    }
+
+    #[test]
+    fn compressions_parse_and_bad_ones_say_what_is_allowed() {
+        assert_eq!(parse_compression("zstd").unwrap(), Compression::ZSTD(ZstdLevel::default()));
+        assert_eq!(parse_compression("zstd:9").unwrap(), Compression::ZSTD(ZstdLevel::try_new(9).unwrap()));
+        assert_eq!(parse_compression("none").unwrap(), Compression::UNCOMPRESSED);
+        assert!(parse_compression("zstd:99").unwrap_err().contains("zstd, zstd:LEVEL"));
+        assert!(parse_compression("brotli").is_err());
+    }
 }
