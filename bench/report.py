@@ -298,6 +298,40 @@ def render(meta, rs, up, out_json, out_md):
     else:
         w("missing (see the run log)")
     w("")
+    pq = by.get("parquet", [])
+    if pq:
+        pm = meta.get("parquet", {})
+        w("## Parquet compaction")
+        w("")
+        r0 = pq[0]
+        w(f"One generated table ({r0['files_in']} small Parquet files, {r0['rows']:,} rows, {r0['input_mib']} MiB, "
+          "snappy, the schema of `tests/support/parquet_tool.py`: nulls, strings, zoned timestamps, decimals, a list "
+          "and a struct column), every peer rewriting each partition into one zstd file, one after another in the "
+          "same run" + (f" ({pm['date']}, commit {pm['commit']}, `bash bench/parquet.sh`)" if pm else "") +
+          ". Wall time of the peer's processes, start-up included; peak RSS from GNU time (the largest process).")
+        w("")
+        w("| peer | setting | s | M rows/s | MiB/s | peak RSS MiB | files out | MiB out |")
+        w("|---|---|---|---|---|---|---|---|")
+        for r in pq:
+            w(f"| {r['peer']} | {r['setting']} | {r['seconds']:.2f} | {r['rows_per_s'] / 1e6:.2f} | "
+              f"{r['mib_per_s']:.1f} | {fmt(r.get('peak_rss_mib'))} | {r.get('files_out', '—')} | "
+              f"{r.get('output_mib', '—')} |")
+        best = lambda peer: max((r for r in pq if r["peer"] == peer), key=lambda r: r["rows_per_s"], default=None)
+        c, pa_, dk, cp = best("compactd"), best("pyarrow"), best("DuckDB"), best("byte copy")
+        w("")
+        if c and pa_ and dk:
+            derived["parquet_compactd_vs_pyarrow"] = c["rows_per_s"] / pa_["rows_per_s"]
+            derived["parquet_compactd_vs_duckdb_best"] = c["rows_per_s"] / dk["rows_per_s"]
+            rss = [r for r in pq if r["peer"] == "compactd" and r.get("peak_rss_mib")]
+            w(f"compactd at its best setting ({c['setting']}) vs pyarrow: "
+              f"**{derived['parquet_compactd_vs_pyarrow']:.2f}×**; vs DuckDB at its best ({dk['setting'].split(', ')[1]}): "
+              f"**{derived['parquet_compactd_vs_duckdb_best']:.2f}×**" +
+              (f"; vs the byte copy floor: {c['rows_per_s'] / cp['rows_per_s']:.2f}×" if cp else "") +
+              (f". Peak RSS: compactd {max(r['peak_rss_mib'] for r in rss)} MiB, pyarrow {pa_['peak_rss_mib']} MiB."
+               if rss and pa_.get("peak_rss_mib") else "."))
+            json.dump({"meta": meta, "results": rs, "upgrade": up, "derived": derived}, open(out_json, "w"), indent=2)
+        w("")
+
     w("## Ratios")
     w("")
     for k, v in derived.items():

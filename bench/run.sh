@@ -6,7 +6,7 @@
 #
 # Environment knobs (defaults are what RESULTS.md is made with):
 #   BENCH_SHARDS=2000 BENCH_LATENCY_SAMPLES=60 BENCH_MANAGER_SHARDS=10000
-#   BENCH_SKIP_CELERY=0 BENCH_SKIP_UPGRADE=0 BENCH_SHORT_SESSION=1 (0: skip the extra
+#   BENCH_SKIP_CELERY=0 BENCH_SKIP_UPGRADE=0 BENCH_SKIP_PARQUET=0 BENCH_SHORT_SESSION=1 (0: skip the extra
 #   2,000-shard run with a 3 s session) BENCH_SKIP_TMPFS=0 (1: skip the tmpfs repeat of
 #   limit, dispatch and Celery)
 set -euo pipefail
@@ -76,6 +76,13 @@ if [[ -n "$UPGRADE" ]]; then
     say "upgrade benchmark"
     [[ -x .venv-s3/bin/python ]] || bash .ci/install-s3-server.sh >&2 || echo "S3 server install failed" >&2
     (cd migrate && COMPACTD_BENCH_TASKS=${BENCH_UPGRADE_TASKS:-5000} "$UPGRADE" --bench) | tee "$WORK/upgrade.txt" || echo "upgrade failed" >&2
+fi
+
+if [[ "${BENCH_SKIP_PARQUET:-0}" != 1 ]]; then
+    say "Parquet compaction vs pyarrow, DuckDB, byte copy (bench/parquet.py)"
+    bash .ci/install-parquet-tools.sh >&2 || echo "pyarrow/DuckDB install failed" >&2
+    .venv-parquet/bin/python bench/parquet.py --binary "$BIN" --base "$WORK" | tee -a "$LOG" ||
+        echo "parquet bench failed" >&2
 fi
 
 say "report"

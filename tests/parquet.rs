@@ -144,11 +144,11 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 fn bad_inputs_fail_the_unit_naming_the_file_and_nothing_is_touched() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("data");
-    tool(&["gen", root.to_str().unwrap(), "--partitions", "6", "--files", "4", "--rows", "500"], &[]);
+    tool(&["gen", root.to_str().unwrap(), "--partitions", "7", "--files", "4", "--rows", "500"], &[]);
     let t = root.join("db/s/t");
     // dt=0: a field of another type; dt=1: a missing field; dt=2: other
     // schema metadata; dt=3: truncated; dt=4: not Parquet at all; dt=5: a
-    // footer that does not decode.
+    // footer that does not decode; dt=6: a corrupt data page.
     tool(&["odd", t.join("dt=0/part-00002.parquet").to_str().unwrap(), "--variant", "type"], &[]);
     tool(&["odd", t.join("dt=1/part-00002.parquet").to_str().unwrap(), "--variant", "missing"], &[]);
     tool(&["odd", t.join("dt=2/part-00002.parquet").to_str().unwrap(), "--variant", "metadata"], &[]);
@@ -163,6 +163,8 @@ fn bad_inputs_fail_the_unit_naming_the_file_and_nothing_is_touched() {
         *x ^= 0x5a;
     }
     std::fs::write(&f5, &b).unwrap();
+    // dt=6: a data page whose checksum does not match (the footer reads).
+    tool(&["odd", t.join("dt=6/part-00002.parquet").to_str().unwrap(), "--variant", "corrupt-page"], &[]);
     let cases = [
         ("dt=0", "field \"score\" has type Utf8"),
         ("dt=1", "field \"score\" is missing"),
@@ -170,6 +172,7 @@ fn bad_inputs_fail_the_unit_naming_the_file_and_nothing_is_touched() {
         ("dt=3", "not a readable Parquet file"),
         ("dt=4", "not a readable Parquet file"),
         ("dt=5", "not a readable Parquet file"),
+        ("dt=6", "corrupt or truncated"),
     ];
     for (part, want) in cases {
         let before = snapshot(&t.join(part));
@@ -187,6 +190,8 @@ fn bad_inputs_fail_the_unit_naming_the_file_and_nothing_is_touched() {
         let new: Vec<_> =
             after.keys().filter(|k| !before.contains_key(*k) && !k.to_string_lossy().contains("/_compactd/")).collect();
         assert!(new.is_empty(), "{part}: new files where readers look: {new:?}");
+        let staging: Vec<_> = after.keys().filter(|k| k.to_string_lossy().contains("/_compactd/staging/")).collect();
+        assert!(staging.is_empty(), "{part}: the failed attempt's staging is left: {staging:?}");
     }
 }
 

@@ -192,8 +192,18 @@ pub async fn run_with_stats(store: &Store, job: &MergeJob) -> Result<(Outcome, B
     }
     let staging = job.staging_dir(job.attempt);
     let staged = match &job.format {
-        Format::Lines => stage_lines(store, job, &staging).await?,
-        Format::Parquet(opts) => super::parquet::stage(store, job, opts, &staging).await?,
+        Format::Lines => stage_lines(store, job, &staging).await,
+        Format::Parquet(opts) => super::parquet::stage(store, job, opts, &staging).await,
+    };
+    let staged = match staged {
+        Ok(s) => s,
+        Err(e) => {
+            // Nothing was committed: this attempt's partial outputs are garbage.
+            if let Err(clean) = store.delete_all(&staging).await {
+                tracing::warn!(staging, error = %clean, "could not remove the staging of a failed merge");
+            }
+            return Err(e);
+        }
     };
     if staged.outputs.is_empty() {
         return Ok((Outcome::NothingToDo, BTreeMap::new()));

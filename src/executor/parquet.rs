@@ -253,9 +253,14 @@ pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging
     let mut staged = Staged::default();
     let mut current: Option<(AsyncArrowWriter<StoreSink>, Output, u64)> = None;
     let n = inputs.len();
-    for (idx, input) in inputs.into_iter().enumerate() {
+    // Decoding runs in a task of its own, ahead by at most a few batches (a
+    // bounded channel), so that decoding and encoding use two cores.
+    let (tx, mut rx) = tokio::sync::mpsc::channel(DECODED_AHEAD);
+    let order: Vec<(String, u64)> = inputs.iter().map(|i| (i.path.clone(), i.len)).collect();
+    let _decoder = AbortOnDrop(tokio::spawn(decode_all(store.clone(), job.clone(), inputs, tx)));
+    for (idx, input) in order.into_iter().enumerate() {
         let ratio = if seen_in == 0 { 1.0 } else { seen_out as f64 / seen_in as f64 };
-        let expected = (input.len as f64 * ratio) as u64;
+        let expected = (input.1 as f64 * ratio) as u64;
         // An output holding one input takes the next one even past the
         // target (by less than a small file): a rewrite of one file alone
         // would gain nothing.
@@ -293,24 +298,24 @@ pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging
             current = Some((w, out, 0));
         }
         let (w, out, in_this) = current.as_mut().expect("opened above");
-        let (reader, _) = open(store, &input.path, input.len)
-            .await
-            .map_err(|e| job.broken(format!("{}: not a readable Parquet file: {e}", input.path)))?;
-        let mut batches = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, input.meta)
-            .with_batch_size(BATCH_ROWS)
-            .build()
-            .map_err(|e| job.broken(format!("{}: {e}", input.path)))?;
+        let (path, len) = input;
         let mut rows = 0u64;
-        while let Some(b) = batches.next().await {
-            let b = b.map_err(|e| job.broken(format!("{}: corrupt or truncated: {e}", input.path)))?;
-            rows += b.num_rows() as u64;
-            w.write(&b).await.map_err(|e| job.broken(format!("writing {}: {e}", out.staged)))?;
+        loop {
+            match rx.recv().await {
+                Some(Ok(Some(b))) => {
+                    rows += b.num_rows() as u64;
+                    w.write(&b).await.map_err(|e| job.broken(format!("writing {}: {e}", out.staged)))?;
+                }
+                Some(Ok(None)) => break,
+                Some(Err(e)) => return Err(e),
+                None => return Err(job.broken(format!("the decoder stopped before the end of {path}"))),
+            }
         }
         rows_in += rows;
-        bytes_in += input.len;
+        bytes_in += len;
         files_in += 1;
-        *in_this += input.len;
-        out.inputs.push(input.path);
+        *in_this += len;
+        out.inputs.push(path);
     }
     if let Some((w, out, _)) = current.take() {
         let (written, rows) = finish(w, job, &out).await?;
@@ -324,6 +329,52 @@ pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging
     }
     staged.stats = super::merge::stats(files_in, staged.outputs.len() as u64, bytes_in, bytes_out, rows_in, rows_out);
     Ok(staged)
+}
+
+/// Batches decoded ahead of the writer.
+const DECODED_AHEAD: usize = 4;
+
+/// What the decoder sends: a batch, the end of one input (`None`), or why it
+/// stopped.
+type Decoded = Result<Option<arrow_array::RecordBatch>, MergeError>;
+
+/// Decodes the inputs in order into `tx`; stops when the receiver is gone.
+async fn decode_all(store: Store, job: MergeJob, inputs: Vec<Input>, tx: tokio::sync::mpsc::Sender<Decoded>) {
+    for input in inputs {
+        let batches = match open(&store, &input.path, input.len).await {
+            Ok((reader, _)) => ParquetRecordBatchStreamBuilder::new_with_metadata(reader, input.meta)
+                .with_batch_size(BATCH_ROWS)
+                .build()
+                .map_err(|e| job.broken(format!("{}: {e}", input.path))),
+            Err(e) => Err(job.broken(format!("{}: not a readable Parquet file: {e}", input.path))),
+        };
+        let mut batches = match batches {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+        };
+        while let Some(b) = batches.next().await {
+            let msg = b.map(Some).map_err(|e| job.broken(format!("{}: corrupt or truncated: {e}", input.path)));
+            let failed = msg.is_err();
+            if tx.send(msg).await.is_err() || failed {
+                return;
+            }
+        }
+        if tx.send(Ok(None)).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Stops the decoder when staging ends early (an error, a last input left alone).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Closes an output; its size in bytes and its rows.

@@ -13,9 +13,10 @@ makes).
       partition, fewer files, outputs near the target; DuckDB: both tables
       EXCEPT ALL each other are empty and counts match. Prints a JSON summary;
       exits 1 naming what differs.
-  odd FILE --variant type|missing|metadata
+  odd FILE --variant type|missing|metadata|corrupt-page
       Writes one small file whose schema differs from gen's: `score` is a
-      string, `score` is missing, or the schema metadata's owner differs.
+      string, `score` is missing, or the schema metadata's owner differs; or
+      one of gen's schema whose first data page is corrupt (with checksums).
   rows DIR
       Prints {"partition": [rows, files, checksum]} of the table under DIR
       (pyarrow): the kill test's quick oracle.
@@ -101,11 +102,25 @@ def odd(args):
         sch = pa.schema(fields, metadata=base.metadata)
     elif args.variant == "missing":
         sch = pa.schema([f for f in base if f.name != "score"], metadata=base.metadata)
-    else:
+    elif args.variant == "metadata":
         sch = base.with_metadata({"owner": "someone-else", "compactd.test": "parquet"})
+    else:
+        # The right schema, page checksums on, then bytes of the first data
+        # page flipped: the footer reads, the data does not.
+        sch = base
     cols = {f.name: [None] * 3 for f in sch}
     cols["id"] = [10**9, 10**9 + 1, 10**9 + 2]
-    pq.write_table(pa.table(cols, schema=sch), args.file)
+    if args.variant != "corrupt-page":
+        pq.write_table(pa.table(cols, schema=sch), args.file)
+        return
+    cols["name"] = [f"name-{i}" for i in range(3)]
+    pq.write_table(pa.table(cols, schema=sch), args.file, write_page_checksum=True, compression="none")
+    meta = pq.ParquetFile(args.file).metadata
+    col = meta.row_group(0).column(0)
+    start = col.data_page_offset
+    with open(args.file, "r+b") as f:
+        f.seek(start + col.total_compressed_size - 8)
+        f.write(b"\xff" * 8)
 
 
 def data_files(d):
@@ -265,7 +280,7 @@ def main():
     c.add_argument("--target", type=int, required=True)
     o = sub.add_parser("odd")
     o.add_argument("file")
-    o.add_argument("--variant", choices=["type", "missing", "metadata"], required=True)
+    o.add_argument("--variant", choices=["type", "missing", "metadata", "corrupt-page"], required=True)
     r = sub.add_parser("rows")
     r.add_argument("dir")
     p = sub.add_parser("s3-put")
