@@ -12,9 +12,9 @@ files of R rows each (default 4 x 100 x 10,000), written by pyarrow with its
 default codec (snappy), the schema of tests/support/parquet_tool.py (nulls,
 strings, zoned timestamps, decimals, a list and a struct column, metadata).
 Every peer rewrites each partition into one file with zstd (the target size
-128 MiB is above a partition's size). Rows/s = all rows / wall time of the
-peer's process (start-up included); MiB/s = input MiB / wall time; peak RSS
-from wait4 (the largest of the peer's processes).
+128 MiB is above a partition's size), three times; the median wall time of
+the peer's processes (start-up included) gives rows/s and MiB/s (input MiB);
+peak RSS from GNU time (the largest of the peer's processes, all runs).
 """
 
 import argparse
@@ -134,6 +134,20 @@ for out, files in outs:
 """
 
 
+RUNS = 3
+
+
+def repeat(f):
+    """Runs a peer RUNS times: every wall time and the largest peak RSS."""
+    walls, peak = [], None
+    for _ in range(RUNS):
+        w, p = f()
+        walls.append(w)
+        if p is not None:
+            peak = max(peak or 0, p)
+    return walls, peak
+
+
 def rows_in(paths):
     return sum(pq.ParquetFile(f).metadata.num_rows for f in paths)
 
@@ -158,8 +172,11 @@ def main():
     parts = range(a.partitions)
     results = []
 
-    def report(peer, setting, wall, peak, out_dir=None, note=""):
+    def report(peer, setting, walls, peak, out_dir=None, note=""):
+        walls = sorted(walls)
+        wall = walls[len(walls) // 2]
         r = {"part": "parquet", "peer": peer, "setting": setting, "seconds": round(wall, 3),
+             "runs": [round(w, 3) for w in walls],
              "rows": rows, "input_mib": round(mib, 1), "rows_per_s": rows / wall, "mib_per_s": mib / wall,
              "peak_rss_mib": round(peak, 1) if peak else None, "files_in": a.partitions * a.files, "note": note}
         if out_dir:
@@ -188,35 +205,38 @@ def main():
     out = out_dirs("copy")
     cmds = [["sh", "-c", 'out=$1; shift; cat "$@" > "$out"', "sh",
              os.path.join(out, TABLE, f"dt={p}", "all.bin")] + files_of(orig, p) for p in parts]
-    wall, peak = run(cmds)
-    report("byte copy", "cat, one partition at a time", wall, peak)
+    walls, peak = repeat(lambda: run(cmds))
+    report("byte copy", "cat, one partition at a time", walls, peak)
 
     # pyarrow, default threads (all cores), one process per partition in turn.
     out = out_dirs("pyarrow")
     cmds = [[sys.executable, "-c", PYARROW, os.path.join(out, TABLE, f"dt={p}", "all.parquet")] + files_of(orig, p)
             for p in parts]
-    wall, peak = run(cmds)
-    report("pyarrow", f"pq.write_table(pq.read_table(files)), zstd, pyarrow {pa.__version__}", wall, peak, out)
+    walls, peak = repeat(lambda: run(cmds))
+    report("pyarrow", f"pq.write_table(pq.read_table(files)), zstd, pyarrow {pa.__version__}", walls, peak, out)
 
     import duckdb
 
     for threads in (1, 2):
         out = out_dirs(f"duckdb{threads}")
         specs = [[os.path.join(out, TABLE, f"dt={p}", "all.parquet"), files_of(orig, p)] for p in parts]
-        wall, peak = run([[sys.executable, "-c", DUCKDB, str(threads), json.dumps(specs)]])
+        walls, peak = repeat(lambda: run([[sys.executable, "-c", DUCKDB, str(threads), json.dumps(specs)]]))
         report("DuckDB", f"COPY … TO (FORMAT parquet, COMPRESSION zstd), threads={threads}, duckdb {duckdb.__version__}",
-               wall, peak, out)
+               walls, peak, out)
 
     # compactd's executor, as a node runs it: one process per partition;
     # one at a time, then two at once (a node's default --max-running 2).
     for parallel in (1, 2):
-        d = fresh(f"compactd{parallel}")
-        cmds = [[a.binary, "--root", f"fs://{d}", "__merge", "--dir", f"{TABLE}/dt={p}/", "--task",
-                 "aaaaffff.16176931.56000000.0", "--round", "1", "--attempt", "1", "--target-size", "128MiB",
-                 "--format", "parquet"] for p in parts]
-        wall, peak = run(cmds, parallel)
+        def once():
+            shutil.rmtree(os.path.join(base, f"compactd{parallel}"), ignore_errors=True)
+            d = fresh(f"compactd{parallel}")
+            cmds = [[a.binary, "--root", f"fs://{d}", "__merge", "--dir", f"{TABLE}/dt={p}/", "--task",
+                     "aaaaffff.16176931.56000000.0", "--round", "1", "--attempt", "1", "--target-size", "128MiB",
+                     "--format", "parquet"] for p in parts]
+            return run(cmds, parallel)
+        walls, peak = repeat(once)
         report("compactd", f"parquet executor (zstd), {parallel} partition{'s' if parallel > 1 else ''} at once",
-               wall, peak, d)
+               walls, peak, os.path.join(base, f"compactd{parallel}"))
 
     # The product's path: one node at the default timings, `submit --wait`.
     d = fresh("compactd-node")
@@ -237,10 +257,23 @@ def main():
         if st.returncode != 0:
             raise SystemExit(f"submit --wait failed: {st.stderr}")
         report("compactd", "one node (`run`, defaults: 2 subtasks at once), `submit --executor parquet --wait`",
-               wall, None, d, note="RSS of the node's executors not measured here")
+               [wall], None, d, note="one run; RSS of the node's executors not measured here")
     finally:
         node.terminate()
         node.wait()
+    # Memory against the number of files: one partition of N files of 1,000
+    # rows, target 8 MiB (so the open row group is bounded the same way).
+    for n in (250, 1000, 4000):
+        root = os.path.join(base, f"mem{n}")
+        size = generate(root, 1, n, 1000)
+        cmd = [a.binary, "--root", f"fs://{root}", "__merge", "--dir", f"{TABLE}/dt=0/", "--task",
+               "aaaaffff.16176931.56000000.0", "--round", "1", "--attempt", "1", "--target-size", "8MiB",
+               "--format", "parquet"]
+        wall, peak = run([cmd])
+        r = {"part": "parquet_memory", "files": n, "rows": n * 1000, "input_mib": round(size / 2**20, 1),
+             "seconds": round(wall, 3), "peak_rss_mib": round(peak, 1) if peak else None}
+        print("RESULT " + json.dumps(r), flush=True)
+        shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(base, ignore_errors=True)
 
 

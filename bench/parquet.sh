@@ -19,7 +19,7 @@ python3 - "$WORK/parquet.txt" bench/results.json <<'PY'
 import json, subprocess, sys
 new = [json.loads(l[7:]) for l in open(sys.argv[1]) if l.startswith("RESULT ")]
 j = json.load(open(sys.argv[2]))
-j["results"] = [r for r in j["results"] if r.get("part") != "parquet"] + new
+j["results"] = [r for r in j["results"] if r.get("part") not in ("parquet", "parquet_memory")] + new
 sh = lambda c: subprocess.run(c, shell=True, capture_output=True, text=True).stdout.strip()
 j["meta"]["parquet"] = {"date": sh("date -u '+%Y-%m-%d %H:%M UTC'"), "commit": sh("git rev-parse --short HEAD")}
 json.dump(j, open(sys.argv[2], "w"), indent=2)

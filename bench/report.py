@@ -308,12 +308,14 @@ def render(meta, rs, up, out_json, out_md):
           "snappy, the schema of `tests/support/parquet_tool.py`: nulls, strings, zoned timestamps, decimals, a list "
           "and a struct column), every peer rewriting each partition into one zstd file, one after another in the "
           "same run" + (f" ({pm['date']}, commit {pm['commit']}, `bash bench/parquet.sh`)" if pm else "") +
-          ". Wall time of the peer's processes, start-up included; peak RSS from GNU time (the largest process).")
+          ". Median of three runs of each peer (one for the node), wall time of its processes, start-up included; "
+          "peak RSS from GNU time (the largest process of all runs).")
         w("")
-        w("| peer | setting | s | M rows/s | MiB/s | peak RSS MiB | files out | MiB out |")
-        w("|---|---|---|---|---|---|---|---|")
+        w("| peer | setting | s (median) | runs, s | M rows/s | MiB/s | peak RSS MiB | files out | MiB out |")
+        w("|---|---|---|---|---|---|---|---|---|")
         for r in pq:
-            w(f"| {r['peer']} | {r['setting']} | {r['seconds']:.2f} | {r['rows_per_s'] / 1e6:.2f} | "
+            runs = ", ".join(f"{x:.2f}" for x in r.get("runs", [r["seconds"]]))
+            w(f"| {r['peer']} | {r['setting']} | {r['seconds']:.2f} | {runs} | {r['rows_per_s'] / 1e6:.2f} | "
               f"{r['mib_per_s']:.1f} | {fmt(r.get('peak_rss_mib'))} | {r.get('files_out', '—')} | "
               f"{r.get('output_mib', '—')} |")
         best = lambda peer: max((r for r in pq if r["peer"] == peer), key=lambda r: r["rows_per_s"], default=None)
@@ -324,13 +326,23 @@ def render(meta, rs, up, out_json, out_md):
             derived["parquet_compactd_vs_duckdb_best"] = c["rows_per_s"] / dk["rows_per_s"]
             rss = [r for r in pq if r["peer"] == "compactd" and r.get("peak_rss_mib")]
             w(f"compactd at its best setting ({c['setting']}) vs pyarrow: "
-              f"**{derived['parquet_compactd_vs_pyarrow']:.2f}×**; vs DuckDB at its best ({dk['setting'].split(', ')[1]}): "
+              f"**{derived['parquet_compactd_vs_pyarrow']:.2f}×**; vs DuckDB at its best "
+              f"({next((x for x in dk['setting'].split(', ') if x.startswith('threads')), dk['setting'])}): "
               f"**{derived['parquet_compactd_vs_duckdb_best']:.2f}×**" +
               (f"; vs the byte copy floor: {c['rows_per_s'] / cp['rows_per_s']:.2f}×" if cp else "") +
               (f". Peak RSS: compactd {max(r['peak_rss_mib'] for r in rss)} MiB, pyarrow {pa_['peak_rss_mib']} MiB."
                if rss and pa_.get("peak_rss_mib") else "."))
             json.dump({"meta": meta, "results": rs, "upgrade": up, "derived": derived}, open(out_json, "w"), indent=2)
         w("")
+        mem = by.get("parquet_memory", [])
+        if mem:
+            w("Peak RSS of compactd's executor against the number of files in one partition (files of 1,000 rows, "
+              "target 8 MiB, so row groups are bounded alike): " +
+              "; ".join(f"{m['files']:,} files ({m['input_mib']} MiB): {fmt(m['peak_rss_mib'])} MiB in {m['seconds']:.2f} s"
+                        for m in mem) +
+              ". Memory is bounded by the open row group (≤ min(target, 64 MiB)), a few decoded batches and "
+              "footers, plus the commit plan's list of input names.")
+            w("")
 
     w("## Ratios")
     w("")

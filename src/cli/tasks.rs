@@ -138,6 +138,7 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     // Quick looks first (work usually starts within milliseconds), then
     // slower ones: each look is two reads.
     let mut pause = Duration::from_millis(25);
+    let mut waited = Duration::ZERO;
     loop {
         let dir = tasks::read_dir(&store, &id).await?;
         let info = tasks::read_info(&store, &id).await?;
@@ -168,7 +169,11 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
         // The CLI edge: a person waits on real time.
         #[allow(clippy::disallowed_methods)]
         tokio::time::sleep(pause).await;
-        pause = (pause * 3 / 2).min(Duration::from_secs(1));
+        // Short tasks end soon after they start: look often for the first
+        // half minute (each look is a listing and a read), then once a second.
+        waited += pause;
+        let cap = if waited < Duration::from_secs(30) { Duration::from_millis(250) } else { Duration::from_secs(1) };
+        pause = (pause * 3 / 2).min(cap);
     }
 }
 

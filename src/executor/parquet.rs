@@ -8,28 +8,31 @@
 //! temp files), and is smaller than [`small_threshold`] (3/4 of the target,
 //! as Iceberg's bin-packing): files at or near the target are left alone.
 //!
-//! Before anything is written, every input's footer is read (ranged reads:
-//! the footer first; column chunks later, row group by row group; a file
-//! under [`WHOLE_READ`] is read in one request) and every schema is compared
-//! with the first one: fields (names, types, nullability, nested types, field
+//! Before anything is written, every input's footer is read (the last
+//! 64 KiB, [`FOOTERS_AHEAD`] files at a time) and its schema compared with
+//! the first one's: fields (names, types, nullability, nested types, field
 //! metadata) and the schema's key-value metadata. A file that differs fails
 //! the unit with its path and the first differing field; a file that is not
 //! readable Parquet fails it with its path. Nothing is touched then. Why fail
 //! rather than merge the compatible files: which schema is "right" is the
 //! table owner's call, and a silently skipped file would stay small forever.
+//! Then each input is decoded: a file under [`WHOLE_READ`] in one request,
+//! a larger one footer first, then one ranged read per row group (its column
+//! chunks coalesced). Only schemas are kept between the two passes.
 //!
 //! Outputs are cut at input-file boundaries (an input's rows go to one
 //! output, so the commit names exactly which inputs each output replaces).
 //! A new output starts when the current one's expected size plus the next
 //! input's (input bytes × the output/input ratio of the outputs finished so
-//! far, 1 for the first) would pass the target; a last input that would be
-//! alone in an output is left alone.
+//! far; for the first output the writer's own estimate, at most 1) would pass
+//! the target; a last input that would be alone in an output is left alone.
 //!
 //! Memory is bounded by the writer's open row group (at most
 //! [`ParquetOptions::row_group_bytes`], encoded), the same again while a
-//! finished row group is handed to the store, one decoded batch of
-//! [`BATCH_ROWS`] rows and one input row group's column chunks; never by the
-//! partition or the output size.
+//! finished row group is handed to the store, [`DECODED_AHEAD`] decoded
+//! batches of [`BATCH_ROWS`] rows, one input row group's column chunks (or
+//! one small input) and [`FOOTERS_AHEAD`] footers; never by the number of
+//! files, the partition or the output size.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -103,13 +106,15 @@ struct StoreReader {
     path: String,
     len: u64,
     whole: Option<Bytes>,
+    /// Files up to this size are read whole by the first request.
+    whole_max: u64,
     /// The ranges requested from the store, in order (a few per file).
     fetched: Arc<std::sync::Mutex<Vec<Range<u64>>>>,
 }
 
 impl StoreReader {
     async fn fetch(&mut self, range: Range<u64>) -> parquet::errors::Result<Bytes> {
-        if self.whole.is_none() && self.len <= WHOLE_READ {
+        if self.whole.is_none() && self.len <= self.whole_max {
             self.fetched.lock().unwrap_or_else(|e| e.into_inner()).push(0..self.len);
             let b = self.store.read_range(&self.path, 0, self.len).await.map_err(external)?;
             self.whole = Some(b.ok_or_else(|| ParquetError::General("vanished while being read".into()))?);
@@ -197,16 +202,28 @@ impl AsyncFileWriter for StoreSink {
     }
 }
 
-struct Input {
-    path: String,
-    len: u64,
-    meta: ArrowReaderMetadata,
-}
+/// An input: its path and size.
+type Input = (String, u64);
 
-/// Opens an input's footer; `None` if it vanished.
-async fn open(store: &Store, path: &str, len: u64) -> Result<(StoreReader, ArrowReaderMetadata), ParquetError> {
-    let mut r =
-        StoreReader { store: store.clone(), path: path.to_string(), len, whole: None, fetched: Default::default() };
+/// Footers read at once while schemas are checked.
+const FOOTERS_AHEAD: usize = 8;
+
+/// Opens an input: reads its footer. `whole`: a small file is read whole in
+/// that one request (to decode it); otherwise only its end is read.
+async fn open(
+    store: &Store,
+    path: &str,
+    len: u64,
+    whole: bool,
+) -> Result<(StoreReader, ArrowReaderMetadata), ParquetError> {
+    let mut r = StoreReader {
+        store: store.clone(),
+        path: path.to_string(),
+        len,
+        whole: None,
+        whole_max: if whole { WHOLE_READ } else { 0 },
+        fetched: Default::default(),
+    };
     let meta = ArrowReaderMetadata::load_async(&mut r, ArrowReaderOptions::new()).await?;
     Ok((r, meta))
 }
@@ -223,23 +240,32 @@ pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging
     if candidates.len() < 2 {
         return Ok(Staged::default());
     }
-    // Every footer and schema first: a bad file fails the unit before any write.
-    let mut inputs = Vec::with_capacity(candidates.len());
-    for (path, len) in candidates {
-        let (_, meta) = open(store, &path, len)
-            .await
-            .map_err(|e| job.broken(format!("{path}: not a readable Parquet file: {e}")))?;
-        inputs.push(Input { path, len, meta });
-    }
-    let schema: SchemaRef = inputs[0].meta.schema().clone();
-    for i in &inputs[1..] {
-        if let Some(diff) = schema_difference(&schema, i.meta.schema()) {
-            return Err(job.broken(format!(
-                "{}: its schema differs from {}'s: {diff}; nothing was merged",
-                i.path, inputs[0].path
-            )));
+    // Every footer and schema first (a few at a time; only the schema is
+    // kept, so memory does not grow with the number of files): a bad file
+    // fails the unit before anything is written.
+    let mut footers = futures::stream::iter(candidates.iter().cloned())
+        .map(|(path, len)| async move {
+            let schema = open(store, &path, len, false).await.map(|(_, m)| m.schema().clone());
+            (path, schema)
+        })
+        .buffered(FOOTERS_AHEAD);
+    let mut first: Option<(String, SchemaRef)> = None;
+    while let Some((path, schema)) = footers.next().await {
+        let schema = schema.map_err(|e| job.broken(format!("{path}: not a readable Parquet file: {e}")))?;
+        match &first {
+            None => first = Some((path, schema)),
+            Some((first_path, want)) => {
+                if let Some(diff) = schema_difference(want, &schema) {
+                    return Err(job.broken(format!(
+                        "{path}: its schema differs from {first_path}'s: {diff}; nothing was merged"
+                    )));
+                }
+            }
         }
     }
+    drop(footers);
+    let inputs = candidates;
+    let schema: SchemaRef = first.expect("two or more candidates").1;
     let props = WriterProperties::builder()
         .set_compression(opts.compression)
         .set_max_row_group_bytes(Some(opts.row_group_bytes))
@@ -256,18 +282,25 @@ pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging
     // Decoding runs in a task of its own, ahead by at most a few batches (a
     // bounded channel), so that decoding and encoding use two cores.
     let (tx, mut rx) = tokio::sync::mpsc::channel(DECODED_AHEAD);
-    let order: Vec<(String, u64)> = inputs.iter().map(|i| (i.path.clone(), i.len)).collect();
+    let order: Vec<Input> = inputs.clone();
     let _decoder = AbortOnDrop(tokio::spawn(decode_all(store.clone(), job.clone(), inputs, tx)));
     for (idx, input) in order.into_iter().enumerate() {
-        let ratio = if seen_in == 0 { 1.0 } else { seen_out as f64 / seen_in as f64 };
+        // Output bytes per input byte: measured on the outputs finished so
+        // far; for the first, the writer's estimate of what it holds (its
+        // closed pages are exact, its open pages counted before
+        // compression, so it errs high on a small target: capped at 1).
+        let ratio = match &current {
+            _ if seen_in > 0 => seen_out as f64 / seen_in as f64,
+            Some((w, _, in_this)) if *in_this > 0 => {
+                ((w.bytes_written() + w.in_progress_size()) as f64 / *in_this as f64).min(1.0)
+            }
+            _ => 1.0,
+        };
         let expected = (input.1 as f64 * ratio) as u64;
         // An output holding one input takes the next one even past the
         // target (by less than a small file): a rewrite of one file alone
         // would gain nothing.
         if let Some((_, out, in_this)) = &current {
-            // The writer's own estimate of its open row group counts pages
-            // before compression; the inputs' bytes times the ratio seen so
-            // far is closer (and exact in the long run).
             let size = (*in_this as f64 * ratio) as u64;
             // The last input may overshoot a little rather than stay small.
             let limit = if idx + 1 == n { job.target_size + job.target_size / 5 } else { job.target_size };
@@ -340,13 +373,13 @@ type Decoded = Result<Option<arrow_array::RecordBatch>, MergeError>;
 
 /// Decodes the inputs in order into `tx`; stops when the receiver is gone.
 async fn decode_all(store: Store, job: MergeJob, inputs: Vec<Input>, tx: tokio::sync::mpsc::Sender<Decoded>) {
-    for input in inputs {
-        let batches = match open(&store, &input.path, input.len).await {
-            Ok((reader, _)) => ParquetRecordBatchStreamBuilder::new_with_metadata(reader, input.meta)
+    for (path, len) in inputs {
+        let batches = match open(&store, &path, len, true).await {
+            Ok((reader, meta)) => ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta)
                 .with_batch_size(BATCH_ROWS)
                 .build()
-                .map_err(|e| job.broken(format!("{}: {e}", input.path))),
-            Err(e) => Err(job.broken(format!("{}: not a readable Parquet file: {e}", input.path))),
+                .map_err(|e| job.broken(format!("{path}: {e}"))),
+            Err(e) => Err(job.broken(format!("{path}: not a readable Parquet file: {e}"))),
         };
         let mut batches = match batches {
             Ok(b) => b,
@@ -356,7 +389,7 @@ async fn decode_all(store: Store, job: MergeJob, inputs: Vec<Input>, tx: tokio::
             }
         };
         while let Some(b) = batches.next().await {
-            let msg = b.map(Some).map_err(|e| job.broken(format!("{}: corrupt or truncated: {e}", input.path)));
+            let msg = b.map(Some).map_err(|e| job.broken(format!("{path}: corrupt or truncated: {e}")));
             let failed = msg.is_err();
             if tx.send(msg).await.is_err() || failed {
                 return;
@@ -498,7 +531,7 @@ mod tests {
         let len = bytes.len() as u64;
         assert!(len > 2 * WHOLE_READ, "{len}");
         store.put("t/p/big.parquet", bytes).await.unwrap();
-        let (reader, meta) = open(&store, "t/p/big.parquet", len).await.unwrap();
+        let (reader, meta) = open(&store, "t/p/big.parquet", len, true).await.unwrap();
         let fetched = reader.fetched.clone();
         assert_eq!(meta.metadata().num_row_groups(), 4);
         // The footer: one read at the end of the file.
@@ -526,7 +559,7 @@ mod tests {
         let bytes = file(1000, 500);
         let len = bytes.len() as u64;
         store.put("t/p/small.parquet", bytes).await.unwrap();
-        let (reader, meta) = open(&store, "t/p/small.parquet", len).await.unwrap();
+        let (reader, meta) = open(&store, "t/p/small.parquet", len, true).await.unwrap();
         let fetched = reader.fetched.clone();
         let mut batches = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta).build().unwrap();
         while let Some(b) = batches.next().await {
