@@ -12,7 +12,7 @@
 //! | [`cluster`] | what every node takes part in: [`cluster::election`] (leases, epochs, the monitor's fence check), [`cluster::liveness`] (reading heartbeats, judging sessions), [`cluster::events`] (the change log) |
 //! | [`monitor`] | the elected monitor's duties: membership ([`monitor::Monitor`]: joins, offline declarations, cleanup) and the task sweep ([`monitor::tasks`]: hand-overs, archiving, orphan cleanup) |
 //! | [`tasks`] | compaction tasks: the client API and tree readers ([`tasks`]), the per-task [`tasks::manager`], the per-node [`tasks::worker`], and [`tasks::placement`] (consistent hashing) |
-//! | [`executor`] | running one subtask: the `command` executor and the built-in crash-safe [`executor::merge`] |
+//! | [`executor`] | running one subtask: the `command` executor and the built-in crash-safe merges: [`executor::merge`] (the shared staged-outputs + create-once commit protocol, and newline-delimited files) and [`executor::parquet`] (Parquet files, Arrow's `parquet` crate) |
 //! | [`jobs`] | versioned job definitions, exactly-once triggers, the DAG driver |
 //! | [`wake`] | wake-ups between nodes: pokes are hints that make a node look at the tree now instead of at its next poll ([`wake::Wakeup`] receives and coalesces, [`wake::Poker`] sends) |
 //! | [`http`] | the node's listener (`run --listen`): pokes, `/metrics`, `/healthz`, `/readyz`, the status page |

@@ -1,6 +1,7 @@
 //! Executors run one subtask each, as a child process of the worker: the
-//! `command` executor is `sh -c <template>`; the built-in `merge` executor is
-//! `compactd __merge …` (see [`merge`]). A child runs in its own process
+//! `command` executor is `sh -c <template>`; the built-in `merge` and
+//! `parquet` executors are `compactd __merge [--format parquet] …` (see
+//! [`merge`] and [`parquet`]). A child runs in its own process
 //! group, which the worker kills as a whole on stop, timeout or when it
 //! drops the work of an old incarnation; a child also dies with its worker
 //! (`PR_SET_PDEATHSIG`), so a SIGKILLed worker leaves no executor behind.
