@@ -51,6 +51,15 @@ async fn conformance(what: &str, s: &Store) {
     assert_eq!(listed, vec![("a".into(), true), ("b".into(), true)], "{what}");
     let names: Vec<String> = s.list("c/a/").await.unwrap().into_iter().map(|e| e.path).collect();
     assert_eq!(names, vec!["c/a/digits", "c/a/empty", "c/a/one"], "{what}");
+    // A size carried by the listing is the object's size; S3 and a data
+    // store over fs carry it.
+    for e in s.list("c/a/").await.unwrap() {
+        let stat = s.stat(&e.path).await.unwrap().unwrap().len;
+        match e.len {
+            Some(len) => assert_eq!(len, stat, "{what}: {}", e.path),
+            None => assert!(!what.contains("s3") && what != "fs data", "{what}: no size listed for {}", e.path),
+        }
+    }
 
     // Recursive streamed listing yields only objects.
     use futures::TryStreamExt;

@@ -140,7 +140,11 @@ pub(crate) async fn data_files(store: &Store, dir: &str) -> store::Result<Vec<(S
         if e.is_dir || e.special.is_some() || name.starts_with('_') || name.starts_with('.') {
             continue;
         }
-        let len = store.stat(&e.path).await?.map(|m| m.len).unwrap_or(0);
+        // The listing's size where it has one (S3, fs): no request per file.
+        let len = match e.len {
+            Some(len) => len,
+            None => store.stat(&e.path).await?.map(|m| m.len).unwrap_or(0),
+        };
         out.push((e.path, len));
     }
     out.sort();
@@ -396,9 +400,8 @@ fn is_torn_commit(b: &[u8]) -> bool {
 async fn roll_forward(store: &Store, job: &MergeJob, commit: &Commit) -> Result<(), MergeError> {
     if !commit.done {
         for o in &commit.outputs {
-            if store.exists(&o.final_path).await? {
-                continue;
-            }
+            // Idempotent: an output promoted before a crash is found at its
+            // final name by `promote` itself (no stat first on the common path).
             store.promote(&o.staged, &o.final_path).await.map_err(|e| {
                 job.broken(format!(
                     "{} is committed but could not be made visible from {}: {e}",

@@ -167,7 +167,12 @@ impl Beneath {
                 // Cannot be named in the tree's paths: listed, never used.
                 let shown = e.file_name().to_string_lossy().into_owned();
                 out.push((
-                    Entry { path: format!("{prefix}{shown}"), is_dir: false, special: Some("non-UTF-8 name") },
+                    Entry {
+                        path: format!("{prefix}{shown}"),
+                        is_dir: false,
+                        special: Some("non-UTF-8 name"),
+                        len: None,
+                    },
                     0,
                 ));
                 continue;
@@ -180,13 +185,20 @@ impl Beneath {
             };
             let ft = meta.file_type();
             let entry = if ft.is_dir() {
-                Entry { path: format!("{prefix}{name}/"), is_dir: true, special: None }
+                Entry { path: format!("{prefix}{name}/"), is_dir: true, special: None, len: None }
             } else if ft.is_file() && meta.nlink() > 1 {
                 // A second name of a file that may live anywhere (another
                 // table, /etc): never read as this partition's data.
-                Entry { path: format!("{prefix}{name}"), is_dir: false, special: Some("file with several hard links") }
+                Entry {
+                    path: format!("{prefix}{name}"),
+                    is_dir: false,
+                    special: Some("file with several hard links"),
+                    len: None,
+                }
             } else {
-                Entry { path: format!("{prefix}{name}"), is_dir: false, special: special_kind(&ft) }
+                let special = special_kind(&ft);
+                let len = (special.is_none() && ft.is_file()).then(|| meta.size());
+                Entry { path: format!("{prefix}{name}"), is_dir: false, special, len }
             };
             out.push((entry, if ft.is_file() { meta.size() } else { 0 }));
         }
@@ -275,48 +287,22 @@ impl Beneath {
         Ok(Some(buf))
     }
 
-    /// Writes a temp file in `dir` and hands it to `publish(dir, tmp, name)`.
+    /// Writes `bytes` to a temp file in the target's folder and hands it to
+    /// `publish(dir, tmp, name)`.
     fn stage(
         &self,
         path: &str,
         bytes: &[u8],
         publish: impl FnOnce(&OwnedFd, &CString, &CString) -> io::Result<bool>,
     ) -> io::Result<bool> {
-        let (parts, name) = Self::split(path)?;
-        let dir = self.open_dir(&parts, true, path)?.expect("created");
-        // The target's name rides along, for a person reading a listing (and
-        // for a test that places a crash at this file).
-        let tmp = cstr(&format!(
-            "{PUT_PREFIX}{}.{}.{}.{}",
-            crate::fs_create::host_tag(),
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed),
-            name.chars().take(100).collect::<String>()
-        ))?;
-        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-        // SAFETY: valid fd and C string.
-        let r = cvt(unsafe { libc::openat(dir.as_raw_fd(), tmp.as_ptr(), flags, 0o644) })?;
-        // SAFETY: r is a fresh fd.
-        let mut f = unsafe { File::from_raw_fd(r) };
-        let result = f.write_all(bytes).and_then(|_| f.sync_all()).and_then(|_| publish(&dir, &tmp, &cstr(name)?));
-        drop(f);
-        // SAFETY: valid fd and C string; the temp may already be gone (rename).
-        unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
-        let published = result?;
-        if published {
-            File::from(dir).sync_all()?;
-        }
-        Ok(published)
+        let mut put = self.begin_put(path)?;
+        put.write(bytes)?;
+        put.finish_with(publish)
     }
 
     /// Replaces `path` whole (a link standing there is replaced, not followed).
     pub(crate) fn put(&self, path: &str, bytes: &[u8]) -> io::Result<()> {
-        self.stage(path, bytes, |dir, tmp, name| {
-            // SAFETY: valid fd and C strings.
-            cvt(unsafe { libc::renameat(dir.as_raw_fd(), tmp.as_ptr(), dir.as_raw_fd(), name.as_ptr()) })?;
-            Ok(true)
-        })
-        .map(|_| ())
+        self.stage(path, bytes, rename_over).map(|_| ())
     }
 
     /// Starts a streamed replace of `path`: a temp file in the target's
@@ -325,6 +311,8 @@ impl Beneath {
     pub(crate) fn begin_put(&self, path: &str) -> io::Result<PutFile> {
         let (parts, name) = Self::split(path)?;
         let dir = self.open_dir(&parts, true, path)?.expect("created");
+        // The target's name rides along, for a person reading a listing (and
+        // for a test that places a crash at this file).
         let tmp = cstr(&format!(
             "{PUT_PREFIX}{}.{}.{}.{}",
             crate::fs_create::host_tag(),
@@ -613,16 +601,35 @@ impl PutFile {
     }
 
     /// Syncs the temp file, renames it over the name and syncs the folder.
-    pub(crate) fn finish(mut self) -> io::Result<()> {
-        let f = self.file.take().expect("not finished");
-        f.sync_all()?;
-        drop(f);
-        // SAFETY: valid fd and C strings.
-        cvt(unsafe {
-            libc::renameat(self.dir.as_raw_fd(), self.tmp.as_ptr(), self.dir.as_raw_fd(), self.name.as_ptr())
-        })?;
-        File::from(self.dir.try_clone()?).sync_all()
+    pub(crate) fn finish(self) -> io::Result<()> {
+        self.finish_with(rename_over).map(|_| ())
     }
+
+    /// Syncs the temp file and hands it to `publish(dir, tmp, name)`; then
+    /// the temp name is removed (it may be gone already: a rename) and, if
+    /// published, the folder synced.
+    fn finish_with(
+        mut self,
+        publish: impl FnOnce(&OwnedFd, &CString, &CString) -> io::Result<bool>,
+    ) -> io::Result<bool> {
+        let f = self.file.take().expect("not finished");
+        let result = f.sync_all().and_then(|_| publish(&self.dir, &self.tmp, &self.name));
+        drop(f);
+        // SAFETY: valid fd and C string.
+        unsafe { libc::unlinkat(self.dir.as_raw_fd(), self.tmp.as_ptr(), 0) };
+        let published = result?;
+        if published {
+            File::from(self.dir.try_clone()?).sync_all()?;
+        }
+        Ok(published)
+    }
+}
+
+/// Publishes a temp file by renaming it over the name.
+fn rename_over(dir: &OwnedFd, tmp: &CString, name: &CString) -> io::Result<bool> {
+    // SAFETY: valid fd and C strings.
+    cvt(unsafe { libc::renameat(dir.as_raw_fd(), tmp.as_ptr(), dir.as_raw_fd(), name.as_ptr()) })?;
+    Ok(true)
 }
 
 impl Drop for PutFile {

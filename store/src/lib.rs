@@ -75,6 +75,9 @@ pub struct Entry {
     /// name if it is neither a regular file nor a folder ("symbolic link",
     /// "FIFO", "socket", "device"). Such an entry is never read or deleted.
     pub special: Option<&'static str>,
+    /// The object's size, where the listing carries it (S3's ListObjectsV2,
+    /// a data store over fs); `None` elsewhere ([`Store::stat`] tells).
+    pub len: Option<u64>,
 }
 
 impl Entry {
@@ -641,6 +644,8 @@ impl Store {
             .boxed();
         }
         let dir_owned = dir.to_string();
+        // Only S3's listing is known to carry every object's size.
+        let sized = matches!(self.uri, RootUri::S3 { .. });
         futures::stream::once(async move {
             match self.op.lister_with(dir).recursive(recursive).await {
                 Ok(l) => Ok(l.map_err(move |e| self.err("list", dir, e)).boxed()),
@@ -652,7 +657,9 @@ impl Store {
         .try_filter_map(move |e| {
             let path = e.path().to_string();
             let keep = path != dir_owned && !path.starts_with(FS_TMP_DIR) && !(recursive && path.ends_with('/'));
-            futures::future::ready(Ok(keep.then(|| Entry { is_dir: path.ends_with('/'), path, special: None })))
+            let is_dir = path.ends_with('/');
+            let len = (sized && !is_dir).then(|| e.metadata().content_length());
+            futures::future::ready(Ok(keep.then_some(Entry { is_dir, path, special: None, len })))
         })
         .boxed()
     }
