@@ -347,7 +347,7 @@ def render(meta, rs, up, out_json, out_md):
     w("## Ratios")
     w("")
     for k, v in derived.items():
-        if k.startswith(("compactd_vs", "tmpfs_compactd_vs")):
+        if k.startswith(("compactd_vs", "tmpfs_compactd_vs", "parquet_")):
             w(f"- {k.replace('_', ' ')}: {v:.2f}")
     w("")
     open(out_md, "w").write("\n".join(L) + "\n")

@@ -271,6 +271,11 @@ pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging
         .set_max_row_group_bytes(Some(opts.row_group_bytes))
         .set_max_row_group_row_count(Some(1 << 20))
         .set_created_by(format!("compactd {}", env!("CARGO_PKG_VERSION")))
+        // Min/max per column chunk (what pyarrow and DuckDB write and prune
+        // by), not per page: page statistics and their index cost CPU that
+        // readers of compacted partitions rarely use.
+        .set_statistics_enabled(parquet::file::properties::EnabledStatistics::Chunk)
+        .set_write_batch_size(BATCH_ROWS)
         .build();
 
     let (mut bytes_in, mut bytes_out, mut rows_in, mut rows_out, mut files_in) = (0u64, 0u64, 0u64, 0u64, 0u64);
