@@ -27,7 +27,24 @@ fn addrs(c: &Cluster) -> BTreeMap<String, String> {
 
 fn start3(c: &mut Cluster, data: &str) -> BTreeMap<String, String> {
     for n in ["n1", "n2", "n3"] {
-        c.start_with(n, &["--data", data, "--command", "ok=true", "--command", "slow=sleep 60", "--sweep", "1s"]);
+        // Two `slow` subtasks (a task and a job step) may hash to one node:
+        // with the default two slots the job's quick `stats` step would then
+        // queue behind them for a minute.
+        c.start_with(
+            n,
+            &[
+                "--data",
+                data,
+                "--command",
+                "ok=true",
+                "--command",
+                "slow=sleep 60",
+                "--sweep",
+                "1s",
+                "--max-running",
+                "4",
+            ],
+        );
     }
     c.wait_nodes(Duration::from_secs(30), "3 alive nodes with addresses and a monitor", |r| {
         alive(r).len() == 3 && monitor_of(r).is_some() && r.iter().all(|n| n["addr"].is_string())
