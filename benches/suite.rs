@@ -131,7 +131,12 @@ async fn limit_loop(store: Store, node: String, n: u64, list_every: u64) -> stor
 async fn limit(dir: &str) {
     let n = env_u64("COMPACTD_BENCH_LIMIT_SUBTASKS", 2000);
     let list_every = 8;
-    for loops in [1u64, 3] {
+    // `COMPACTD_BENCH_LIMIT_LOOPS=1,3,16`: the concurrencies to measure.
+    let loops_list: Vec<u64> = std::env::var("COMPACTD_BENCH_LIMIT_LOOPS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 3]);
+    for loops in loops_list {
         let root = format!("{dir}/limit-{loops}");
         let uri = RootUri::parse(&format!("fs://{root}")).unwrap();
         let counter = OpCounter::new();

@@ -279,9 +279,8 @@ impl Store {
                     Ok(n) => tracing::info!(removed = n, dir = %tmp, "removed temp files of crashed creates"),
                     Err(e) => tracing::warn!(dir = %tmp, error = %e, "could not sweep temp files of crashed creates"),
                 }
-                let replace =
-                    Operator::new(opendal::services::Fs::default().root(&root).atomic_write_dir(&tmp)).map_err(fail)?;
-                (op, replace)
+                // Puts are staged in `tmp` and renamed by the same layer.
+                (op.clone(), op)
             }
             RootUri::Memory => {
                 let op = Operator::new(opendal::services::Memory::default()).map_err(fail)?;

@@ -157,9 +157,10 @@ async fn fs_open_sweeps_temps_of_dead_processes_of_this_host_only() {
     let host: String = host.trim().chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
     // pid 0 is never a user process; our own pid is alive.
     let dead = format!("create.{host}.0.7");
+    let dead_put = format!("put.{host}.0.8");
     let alive = format!("create.{host}.{}.9", std::process::id());
     let other_host = "create.some-other-host.0.1".to_string();
-    for n in [&dead, &alive, &other_host] {
+    for n in [&dead, &dead_put, &alive, &other_host] {
         std::fs::write(tmp.join(n), b"x").unwrap();
     }
     let _ = fs_store(dir.path()).await;
@@ -168,6 +169,58 @@ async fn fs_open_sweeps_temps_of_dead_processes_of_this_host_only() {
     let mut want = vec![alive, other_host];
     want.sort();
     assert_eq!(left, want);
+}
+
+#[tokio::test]
+async fn fs_puts_lists_and_deletes_of_the_tree_are_whole_and_leave_no_temps() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = fs_store(dir.path()).await;
+    // A put into folders that do not exist yet, then a replacing one.
+    s.put("t/a/x", b"one".to_vec()).await.unwrap();
+    s.put("t/a/x", b"two".to_vec()).await.unwrap();
+    assert_eq!(std::fs::read(dir.path().join("t/a/x")).unwrap(), b"two");
+    // A streamed write larger than the put buffer: spilled, then published.
+    let big: Vec<u8> = (0..(fs_create::PUT_BUFFER_FOR_TESTS + 12_345)).map(|i| (i % 251) as u8).collect();
+    let mut w = s.writer("t/big").await.unwrap();
+    for part in big.chunks(3 * 1024 * 1024) {
+        w.write(Bytes::copy_from_slice(part)).await.unwrap();
+    }
+    assert!(!dir.path().join("t/big").exists(), "nothing visible before close");
+    w.close().await.unwrap();
+    assert_eq!(std::fs::read(dir.path().join("t/big")).unwrap(), big);
+    // A writer dropped before close leaves neither the name nor a temp.
+    let mut w = s.writer("t/dropped").await.unwrap();
+    w.write(Bytes::from(vec![7u8; fs_create::PUT_BUFFER_FOR_TESTS + 1])).await.unwrap();
+    drop(w);
+    assert!(!dir.path().join("t/dropped").exists());
+    assert!(temps(dir.path()).is_empty(), "no temp file left: {:?}", temps(dir.path()));
+
+    // More entries than one listing chunk, recursive and not; a symbolic
+    // link to a folder is listed as an entry and never walked into.
+    let n = fs_create::LIST_CHUNK + 100;
+    for i in 0..n {
+        std::fs::create_dir_all(dir.path().join(format!("t/many/s{i:05}"))).unwrap();
+        std::fs::write(dir.path().join(format!("t/many/s{i:05}/f")), b"x").unwrap();
+    }
+    std::os::unix::fs::symlink(dir.path().join("t/a"), dir.path().join("t/many/link")).unwrap();
+    let flat = s.list("t/many/").await.unwrap();
+    assert_eq!(flat.len(), n + 1);
+    assert_eq!(flat.iter().filter(|e| e.is_dir).count(), n);
+    let deep: Vec<Entry> = s.list_stream("t/many/", true).try_collect().await.unwrap();
+    let mut files: Vec<&str> = deep.iter().map(|e| e.path.as_str()).collect();
+    files.sort();
+    assert_eq!(files.len(), n + 1, "every file once, the link once, nothing through it");
+    assert!(files.contains(&"t/many/link") && !files.iter().any(|f| f.starts_with("t/many/link/")));
+    assert!(s.list("t/nothing-here/").await.unwrap().is_empty());
+
+    // Deletes: a file, a missing file, a folder with everything below it
+    // (through the link: never its target).
+    s.delete("t/a/x").await.unwrap();
+    s.delete("t/a/x").await.unwrap();
+    std::fs::write(dir.path().join("t/a/keep"), b"k").unwrap();
+    s.delete_all("t/many/").await.unwrap();
+    assert!(!dir.path().join("t/many").exists());
+    assert_eq!(std::fs::read(dir.path().join("t/a/keep")).unwrap(), b"k");
 }
 
 #[tokio::test]
