@@ -9,8 +9,9 @@
 //! operation for the fs backend, below every other layer (counting and fault
 //! layers still see one `create`):
 //!
-//! 1. the content is written to a fresh temp file in `<root>/.compactd-tmp/`
-//!    (same file system as the target) and `fsync`ed;
+//! 1. the content is written to a fresh temp file beside the target
+//!    (`.compactd-create.<host>.<pid>.<seq>.<hint>`: same folder, so no lock
+//!    is shared with writes to other folders) and `fsync`ed;
 //! 2. it is published with `link(2)` to the final name, which fails with
 //!    `EEXIST` if the name exists, so exactly one of N racing creators wins and
 //!    the name never refers to a partial file (on file systems without hard
@@ -21,8 +22,10 @@
 //!    merge commit that vanished after a crash of the machine could be won a
 //!    second time;
 //! 4. the temp name is unlinked. A crash before this leaves a stray temp file,
-//!    never a wrong name; [`sweep_stale_temps`] removes the strays of dead
-//!    processes of this host.
+//!    never a wrong name. Temp names are never listed, and a listing that
+//!    comes across one of a dead process of this host removes it
+//!    ([`sweep_stale_temps`] removes those an older version left in
+//!    `<root>/.compactd-tmp/`).
 //!
 //! NFS: `link` is atomic on the server (NFSv3 and v4), and the reply cache
 //! covers a retransmitted `LINK` whose first reply was lost; a client that
@@ -40,9 +43,12 @@
 //! step (open, write, flush, sync, rename: five per put; a `stat` per listed
 //! entry), and those thread hand-offs (futex wake-ups, context switches) were
 //! a third of a busy node's CPU in a profile of a 2,000-subtask dispatch.
-//! A put stages its content in the temp folder (`put.<host>.<pid>.<seq>.…`,
-//! swept like the creates' temps), syncs it and renames it over the name, as
-//! OpenDAL's `atomic_write_dir` did; a listing walks the folder (and, when
+//! A put stages its content beside the target (`.compactd-put.<host>.<pid>.…`,
+//! hidden and swept like the creates' temps), syncs it and renames it over
+//! the name, as OpenDAL's `atomic_write_dir` did but within one folder: a
+//! rename across folders takes the file system's rename lock, and one
+//! shared temp folder was a lock every write of every node contended on
+//! (a sixth of the CPU spun on it on ext4); a listing walks the folder (and, when
 //! recursive, its subfolders) in chunks of [`LIST_CHUNK`] entries, without
 //! following symbolic links, as OpenDAL's lister does.
 //!
@@ -60,10 +66,12 @@ use opendal::raw::{
 };
 use opendal::{Buffer, BytesRange, Capability, Error, ErrorKind, Metadata, MetadataBuilder, OperationContext, Result};
 
-/// Prefix of the temp files of creates inside the temp folder.
-const TEMP_PREFIX: &str = "create.";
-/// Prefix of the temp files of puts inside the temp folder.
-const PUT_PREFIX: &str = "put.";
+/// Prefixes of the temp files of creates and puts of older versions, inside
+/// the temp folder (swept at open).
+const LEGACY_TEMP_PREFIXES: [&str; 2] = ["create.", "put."];
+/// Prefixes of the temp files of creates and puts, beside their target.
+const CREATE_TEMP: &str = ".compactd-create.";
+const PUT_TEMP: &str = ".compactd-put.";
 /// Entries a listing reads per hand-off to the blocking pool.
 pub const LIST_CHUNK: usize = 1024;
 /// Bytes a put buffers before it writes them to its temp file (the tree's
@@ -76,20 +84,18 @@ pub(crate) const PUT_BUFFER_FOR_TESTS: usize = PUT_BUFFER;
 #[derive(Debug, Clone)]
 pub struct FsCreateLayer {
     root: Arc<PathBuf>,
-    tmp: Arc<PathBuf>,
 }
 
 impl FsCreateLayer {
-    /// `root`: the fs backend's root folder; `tmp`: a folder on the same file
-    /// system (compactd uses `<root>/.compactd-tmp`).
-    pub fn new(root: impl Into<PathBuf>, tmp: impl Into<PathBuf>) -> Self {
-        Self { root: Arc::new(root.into()), tmp: Arc::new(tmp.into()) }
+    /// `root`: the fs backend's root folder.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: Arc::new(root.into()) }
     }
 }
 
 impl Layer for FsCreateLayer {
     fn apply_service(&self, inner: Servicer) -> Servicer {
-        Arc::new(FsCreateService { inner, root: self.root.clone(), tmp: self.tmp.clone() })
+        Arc::new(FsCreateService { inner, root: self.root.clone() })
     }
 }
 
@@ -97,7 +103,6 @@ impl Layer for FsCreateLayer {
 struct FsCreateService {
     inner: Servicer,
     root: Arc<PathBuf>,
-    tmp: Arc<PathBuf>,
 }
 
 impl Service for FsCreateService {
@@ -134,16 +139,10 @@ impl Service for FsCreateService {
             return Ok(FsWriter::Inner(self.inner.write(ctx, path, args)?));
         }
         if args.if_not_exists() {
-            return Ok(FsWriter::Staged {
-                root: self.root.clone(),
-                tmp: self.tmp.clone(),
-                path: path.to_string(),
-                buf: Vec::new(),
-            });
+            return Ok(FsWriter::Staged { root: self.root.clone(), path: path.to_string(), buf: Vec::new() });
         }
         Ok(FsWriter::Put(PutWriter {
             root: self.root.clone(),
-            tmp: self.tmp.clone(),
             path: path.to_string(),
             buf: Vec::new(),
             len: 0,
@@ -184,7 +183,6 @@ pub enum FsWriter {
     /// publishes it whole on close.
     Staged {
         root: Arc<PathBuf>,
-        tmp: Arc<PathBuf>,
         path: String,
         buf: Vec<u8>,
     },
@@ -206,11 +204,11 @@ impl oio::Write for FsWriter {
         match self {
             FsWriter::Inner(w) => w.close().await,
             FsWriter::Put(p) => p.close().await,
-            FsWriter::Staged { root, tmp, path, buf } => {
-                let (root, tmp, path, data) = (root.clone(), tmp.clone(), path.clone(), std::mem::take(buf));
+            FsWriter::Staged { root, path, buf } => {
+                let (root, path, data) = (root.clone(), path.clone(), std::mem::take(buf));
                 let len = data.len() as u64;
                 let p = path.clone();
-                let result = tokio::task::spawn_blocking(move || create_complete(&root, &tmp, &p, &data))
+                let result = tokio::task::spawn_blocking(move || create_complete(&root, &p, &data))
                     .await
                     .map_err(|e| Error::new(ErrorKind::Unexpected, "fs create task failed").set_source(e))?;
                 match result {
@@ -275,12 +273,11 @@ impl oio::Read for WholeFileReader {
     }
 }
 
-/// A replacing write: buffered, then staged in the temp folder, synced and
+/// A replacing write: buffered, then staged beside the target, synced and
 /// renamed over the name in one blocking call at close (content beyond
 /// [`PUT_BUFFER`] goes to the temp file as it comes).
 pub struct PutWriter {
     root: Arc<PathBuf>,
-    tmp: Arc<PathBuf>,
     path: String,
     buf: Vec<u8>,
     len: u64,
@@ -300,24 +297,26 @@ impl PutWriter {
     /// Writes the buffer to the temp file (opened on first use) and, when
     /// `publish`, syncs it and renames it over the name.
     async fn spill(&mut self, publish: bool) -> Result<()> {
-        let (tmp_dir, root, path) = (self.tmp.clone(), self.root.clone(), self.path.clone());
+        let (root, path) = (self.root.clone(), self.path.clone());
         let temp = self.temp.take();
         let data = std::mem::take(&mut self.buf);
         let joined = tokio::task::spawn_blocking(move || {
             let mut temp = match temp {
                 Some(t) => t,
-                None => open_temp(&tmp_dir, PUT_PREFIX, &path)?,
-            };
-            let r = (|| {
-                temp.1.write_all(&data)?;
-                if publish {
-                    temp.1.sync_all()?;
+                None => {
                     let target = root.join(&path);
                     let parent = target.parent().unwrap_or(&root);
                     if !parent.is_dir() {
                         fs::create_dir_all(parent)?;
                     }
-                    fs::rename(&temp.0, &target)?;
+                    open_temp(parent, PUT_TEMP, &path)?
+                }
+            };
+            let r = (|| {
+                temp.1.write_all(&data)?;
+                if publish {
+                    temp.1.sync_all()?;
+                    fs::rename(&temp.0, root.join(&path))?;
                 }
                 Ok(())
             })();
@@ -354,15 +353,14 @@ impl Drop for PutWriter {
     }
 }
 
-/// Opens a fresh temp file for `path` in `tmp_dir`.
-fn open_temp(tmp_dir: &Path, prefix: &str, path: &str) -> io::Result<(PathBuf, File)> {
-    if !tmp_dir.is_dir() {
-        fs::create_dir_all(tmp_dir)?;
-    }
+/// Opens a fresh temp file for `path` in `dir` (its target's own folder:
+/// no lock shared with writes elsewhere, and the publishing rename or link
+/// stays inside one folder).
+fn open_temp(dir: &Path, prefix: &str, path: &str) -> io::Result<(PathBuf, File)> {
     // A temp name left by an earlier process with the same pid (a reboot,
     // a container) is skipped.
     loop {
-        let tmp = tmp_dir.join(temp_name(prefix, path));
+        let tmp = dir.join(temp_name(prefix, path));
         match OpenOptions::new().write(true).create_new(true).open(&tmp) {
             Ok(f) => return Ok((tmp, f)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -453,6 +451,14 @@ impl Walk {
                 // Not UTF-8: not a name compactd or OpenDAL can address.
                 continue;
             };
+            if let Some(pid) = temp_owner(&name) {
+                // A write in progress, or the leftover of a crashed one of
+                // this host: never listed; a dead process's is removed.
+                if pid.is_some_and(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists()) {
+                    let _ = fs::remove_file(de.path());
+                }
+                continue;
+            }
             let rel = format!("{dir}{name}");
             // No symbolic link is followed: `file_type` and `metadata` of a
             // directory entry do not follow.
@@ -489,6 +495,14 @@ impl Walk {
         }
         Ok(out)
     }
+}
+
+/// For a temp name of a create or put: `Some(Some(pid))` if a process of
+/// this host made it, `Some(None)` if another host did.
+fn temp_owner(name: &str) -> Option<Option<u32>> {
+    let rest = name.strip_prefix(CREATE_TEMP).or_else(|| name.strip_prefix(PUT_TEMP))?;
+    let mine = rest.strip_prefix(host_tag()).and_then(|r| r.strip_prefix('.'));
+    Some(mine.and_then(|r| r.split('.').next()).and_then(|p| p.parse().ok()))
 }
 
 /// Yields a [`Walk`]'s entries, reading [`LIST_CHUNK`] per blocking call.
@@ -565,7 +579,7 @@ pub(crate) fn host_tag() -> &'static str {
 }
 
 /// Stage + link. `Ok(true)`: created; `Ok(false)`: the name existed.
-fn create_complete(root: &Path, tmp_dir: &Path, path: &str, data: &[u8]) -> io::Result<bool> {
+fn create_complete(root: &Path, path: &str, data: &[u8]) -> io::Result<bool> {
     let target = root.join(path);
     let target = target.as_path();
     // A name that exists already loses without staging anything (the link
@@ -576,7 +590,7 @@ fn create_complete(root: &Path, tmp_dir: &Path, path: &str, data: &[u8]) -> io::
     let parent = target.parent().unwrap_or(root);
     create_dirs_synced(root, parent)?;
     // Only the publish may say "exists" (a stale temp name is skipped).
-    let (tmp, mut f) = open_temp(tmp_dir, TEMP_PREFIX, path)?;
+    let (tmp, mut f) = open_temp(parent, CREATE_TEMP, path)?;
     let published = (|| {
         f.write_all(data)?;
         f.sync_all()?;
@@ -687,12 +701,12 @@ pub enum Quarantine {
     TooYoung { age: std::time::Duration },
 }
 
-/// Removes temp files of creates and puts left by processes of this host that are no
+/// Removes temp files of creates and puts left in the temp folder by processes of this host that are no
 /// longer running (a crash between staging and unlinking the temp name).
 /// Returns how many were removed. Temps of other hosts (a shared NFS root) and
 /// of live processes are left alone.
 pub fn sweep_stale_temps(tmp_dir: &Path) -> io::Result<usize> {
-    let prefixes = [format!("{TEMP_PREFIX}{}.", host_tag()), format!("{PUT_PREFIX}{}.", host_tag())];
+    let prefixes = LEGACY_TEMP_PREFIXES.map(|p| format!("{p}{}.", host_tag()));
     let mut removed = 0;
     let entries = match fs::read_dir(tmp_dir) {
         Ok(e) => e,

@@ -273,13 +273,16 @@ impl Store {
                 let tmp = format!("{}/{FS_TMP_DIR}", root.trim_end_matches('/'));
                 let op = Operator::new(opendal::services::Fs::default().root(&root))
                     .map_err(fail)?
-                    .layer(fs_create::FsCreateLayer::new(&root, &tmp));
+                    .layer(fs_create::FsCreateLayer::new(&root));
                 match fs_create::sweep_stale_temps(std::path::Path::new(&tmp)) {
                     Ok(0) => {}
-                    Ok(n) => tracing::info!(removed = n, dir = %tmp, "removed temp files of crashed creates"),
+                    Ok(n) => {
+                        tracing::info!(removed = n, dir = %tmp, "removed temp files an older version's crashed writes left")
+                    }
                     Err(e) => tracing::warn!(dir = %tmp, error = %e, "could not sweep temp files of crashed creates"),
                 }
-                // Puts are staged in `tmp` and renamed by the same layer.
+                // Puts are staged beside their target and renamed by the same
+                // layer.
                 (op.clone(), op)
             }
             RootUri::Memory => {

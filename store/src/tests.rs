@@ -9,15 +9,32 @@ async fn fs_store(dir: &std::path::Path) -> Store {
     Store::open(&RootUri::Fs { root: dir.to_path_buf() }).await.unwrap()
 }
 
+/// Temp files anywhere below `dir`: in the temp folder (older versions),
+/// or beside a target.
 fn temps(dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(dir.join(FS_TMP_DIR))
+    let mut out: Vec<String> = std::fs::read_dir(dir.join(FS_TMP_DIR))
         .map(|r| {
             r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
                 // The repairers' lock stays by design (see beneath.rs).
                 .filter(|n| n != "repair.lock")
                 .collect()
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    fn walk(dir: &std::path::Path, out: &mut Vec<String>) {
+        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        for e in rd.map(|e| e.unwrap()) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if e.file_type().unwrap().is_dir() {
+                if name != FS_TMP_DIR {
+                    walk(&e.path(), out);
+                }
+            } else if name.starts_with(".compactd-") {
+                out.push(e.path().display().to_string());
+            }
+        }
+    }
+    walk(dir, &mut out);
+    out
 }
 
 #[tokio::test]
@@ -157,10 +174,9 @@ async fn fs_open_sweeps_temps_of_dead_processes_of_this_host_only() {
     let host: String = host.trim().chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-').collect();
     // pid 0 is never a user process; our own pid is alive.
     let dead = format!("create.{host}.0.7");
-    let dead_put = format!("put.{host}.0.8");
     let alive = format!("create.{host}.{}.9", std::process::id());
     let other_host = "create.some-other-host.0.1".to_string();
-    for n in [&dead, &dead_put, &alive, &other_host] {
+    for n in [&dead, &alive, &other_host] {
         std::fs::write(tmp.join(n), b"x").unwrap();
     }
     let _ = fs_store(dir.path()).await;
@@ -212,6 +228,22 @@ async fn fs_puts_lists_and_deletes_of_the_tree_are_whole_and_leave_no_temps() {
     assert_eq!(files.len(), n + 1, "every file once, the link once, nothing through it");
     assert!(files.contains(&"t/many/link") && !files.iter().any(|f| f.starts_with("t/many/link/")));
     assert!(s.list("t/nothing-here/").await.unwrap().is_empty());
+
+    // Temps beside targets are never listed; a dead process's is removed by
+    // the listing that comes across it, a live one's and another host's kept.
+    let host = fs_create::host_tag();
+    let dead = format!(".compactd-put.{host}.0.3.x");
+    let live = format!(".compactd-create.{host}.{}.4.y", std::process::id());
+    let other = ".compactd-put.some-other-host.0.5.z".to_string();
+    for n in [&dead, &live, &other] {
+        std::fs::write(dir.path().join("t/a").join(n), b"t").unwrap();
+    }
+    let names: Vec<String> = s.list("t/a/").await.unwrap().into_iter().map(|e| e.path).collect();
+    assert_eq!(names, vec!["t/a/x".to_string()]);
+    assert!(!dir.path().join("t/a").join(&dead).exists());
+    assert!(dir.path().join("t/a").join(&live).exists() && dir.path().join("t/a").join(&other).exists());
+    std::fs::remove_file(dir.path().join("t/a").join(&live)).unwrap();
+    std::fs::remove_file(dir.path().join("t/a").join(&other)).unwrap();
 
     // Deletes: a file, a missing file, a folder with everything below it
     // (through the link: never its target).
