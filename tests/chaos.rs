@@ -103,7 +103,7 @@ fn run_json(c: &Cluster, args: &[&str]) -> Option<Value> {
 /// `list --json` rows by task id (a task whose info is being replaced may
 /// be missing from one listing).
 fn list(c: &Cluster) -> BTreeMap<String, Value> {
-    let rows = run_json(c, &["list", "--json"]).and_then(|v| v.as_array().cloned()).unwrap_or_default();
+    let rows = run_json(c, &["list", "--limit", "0", "--json"]).and_then(|v| v.as_array().cloned()).unwrap_or_default();
     rows.into_iter().filter_map(|r| Some((r["id"].as_str()?.to_string(), r))).collect()
 }
 

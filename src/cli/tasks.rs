@@ -7,7 +7,6 @@ use std::time::Duration;
 use anyhow::Context;
 use layouts::formats::{self, ExecutorKind, ExecutorSpec, ReassignRequest};
 use layouts::{v2, Name, NodeId, TaskId, TaskState};
-use serde::Serialize;
 use store::Store;
 
 use crate::cli::run::parse_duration;
@@ -223,36 +222,29 @@ pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
 pub struct ListArgs {
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Debug, Serialize)]
-struct ListRow {
-    id: TaskId,
-    state: Option<TaskState>,
-    table: String,
-    manager: Option<String>,
-    round: u32,
-    success: u64,
-    failed: u64,
+    /// Show at most this many tasks, newest first; 0 shows all.
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+    /// Only tasks in these states (comma-separated or repeated: Init, Running,
+    /// Done, Failed, Cancel).
+    #[arg(long, value_delimiter = ',', value_parser = TaskState::parse)]
+    pub state: Vec<TaskState>,
 }
 
 pub async fn list(store: Store, args: ListArgs) -> anyhow::Result<i32> {
-    let mut rows = vec![];
-    for id in tasks::list_ids(&store).await? {
-        let dir = tasks::read_dir(&store, &id).await?;
-        let Ok(info) = tasks::read_info(&store, &id).await else {
-            continue;
-        };
-        let manager = tasks::read_term(&store, &id, dir.term()).await.ok().flatten().map(|t| t.node.to_string());
-        rows.push(ListRow {
-            id,
-            state: dir.state,
-            table: format!("{}.{}.{}", info.db_name, info.schema_name, info.table_name),
-            manager,
-            round: info.run.round,
-            success: tasks::result_counts(&dir, &info).success,
-            failed: tasks::result_counts(&dir, &info).failed,
-        });
+    let query = tasks::TaskQuery { limit: (args.limit > 0).then_some(args.limit), states: args.state.clone() };
+    let page = tasks::list_page(&store, &query).await?;
+    for p in &page.problems {
+        eprintln!("skipped {p}");
+    }
+    let rows = page.rows;
+    if rows.len() < page.matched {
+        eprintln!(
+            "showing the newest {} of {} tasks{} (--limit 0 shows all)",
+            rows.len(),
+            page.matched,
+            if args.state.is_empty() { String::new() } else { format!(" in the asked states ({} in all)", page.total) }
+        );
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
