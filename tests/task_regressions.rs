@@ -527,3 +527,87 @@ async fn a_finished_subtask_whose_report_waits_a_poll_is_not_run_again() {
     }
     assert_eq!(seen.len(), 3, "{text}");
 }
+
+/// Issue 15: the monitor's sweep over 10,000 finished task folders on a slow
+/// backend (every request of the monitor costs 2 ms on the injected clock).
+/// Before, one sweep read every folder in one tick (30,000 requests: 60 s
+/// of a 15 s session): the monitor's heartbeat and lease stalled. Now a
+/// sweep pass spans ticks, each bounded by half the tick's budget: no node
+/// is declared offline, every monitor tick stays under its budget, every
+/// finished task is archived, and a task submitted during the pass (after
+/// its listing) keeps its pointer and subtasks and finishes.
+#[tokio::test]
+async fn a_sweep_over_ten_thousand_tasks_spans_ticks_under_the_deadline() {
+    const N: u64 = 10_000;
+    fn slow(id: NodeId) -> NodeConfig {
+        let mut c = NodeConfig::new(id);
+        c.heartbeat = Duration::from_secs(2);
+        c.session_timeout = Duration::from_secs(15);
+        c.lease = Duration::from_secs(15);
+        c
+    }
+    let work = WorkConfig { sweep: Duration::from_secs(3600), ..noop_work() };
+    let mut sim = Sim::with(2, slow, work, OpKind::ALL.to_vec(), true).await;
+    sim.settle().await;
+    let monitor = sim.monitor().cloned().expect("a monitor");
+    let other = if monitor.as_str() == "n1" { "n2" } else { "n1" };
+    // The template: one real task, finished; then N copies of its folder.
+    let template = sim.submit(1, other).await;
+    sim.finish(&[template], 300).await;
+    let mut info = tasks::read_info(&sim.store, &template).await.unwrap();
+    // Finished long ago: past the history retention.
+    info.run.finished_wall_ms = Some(info.run.finished_wall_ms.unwrap() - 7_200_000);
+    for i in 0..N {
+        let id = TaskId { unix_ms: template.unix_ms - 10_000_000 + i, ..template };
+        info.id = id;
+        sim.store.create(&v2::task_info(&id), layouts::formats::encode(&info)).await.unwrap();
+        sim.store.create(&v2::task_status(&id, TaskState::Done), Vec::new()).await.unwrap();
+    }
+    let incarnations: Vec<u64> = sim.cluster.nodes().map(|n| n.stats().incarnation).collect();
+    // The monitor's own requests become slow; its next sweep is due now.
+    let clock = sim.cluster.clock.clone();
+    sim.slot(monitor.as_str()).extra.set_on_op(Some(Arc::new(move |_| clock.advance(Duration::from_millis(2)))));
+    sim.slot(monitor.as_str()).node.as_mut().unwrap().sweep_now();
+    let budget = Duration::from_secs(15) / 4;
+    let mut longest = Duration::ZERO;
+    let mut late = None;
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
+        assert!(
+            rounds < 2000,
+            "the sweep did not end: {} task folders left",
+            sim.store.list(v2::SCHEDULER).await.unwrap().len()
+        );
+        // The monitor's tick alone (its requests are the only slow ones).
+        let before = sim.cluster.clock.mono();
+        let i = sim.cluster.slots.iter().position(|s| s.id == monitor).unwrap();
+        sim.cluster.tick(i).await;
+        longest = longest.max(sim.cluster.clock.mono() - before);
+        sim.round().await;
+        if rounds == 5 {
+            // Submitted while the pass works through the old folders.
+            late = Some(sim.submit(3, other).await);
+        }
+        let left =
+            sim.store.list(v2::SCHEDULER).await.unwrap().iter().filter(|e| e.is_dir && e.name() != "Compress").count();
+        if late.is_some() && left <= 2 {
+            break;
+        }
+    }
+    let late = late.unwrap();
+    sim.finish(&[late], 300).await;
+    sim.assert_done_once(&late, 3).await;
+    eprintln!("sweep of {N} tasks: {rounds} rounds, longest monitor tick {longest:?} (budget {budget:?})");
+    assert!(rounds > 10, "the pass spanned ticks ({rounds} rounds)");
+    // The budget, plus the one request that was under way when it passed
+    // and the scan before the sweep.
+    assert!(longest <= budget + Duration::from_millis(500), "a monitor tick took {longest:?}");
+    let offline = sim.store.list(v2::OFFLINE).await.unwrap();
+    assert!(offline.is_empty(), "declared offline: {:?}", offline.iter().map(|e| e.name()).collect::<Vec<_>>());
+    let now: Vec<u64> = sim.cluster.nodes().map(|n| n.stats().incarnation).collect();
+    assert_eq!(now, incarnations, "a node rejoined");
+    let (history, bad) = compactd::monitor::tasks::read_history(&sim.store).await.unwrap();
+    assert!(bad.is_empty(), "{bad:?}");
+    assert!(history.len() as u64 >= N, "archived {} of {N}", history.len());
+}

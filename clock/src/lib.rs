@@ -117,6 +117,17 @@ impl Deadline {
         self.clock.mono()
     }
 
+    /// When it passes.
+    pub fn at(&self) -> Duration {
+        self.at
+    }
+
+    /// Work was left for the next tick although this deadline did not pass
+    /// (a piece of work that stopped at a tighter deadline of its own).
+    pub fn leave_work(&self) {
+        self.cut_short.store(true, Ordering::Relaxed);
+    }
+
     /// Some work was left for the next tick: the caller should tick again
     /// soon rather than wait a whole poll interval.
     pub fn cut_short(&self) -> bool {

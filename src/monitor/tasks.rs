@@ -102,58 +102,126 @@ pub async fn force_finish(store: &Store, task: &TaskId, state: TaskState, wall_m
     Ok(())
 }
 
-/// The periodic sweep.
+/// Finished tasks written into one archive at most (a pass over many
+/// finished tasks writes several).
+const ARCHIVE_BATCH: usize = 1000;
+
+/// One sweep over `Scheduler/`, worked through across monitor ticks: the
+/// task ids of one listing, oldest first, and what the tasks read so far
+/// showed. Each tick works on it until its deadline, so a tick's requests
+/// are bounded by the deadline, not by the number of tasks; a pass over
+/// 100,000 tasks spans ticks (the monitor heartbeats and renews between
+/// them). Every step re-reads what it acts on, so a pass that ends early
+/// (the node loses the monitor role) is simply dropped.
+#[derive(Debug, Default)]
+pub struct SweepPass {
+    listed: bool,
+    pending: std::collections::VecDeque<TaskId>,
+    /// Folders of tasks written into an archive, to delete.
+    deleting: std::collections::VecDeque<TaskId>,
+    active: BTreeSet<TaskId>,
+    to_archive: Vec<ArchivedTask>,
+    by_state: BTreeMap<String, usize>,
+}
+
+/// Works on `pass` until `deadline`. `Ok((report, true))` when the pass is
+/// over (the report's `by_state` then covers every task), `Ok((report,
+/// false))` when it continues at the next call. Per task: a LIST of its
+/// folder and one or two GETs (plus the hand-over of a task whose manager is
+/// not live); at the end one listing of `TaskAssigned/` and one per node.
 pub async fn sweep(
     store: &Store,
+    pass: &mut SweepPass,
     members: &[NodeId],
     cfg: &WorkConfig,
     wall_ms: u64,
     epoch: u64,
-) -> Result<SweepReport, TaskError> {
+    deadline: &crate::clock::Deadline,
+) -> Result<(SweepReport, bool), TaskError> {
     let mut report = SweepReport::default();
     let live: BTreeSet<&NodeId> = members.iter().collect();
     let horizon = wall_ms.saturating_sub(cfg.history_retention.as_millis() as u64);
-    let mut terminal: BTreeSet<TaskId> = BTreeSet::new();
-    let mut active: BTreeSet<TaskId> = BTreeSet::new();
-    let mut to_archive: Vec<ArchivedTask> = vec![];
-    for id in tasks::list_ids(store).await? {
-        let dir = tasks::read_dir(store, &id).await?;
-        let Some(state) = dir.state.filter(|_| dir.has_info) else {
+    if !pass.listed {
+        let mut ids = tasks::list_ids(store).await?;
+        ids.sort();
+        pass.pending = ids.into();
+        pass.listed = true;
+    }
+    while !deadline.passed() {
+        // Popped first: an error drops the whole pass (the next one starts
+        // over from a new listing).
+        if let Some(id) = pass.deleting.pop_front() {
+            store.delete_all(&v2::task_dir(&id)).await?;
             continue;
+        }
+        if pass.to_archive.len() >= ARCHIVE_BATCH || (pass.pending.is_empty() && !pass.to_archive.is_empty()) {
+            let batch = std::mem::take(&mut pass.to_archive);
+            write_archive(store, &batch, wall_ms, epoch).await?;
+            report.archived += batch.len();
+            pass.deleting.extend(batch.iter().map(|t| t.info.id));
+            continue;
+        }
+        let Some(id) = pass.pending.pop_front() else { break };
+        sweep_task(store, pass, &id, &live, members, horizon, wall_ms, &mut report).await?;
+    }
+    if !(pass.pending.is_empty() && pass.deleting.is_empty() && pass.to_archive.is_empty()) {
+        return Ok((report, false));
+    }
+    report.garbage_removed = remove_garbage(store, &pass.active).await?;
+    report.by_state = std::mem::take(&mut pass.by_state);
+    Ok((report, true))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn sweep_task(
+    store: &Store,
+    pass: &mut SweepPass,
+    id: &TaskId,
+    live: &BTreeSet<&NodeId>,
+    members: &[NodeId],
+    horizon: u64,
+    wall_ms: u64,
+    report: &mut SweepReport,
+) -> Result<(), TaskError> {
+    let dir = tasks::read_dir(store, id).await?;
+    let Some(state) = dir.state.filter(|_| dir.has_info) else {
+        return Ok(());
+    };
+    *pass.by_state.entry(state.as_str().to_string()).or_default() += 1;
+    if state.is_terminal() {
+        let Ok(info) = tasks::read_info(store, id).await else {
+            return Ok(());
         };
-        *report.by_state.entry(state.as_str().to_string()).or_default() += 1;
-        if state.is_terminal() {
-            terminal.insert(id);
-            let Ok(info) = tasks::read_info(store, &id).await else {
-                continue;
-            };
-            if info.run.finished_wall_ms.unwrap_or(0) <= horizon {
-                let manager = tasks::read_term(store, &id, dir.term()).await.ok().flatten().map(|t| t.node);
-                to_archive.push(ArchivedTask { state, manager, archived_wall_ms: wall_ms, info });
-            }
-            continue;
+        if info.run.finished_wall_ms.unwrap_or(0) <= horizon {
+            let manager = tasks::read_term(store, id, dir.term()).await.ok().flatten().map(|t| t.node);
+            pass.to_archive.push(ArchivedTask { state, manager, archived_wall_ms: wall_ms, info });
         }
-        active.insert(id);
-        let current = tasks::read_term(store, &id, dir.term()).await?;
-        match current {
-            Some(t) if live.contains(&t.node) => {
-                // Repair an interrupted hand-over: the pointer must exist.
-                if !store.exists(&v2::manage_pointer(&t.node, &id)).await? {
-                    let p = formats::ManagePointer { task: id, term: t.term };
-                    store.put(&v2::manage_pointer(&t.node, &id), formats::encode(&p)).await?;
-                }
+        return Ok(());
+    }
+    pass.active.insert(*id);
+    match tasks::read_term(store, id, dir.term()).await? {
+        Some(t) if live.contains(&t.node) => {
+            // Repair an interrupted hand-over: the pointer must exist.
+            if !store.exists(&v2::manage_pointer(&t.node, id)).await? {
+                let p = formats::ManagePointer { task: *id, term: t.term };
+                store.put(&v2::manage_pointer(&t.node, id), formats::encode(&p)).await?;
             }
-            // No manager term, or its node is not live: hand the task over.
-            _ => move_manager(store, &id, members.iter(), wall_ms, &mut report).await?,
         }
+        // No manager term, or its node is not live: hand the task over.
+        _ => move_manager(store, id, members.iter(), wall_ms, report).await?,
     }
-    if !to_archive.is_empty() {
-        report.archived = archive(store, &to_archive, wall_ms, epoch).await?;
-    }
-    // Subtask folders and pointers of tasks that are finished or gone. Two
-    // one-level listings, not a recursive one: a folder left empty by a crash
-    // between creating it and writing into it (fs) must be seen too.
-    let mut garbage: Vec<String> = vec![];
+    Ok(())
+}
+
+/// Removes subtask folders and manager pointers of tasks that are finished
+/// or gone. Two one-level listings, not a recursive one: a folder left empty
+/// by a crash between creating it and writing into it (fs) must be seen too.
+/// A task the pass did not see active is read again before anything of it
+/// is removed: it may have been submitted after the pass listed
+/// `Scheduler/` (its pointer is written before its status marker, so a
+/// folder without a marker is a task being submitted, and is kept).
+async fn remove_garbage(store: &Store, active: &BTreeSet<TaskId>) -> Result<usize, TaskError> {
+    let mut candidates: Vec<(TaskId, String)> = vec![];
     for node_dir in store.list(v2::TASK_ASSIGNED).await?.into_iter().filter(|e| e.is_dir) {
         for e in store.list(&node_dir.path).await? {
             let task = if e.is_dir {
@@ -161,26 +229,41 @@ pub async fn sweep(
             } else {
                 v2::parse_manage_pointer(e.name())
             };
-            if task.is_some_and(|t| !active.contains(&t)) {
-                garbage.push(e.path);
+            if let Some(t) = task.filter(|t| !active.contains(t)) {
+                candidates.push((t, e.path));
             }
         }
     }
-    for path in &garbage {
-        if path.ends_with('/') {
-            store.delete_all(path).await?;
-        } else {
-            store.delete(path).await?;
+    let mut verdict: BTreeMap<TaskId, bool> = BTreeMap::new();
+    let mut removed = 0;
+    for (task, path) in candidates {
+        let garbage = match verdict.get(&task) {
+            Some(g) => *g,
+            None => {
+                let dir = tasks::read_dir(store, &task).await?;
+                let gone = !dir.has_info && dir.markers.is_empty() && dir.terms.is_empty();
+                let g = gone || dir.state.is_some_and(|s| s.is_terminal());
+                verdict.insert(task, g);
+                g
+            }
+        };
+        if !garbage {
+            continue;
         }
-        report.garbage_removed += 1;
+        if path.ends_with('/') {
+            store.delete_all(&path).await?;
+        } else {
+            store.delete(&path).await?;
+        }
+        removed += 1;
     }
-    Ok(report)
+    Ok(removed)
 }
 
-/// Writes one gzip'd JSON-lines archive, then deletes the archived task
-/// folders. A crash in between archives those tasks again in a later
-/// archive; `compactd history` shows each task id once.
-async fn archive(store: &Store, tasks: &[ArchivedTask], wall_ms: u64, epoch: u64) -> Result<usize, TaskError> {
+/// Writes one gzip'd JSON-lines archive; the caller deletes the archived
+/// task folders after it. A crash in between archives those tasks again in
+/// a later archive; `compactd history` shows each task id once.
+async fn write_archive(store: &Store, tasks: &[ArchivedTask], wall_ms: u64, epoch: u64) -> Result<(), TaskError> {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     for t in tasks {
         let line = serde_json::to_vec(t).expect("archived tasks serialize");
@@ -195,11 +278,8 @@ async fn archive(store: &Store, tasks: &[ArchivedTask], wall_ms: u64, epoch: u64
         }
         seq += 1;
     }
-    for t in tasks {
-        store.delete_all(&v2::task_dir(&t.info.id)).await?;
-    }
     tracing::info!(tasks = tasks.len(), "archived finished tasks into Compress/");
-    Ok(tasks.len())
+    Ok(())
 }
 
 /// Reads every archive; each task id once (the newest archive wins).

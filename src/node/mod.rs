@@ -36,6 +36,8 @@ pub struct Work {
     worker: Worker,
     managers: BTreeMap<TaskId, TaskManager>,
     next_sweep_at: Duration,
+    /// The monitor's sweep pass in progress, if any.
+    sweep: Option<crate::monitor::tasks::SweepPass>,
     /// Ticks so far: which manager goes first (see `work_round`).
     rotation: usize,
 }
@@ -184,8 +186,15 @@ impl Node {
         if let Some(m) = &self.metrics {
             worker.set_metrics(m.clone());
         }
-        self.work =
-            Some(Work { cfg, data, worker, managers: BTreeMap::new(), next_sweep_at: Duration::ZERO, rotation: 0 });
+        self.work = Some(Work {
+            cfg,
+            data,
+            worker,
+            managers: BTreeMap::new(),
+            next_sweep_at: Duration::ZERO,
+            sweep: None,
+            rotation: 0,
+        });
         self
     }
 
@@ -200,6 +209,14 @@ impl Node {
 
     pub fn stats(&self) -> &NodeStats {
         &self.stats
+    }
+
+    /// Makes a monitor's next task sweep due at its next scan instead of
+    /// after `--sweep` (simulations: a sweep over a prepared tree).
+    pub fn sweep_now(&mut self) {
+        if let Some(w) = self.work.as_mut() {
+            w.next_sweep_at = Duration::ZERO;
+        }
     }
 
     pub fn is_monitor(&self) -> bool {
@@ -288,11 +305,17 @@ impl Node {
             self.start_monitor(now, None).await;
         }
         if self.election.is_leader() && now >= self.next_scan_at {
-            self.monitor_round(now).await;
-        } else if !poll && woken.has(Scope::Monitor) && self.monitor.is_some() {
-            // A job step's task ended, or a job was triggered: drive now.
-            self.jobs_active = true;
-            self.drive_jobs(now).await;
+            self.monitor_round(now, &deadline).await;
+        } else {
+            if !poll && woken.has(Scope::Monitor) && self.monitor.is_some() {
+                // A job step's task ended, or a job was triggered: drive now.
+                self.jobs_active = true;
+                self.drive_jobs(now).await;
+            }
+            if self.monitor.is_some() && self.work.as_ref().is_some_and(|w| w.sweep.is_some()) {
+                // A sweep pass goes on in the next ticks, not the next scan.
+                self.sweep_tasks(now, vec![], &deadline).await;
+            }
         }
         if woken.has(Scope::Work) {
             self.work_round(&deadline, poll || self.election.is_leader()).await;
@@ -444,10 +467,13 @@ impl Node {
         }
     }
 
-    /// The monitor's task duties after a membership scan.
-    async fn sweep_tasks(&mut self, now: Duration, offline: Vec<layouts::NodeId>) {
+    /// The monitor's task duties after a membership scan: hand over the
+    /// tasks of offline managers at once, and start or continue a sweep
+    /// pass ([`crate::monitor::tasks::SweepPass`]) for at most half the
+    /// tick's budget, so the monitor's own work keeps the rest.
+    async fn sweep_tasks(&mut self, now: Duration, offline: Vec<layouts::NodeId>, deadline: &Deadline) {
         let Some(work) = self.work.as_ref() else { return };
-        let sweep_due = now >= work.next_sweep_at;
+        let sweep_due = now >= work.next_sweep_at || work.sweep.is_some();
         if offline.is_empty() && !sweep_due {
             return;
         }
@@ -469,16 +495,30 @@ impl Node {
                 Err(e) => tracing::warn!(%node, "handing over the tasks of an offline manager failed: {e}"),
             }
         }
+        if !sweep_due {
+            return;
+        }
+        // Half the tick's budget (a quarter of the session or lease).
+        let share = self.cfg.session_timeout.min(self.cfg.lease) / 8;
+        let until = Deadline::new(self.clock.clone(), (self.clock.mono() + share).min(deadline.at()));
         let Some(work) = self.work.as_mut() else { return };
-        if sweep_due {
+        let pass = work.sweep.get_or_insert_with(|| {
             work.next_sweep_at = now + work.cfg.sweep;
-            let swept = crate::monitor::tasks::sweep(&self.store, &members, &work.cfg, wall, epoch).await;
-            if let (Ok(r), Some(m)) = (&swept, &self.metrics) {
-                m.tasks_by_state(&r.by_state);
-            }
-            match swept {
-                Ok(r) if r.archived + r.garbage_removed + r.reassigned.len() + r.cancelled.len() > 0 => {
-                    r.reassigned.iter().for_each(|(_, to)| self.pokes.work(to));
+            Default::default()
+        });
+        let swept = crate::monitor::tasks::sweep(&self.store, pass, &members, &work.cfg, wall, epoch, &until).await;
+        match swept {
+            Ok((r, finished)) => {
+                if finished {
+                    work.sweep = None;
+                    if let Some(m) = &self.metrics {
+                        m.tasks_by_state(&r.by_state);
+                    }
+                } else {
+                    deadline.leave_work();
+                }
+                r.reassigned.iter().for_each(|(_, to)| self.pokes.work(to));
+                if r.archived + r.garbage_removed + r.reassigned.len() + r.cancelled.len() > 0 {
                     tracing::info!(
                         archived = r.archived,
                         garbage = r.garbage_removed,
@@ -487,8 +527,11 @@ impl Node {
                         "task sweep"
                     )
                 }
-                Ok(_) => {}
-                Err(e) => tracing::warn!("task sweep failed: {e}"),
+            }
+            Err(e) => {
+                // The next pass starts over from a new listing.
+                work.sweep = None;
+                tracing::warn!("task sweep failed: {e}");
             }
         }
     }
@@ -511,6 +554,9 @@ impl Node {
         }
         if !self.election.is_leader() {
             self.monitor = None;
+            if let Some(w) = self.work.as_mut() {
+                w.sweep = None;
+            }
         }
         if let Some(view) = self.election.view() {
             if view.offline.iter().any(|m| m.node == self.cfg.id && m.incarnation == self.stats.incarnation) {
@@ -588,7 +634,7 @@ impl Node {
         }
     }
 
-    async fn monitor_round(&mut self, now: Duration) {
+    async fn monitor_round(&mut self, now: Duration, deadline: &Deadline) {
         let Some(monitor) = self.monitor.as_mut() else {
             return;
         };
@@ -614,7 +660,7 @@ impl Node {
                     }
                 }
                 self.next_scan_at = now + self.cfg.heartbeat;
-                self.sweep_tasks(now, offline).await;
+                self.sweep_tasks(now, offline, deadline).await;
                 self.drive_jobs(now).await;
             }
             Err(e) => self.monitor_failed(e),
