@@ -451,7 +451,7 @@ async fn heartbeats_keep_flowing_while_a_manager_dispatches_thousands_of_subtask
     assert_eq!(sim.monitor().map(|n| n.as_str()), Some("n1"));
     let incarnation = sim.slot("n2").node.as_ref().unwrap().stats().incarnation;
     let clock = sim.cluster.clock.clone();
-    sim.slot("n2").extra.set_on_op(Some(Arc::new(move |_| clock.advance(Duration::from_millis(20)))));
+    sim.slot("n2").extra.set_on_op(Some(Arc::new(move |_, _| clock.advance(Duration::from_millis(20)))));
     let id = sim.submit(2000, "n2").await;
     sim.finish(&[id], 3000).await;
     let offline = sim.store.list(v2::OFFLINE).await.unwrap();
@@ -569,7 +569,7 @@ async fn a_sweep_over_ten_thousand_tasks_spans_ticks_under_the_deadline() {
     let clock = sim.cluster.clock.clone();
     let ops = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let counted = ops.clone();
-    sim.slot(monitor.as_str()).extra.set_on_op(Some(Arc::new(move |_| {
+    sim.slot(monitor.as_str()).extra.set_on_op(Some(Arc::new(move |_, _| {
         counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         clock.advance(Duration::from_millis(2))
     })));
@@ -623,4 +623,78 @@ async fn a_sweep_over_ten_thousand_tasks_spans_ticks_under_the_deadline() {
     let (history, bad) = compactd::monitor::tasks::read_history(&sim.store).await.unwrap();
     assert!(bad.is_empty(), "{bad:?}");
     assert!(history.len() as u64 >= n, "archived {} of {n}", history.len());
+}
+
+/// Issue 15: a node that becomes the manager of many running tasks at once
+/// (here a restart: its new incarnation takes a new term for each) rebuilds
+/// them from one recursive listing of `TaskAssigned/` per tick, not one per
+/// task (30 tasks: 30 listings before, each of the whole cluster's subtask
+/// folders).
+#[tokio::test]
+async fn a_restarted_manager_of_many_tasks_rebuilds_them_from_one_listing() {
+    const TASKS: usize = 30;
+    // One subtask at a time per node, each a long `sleep`: every task stays
+    // Running with queued subtask folders.
+    let work = WorkConfig { executor: ExecutorKind::Command, allow_inline: true, max_running: 1, ..noop_work() };
+    let mut sim = Sim::with(2, fast, work, OpKind::ALL.to_vec(), true).await;
+    sim.settle().await;
+    assert_eq!(sim.monitor().map(|n| n.as_str()), Some("n1"));
+    let mut ids = vec![];
+    for i in 0..TASKS {
+        let mut spec = TaskSpec::table(
+            Name::parse("db").unwrap(),
+            Name::parse("s").unwrap(),
+            Name::parse(&format!("t{i}")).unwrap(),
+        );
+        spec.shards = Some(2);
+        spec.executor = Some(ExecutorSpec {
+            kind: ExecutorKind::Command,
+            command: Some("sleep 30".into()),
+            command_name: None,
+            timeout_ms: None,
+        });
+        spec.manager = Some(NodeId::parse("n2").unwrap());
+        ids.push(tasks::submit(&sim.store, spec, sim.cluster.clock.wall_ms()).await.unwrap());
+    }
+    for _ in 0..100 {
+        sim.round().await;
+        let mut all = true;
+        for id in &ids {
+            all &= sim.state(id).await == Some(TaskState::Running);
+        }
+        if all {
+            break;
+        }
+    }
+    for id in &ids {
+        assert_eq!(sim.state(id).await, Some(TaskState::Running), "task {id}");
+    }
+    sim.crash("n2");
+    sim.restart("n2").await;
+    let listings = Arc::new(std::sync::Mutex::new(0usize));
+    let l = listings.clone();
+    sim.slot("n2").extra.set_on_op(Some(Arc::new(move |kind, path| {
+        if kind == OpKind::List && path == v2::TASK_ASSIGNED {
+            *l.lock().unwrap() += 1;
+        }
+    })));
+    // Until the new incarnation manages every task (term 2 for each).
+    let mut rounds = 0;
+    loop {
+        sim.round().await;
+        rounds += 1;
+        let mut all = true;
+        for id in &ids {
+            all &= tasks::status(&sim.store, id).await.unwrap().manager_term == 2;
+        }
+        if all {
+            break;
+        }
+        assert!(rounds < 200, "the restarted n2 did not take its tasks back");
+    }
+    // The rebuilds happen in the ticks after the new terms: a few more.
+    sim.rounds(10).await;
+    let n = *listings.lock().unwrap();
+    eprintln!("{TASKS} tasks rebuilt with {n} listings of TaskAssigned/ in {rounds} rounds");
+    assert!((1..=3).contains(&n), "{n} recursive listings of TaskAssigned/ for {TASKS} rebuilds");
 }

@@ -47,15 +47,42 @@ pub const DISPATCH_WINDOW: usize = 256;
 /// are per unit, which each future keeps.
 pub const WRITE_CONCURRENCY: usize = 16;
 
-/// Node folders listed during one tick, shared by every task of the node.
+/// Node folders listed during one tick, shared by every task of the node,
+/// and the subtask folders of the whole cluster (one recursive listing of
+/// `TaskAssigned/`, made on the first rebuild of the tick): a node that
+/// becomes manager of many tasks at once (a restart, a hand-over) rebuilds
+/// them all from one listing, not one listing per task.
 #[derive(Debug, Default)]
 pub struct FolderCache {
     map: HashMap<NodeId, NodeFolder>,
+    /// (node, subtask folder name) of every subtask folder.
+    assigned: Option<Vec<(String, String)>>,
 }
 
 impl FolderCache {
     pub fn insert(&mut self, node: NodeId, folder: NodeFolder) {
         self.map.insert(node, folder);
+    }
+
+    /// Every subtask folder under `TaskAssigned/` as (node, name), listed
+    /// once per tick.
+    pub async fn assigned(&mut self, store: &Store) -> store::Result<&[(String, String)]> {
+        use futures::TryStreamExt;
+        if self.assigned.is_none() {
+            let mut seen: std::collections::BTreeSet<(String, String)> = Default::default();
+            let mut entries = store.list_stream(v2::TASK_ASSIGNED, true);
+            while let Some(e) = entries.try_next().await? {
+                let rel = &e.path[v2::TASK_ASSIGNED.len()..];
+                let mut parts = rel.split('/');
+                if let (Some(node), Some(sub), Some(_)) = (parts.next(), parts.next(), parts.next()) {
+                    if v2::parse_subtask_name(sub).is_some() {
+                        seen.insert((node.to_string(), sub.to_string()));
+                    }
+                }
+            }
+            self.assigned = Some(seen.into_iter().collect());
+        }
+        Ok(self.assigned.as_deref().unwrap_or_default())
     }
 
     pub async fn get(&mut self, store: &Store, node: &NodeId) -> store::Result<&NodeFolder> {
@@ -280,25 +307,20 @@ impl TaskManager {
         Ok(())
     }
 
-    /// Finds this task's subtask folders on every node (one recursive LIST
-    /// of `TaskAssigned/`), keeps the newest attempt of each unit of the
+    /// Finds this task's subtask folders on every node (from the tick's one
+    /// recursive LIST of `TaskAssigned/`, [`FolderCache::assigned`]), keeps the newest attempt of each unit of the
     /// current round and deletes the rest.
     async fn rebuild(&mut self, ctx: &mut Ctx<'_>, round: u32) -> Result<(), TaskError> {
         tracing::debug!(task = %self.id, round, "rebuild");
-        use futures::TryStreamExt;
-        let mut seen: BTreeMap<(String, String), ()> = BTreeMap::new();
         let prefix = format!("{}.", self.id);
-        let mut entries = ctx.store.list_stream(v2::TASK_ASSIGNED, true);
-        while let Some(e) = entries.try_next().await? {
-            let rel = &e.path[v2::TASK_ASSIGNED.len()..];
-            let mut parts = rel.split('/');
-            if let (Some(node), Some(sub)) = (parts.next(), parts.next()) {
-                if sub.starts_with(&prefix) {
-                    seen.insert((node.to_string(), sub.to_string()), ());
-                }
-            }
-        }
-        drop(entries);
+        let seen: BTreeMap<(String, String), ()> = ctx
+            .folders
+            .assigned(ctx.store)
+            .await?
+            .iter()
+            .filter(|(_, sub)| sub.starts_with(&prefix))
+            .map(|k| (k.clone(), ()))
+            .collect();
         let mut newest: BTreeMap<u32, (NodeId, u32)> = BTreeMap::new();
         let mut stale = vec![];
         for (node, sub) in seen.keys() {

@@ -73,7 +73,7 @@ struct FaultState {
 
 /// Called before each affected operation while the layer is not paused (see
 /// [`FaultHandle::set_on_op`]).
-pub type OpHook = Arc<dyn Fn(OpKind) + Send + Sync>;
+pub type OpHook = Arc<dyn Fn(OpKind, &str) + Send + Sync>;
 
 impl fmt::Debug for FaultState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -168,7 +168,7 @@ impl FaultHandle {
         self.state.paused.load(Ordering::Relaxed)
     }
 
-    /// Calls `hook` before every affected operation (not while paused). Tests
+    /// Calls `hook` with the kind and path before every affected operation (not while paused). Tests
     /// use it to charge simulated time per request to an injected clock: a
     /// slow backend without real sleeps.
     pub fn set_on_op(&self, hook: Option<OpHook>) {
@@ -226,13 +226,13 @@ impl FaultState {
     }
 
     /// Decides, and sleeps the decided delay (the lock is not held here).
-    async fn enter(&self, kind: OpKind) -> Option<Strike> {
+    async fn enter(&self, kind: OpKind, path: &str) -> Option<Strike> {
         let d = self.decide(kind);
         if self.kinds & kind.bit() != 0 && !self.paused.load(Ordering::Relaxed) {
             // Cloned out so that the hook runs without the lock held.
             let hook = self.on_op.lock().unwrap_or_else(|e| e.into_inner()).clone();
             if let Some(hook) = hook {
-                hook(kind);
+                hook(kind, path);
             }
         }
         if let Some(delay) = d.delay.filter(|d| !d.is_zero()) {
@@ -255,7 +255,7 @@ fn injected_error(kind: OpKind, path: &str, strike: Strike) -> Error {
 
 /// Runs `op` under the fault decision for one operation.
 async fn faulty<T>(state: &FaultState, kind: OpKind, path: &str, op: impl Future<Output = Result<T>>) -> Result<T> {
-    match state.enter(kind).await {
+    match state.enter(kind, path).await {
         None => op.await,
         Some(Strike::Before) => Err(injected_error(kind, path, Strike::Before)),
         Some(Strike::After) => {
@@ -382,7 +382,7 @@ struct FaultWriter {
 impl FaultWriter {
     async fn enter(&mut self) -> Result<()> {
         if self.phase == WriterPhase::Fresh {
-            self.phase = match self.state.enter(self.kind).await {
+            self.phase = match self.state.enter(self.kind, &self.path).await {
                 None => WriterPhase::Clean,
                 Some(Strike::Before) => WriterPhase::Failed,
                 Some(Strike::After) => WriterPhase::LoseReply,
@@ -438,7 +438,7 @@ struct FaultLister {
 impl oio::List for FaultLister {
     async fn next(&mut self) -> Result<Option<oio::Entry>> {
         if self.phase == ListerPhase::Fresh {
-            match self.state.enter(OpKind::List).await {
+            match self.state.enter(OpKind::List, &self.path).await {
                 None => self.phase = ListerPhase::Clean,
                 Some(strike) => {
                     if strike == Strike::After {
@@ -467,7 +467,7 @@ struct FaultDeleter {
 
 impl oio::Delete for FaultDeleter {
     async fn delete(&mut self, path: &str, args: OpDelete) -> Result<()> {
-        match self.state.enter(OpKind::Delete).await {
+        match self.state.enter(OpKind::Delete, path).await {
             None => self.inner.delete(path, args).await,
             Some(Strike::Before) => Err(injected_error(OpKind::Delete, path, Strike::Before)),
             Some(Strike::After) => {

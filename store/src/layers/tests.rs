@@ -399,7 +399,7 @@ async fn the_op_hook_sees_affected_operations_unless_paused() {
     let (op, h) = faulty_memory(FaultConfig { kinds: vec![OpKind::Put, OpKind::Read], ..Default::default() });
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
-    h.set_on_op(Some(Arc::new(move |k| s.lock().unwrap().push(k))));
+    h.set_on_op(Some(Arc::new(move |k, _| s.lock().unwrap().push(k))));
     op.write("a", "1").await.unwrap();
     op.read("a").await.unwrap();
     op.stat("a").await.unwrap();
