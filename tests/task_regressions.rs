@@ -698,3 +698,77 @@ async fn a_restarted_manager_of_many_tasks_rebuilds_them_from_one_listing() {
     eprintln!("{TASKS} tasks rebuilt with {n} listings of TaskAssigned/ in {rounds} rounds");
     assert!((1..=3).contains(&n), "{n} recursive listings of TaskAssigned/ for {TASKS} rebuilds");
 }
+
+/// Issue 15: the tasks of an offline manager are handed over across ticks.
+/// 500 tasks managed by a node that dies; every request of the monitor costs
+/// 2 ms on the injected clock. Before, one monitor tick handed over all of
+/// them (several requests each: seconds past the tick's budget); now the
+/// hand-overs stop at half the budget and go on in the next ticks: every
+/// task gets a live manager, no monitor tick overruns its budget, and no
+/// node but the dead one is declared offline.
+#[tokio::test]
+async fn the_tasks_of_an_offline_manager_are_handed_over_across_ticks() {
+    const TASKS: usize = 500;
+    fn slow(id: NodeId) -> NodeConfig {
+        let mut c = NodeConfig::new(id);
+        c.heartbeat = Duration::from_secs(2);
+        c.session_timeout = Duration::from_secs(15);
+        c.lease = Duration::from_secs(15);
+        c
+    }
+    let work = WorkConfig { sweep: Duration::from_secs(3600), ..noop_work() };
+    let mut sim = Sim::with(3, slow, work, OpKind::ALL.to_vec(), true).await;
+    sim.settle().await;
+    let monitor = sim.monitor().cloned().expect("a monitor");
+    let victim = ["n1", "n2", "n3"].into_iter().find(|n| *n != monitor.as_str()).unwrap();
+    let mut ids = vec![];
+    for i in 0..TASKS {
+        let mut spec = TaskSpec::table(
+            Name::parse("db").unwrap(),
+            Name::parse("s").unwrap(),
+            Name::parse(&format!("t{i}")).unwrap(),
+        );
+        spec.shards = Some(1);
+        spec.manager = Some(NodeId::parse(victim).unwrap());
+        ids.push(tasks::submit(&sim.store, spec, sim.cluster.clock.wall_ms()).await.unwrap());
+    }
+    sim.crash(victim);
+    let clock = sim.cluster.clock.clone();
+    let ops = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = ops.clone();
+    sim.slot(monitor.as_str()).extra.set_on_op(Some(Arc::new(move |_, _| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        clock.advance(Duration::from_millis(2))
+    })));
+    let budget = Duration::from_secs(15) / 4;
+    let (mut longest, mut most_ops, mut rounds) = (Duration::ZERO, 0, 0);
+    let i = sim.cluster.slots.iter().position(|s| s.id == monitor).unwrap();
+    loop {
+        rounds += 1;
+        assert!(rounds < 2000, "the tasks were not handed over");
+        let (before, ops_before) = (sim.cluster.clock.mono(), ops.load(std::sync::atomic::Ordering::Relaxed));
+        sim.cluster.tick(i).await;
+        longest = longest.max(sim.cluster.clock.mono() - before);
+        most_ops = most_ops.max(ops.load(std::sync::atomic::Ordering::Relaxed) - ops_before);
+        sim.round().await;
+        let pointers = sim.store.list(&v2::node_assigned_dir(&NodeId::parse(victim).unwrap())).await.unwrap();
+        if rounds % 10 == 0 && pointers.is_empty() {
+            break;
+        }
+    }
+    let mut managers = BTreeMap::<String, usize>::new();
+    for id in &ids {
+        let st = tasks::status(&sim.store, id).await.unwrap();
+        assert_eq!(st.manager_term, 2, "task {id}");
+        *managers.entry(st.manager.clone().unwrap_or_default()).or_default() += 1;
+    }
+    eprintln!(
+        "{TASKS} hand-overs: {rounds} rounds, longest monitor tick {longest:?} (budget {budget:?}), \
+         at most {most_ops} requests in one monitor tick; managers now {managers:?}"
+    );
+    assert!(!managers.contains_key(victim), "{managers:?}");
+    assert!(longest <= budget + Duration::from_millis(500), "a monitor tick took {longest:?}");
+    let offline: Vec<String> =
+        sim.store.list(v2::OFFLINE).await.unwrap().iter().map(|e| e.name().to_string()).collect();
+    assert!(offline.iter().all(|o| o.starts_with(&format!("{victim}."))), "declared offline: {offline:?}");
+}

@@ -37,29 +37,35 @@ pub struct SweepReport {
     pub by_state: BTreeMap<String, usize>,
 }
 
-/// Gives every task managed by `node` (found by its `Manage.*` pointers) to
-/// the live node the ring picks among `members`. The caller passes only
-/// node ids with no live incarnation (a node that came back under a new
-/// incarnation keeps its tasks: its new self rebuilds them), and `members`
-/// includes the monitor itself, so a candidate always exists. A pointer
-/// whose task is now managed by another node is stale and only removed.
-pub async fn take_over_managed_by(
+/// The tasks `node` managed (its `Manage.*` pointers), to hand over one by
+/// one with [`take_over`].
+pub async fn managed_by(store: &Store, node: &NodeId) -> store::Result<Vec<TaskId>> {
+    Ok(list_node(store, node).await?.manages)
+}
+
+/// Gives `task`, managed by `node`, to the live node the ring picks among
+/// `members`. The caller passes only node ids with no live incarnation (a
+/// node that came back under a new incarnation keeps its tasks: its new
+/// self rebuilds them), and `members` includes the monitor itself, so a
+/// candidate always exists. A pointer whose task is now managed by another
+/// node is stale and only removed. The pointer goes last: a crash before
+/// leaves it for the next monitor's sweep, which hands over any active task
+/// whose manager is not live.
+pub async fn take_over(
     store: &Store,
     node: &NodeId,
+    task: &TaskId,
     members: &[NodeId],
     wall_ms: u64,
-) -> Result<SweepReport, TaskError> {
-    let mut report = SweepReport::default();
-    let folder = list_node(store, node).await?;
-    for task in folder.manages {
-        let dir = tasks::read_dir(store, &task).await?;
-        let current = tasks::read_term(store, &task, dir.term()).await?;
-        if current.is_some_and(|t| &t.node == node) {
-            move_manager(store, &task, members.iter().filter(|m| *m != node), wall_ms, &mut report).await?;
-        }
-        store.delete(&v2::manage_pointer(node, &task)).await?;
+    report: &mut SweepReport,
+) -> Result<(), TaskError> {
+    let dir = tasks::read_dir(store, task).await?;
+    let current = tasks::read_term(store, task, dir.term()).await?;
+    if current.is_some_and(|t| &t.node == node) {
+        move_manager(store, task, members.iter().filter(|m| *m != node), wall_ms, report).await?;
     }
-    Ok(report)
+    store.delete(&v2::manage_pointer(node, task)).await?;
+    Ok(())
 }
 
 async fn move_manager<'a>(

@@ -38,6 +38,8 @@ pub struct Work {
     next_sweep_at: Duration,
     /// The monitor's sweep pass in progress, if any.
     sweep: Option<crate::monitor::tasks::SweepPass>,
+    /// Tasks of offline managers the monitor has still to hand over.
+    handovers: std::collections::VecDeque<(layouts::NodeId, TaskId)>,
     /// Ticks so far: which manager goes first (see `work_round`).
     rotation: usize,
 }
@@ -193,6 +195,7 @@ impl Node {
             managers: BTreeMap::new(),
             next_sweep_at: Duration::ZERO,
             sweep: None,
+            handovers: Default::default(),
             rotation: 0,
         });
         self
@@ -312,8 +315,11 @@ impl Node {
                 self.jobs_active = true;
                 self.drive_jobs(now).await;
             }
-            if self.monitor.is_some() && self.work.as_ref().is_some_and(|w| w.sweep.is_some()) {
-                // A sweep pass goes on in the next ticks, not the next scan.
+            if self.monitor.is_some()
+                && self.work.as_ref().is_some_and(|w| w.sweep.is_some() || !w.handovers.is_empty())
+            {
+                // Hand-overs and a sweep pass go on in the next ticks, not
+                // the next scan.
                 self.sweep_tasks(now, vec![], &deadline).await;
             }
         }
@@ -468,13 +474,14 @@ impl Node {
     }
 
     /// The monitor's task duties after a membership scan: hand over the
-    /// tasks of offline managers at once, and start or continue a sweep
-    /// pass ([`crate::monitor::tasks::SweepPass`]) for at most half the
-    /// tick's budget, so the monitor's own work keeps the rest.
+    /// tasks of offline managers, and start or continue a sweep pass
+    /// ([`crate::monitor::tasks::SweepPass`]), together for at most half the
+    /// tick's budget, so the monitor's own work keeps the rest; what is left
+    /// goes on in the next ticks.
     async fn sweep_tasks(&mut self, now: Duration, offline: Vec<layouts::NodeId>, deadline: &Deadline) {
         let Some(work) = self.work.as_ref() else { return };
         let sweep_due = now >= work.next_sweep_at || work.sweep.is_some();
-        if offline.is_empty() && !sweep_due {
+        if offline.is_empty() && work.handovers.is_empty() && !sweep_due {
             return;
         }
         // Candidates: the members, and always the monitor itself (its own
@@ -484,24 +491,43 @@ impl Node {
         if !members.contains(&self.cfg.id) {
             members.push(self.cfg.id.clone());
         }
-        // A node declared offline under an old incarnation but alive under a
-        // new one keeps its tasks.
-        let offline: Vec<layouts::NodeId> = offline.into_iter().filter(|n| !members.contains(n)).collect();
         let Some(epoch) = self.monitor_duty_allowed(now, "monitor task duty").await else { return };
         let wall = self.clock.wall_ms();
-        for node in offline {
-            match crate::monitor::tasks::take_over_managed_by(&self.store, &node, &members, wall).await {
-                Ok(r) => r.reassigned.iter().for_each(|(_, to)| self.pokes.work(to)),
-                Err(e) => tracing::warn!(%node, "handing over the tasks of an offline manager failed: {e}"),
+        // Half the tick's budget (a quarter of the session or lease).
+        let share = self.cfg.session_timeout.min(self.cfg.lease) / 8;
+        let until = Deadline::new(self.clock.clone(), (self.clock.mono() + share).min(deadline.at()));
+        // A node declared offline under an old incarnation but alive under a
+        // new one keeps its tasks.
+        for node in offline.into_iter().filter(|n| !members.contains(n)) {
+            match crate::monitor::tasks::managed_by(&self.store, &node).await {
+                Ok(tasks) => {
+                    let Some(work) = self.work.as_mut() else { return };
+                    work.handovers.extend(tasks.into_iter().map(|t| (node.clone(), t)));
+                }
+                Err(e) => tracing::warn!(%node, "listing the tasks of an offline manager failed: {e}"),
+            }
+        }
+        let Some(work) = self.work.as_mut() else { return };
+        while let Some((node, task)) = work.handovers.front().cloned() {
+            if until.passed() {
+                deadline.leave_work();
+                return;
+            }
+            work.handovers.pop_front();
+            if members.contains(&node) {
+                continue;
+            }
+            let mut r = crate::monitor::tasks::SweepReport::default();
+            match crate::monitor::tasks::take_over(&self.store, &node, &task, &members, wall, &mut r).await {
+                Ok(()) => r.reassigned.iter().for_each(|(_, to)| self.pokes.work(to)),
+                // Left to the sweep, which hands over any active task whose
+                // manager is not live.
+                Err(e) => tracing::warn!(%node, %task, "handing over a task of an offline manager failed: {e}"),
             }
         }
         if !sweep_due {
             return;
         }
-        // Half the tick's budget (a quarter of the session or lease).
-        let share = self.cfg.session_timeout.min(self.cfg.lease) / 8;
-        let until = Deadline::new(self.clock.clone(), (self.clock.mono() + share).min(deadline.at()));
-        let Some(work) = self.work.as_mut() else { return };
         let pass = work.sweep.get_or_insert_with(|| {
             work.next_sweep_at = now + work.cfg.sweep;
             Default::default()
@@ -555,7 +581,9 @@ impl Node {
         if !self.election.is_leader() {
             self.monitor = None;
             if let Some(w) = self.work.as_mut() {
+                // Left to the next monitor's sweep.
                 w.sweep = None;
+                w.handovers.clear();
             }
         }
         if let Some(view) = self.election.view() {
