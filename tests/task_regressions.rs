@@ -63,6 +63,19 @@ fn fast(id: NodeId) -> NodeConfig {
     c
 }
 
+/// Timings for a slow backend: 15 s session and lease, so a tick's budget is
+/// 3.75 s.
+fn slow(id: NodeId) -> NodeConfig {
+    let mut c = NodeConfig::new(id);
+    c.heartbeat = Duration::from_secs(2);
+    c.session_timeout = Duration::from_secs(15);
+    c.lease = Duration::from_secs(15);
+    c
+}
+
+/// The budget of one tick under [`slow`] timings.
+const SLOW_BUDGET: Duration = Duration::from_millis(3750);
+
 fn noop_work() -> WorkConfig {
     WorkConfig {
         executor: ExecutorKind::Noop,
@@ -435,13 +448,6 @@ async fn attempts_after_manager_change(restart: bool) {
 /// running per node. Without the deadline one tick of n2 takes over 20 s.
 #[tokio::test]
 async fn heartbeats_keep_flowing_while_a_manager_dispatches_thousands_of_subtasks() {
-    fn slow(id: NodeId) -> NodeConfig {
-        let mut c = NodeConfig::new(id);
-        c.heartbeat = Duration::from_secs(2);
-        c.session_timeout = Duration::from_secs(15);
-        c.lease = Duration::from_secs(15);
-        c
-    }
     let work = WorkConfig { max_running: 256, ..noop_work() };
     let mut sim = Sim::with(2, slow, work, OpKind::ALL.to_vec(), true).await;
     sim.slot("n2").paused = true;
@@ -528,6 +534,31 @@ async fn a_finished_subtask_whose_report_waits_a_poll_is_not_run_again() {
     assert_eq!(seen.len(), 3, "{text}");
 }
 
+/// Charges every request of `node` 2 ms on the injected clock and counts
+/// them: a slow backend, without real sleeps.
+fn charge_2ms(sim: &mut Sim, node: &str) -> Arc<std::sync::atomic::AtomicU64> {
+    let clock = sim.cluster.clock.clone();
+    let ops = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = ops.clone();
+    sim.slot(node).extra.set_on_op(Some(Arc::new(move |_, _| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        clock.advance(Duration::from_millis(2))
+    })));
+    ops
+}
+
+/// Ticks `node` alone (its requests are the only charged ones), then a
+/// round of everyone: returns how long its tick took on the injected clock
+/// and how many requests it made.
+async fn timed_tick(sim: &mut Sim, node: &NodeId, ops: &std::sync::atomic::AtomicU64) -> (Duration, u64) {
+    let (before, ops_before) = (sim.cluster.clock.mono(), ops.load(std::sync::atomic::Ordering::Relaxed));
+    let i = sim.cluster.slots.iter().position(|s| &s.id == node).unwrap();
+    sim.cluster.tick(i).await;
+    let took = (sim.cluster.clock.mono() - before, ops.load(std::sync::atomic::Ordering::Relaxed) - ops_before);
+    sim.round().await;
+    took
+}
+
 /// Issue 15: the monitor's sweep over 10,000 finished task folders on a slow
 /// backend (every request of the monitor costs 2 ms on the injected clock).
 /// Before, one sweep read every folder in one tick (30,000 requests: 60 s
@@ -540,13 +571,6 @@ async fn a_finished_subtask_whose_report_waits_a_poll_is_not_run_again() {
 async fn a_sweep_over_ten_thousand_tasks_spans_ticks_under_the_deadline() {
     // `COMPACTD_SWEEP_TASKS=100000` for the issue's full size.
     let n: u64 = std::env::var("COMPACTD_SWEEP_TASKS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
-    fn slow(id: NodeId) -> NodeConfig {
-        let mut c = NodeConfig::new(id);
-        c.heartbeat = Duration::from_secs(2);
-        c.session_timeout = Duration::from_secs(15);
-        c.lease = Duration::from_secs(15);
-        c
-    }
     let work = WorkConfig { sweep: Duration::from_secs(3600), ..noop_work() };
     let mut sim = Sim::with(2, slow, work, OpKind::ALL.to_vec(), true).await;
     sim.settle().await;
@@ -566,16 +590,10 @@ async fn a_sweep_over_ten_thousand_tasks_spans_ticks_under_the_deadline() {
     }
     let incarnations: Vec<u64> = sim.cluster.nodes().map(|n| n.stats().incarnation).collect();
     // The monitor's own requests become slow; its next sweep is due now.
-    let clock = sim.cluster.clock.clone();
-    let ops = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let counted = ops.clone();
-    sim.slot(monitor.as_str()).extra.set_on_op(Some(Arc::new(move |_, _| {
-        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        clock.advance(Duration::from_millis(2))
-    })));
+    let ops = charge_2ms(&mut sim, monitor.as_str());
     let mut most_ops = 0;
     sim.slot(monitor.as_str()).node.as_mut().unwrap().sweep_now();
-    let budget = Duration::from_secs(15) / 4;
+    let budget = SLOW_BUDGET;
     let mut longest = Duration::ZERO;
     let mut late = None;
     let mut rounds = 0;
@@ -587,13 +605,9 @@ async fn a_sweep_over_ten_thousand_tasks_spans_ticks_under_the_deadline() {
             sim.store.list(v2::SCHEDULER).await.unwrap().len()
         );
         // The monitor's tick alone (its requests are the only slow ones).
-        let before = sim.cluster.clock.mono();
-        let ops_before = ops.load(std::sync::atomic::Ordering::Relaxed);
-        let i = sim.cluster.slots.iter().position(|s| s.id == monitor).unwrap();
-        sim.cluster.tick(i).await;
-        longest = longest.max(sim.cluster.clock.mono() - before);
-        most_ops = most_ops.max(ops.load(std::sync::atomic::Ordering::Relaxed) - ops_before);
-        sim.round().await;
+        let (took, n_ops) = timed_tick(&mut sim, &monitor, &ops).await;
+        longest = longest.max(took);
+        most_ops = most_ops.max(n_ops);
         if rounds == 5 {
             // Submitted while the pass works through the old folders.
             late = Some(sim.submit(3, other).await);
@@ -709,13 +723,6 @@ async fn a_restarted_manager_of_many_tasks_rebuilds_them_from_one_listing() {
 #[tokio::test]
 async fn the_tasks_of_an_offline_manager_are_handed_over_across_ticks() {
     const TASKS: usize = 500;
-    fn slow(id: NodeId) -> NodeConfig {
-        let mut c = NodeConfig::new(id);
-        c.heartbeat = Duration::from_secs(2);
-        c.session_timeout = Duration::from_secs(15);
-        c.lease = Duration::from_secs(15);
-        c
-    }
     let work = WorkConfig { sweep: Duration::from_secs(3600), ..noop_work() };
     let mut sim = Sim::with(3, slow, work, OpKind::ALL.to_vec(), true).await;
     sim.settle().await;
@@ -733,24 +740,15 @@ async fn the_tasks_of_an_offline_manager_are_handed_over_across_ticks() {
         ids.push(tasks::submit(&sim.store, spec, sim.cluster.clock.wall_ms()).await.unwrap());
     }
     sim.crash(victim);
-    let clock = sim.cluster.clock.clone();
-    let ops = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let counted = ops.clone();
-    sim.slot(monitor.as_str()).extra.set_on_op(Some(Arc::new(move |_, _| {
-        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        clock.advance(Duration::from_millis(2))
-    })));
-    let budget = Duration::from_secs(15) / 4;
+    let ops = charge_2ms(&mut sim, monitor.as_str());
+    let budget = SLOW_BUDGET;
     let (mut longest, mut most_ops, mut rounds) = (Duration::ZERO, 0, 0);
-    let i = sim.cluster.slots.iter().position(|s| s.id == monitor).unwrap();
     loop {
         rounds += 1;
         assert!(rounds < 2000, "the tasks were not handed over");
-        let (before, ops_before) = (sim.cluster.clock.mono(), ops.load(std::sync::atomic::Ordering::Relaxed));
-        sim.cluster.tick(i).await;
-        longest = longest.max(sim.cluster.clock.mono() - before);
-        most_ops = most_ops.max(ops.load(std::sync::atomic::Ordering::Relaxed) - ops_before);
-        sim.round().await;
+        let (took, n_ops) = timed_tick(&mut sim, &monitor, &ops).await;
+        longest = longest.max(took);
+        most_ops = most_ops.max(n_ops);
         let pointers = sim.store.list(&v2::node_assigned_dir(&NodeId::parse(victim).unwrap())).await.unwrap();
         if rounds % 10 == 0 && pointers.is_empty() {
             break;
