@@ -10,14 +10,12 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::cluster::{alive, monitor_of, Cluster, BIN};
+use common::freezer::Freezer;
 use common::s3::S3Server;
 use serde_json::Value;
 
@@ -141,56 +139,6 @@ fn metrics_move_with_a_task_and_health_answers_on_every_node() {
     let text = common::http::get(&nodes[monitors[0]], "/metrics").unwrap().1;
     assert!(text.contains("# TYPE compactd_ticks counter") && !text.contains(".."), "{text}");
     assert!(sum(&scrape(&nodes[monitors[0]]), "compactd_cluster_events", &[]) >= 0.0);
-}
-
-/// A TCP proxy to the S3 server that can stop forwarding: connections stay
-/// open, bytes stop flowing (a backend that hangs).
-struct Freezer {
-    port: u16,
-    frozen: Arc<AtomicBool>,
-}
-
-fn pump(mut from: TcpStream, mut to: TcpStream, frozen: Arc<AtomicBool>) {
-    from.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
-    let mut buf = [0u8; 16384];
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(300) {
-        if frozen.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(20));
-            continue;
-        }
-        match from.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
-                    break;
-                }
-            }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-            Err(_) => break,
-        }
-    }
-    let _ = to.shutdown(std::net::Shutdown::Both);
-}
-
-impl Freezer {
-    fn start(upstream: u16) -> Freezer {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        let frozen = Arc::new(AtomicBool::new(false));
-        let f = frozen.clone();
-        std::thread::spawn(move || {
-            for conn in l.incoming() {
-                let Ok(client) = conn else { continue };
-                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else { continue };
-                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                let (fa, fb) = (f.clone(), f.clone());
-                std::thread::spawn(move || pump(client, server, fa));
-                std::thread::spawn(move || pump(s2, c2, fb));
-            }
-        });
-        Freezer { port, frozen }
-    }
 }
 
 fn wait_health(addr: &str, want: u16, within: Duration, c: &Cluster) -> String {

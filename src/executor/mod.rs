@@ -141,6 +141,33 @@ pub struct Running {
 /// the worker uses it to wake its node (see [`crate::wake`]).
 pub type OnExit = Box<dyn FnOnce() + Send + 'static>;
 
+/// The process groups of a node's live executors, shared with the daemon
+/// loop: while a tick waits on a backend that does not answer, the loop
+/// kills them all before the node's session can run out (the session
+/// guard, see `node::daemon`), so that no unit runs here and, after the
+/// monitor declared this node offline, on another node at once.
+#[derive(Debug, Clone, Default)]
+pub struct Groups(Arc<Mutex<std::collections::BTreeSet<i32>>>);
+
+impl Groups {
+    fn insert(&self, pgid: i32) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(pgid);
+    }
+
+    fn remove(&self, pgid: i32) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&pgid);
+    }
+
+    /// Kills every live executor and all it started; returns how many.
+    pub fn kill_all(&self) -> usize {
+        let groups = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for &g in &groups {
+            kill_group(g);
+        }
+        groups.len()
+    }
+}
+
 /// How long the output may go on after the child ended (a process that
 /// left the group may hold the pipe open).
 const OUTPUT_GRACE: Duration = Duration::from_secs(1);
@@ -165,8 +192,9 @@ fn capture(
     })
 }
 
-/// Starts an executor for `req`; `on_exit` runs once it has ended.
-pub fn spawn(req: &ExecRequest, now: Duration, on_exit: Option<OnExit>) -> std::io::Result<Running> {
+/// Starts an executor for `req`, listed in `groups` while it lives;
+/// `on_exit` runs once it has ended.
+pub fn spawn(req: &ExecRequest, now: Duration, groups: &Groups, on_exit: Option<OnExit>) -> std::io::Result<Running> {
     let mut cmd = match req.kind {
         ExecutorKind::Noop => return Err(std::io::Error::other("the noop executor runs in process, not as a child")),
         ExecutorKind::Command => {
@@ -239,11 +267,14 @@ pub fn spawn(req: &ExecRequest, now: Duration, on_exit: Option<OnExit>) -> std::
             .flatten()
             .collect();
     let (tx, exit) = tokio::sync::oneshot::channel();
+    groups.insert(pgid);
+    let groups = groups.clone();
     tokio::spawn(async move {
         let status = child.wait().await;
         // The child is gone; make sure nothing it started lingers (that also
         // closes the pipes they held), then let the output drain.
         kill_group(pgid);
+        groups.remove(pgid);
         let _ = tokio::time::timeout(OUTPUT_GRACE, futures::future::join_all(captures)).await;
         let _ = tx.send(status);
         if let Some(f) = on_exit {
@@ -385,7 +416,7 @@ mod tests {
             run_as: None,
         };
         let clock = crate::clock::SystemClock::shared();
-        let mut r = spawn(&req, clock.mono(), None).unwrap();
+        let mut r = spawn(&req, clock.mono(), &Groups::default(), None).unwrap();
         let f = loop {
             if let Some(f) = r.try_finish(clock.mono()) {
                 break f;
@@ -413,7 +444,7 @@ mod tests {
             run_as: None,
         };
         let clock = crate::clock::SystemClock::shared();
-        let mut r = spawn(&req, clock.mono(), None).unwrap();
+        let mut r = spawn(&req, clock.mono(), &Groups::default(), None).unwrap();
         let pgid = r.pid();
         let f = loop {
             if let Some(f) = r.try_finish(clock.mono()) {
@@ -424,5 +455,47 @@ mod tests {
         assert!(f.error.unwrap().contains("timed out"));
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(live_in_group(pgid), 0, "the background sleep survived");
+    }
+
+    /// The session guard's kill: every live executor's whole group, and an
+    /// executor that ended is no longer listed (its pgid may be reused).
+    #[tokio::test]
+    async fn groups_kill_every_live_executor_and_forget_ended_ones() {
+        let req = |cmd: &str| ExecRequest {
+            kind: ExecutorKind::Command,
+            command: Some(cmd.into()),
+            timeout: Duration::from_secs(60),
+            vars: BTreeMap::new(),
+            params: BTreeMap::new(),
+            data_uri: String::new(),
+            target_size: 0,
+            compression: String::new(),
+            fence: None,
+            run_as: None,
+        };
+        let clock = crate::clock::SystemClock::shared();
+        let groups = Groups::default();
+        let mut quick = spawn(&req("true"), clock.mono(), &groups, None).unwrap();
+        while quick.try_finish(clock.mono()).is_none() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The waiter forgets the group right after the exit it reports.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let mut a = spawn(&req("sleep 30 & sleep 30"), clock.mono(), &groups, None).unwrap();
+        let mut b = spawn(&req("sleep 30"), clock.mono(), &groups, None).unwrap();
+        let (ga, gb) = (a.pid(), b.pid());
+        assert_eq!(groups.kill_all(), 2);
+        for r in [&mut a, &mut b] {
+            let f = loop {
+                if let Some(f) = r.try_finish(clock.mono()) {
+                    break f;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            };
+            assert!(!f.success);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!((live_in_group(ga), live_in_group(gb)), (0, 0), "a killed group survived");
+        assert_eq!(groups.kill_all(), 0, "ended executors are forgotten");
     }
 }

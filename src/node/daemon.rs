@@ -124,14 +124,38 @@ pub async fn run(
     loop {
         let started = clock.mono();
         let woken = wake.take();
-        busy = if started >= next_poll {
+        let guard = node.session_guard();
+        let poll_now = started >= next_poll;
+        if poll_now {
             next_poll = started + interval;
-            node.tick().await
         } else {
             wake.counters.woken_ticks.fetch_add(1, Ordering::Relaxed);
-            // Work left over by a tick that ran out of time goes on.
-            let woken = if busy { Woken::ALL } else { woken };
-            node.tick_woken(woken).await
+        }
+        // Work left over by a tick that ran out of time goes on.
+        let woken = if poll_now { None } else { Some(if busy { Woken::ALL } else { woken }) };
+        let tick = async {
+            match woken {
+                None => node.tick().await,
+                Some(w) => node.tick_woken(w).await,
+            }
+        };
+        busy = match guard {
+            None => tick.await,
+            Some((at, groups)) => {
+                // A tick stuck on a backend that does not answer must not
+                // let this node's executors outlive its session.
+                tokio::pin!(tick);
+                #[allow(clippy::disallowed_methods)]
+                let trip = tokio::time::sleep(at.saturating_sub(clock.mono()));
+                tokio::select! {
+                    b = &mut tick => b,
+                    _ = trip => {
+                        let killed = groups.kill_all();
+                        tracing::warn!(killed, "a tick waited on the backend for most of the session: executors killed");
+                        tick.await
+                    }
+                }
+            }
         };
         let end = clock.mono();
         if let Some(m) = &metrics {

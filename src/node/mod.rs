@@ -28,6 +28,11 @@ use crate::tasks::manager::{Ctx, Flow, FolderCache, TaskManager};
 use crate::tasks::worker::{list_node, WorkConfig, Worker};
 use crate::wake::{Poker, Pokes, Scope, Wakeup, Woken};
 
+/// Fraction of the session after the start of the last successful
+/// heartbeat at which the session guard kills the node's executors
+/// ([`Node::session_guard`]).
+pub const GUARD_FRACTION: f64 = 0.8;
+
 /// The task layer of a node: its worker, the tasks it manages, and the
 /// monitor's task duties.
 pub struct Work {
@@ -154,6 +159,21 @@ impl Node {
     /// When the last successful heartbeat write started (monotonic).
     pub fn last_beat_ok(&self) -> Option<Duration> {
         self.last_beat_ok
+    }
+
+    /// The session guard: the latest moment by which this node's executors
+    /// must be dead if no heartbeat succeeds meanwhile, and their process
+    /// groups. The monitor declares a node offline a session after it last
+    /// saw its beat change, and the beat can land no earlier than the
+    /// write started (`last_beat_ok`); so killing at [`GUARD_FRACTION`] of
+    /// the session after that start ends this node's runs before another
+    /// node can be given them, with the rest of the session as margin for
+    /// clock-rate differences. `None` before the first beat (and after a
+    /// rejoin, which kills the executors itself).
+    pub fn session_guard(&self) -> Option<(Duration, crate::executor::Groups)> {
+        let ok = self.last_beat_ok?;
+        let groups = self.work.as_ref()?.worker.groups();
+        Some((ok + self.cfg.session_timeout.mul_f64(GUARD_FRACTION), groups))
     }
 
     /// The newest member view lists this node under its incarnation.
@@ -286,6 +306,12 @@ impl Node {
         // and repeat their listings for nothing.
         let budget = self.cfg.session_timeout.min(self.cfg.lease) / 4;
         let deadline = Deadline::new(self.clock.clone(), now + budget);
+        if let Some((at, groups)) = self.session_guard().filter(|(at, _)| now >= *at) {
+            let killed = groups.kill_all();
+            if killed > 0 {
+                tracing::warn!(killed, late = ?now - at, "no heartbeat succeeded for most of the session: executors killed");
+            }
+        }
         if let Some(ok) = self.last_beat_ok {
             let gap = now.saturating_sub(ok);
             if gap > self.cfg.session_timeout {

@@ -158,6 +158,8 @@ pub struct Worker {
     /// Managers to wake: a result of theirs was written.
     pokes: Pokes,
     metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// Its live executors' process groups (for the session guard).
+    groups: executor::Groups,
 }
 
 impl Worker {
@@ -170,7 +172,13 @@ impl Worker {
             wake: None,
             pokes: Pokes::default(),
             metrics: None,
+            groups: Default::default(),
         }
+    }
+
+    /// The process groups of its live executors.
+    pub fn groups(&self) -> executor::Groups {
+        self.groups.clone()
     }
 
     /// Records executor starts, ends and durations into `metrics`.
@@ -416,7 +424,7 @@ impl Worker {
             return Ok(());
         }
         let on_exit = self.wake.clone().map(|w| Box::new(move || w.poke(Scope::Work)) as executor::OnExit);
-        match executor::spawn(&req, now, on_exit) {
+        match executor::spawn(&req, now, &self.groups, on_exit) {
             Ok(exec) => {
                 tracing::info!(subtask = %sub, pid = exec.pid(), ?kind, "subtask started");
                 self.running.insert(sub.to_string(), RunningSub { exec: Some(exec), kind, manager, started: now });

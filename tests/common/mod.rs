@@ -3,6 +3,7 @@
 #![allow(clippy::disallowed_methods)]
 pub mod chaos_support;
 pub mod cluster;
+pub mod freezer;
 pub mod http;
 pub mod killat;
 pub mod parquet;
