@@ -76,6 +76,11 @@ fn slow(id: NodeId) -> NodeConfig {
 /// The budget of one tick under [`slow`] timings.
 const SLOW_BUDGET: Duration = Duration::from_millis(3750);
 
+/// A task on table `db.s.<table>`.
+fn spec_for(table: &str) -> TaskSpec {
+    TaskSpec::table(Name::parse("db").unwrap(), Name::parse("s").unwrap(), Name::parse(table).unwrap())
+}
+
 fn noop_work() -> WorkConfig {
     WorkConfig {
         executor: ExecutorKind::Noop,
@@ -177,8 +182,7 @@ impl Sim {
     }
 
     async fn submit(&mut self, shards: u32, manager: &str) -> TaskId {
-        let mut spec =
-            TaskSpec::table(Name::parse("db").unwrap(), Name::parse("s").unwrap(), Name::parse("t").unwrap());
+        let mut spec = spec_for("t");
         spec.shards = Some(shards);
         spec.executor =
             Some(ExecutorSpec { kind: ExecutorKind::Noop, command: None, command_name: None, timeout_ms: None });
@@ -488,7 +492,7 @@ async fn a_finished_subtask_whose_report_waits_a_poll_is_not_run_again() {
     let mut sim = Sim::with(1, fast, work, vec![OpKind::Put], false).await;
     sim.settle().await;
     let runs = sim.dir.path().join("runs");
-    let mut spec = TaskSpec::table(Name::parse("db").unwrap(), Name::parse("s").unwrap(), Name::parse("t").unwrap());
+    let mut spec = spec_for("t");
     spec.shards = Some(3);
     let command = format!("echo {{subtask}} >> '{}'", runs.display());
     spec.executor = Some(ExecutorSpec {
@@ -655,11 +659,7 @@ async fn a_restarted_manager_of_many_tasks_rebuilds_them_from_one_listing() {
     assert_eq!(sim.monitor().map(|n| n.as_str()), Some("n1"));
     let mut ids = vec![];
     for i in 0..TASKS {
-        let mut spec = TaskSpec::table(
-            Name::parse("db").unwrap(),
-            Name::parse("s").unwrap(),
-            Name::parse(&format!("t{i}")).unwrap(),
-        );
+        let mut spec = spec_for(&format!("t{i}"));
         spec.shards = Some(2);
         spec.executor = Some(ExecutorSpec {
             kind: ExecutorKind::Command,
@@ -730,11 +730,7 @@ async fn the_tasks_of_an_offline_manager_are_handed_over_across_ticks() {
     let victim = ["n1", "n2", "n3"].into_iter().find(|n| *n != monitor.as_str()).unwrap();
     let mut ids = vec![];
     for i in 0..TASKS {
-        let mut spec = TaskSpec::table(
-            Name::parse("db").unwrap(),
-            Name::parse("s").unwrap(),
-            Name::parse(&format!("t{i}")).unwrap(),
-        );
+        let mut spec = spec_for(&format!("t{i}"));
         spec.shards = Some(1);
         spec.manager = Some(NodeId::parse(victim).unwrap());
         ids.push(tasks::submit(&sim.store, spec, sim.cluster.clock.wall_ms()).await.unwrap());

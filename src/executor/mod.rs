@@ -397,6 +397,31 @@ mod tests {
         assert!(parse_stats("").is_empty());
     }
 
+    /// A command request with no variables or parameters.
+    fn command(cmd: &str, timeout: Duration) -> ExecRequest {
+        ExecRequest {
+            kind: ExecutorKind::Command,
+            command: Some(cmd.into()),
+            timeout,
+            vars: BTreeMap::new(),
+            params: BTreeMap::new(),
+            data_uri: String::new(),
+            target_size: 0,
+            compression: String::new(),
+            fence: None,
+            run_as: None,
+        }
+    }
+
+    async fn finished(r: &mut Running, clock: &crate::clock::SharedClock) -> Finished {
+        loop {
+            if let Some(f) = r.try_finish(clock.mono()) {
+                return f;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     #[tokio::test]
     async fn runs_commands_with_env_and_captures_the_tail() {
         let mut vars = BTreeMap::new();
@@ -431,27 +456,11 @@ mod tests {
 
     #[tokio::test]
     async fn timeout_kills_the_whole_group() {
-        let req = ExecRequest {
-            kind: ExecutorKind::Command,
-            command: Some("sleep 30 & sleep 30".into()),
-            timeout: Duration::from_millis(100),
-            vars: BTreeMap::new(),
-            params: BTreeMap::new(),
-            data_uri: String::new(),
-            target_size: 0,
-            compression: String::new(),
-            fence: None,
-            run_as: None,
-        };
+        let req = command("sleep 30 & sleep 30", Duration::from_millis(100));
         let clock = crate::clock::SystemClock::shared();
         let mut r = spawn(&req, clock.mono(), &Groups::default(), None).unwrap();
         let pgid = r.pid();
-        let f = loop {
-            if let Some(f) = r.try_finish(clock.mono()) {
-                break f;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let f = finished(&mut r, &clock).await;
         assert!(f.error.unwrap().contains("timed out"));
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(live_in_group(pgid), 0, "the background sleep survived");
@@ -461,39 +470,17 @@ mod tests {
     /// executor that ended is no longer listed (its pgid may be reused).
     #[tokio::test]
     async fn groups_kill_every_live_executor_and_forget_ended_ones() {
-        let req = |cmd: &str| ExecRequest {
-            kind: ExecutorKind::Command,
-            command: Some(cmd.into()),
-            timeout: Duration::from_secs(60),
-            vars: BTreeMap::new(),
-            params: BTreeMap::new(),
-            data_uri: String::new(),
-            target_size: 0,
-            compression: String::new(),
-            fence: None,
-            run_as: None,
-        };
+        let req = |cmd: &str| command(cmd, Duration::from_secs(60));
         let clock = crate::clock::SystemClock::shared();
         let groups = Groups::default();
         let mut quick = spawn(&req("true"), clock.mono(), &groups, None).unwrap();
-        while quick.try_finish(clock.mono()).is_none() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        // The waiter forgets the group right after the exit it reports.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        finished(&mut quick, &clock).await;
         let mut a = spawn(&req("sleep 30 & sleep 30"), clock.mono(), &groups, None).unwrap();
         let mut b = spawn(&req("sleep 30"), clock.mono(), &groups, None).unwrap();
         let (ga, gb) = (a.pid(), b.pid());
-        assert_eq!(groups.kill_all(), 2);
-        for r in [&mut a, &mut b] {
-            let f = loop {
-                if let Some(f) = r.try_finish(clock.mono()) {
-                    break f;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            };
-            assert!(!f.success);
-        }
+        assert_eq!(groups.kill_all(), 2, "the ended executor is not listed");
+        assert!(!finished(&mut a, &clock).await.success);
+        assert!(!finished(&mut b, &clock).await.success);
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!((live_in_group(ga), live_in_group(gb)), (0, 0), "a killed group survived");
         assert_eq!(groups.kill_all(), 0, "ended executors are forgotten");
