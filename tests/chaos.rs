@@ -26,7 +26,8 @@
 //! The seed is printed; `COMPACTD_CHAOS_SEED=<n>` replays the same chaos
 //! decisions (timings of real processes still vary from run to run).
 //! `COMPACTD_CHAOS_LONG=1` runs more tasks, longer commands and a longer
-//! time limit.
+//! time limit; `COMPACTD_CHAOS_CALM=1` the same work without kills or pauses
+//! (the reference for throughput and executions per unit).
 //!
 //! A second group of tests checks that the merge executor's commit is fenced:
 //! a worker paused past its session, whose subtask was given to another
@@ -473,8 +474,11 @@ fn check_records(records: &Path, ids: &[String], done: &BTreeSet<String>, v: &mu
 fn fs_chaos_tasks_survive_kills_and_pauses() {
     let seed = seed();
     let long = std::env::var("COMPACTD_CHAOS_LONG").is_ok_and(|v| v == "1");
+    // The same work without kills or pauses: the reference for throughput
+    // and executions per unit under chaos.
+    let calm = std::env::var("COMPACTD_CHAOS_CALM").is_ok_and(|v| v == "1");
     let s = settings(long);
-    eprintln!("chaos seed: {seed} (replay with COMPACTD_CHAOS_SEED={seed}); long mode: {long}");
+    eprintln!("chaos seed: {seed} (replay with COMPACTD_CHAOS_SEED={seed}); long mode: {long}; calm: {calm}");
     let t0 = Instant::now();
 
     let c = Cluster::fs();
@@ -558,7 +562,7 @@ fn fs_chaos_tasks_survive_kills_and_pauses() {
         if submitted.elapsed() > s.chaos_limit {
             break;
         }
-        if now >= next_action {
+        if now >= next_action && !calm {
             ch.act();
             next_action = Instant::now() + Duration::from_millis(ch.rng.random_range(1000..=3000));
         }
