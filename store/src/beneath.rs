@@ -172,6 +172,7 @@ impl Beneath {
                         is_dir: false,
                         special: Some("non-UTF-8 name"),
                         len: None,
+                        version: None,
                     },
                     0,
                 ));
@@ -185,7 +186,7 @@ impl Beneath {
             };
             let ft = meta.file_type();
             let entry = if ft.is_dir() {
-                Entry { path: format!("{prefix}{name}/"), is_dir: true, special: None, len: None }
+                Entry { path: format!("{prefix}{name}/"), is_dir: true, special: None, len: None, version: None }
             } else if ft.is_file() && meta.nlink() > 1 {
                 // A second name of a file that may live anywhere (another
                 // table, /etc): never read as this partition's data.
@@ -194,11 +195,12 @@ impl Beneath {
                     is_dir: false,
                     special: Some("file with several hard links"),
                     len: None,
+                    version: None,
                 }
             } else {
                 let special = special_kind(&ft);
                 let len = (special.is_none() && ft.is_file()).then(|| meta.size());
-                Entry { path: format!("{prefix}{name}"), is_dir: false, special, len }
+                Entry { path: format!("{prefix}{name}"), is_dir: false, special, len, version: None }
             };
             out.push((entry, if ft.is_file() { meta.size() } else { 0 }));
         }

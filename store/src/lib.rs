@@ -78,6 +78,16 @@ pub struct Entry {
     /// The object's size, where the listing carries it (S3's ListObjectsV2,
     /// a data store over fs); `None` elsewhere ([`Store::stat`] tells).
     pub len: Option<u64>,
+    /// A token that changes whenever the object is rewritten, where the
+    /// listing carries one: S3's ETag (ListObjectsV2 returns it for every
+    /// key), fs's modification time and size, the memory backend's write
+    /// counter. `None` for folders and on a data store. Readers use it to
+    /// skip reading an object they have seen at this version; on fs two
+    /// rewrites within the file system's timestamp granularity and of the
+    /// same size look alike, so a version may stay equal across a rewrite
+    /// (never the other way round): treat "same version" as "probably
+    /// unchanged" and read anyway where a missed change would be wrong.
+    pub version: Option<String>,
 }
 
 impl Entry {
@@ -212,7 +222,11 @@ impl StoreWriter {
                 let r = tokio::task::spawn_blocking(move || put.finish()).await.expect("fs finish does not panic");
                 r.map_err(|e| fs_err(&store, "write (publish)", &path, e))
             }
-            WriterInner::Dal(mut w) => w.close().await.map(|_| ()).map_err(|e| store.err("write (close)", &path, e)),
+            WriterInner::Dal(mut w) => {
+                w.close().await.map_err(|e| store.err("write (close)", &path, e))?;
+                store.wrote(&path);
+                Ok(())
+            }
         }
     }
 }
@@ -234,6 +248,36 @@ pub struct Store {
     /// following links ([`Store::open_data`]).
     beneath: Option<beneath::Beneath>,
     options: StoreOptions,
+    /// The memory backend's listings carry no metadata: a write counter per
+    /// path stands in for S3's ETag, so that in-process clusters see the
+    /// versions a real object store gives ([`Entry::version`]).
+    versions: Option<std::sync::Arc<MemVersions>>,
+}
+
+#[derive(Debug, Default)]
+struct MemVersions {
+    next: std::sync::atomic::AtomicU64,
+    by_path: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+}
+
+impl MemVersions {
+    fn bump(&self, path: &str) {
+        let v = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        self.by_path.lock().expect("not poisoned").insert(path.to_string(), v);
+    }
+
+    fn remove(&self, path: &str) {
+        let mut map = self.by_path.lock().expect("not poisoned");
+        if path.ends_with('/') {
+            map.retain(|k, _| !k.starts_with(path));
+        } else {
+            map.remove(path);
+        }
+    }
+
+    fn get(&self, path: &str) -> Option<String> {
+        self.by_path.lock().expect("not poisoned").get(path).map(|v| format!("w{v}"))
+    }
 }
 
 impl Store {
@@ -326,6 +370,7 @@ impl Store {
             replace_op: options.apply(wrap(replace_op), true),
             beneath: None,
             options: options.clone(),
+            versions: matches!(uri, RootUri::Memory).then(Default::default),
         };
         store.check_capabilities()?;
         Ok(store)
@@ -384,6 +429,14 @@ impl Store {
             replace_op: wrap(self.replace_op.clone()),
             beneath: self.beneath.clone(),
             options: self.options.clone(),
+            versions: self.versions.clone(),
+        }
+    }
+
+    /// Records a write of `path` for the memory backend's versions.
+    fn wrote(&self, path: &str) {
+        if let Some(v) = &self.versions {
+            v.bump(path);
         }
     }
 
@@ -457,7 +510,10 @@ impl Store {
             return Ok(if made { Created::Created } else { Created::Exists });
         }
         match self.create_op.write_with(path, bytes.into()).if_not_exists(true).await {
-            Ok(_) => Ok(Created::Created),
+            Ok(_) => {
+                self.wrote(path);
+                Ok(Created::Created)
+            }
             Err(e)
                 if matches!(
                     e.kind(),
@@ -477,7 +533,9 @@ impl Store {
             let (p, b) = (path.to_string(), bytes.into());
             return self.fs_data("put", path, move |fs| fs.put(&p, &b)).await;
         }
-        self.replace_op.write(path, bytes.into()).await.map(|_| ()).map_err(|e| self.err("put", path, e))
+        self.replace_op.write(path, bytes.into()).await.map_err(|e| self.err("put", path, e))?;
+        self.wrote(path);
+        Ok(())
     }
 
     /// Starts a streamed whole-object write of `path`, for objects too large
@@ -519,6 +577,9 @@ impl Store {
                 None => false,
             }
         };
+        if moved {
+            self.wrote(to);
+        }
         if moved || self.exists(to).await? {
             return Ok(());
         }
@@ -547,7 +608,10 @@ impl Store {
             });
         }
         match self.create_op.write_with(path, bytes.into()).if_match(etag).await {
-            Ok(_) => Ok(Replaced::Replaced),
+            Ok(_) => {
+                self.wrote(path);
+                Ok(Replaced::Replaced)
+            }
             Err(e) if matches!(e.kind(), ErrorKind::ConditionNotMatch | ErrorKind::Conflict | ErrorKind::NotFound) => {
                 Ok(Replaced::Conflict)
             }
@@ -660,8 +724,18 @@ impl Store {
             let path = e.path().to_string();
             let keep = path != dir_owned && !path.starts_with(FS_TMP_DIR) && !(recursive && path.ends_with('/'));
             let is_dir = path.ends_with('/');
-            let len = (sized && !is_dir).then(|| e.metadata().content_length());
-            futures::future::ready(Ok(keep.then_some(Entry { is_dir, path, special: None, len })))
+            let meta = e.metadata();
+            let len = (sized && !is_dir).then(|| meta.content_length());
+            let version = if is_dir {
+                None
+            } else if let Some(v) = &self.versions {
+                v.get(&path)
+            } else if let Some(etag) = meta.etag() {
+                Some(etag.to_string())
+            } else {
+                meta.last_modified().map(|t| format!("{t}/{}", meta.content_length()))
+            };
+            futures::future::ready(Ok(keep.then_some(Entry { is_dir, path, special: None, len, version })))
         })
         .boxed()
     }
@@ -729,6 +803,9 @@ impl Store {
             }
             return Ok(());
         }
+        if let Some(v) = &self.versions {
+            v.remove(path);
+        }
         match self.op.delete(path).await {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
@@ -742,6 +819,9 @@ impl Store {
         if self.beneath.is_some() {
             let d = dir.to_string();
             return self.fs_data("delete_all", dir, move |fs| fs.delete_all(&d)).await;
+        }
+        if let Some(v) = &self.versions {
+            v.remove(dir);
         }
         match self.op.delete_with(dir).recursive(true).await {
             Ok(()) => Ok(()),
