@@ -1,10 +1,20 @@
 //! Membership: heartbeat files and the liveness judge.
 //!
 //! Each node rewrites `Registry/Nodes/<node>` every heartbeat interval with an
-//! increasing `beat`. The monitor reads them and judges liveness with a
+//! increasing `beat`. The monitor lists them and judges liveness with a
 //! [`Tracker`] on its own monotonic clock: an incarnation is alive while its
-//! `beat` changed within its own session timeout (each node declares its
+//! heartbeat changed within its own session timeout (each node declares its
 //! timeout in its heartbeat). Wall clocks are never compared across nodes.
+//!
+//! What changed is read off the listing ([`HeartbeatCache`]): every rewrite
+//! changes the object's version (S3's ETag, fs's time and size), so a member's
+//! beat costs the monitor no GET. Content is read only when the monitor needs
+//! it: a file it has not read yet, a node that is not a member under the
+//! incarnation it last read (joining, or declared offline and coming back),
+//! a backend whose listing carries no version, and, for every member, once
+//! per its session timeout, which is how a process restarted under the same
+//! id (a new incarnation whose beats look like the old one's in a listing) is
+//! noticed: no later than a crash of that node would be.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -19,12 +29,11 @@ use crate::Anomaly;
 #[derive(Debug, Clone)]
 struct Seen {
     incarnation: u64,
-    beat: u64,
     session_timeout: Duration,
-    /// Local monotonic time at which `beat` was last seen to change (or the
-    /// incarnation first seen).
+    /// Local monotonic time at which the heartbeat was last seen to change
+    /// (or the incarnation first seen).
     changed_at: Duration,
-    /// Whether `beat` has been seen to change at least once: a heartbeat file
+    /// Whether the heartbeat has been seen to change at least once: a file
     /// that never changes under our eyes may be a dead node's leftover.
     seen_alive: bool,
 }
@@ -40,7 +49,7 @@ pub struct Tracker {
 pub enum Observed {
     /// First sighting of this incarnation.
     New,
-    /// `beat` advanced; `first` is true the first time it does.
+    /// The heartbeat changed; `first` is true the first time it does.
     Beat {
         first: bool,
     },
@@ -48,13 +57,14 @@ pub enum Observed {
 }
 
 impl Tracker {
-    pub fn observe(&mut self, hb: &Heartbeat, now: Duration) -> Observed {
+    /// Records one sighting of `hb`; `moved` says whether the file changed
+    /// since the previous sighting ([`Sighting::moved`]).
+    pub fn observe(&mut self, hb: &Heartbeat, moved: bool, now: Duration) -> Observed {
         let timeout = Duration::from_millis(hb.session_timeout_ms);
         match self.seen.get_mut(&hb.node) {
             Some(s) if s.incarnation == hb.incarnation => {
                 s.session_timeout = timeout;
-                if hb.beat != s.beat {
-                    s.beat = hb.beat;
+                if moved {
                     s.changed_at = now;
                     let first = !s.seen_alive;
                     s.seen_alive = true;
@@ -64,13 +74,8 @@ impl Tracker {
                 }
             }
             _ => {
-                let seen = Seen {
-                    incarnation: hb.incarnation,
-                    beat: hb.beat,
-                    session_timeout: timeout,
-                    changed_at: now,
-                    seen_alive: false,
-                };
+                let seen =
+                    Seen { incarnation: hb.incarnation, session_timeout: timeout, changed_at: now, seen_alive: false };
                 self.seen.insert(hb.node.clone(), seen);
                 Observed::New
             }
@@ -122,31 +127,131 @@ impl Tracker {
     }
 }
 
-/// Reads every heartbeat file. Files that are not valid heartbeats (bad
-/// name, malformed, not matching their name) are returned as anomalies and
-/// otherwise skipped.
+/// One heartbeat as a scan saw it.
+#[derive(Debug, Clone)]
+pub struct Sighting {
+    /// The content as last read (possibly at an earlier scan).
+    pub hb: Heartbeat,
+    /// The file changed since the previous scan: its listed version differs,
+    /// or (where listings carry no version) its `beat` does.
+    pub moved: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Cached {
+    version: Option<String>,
+    hb: Heartbeat,
+    read_at: Duration,
+}
+
+/// The monitor's memory of the heartbeat files between scans: each file's
+/// listed version and its content when last read (see the module docs for
+/// when content is read).
+#[derive(Debug, Default)]
+pub struct HeartbeatCache {
+    files: BTreeMap<NodeId, Cached>,
+    reads: u64,
+}
+
+impl HeartbeatCache {
+    /// One listing of `Registry/Nodes/`, and a read of each file whose
+    /// content is needed: not cached yet, unversioned, or changed and either
+    /// older than that node's session timeout or of an incarnation for which
+    /// `must_read` says so (one that is not a member). Invalid files are
+    /// anomalies and otherwise skipped, as in [`read_heartbeats`].
+    pub async fn scan(
+        &mut self,
+        store: &Store,
+        now: Duration,
+        must_read: impl Fn(&Heartbeat) -> bool,
+    ) -> store::Result<(BTreeMap<NodeId, Sighting>, Vec<Anomaly>)> {
+        let mut out = BTreeMap::new();
+        let mut bad = Vec::new();
+        for e in store.list(v2::NODES).await? {
+            let Some(node) = heartbeat_node(&e, &mut bad) else { continue };
+            let cached = self.files.get(&node);
+            let changed = cached.is_none_or(|c| c.version.is_none() || c.version != e.version);
+            if let Some(c) = cached.filter(|_| e.version.is_some()) {
+                let stale = now.saturating_sub(c.read_at) >= Duration::from_millis(c.hb.session_timeout_ms);
+                if !changed || !(stale || must_read(&c.hb)) {
+                    let s = Sighting { hb: c.hb.clone(), moved: changed };
+                    self.files.get_mut(&node).expect("cached").version = e.version;
+                    out.insert(node, s);
+                    continue;
+                }
+            }
+            self.reads += 1;
+            let Some(hb) = read_heartbeat(store, &e.path, &node, &mut bad).await? else {
+                self.files.remove(&node);
+                continue;
+            };
+            let moved = match self.files.get(&node) {
+                Some(c) if c.version.is_some() && e.version.is_some() => c.version != e.version,
+                Some(c) => c.hb.beat != hb.beat || c.hb.incarnation != hb.incarnation,
+                None => false,
+            };
+            self.files.insert(node.clone(), Cached { version: e.version, hb: hb.clone(), read_at: now });
+            out.insert(node, Sighting { hb, moved });
+        }
+        self.files.retain(|n, _| out.contains_key(n));
+        Ok((out, bad))
+    }
+
+    /// Heartbeat files read (GETs) so far.
+    pub fn reads(&self) -> u64 {
+        self.reads
+    }
+}
+
+/// The node a listed heartbeat entry names, or an anomaly.
+fn heartbeat_node(e: &store::Entry, bad: &mut Vec<Anomaly>) -> Option<NodeId> {
+    if e.is_dir {
+        bad.push(Anomaly::new(&e.path, "a folder stands where a heartbeat file is expected"));
+        return None;
+    }
+    match NodeId::parse(e.name()) {
+        Ok(node) => Some(node),
+        Err(_) => {
+            bad.push(Anomaly::new(&e.path, "file name is not a valid node id"));
+            None
+        }
+    }
+}
+
+/// Reads and checks one heartbeat file; `None` if it is gone or invalid
+/// (then an anomaly says why).
+async fn read_heartbeat(
+    store: &Store,
+    path: &str,
+    node: &NodeId,
+    bad: &mut Vec<Anomaly>,
+) -> store::Result<Option<Heartbeat>> {
+    let Some(bytes) = store.read(path).await? else {
+        return Ok(None);
+    };
+    Ok(match formats::decode::<Heartbeat>(&bytes) {
+        Ok(hb) if hb.node == *node => Some(hb),
+        Ok(hb) => {
+            bad.push(Anomaly::new(path, format!("heartbeat names node {:?}, not its file name", hb.node.as_str())));
+            None
+        }
+        Err(err) => {
+            bad.push(Anomaly::new(path, format!("not a heartbeat: {err}")));
+            None
+        }
+    })
+}
+
+/// Reads every heartbeat file (`status`, `check`). Files that are not valid
+/// heartbeats (bad name, malformed, not matching their name) are returned as
+/// anomalies and otherwise skipped.
 pub async fn read_heartbeats(store: &Store) -> store::Result<(BTreeMap<NodeId, Heartbeat>, Vec<Anomaly>)> {
     let mut out = BTreeMap::new();
     let mut bad = Vec::new();
     for e in store.list(v2::NODES).await? {
-        if e.is_dir {
-            bad.push(Anomaly::new(&e.path, "a folder stands where a heartbeat file is expected"));
-            continue;
-        }
-        let Ok(node) = NodeId::parse(e.name()) else {
-            bad.push(Anomaly::new(&e.path, "file name is not a valid node id"));
-            continue;
-        };
-        let Some(bytes) = store.read(&e.path).await? else {
-            continue;
-        };
-        match formats::decode::<Heartbeat>(&bytes) {
-            Ok(hb) if hb.node == node => {
-                out.insert(node, hb);
-            }
-            Ok(hb) => bad
-                .push(Anomaly::new(&e.path, format!("heartbeat names node {:?}, not its file name", hb.node.as_str()))),
-            Err(err) => bad.push(Anomaly::new(&e.path, format!("not a heartbeat: {err}"))),
+        let Some(node) = heartbeat_node(&e, &mut bad) else { continue };
+        if let Some(hb) = read_heartbeat(store, &e.path, &node, &mut bad).await? {
+            out.insert(node, hb);
         }
     }
     Ok((out, bad))
@@ -179,10 +284,11 @@ mod tests {
     #[test]
     fn expiry_uses_each_nodes_own_timeout_on_the_local_clock() {
         let mut t = Tracker::default();
-        assert_eq!(t.observe(&hb("a", 1, 1, 1000), Duration::ZERO), Observed::New);
-        assert_eq!(t.observe(&hb("b", 1, 1, 3000), Duration::ZERO), Observed::New);
-        assert_eq!(t.observe(&hb("a", 1, 2, 1000), 500 * MS), Observed::Beat { first: true });
-        assert_eq!(t.observe(&hb("a", 1, 3, 1000), 900 * MS), Observed::Beat { first: false });
+        assert_eq!(t.observe(&hb("a", 1, 1, 1000), false, Duration::ZERO), Observed::New);
+        assert_eq!(t.observe(&hb("b", 1, 1, 3000), false, Duration::ZERO), Observed::New);
+        assert_eq!(t.observe(&hb("a", 1, 2, 1000), true, 500 * MS), Observed::Beat { first: true });
+        assert_eq!(t.observe(&hb("a", 1, 2, 1000), false, 700 * MS), Observed::Unchanged);
+        assert_eq!(t.observe(&hb("a", 1, 3, 1000), true, 900 * MS), Observed::Beat { first: false });
         // the heartbeat's wall clock is irrelevant; only local observation counts
         assert!(t.expired(1900 * MS).is_empty());
         let e = t.expired(1901 * MS);
@@ -194,18 +300,67 @@ mod tests {
     #[test]
     fn a_new_incarnation_resets_the_judgement() {
         let mut t = Tracker::default();
-        t.observe(&hb("a", 1, 5, 1000), Duration::ZERO);
-        assert_eq!(t.observe(&hb("a", 2, 0, 1000), 1500 * MS), Observed::New);
+        t.observe(&hb("a", 1, 5, 1000), false, Duration::ZERO);
+        assert_eq!(t.observe(&hb("a", 2, 0, 1000), true, 1500 * MS), Observed::New);
         assert!(t.expired(2000 * MS).is_empty());
         t.forget(&NodeId::parse("a").unwrap(), 1); // old incarnation: no effect
         assert!(!t.expired(2600 * MS).is_empty());
     }
 
+    #[tokio::test]
+    async fn a_scan_reads_a_members_beat_off_the_listing_and_its_content_once_per_session() {
+        fn by_name(s: BTreeMap<NodeId, Sighting>) -> BTreeMap<String, Sighting> {
+            s.into_iter().map(|(n, s)| (n.as_str().to_string(), s)).collect()
+        }
+        let store = Store::memory().await;
+        let put = |hb: Heartbeat| {
+            let store = store.clone();
+            async move { store.put(&v2::heartbeat(&hb.node), formats::encode(&hb)).await.unwrap() }
+        };
+        for n in ["a", "b", "c"] {
+            put(hb(n, 1, 1, 1000)).await;
+        }
+        let mut cache = HeartbeatCache::default();
+        let members = |hb: &Heartbeat| hb.node.as_str() == "c"; // c is joining: read on change
+        let (s, bad) = cache.scan(&store, Duration::ZERO, members).await.unwrap();
+        assert!(bad.is_empty());
+        assert_eq!((s.len(), cache.reads()), (3, 3), "first sighting: every file is read");
+        assert!(s.values().all(|s| !s.moved));
+
+        put(hb("a", 1, 2, 1000)).await;
+        put(hb("c", 1, 2, 1000)).await;
+        let s = by_name(cache.scan(&store, 300 * MS, members).await.unwrap().0);
+        assert!(s["a"].moved && !s["b"].moved && s["c"].moved);
+        assert_eq!(s["a"].hb.beat, 1, "a's beat was read off the listing, not its content");
+        assert_eq!(s["c"].hb.beat, 2, "c is not a member: its change is read");
+        assert_eq!(cache.reads(), 4);
+
+        let (_, _) = cache.scan(&store, 600 * MS, members).await.unwrap();
+        assert_eq!(cache.reads(), 4, "nothing changed, nothing read");
+
+        // A restart under the same id looks like a beat in the listing; the
+        // content is read again once the cached copy is a session old.
+        put(hb("a", 2, 1, 1000)).await;
+        let s = by_name(cache.scan(&store, 900 * MS, members).await.unwrap().0);
+        assert_eq!((s["a"].hb.incarnation, cache.reads()), (1, 4));
+        put(hb("a", 2, 2, 1000)).await;
+        let s = by_name(cache.scan(&store, 1000 * MS, members).await.unwrap().0);
+        assert_eq!((s["a"].hb.incarnation, cache.reads()), (2, 5), "read a session after the last read");
+
+        // A vanished file is forgotten; garbage is an anomaly, not an error.
+        store.delete(&v2::heartbeat(&NodeId::parse("b").unwrap())).await.unwrap();
+        store.put(&format!("{}{}", v2::NODES, "d"), b"{ not json".to_vec()).await.unwrap();
+        let (s, bad) = cache.scan(&store, 1100 * MS, members).await.unwrap();
+        let s = by_name(s);
+        assert!(!s.contains_key("b") && !s.contains_key("d"));
+        assert_eq!(bad.len(), 1, "{bad:?}");
+    }
+
     #[test]
     fn vanished_heartbeats_are_reported() {
         let mut t = Tracker::default();
-        t.observe(&hb("a", 1, 1, 1000), Duration::ZERO);
-        t.observe(&hb("b", 1, 1, 1000), Duration::ZERO);
+        t.observe(&hb("a", 1, 1, 1000), false, Duration::ZERO);
+        t.observe(&hb("b", 1, 1, 1000), false, Duration::ZERO);
         let mut present = BTreeMap::new();
         present.insert(NodeId::parse("a").unwrap(), hb("a", 1, 2, 1000));
         let gone = t.retain_present(&present);

@@ -21,7 +21,7 @@ use store::{Created, Store};
 
 use crate::cluster::election::{Election, Fenced};
 use crate::cluster::events::{EventError, EventLog};
-use crate::cluster::liveness::{read_heartbeats, Observed, Tracker};
+use crate::cluster::liveness::{HeartbeatCache, Observed, Tracker};
 use crate::Anomaly;
 
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +51,7 @@ pub struct Monitor {
     me: NodeId,
     epoch: u64,
     tracker: Tracker,
+    beats: HeartbeatCache,
     log: EventLog,
     members: BTreeMap<NodeId, Member>,
     offline: BTreeMap<(NodeId, u64), OfflineRecord>,
@@ -81,6 +82,7 @@ impl Monitor {
             me: me.clone(),
             epoch,
             tracker: Tracker::default(),
+            beats: HeartbeatCache::default(),
             log,
             members,
             offline: BTreeMap::new(),
@@ -121,14 +123,23 @@ impl Monitor {
         wall_ms: u64,
     ) -> Result<ScanReport> {
         let mut report = ScanReport::default();
-        let (beats, anomalies) = read_heartbeats(store).await?;
+        // A member's beat is read off the listing; the content of any other
+        // incarnation is read as soon as its file changes (a joining node,
+        // one declared offline and rejoining).
+        let members = &self.members;
+        let (sightings, anomalies) = self
+            .beats
+            .scan(store, now, |hb| !members.get(&hb.node).is_some_and(|m| m.incarnation == hb.incarnation))
+            .await?;
         report.anomalies = anomalies;
+        let beats: BTreeMap<NodeId, Heartbeat> = sightings.iter().map(|(n, s)| (n.clone(), s.hb.clone())).collect();
 
-        for hb in beats.values() {
+        for s in sightings.values() {
+            let hb = &s.hb;
             if self.offline.contains_key(&(hb.node.clone(), hb.incarnation)) {
                 continue; // a declared incarnation that is still writing: it will rejoin
             }
-            let observed = self.tracker.observe(hb, now);
+            let observed = self.tracker.observe(hb, s.moved, now);
             let member = self.members.get(&hb.node);
             if let Some(old) = member.filter(|m| m.incarnation != hb.incarnation) {
                 // The node restarted under the same id: its old incarnation is
@@ -371,6 +382,12 @@ impl Monitor {
         l.lease.offline = offline;
         l.lease.last_event = last_event;
         changed
+    }
+
+    /// Heartbeat files this monitor has read (GETs; beats of members are
+    /// read off the listing).
+    pub fn heartbeat_reads(&self) -> u64 {
+        self.beats.reads()
     }
 
     pub fn members(&self) -> BTreeSet<NodeId> {
