@@ -11,8 +11,10 @@
 //! - The holder considers its lease valid only until `LOCAL_VALIDITY` of the
 //!   lease has passed since the start of its last successful renewal, which
 //!   is earlier than any follower can have seen it expire. Before every
-//!   destructive action it re-checks that, and lists the election folder to
-//!   make sure no newer lease exists: [`Election::fence`]. A holder that fails the check steps down.
+//!   destructive action it re-checks that, and checks that no newer lease
+//!   exists: [`Election::fence`], a stat of `Lease.<E+1>` (a listing of the
+//!   election folder at most once per lease). A holder that fails the check
+//!   steps down.
 
 use std::time::Duration;
 
@@ -92,6 +94,8 @@ pub struct Election {
     /// Last lease read successfully (any holder): the member view.
     view: Option<Lease>,
     next_renew_at: Duration,
+    /// When the fence last listed the election folder (a leader).
+    fence_listed_at: Option<Duration>,
 }
 
 impl Election {
@@ -104,6 +108,7 @@ impl Election {
             known_epoch: None,
             view: None,
             next_renew_at: Duration::ZERO,
+            fence_listed_at: None,
         }
     }
 
@@ -153,7 +158,17 @@ impl Election {
     }
 
     /// Checks, right before a destructive action, that this node may still
-    /// act as monitor. Costs one LIST. On failure the node steps down.
+    /// act as monitor. Costs one stat of `Lease.<E+1>`, and a listing of the
+    /// election folder once per lease. On failure the node steps down.
+    ///
+    /// Why the stat is enough (layouts/PROTOCOL.md, "Fencing"): a lease
+    /// `E+k` is only ever created as `newest + 1` after a listing showed
+    /// `newest`, so any newer epoch implies that `Lease.<E+1>` was created;
+    /// it is deleted only by the winner of epoch `E+4` or later, which takes
+    /// three more full leases without renewal on followers' clocks, far
+    /// beyond the `LOCAL_VALIDITY` of a lease this holder acts within. The
+    /// listing once per lease also catches trees edited by hand (a newer
+    /// lease file whose predecessor was removed).
     pub async fn fence(&mut self, store: &Store, now: Duration) -> store::Result<Result<u64, Fenced>> {
         let Role::Leader(l) = &self.role else {
             return Ok(Err(Fenced::Superseded { epoch: self.known_epoch.unwrap_or(0) }));
@@ -162,9 +177,9 @@ impl Election {
         let since = now.saturating_sub(l.renewed_at);
         let verdict = if since >= self.lease_len.mul_f64(LOCAL_VALIDITY) {
             Err(Fenced::Lapsed { epoch, since })
-        } else if Self::newest_epoch(store).await? > epoch {
-            // A listing, not a stat of `epoch + 1`: any newer lease file,
-            // even one this node cannot read, ends this epoch.
+        } else if self.newer_lease_exists(store, epoch, now).await? {
+            // Any newer lease file, even one this node cannot read (or a
+            // folder of that name), ends this epoch.
             Err(Fenced::Superseded { epoch })
         } else {
             Ok(epoch)
@@ -173,6 +188,15 @@ impl Election {
             self.step_down(now);
         }
         Ok(verdict)
+    }
+
+    async fn newer_lease_exists(&mut self, store: &Store, epoch: u64, now: Duration) -> store::Result<bool> {
+        let list_due = self.fence_listed_at.is_none_or(|at| now.saturating_sub(at) >= self.lease_len);
+        if list_due {
+            self.fence_listed_at = Some(now);
+            return Ok(Self::newest_epoch(store).await? > epoch);
+        }
+        Ok(store.stat(&v2::lease(epoch + 1)).await?.is_some())
     }
 
     fn step_down(&mut self, now: Duration) {
@@ -444,6 +468,41 @@ mod tests {
         c.try_take(&store, 2, Duration::ZERO, 0).await.unwrap();
         assert_eq!(a.fence(&store, 100 * MS).await.unwrap(), Err(Fenced::Superseded { epoch: 1 }));
         assert!(!a.is_leader());
+    }
+
+    #[tokio::test]
+    async fn the_fence_is_a_stat_of_the_next_lease_with_a_listing_once_per_lease() {
+        use store::layers::{CountingLayer, OpCounter};
+        let counter = OpCounter::new();
+        let c2 = counter.clone();
+        let store = Store::memory().await.layered(move |op| op.layer(CountingLayer::new(c2.clone())));
+        let mut a = Election::new(node("a"), 1, LEASE);
+        a.step(&store, Duration::ZERO, 0).await.unwrap();
+        assert_eq!(a.fence(&store, MS).await.unwrap(), Ok(1), "the first fence lists");
+        let before = counter.snapshot();
+        for i in 2..10 {
+            assert_eq!(a.fence(&store, i * MS).await.unwrap(), Ok(1));
+        }
+        let spent = counter.snapshot() - before;
+        assert_eq!((spent.stat, spent.list), (8, 0), "within a lease: one stat per fence, no listing: {spent}");
+        // A newer epoch is seen by the stat at once.
+        let mut c = Election::new(node("c"), 1, LEASE);
+        c.known_epoch = Some(1);
+        c.try_take(&store, 2, Duration::ZERO, 0).await.unwrap();
+        assert_eq!(a.fence(&store, 20 * MS).await.unwrap(), Err(Fenced::Superseded { epoch: 1 }));
+
+        // A lease edited by hand (epoch 3 without 2: no election makes
+        // that) is caught by the listing within one lease.
+        let store = Store::memory().await;
+        let mut a = Election::new(node("a"), 1, LEASE);
+        a.step(&store, Duration::ZERO, 0).await.unwrap();
+        assert_eq!(a.fence(&store, MS).await.unwrap(), Ok(1));
+        store.put(&v2::lease(3), b"{}".to_vec()).await.unwrap();
+        assert_eq!(a.fence(&store, 2 * MS).await.unwrap(), Ok(1), "the stat looks at epoch 2 only");
+        a.renew_soon();
+        assert!(matches!(a.step(&store, LEASE / 2, 0).await.unwrap(), Step::Nothing));
+        a.renew_soon();
+        assert!(matches!(a.step(&store, LEASE + MS, 0).await.unwrap(), Step::SteppedDown(Fenced::Superseded { .. })));
     }
 
     #[tokio::test]
