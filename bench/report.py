@@ -233,6 +233,53 @@ def render(meta, rs, up, out_json, out_md):
         w(f"**Per subtask**: ${derived['usd_per_million_subtasks']:.2f} per million subtask lifecycles "
           "(create + 2 puts dominate; the delete is free).")
         w("")
+    if "idle_bill" in derived:
+        b = derived["idle_bill"]
+        w(f"Against the floor (the heartbeat PUTs any heartbeat design pays): "
+          f"**{b['cluster_usd_month'] / b['heartbeat_usd_month']:.3f} ×** "
+          f"(${b['cluster_usd_month']:.2f} / ${b['heartbeat_usd_month']:.2f}). Formula: per hour, "
+          "(PUT + CREATE + LIST pages) × $0.005/1,000 + (GET + stat) × $0.0004/1,000, monitor plus 99 members, "
+          "× 730 h. Members GET the lease and their inbox stamp per poll and list their folder every 60 polls; "
+          "the monitor lists `Registry/Nodes/` and `Registry/Joins/` per scan, stats `Lease.<E+1>` per fence and "
+          "lists `Election/` once per lease.")
+        w("")
+    scans = sorted(by.get("scan_sim", []), key=lambda r: r["nodes"])
+    if scans:
+        w("## Monitor requests per scan vs cluster size")
+        w("")
+        w("In-process nodes on the memory store (listings carry versions, as S3's do), each behind a fault layer "
+          "(0.2 % errors) and a counting layer, default timings, one poll per round; a steady minute once every "
+          "node joined (`tests/sim_scale.rs`, release build, `COMPACTD_SIM_NODES=N`).")
+        w("")
+        w("| nodes | monitor ticks | requests per tick, max | mean | all joined after (simulated) |")
+        w("|---:|---:|---:|---:|---:|")
+        for r in scans:
+            w(f"| {r['nodes']:,} | {r['monitor_ticks']} | {r['max_requests_per_tick']} | "
+              f"{r['mean_requests_per_tick']:.2f} | {r['converged_s']:.0f} s |")
+        w("")
+    sw = one("sweep_sim")
+    if sw:
+        w(f"**Sweep of {sw['tasks']:,} finished task folders** (`tests/task_regressions.rs`, every monitor request "
+          f"priced at {sw['per_request_ms']} ms on the manual clock): {sw['rounds']} rounds, longest monitor tick "
+          f"{sw['longest_tick_s']:.2f} s (budget {sw['budget_s']:.2f} s), at most {sw['max_requests_per_tick']:,} "
+          f"requests per tick, {sw['requests']:,} in all.")
+        w("")
+    ch = {bool(r["calm"]): r for r in by.get("chaos", []) if r.get("long")}
+    if ch:
+        w("## Long chaos (release build, `tests/chaos.rs` long mode)")
+        w("")
+        w("| run | seed | units | executions | per unit | all terminal after | kills (of the monitor) | pauses "
+          "(daemon, machine) | epochs | violations |")
+        w("|---|---:|---:|---:|---:|---:|---|---|---:|---:|")
+        for calm, r in sorted(ch.items()):
+            w(f"| {'calm' if calm else 'chaos'} | {r['seed']} | {r['units']:,} | {r['executions']:,} | "
+              f"{r['executions'] / r['units']:.2f} | {r['work_s']:.1f} s | {r['kills']} ({r['kills_of_monitor']}) | "
+              f"{r['pauses_daemon']}, {r['pauses_machine']} | {r['epochs']} | {r['violations']} |")
+        if True in ch and False in ch:
+            w("")
+            w(f"Throughput under chaos: **{ch[True]['work_s'] / ch[False]['work_s'] * 100:.0f} % of calm**; "
+              f"executions per unit under chaos **{ch[False]['executions'] / ch[False]['units']:.2f}**.")
+        w("")
     w("## Scale (10,000 subtasks over 10 in-process nodes, memory backend)")
     w("")
     if scale:

@@ -8,7 +8,8 @@
 #   BENCH_SHARDS=2000 BENCH_LATENCY_SAMPLES=60 BENCH_MANAGER_SHARDS=10000
 #   BENCH_SKIP_CELERY=0 BENCH_SKIP_UPGRADE=0 BENCH_SKIP_PARQUET=0 BENCH_SHORT_SESSION=1 (0: skip the extra
 #   2,000-shard run with a 3 s session) BENCH_SKIP_TMPFS=0 (1: skip the tmpfs repeat of
-#   limit, dispatch and Celery)
+#   limit, dispatch and Celery) BENCH_SKIP_PROOFS=0 (1: skip the scale proofs: the 1,000-node membership
+#   simulation at 10/100/1,000 nodes, the sweep of 100,000 tasks, long chaos under kills and calm)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -83,6 +84,25 @@ if [[ "${BENCH_SKIP_PARQUET:-0}" != 1 ]]; then
     bash .ci/install-parquet-tools.sh >&2 || echo "pyarrow/DuckDB install failed" >&2
     .venv-parquet/bin/python bench/parquet.py --binary "$BIN" --base "$WORK" | tee -a "$LOG" ||
         echo "parquet bench failed" >&2
+fi
+
+if [[ "${BENCH_SKIP_PROOFS:-0}" != 1 ]]; then
+    # Issue 15's scale proofs, release builds of the tests that prove them;
+    # each prints one `RESULT {json}` line.
+    say "scale proofs: monitor requests per scan vs nodes, sweep of 100,000 tasks, long chaos vs calm"
+    cargo test --release --features testing --test sim_scale --test task_regressions --test chaos --no-run >&2
+    for n in 10 100 1000; do
+        COMPACTD_SIM_NODES=$n cargo test -q --release --features testing --test sim_scale -- --nocapture 2>/dev/null |
+            grep '^RESULT ' | tee -a "$LOG" || echo "sim_scale $n failed" >&2
+    done
+    COMPACTD_SWEEP_TASKS=${BENCH_SWEEP_TASKS:-100000} cargo test -q --release --features testing \
+        --test task_regressions a_sweep_over -- --nocapture 2>/dev/null | grep '^RESULT ' | tee -a "$LOG" ||
+        echo "sweep sim failed" >&2
+    for calm in 0 1; do
+        COMPACTD_CHAOS_LONG=1 COMPACTD_CHAOS_CALM=$calm COMPACTD_CHAOS_SEED=${BENCH_CHAOS_SEED:-437550} \
+            cargo test -q --release --features testing --test chaos fs_chaos -- --nocapture 2>/dev/null |
+            grep '^RESULT ' | tee -a "$LOG" || echo "chaos (calm=$calm) failed" >&2
+    done
 fi
 
 say "report"

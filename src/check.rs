@@ -116,12 +116,27 @@ async fn read_json<T: for<'de> serde::Deserialize<'de>>(
 
 async fn check_registry(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
     for e in store.list(v2::REGISTRY).await? {
-        if !["Nodes/", "Offline/", "Events/", "Probe/"].iter().any(|d| e.path.ends_with(&format!("Registry/{d}"))) {
+        if !["Nodes/", "Offline/", "Events/", "Probe/", "Inbox/", "Joins/"]
+            .iter()
+            .any(|d| e.path.ends_with(&format!("Registry/{d}")))
+        {
             out.push(Anomaly::new(&e.path, "unexpected entry in Registry/"));
         }
     }
     let (_, bad) = crate::cluster::liveness::read_heartbeats(store).await?;
     out.extend(bad);
+    for e in store.list(v2::JOINS).await? {
+        if e.is_dir || v2::parse_offline_marker(e.name()).is_none() {
+            out.push(Anomaly::new(&e.path, "a join marker must be a file named <node>.<incarnation>"));
+        }
+    }
+    for e in store.list(v2::INBOX).await? {
+        if e.is_dir || NodeId::parse(e.name()).is_err() {
+            out.push(Anomaly::new(&e.path, "an inbox stamp must be a file named by a node id"));
+        } else {
+            read_json::<formats::InboxStamp>(store, &e, "inbox stamp", out).await?;
+        }
+    }
     for e in store.list(v2::OFFLINE).await? {
         match v2::parse_offline_marker(e.name()) {
             None => out.push(Anomaly::new(&e.path, "name is not <node>.<incarnation>")),
@@ -276,7 +291,9 @@ mod tests {
             addr: None,
         };
         store.put(&v2::heartbeat(&hb.node), formats::encode(&hb)).await.unwrap();
-        assert!(check_tree(&store).await.unwrap().is_empty());
+        crate::wake::stamp_at(&store, "cli", &hb.node, 1).await.unwrap();
+        assert!(check_tree(&store).await.unwrap().is_empty(), "a heartbeat and an inbox stamp are fine");
+        store.put("Compaction_V2/Registry/Inbox/n3", b"garbage".to_vec()).await.unwrap();
         store.put("Compaction_V2/Registry/Nodes/n2", b"{\"node\":".to_vec()).await.unwrap();
         store.put("Compaction_V2/Registry/Nodes/bad name", b"{}".to_vec()).await.unwrap();
         store.put("Compaction_V2/Election/Lease.x", b"{}".to_vec()).await.unwrap();
@@ -286,6 +303,7 @@ mod tests {
         let found = check_tree(&store).await.unwrap();
         let paths: Vec<&str> = found.iter().map(|a| a.path.as_str()).collect();
         for p in [
+            "Compaction_V2/Registry/Inbox/n3",
             "Compaction_V2/Registry/Nodes/n2",
             "Compaction_V2/Registry/Nodes/bad name",
             "Compaction_V2/Election/Lease.x",

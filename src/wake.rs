@@ -19,15 +19,27 @@
 //!   once is dropped (and counted), never queued, so it never delays the
 //!   sender's tick.
 //! - [`Pokes`]: the set of nodes a tick decided to poke, sent after the tick.
+//! - [`stamp`]: the wake-up of last resort. A `work` poke that cannot be
+//!   delivered (the target has no listener, is not in the view yet, the
+//!   poke failed or was dropped) is replaced by a rewrite of the target's
+//!   `Registry/Inbox/<node>`. An idle node reads that one small file per poll
+//!   and lists its folder only when it changed (or it was poked, or every
+//!   [`crate::node::FULL_LIST_EVERY`] polls): on S3 a GET costs a twelfth of
+//!   the LIST it replaces. Every write into a node's folder is followed by
+//!   an acknowledged poke (the receiver then lists after the ack) or by a
+//!   stamp (the receiver lists at its next poll), so a lost poke still costs
+//!   one poll, never more.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use layouts::formats::Lease;
-use layouts::NodeId;
+use layouts::formats::{self, InboxStamp, Lease};
+use layouts::{v2, NodeId};
 use tokio::sync::{Notify, Semaphore};
+
+use crate::clock::SharedClock;
 
 /// Woken ticks of one node are at least this far apart (from start to
 /// start), however many pokes arrive: a flood of `N` pokes in `T` costs at
@@ -182,6 +194,38 @@ impl Pokes {
         std::mem::take(self)
     }
 
+    /// The nodes with a `work` poke.
+    pub fn work_nodes(&self) -> Vec<NodeId> {
+        self.0
+            .iter()
+            .filter_map(|(scope, t)| match (scope, t) {
+                (Scope::Work, Target::Node(n)) => Some(n.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Nodes with a `work` poke that `view` gives no address for (not
+    /// listed, or listening nowhere): they get a [`stamp`] instead.
+    pub fn unreachable_work(&self, view: Option<&Lease>) -> Vec<NodeId> {
+        let addrs: BTreeMap<&NodeId, Option<&str>> =
+            view.map(|v| v.members.iter().map(|m| (&m.node, m.addr.as_deref())).collect()).unwrap_or_default();
+        self.work_nodes().into_iter().filter(|n| addrs.get(n).copied().flatten().is_none()).collect()
+    }
+
+    /// The address of each node with a `work` poke, where `view` has one.
+    fn work_addrs(&self, view: Option<&Lease>) -> BTreeMap<String, NodeId> {
+        let work: BTreeSet<NodeId> = self.work_nodes().into_iter().collect();
+        view.map(|v| {
+            v.members
+                .iter()
+                .filter(|m| work.contains(&m.node))
+                .filter_map(|m| m.addr.clone().map(|a| (a, m.node.clone())))
+                .collect()
+        })
+        .unwrap_or_default()
+    }
+
     /// `(scope, address)` for every poke whose target has an address in
     /// `view`, and how many targets `view` does not list at all (a newer
     /// view may; a member without an address has its listener off).
@@ -207,16 +251,57 @@ impl Pokes {
     }
 }
 
+/// Where a failed `work` poke leaves its [`stamp`].
+#[derive(Debug, Clone)]
+pub struct Inbox {
+    pub store: store::Store,
+    /// Who stamps: a node id, or `cli`.
+    pub from: String,
+    pub clock: SharedClock,
+}
+
+static STAMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Rewrites `Registry/Inbox/<node>`: `node` lists its folder at its next
+/// poll. Written after the write it announces.
+pub async fn stamp(inbox: &Inbox, node: &NodeId) -> store::Result<()> {
+    stamp_at(&inbox.store, &inbox.from, node, inbox.clock.wall_ms()).await
+}
+
+/// [`stamp`] for writers without an [`Inbox`] (library calls that write a
+/// task's manage pointer: `submit`, hand-overs).
+pub async fn stamp_at(store: &store::Store, from: &str, node: &NodeId, wall_ms: u64) -> store::Result<()> {
+    let s = InboxStamp {
+        from: from.to_string(),
+        wall_ms,
+        seq: STAMP_SEQ.fetch_add(1, Ordering::Relaxed),
+        pid: std::process::id(),
+    };
+    store.put(&v2::inbox(node), formats::encode(&s)).await
+}
+
+/// Stamps every node in `nodes`, logging (not failing on) errors: a stamp
+/// that cannot be written leaves the node to its full listing.
+pub async fn stamp_all(inbox: &Inbox, nodes: &[NodeId]) {
+    for n in nodes {
+        if let Err(e) = stamp(inbox, n).await {
+            tracing::warn!(node = %n, "writing the inbox stamp failed (the node finds the work at its next full listing): {e}");
+        }
+    }
+}
+
 /// The sending side: fire-and-forget pokes over HTTP.
 #[derive(Debug, Clone)]
 pub struct Poker {
     client: reqwest::Client,
     in_flight: Arc<Semaphore>,
     wake: Arc<Wakeup>,
+    /// Failed `work` pokes stamp here (none in unit tests).
+    inbox: Option<Inbox>,
 }
 
 impl Poker {
-    pub fn new(wake: Arc<Wakeup>) -> Poker {
+    pub fn new(wake: Arc<Wakeup>, inbox: Option<Inbox>) -> Poker {
         let client = reqwest::Client::builder()
             .timeout(POKE_TIMEOUT)
             .connect_timeout(POKE_TIMEOUT)
@@ -224,32 +309,43 @@ impl Poker {
             .no_proxy()
             .build()
             .expect("a plain HTTP client builds");
-        Poker { client, in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)), wake }
+        Poker { client, in_flight: Arc::new(Semaphore::new(MAX_IN_FLIGHT)), wake, inbox }
     }
 
-    /// Sends `pokes` to the addresses `view` gives; returns at once. Pokes
-    /// beyond [`MAX_IN_FLIGHT`], or to nodes `view` does not list, are
-    /// dropped: they are hints.
-    pub fn send(&self, pokes: &Pokes, view: Option<&Lease>) {
+    /// Sends `pokes` to the addresses `view` gives; returns at once, with
+    /// the nodes whose `work` poke could not be sent (no address, not in
+    /// `view`, or beyond [`MAX_IN_FLIGHT`]): the caller [`stamp`]s those. A
+    /// `work` poke that fails later stamps its target itself, holding its
+    /// in-flight slot until the stamp is written.
+    pub fn send(&self, pokes: &Pokes, view: Option<&Lease>) -> Vec<NodeId> {
         let (targets, missing) = pokes.resolve(view);
+        let mut unsent = pokes.unreachable_work(view);
+        let work_addrs = pokes.work_addrs(view);
         let c = &self.wake.counters;
         c.dropped.fetch_add(missing as u64, Ordering::Relaxed);
         for (scope, addr) in targets {
+            let node = if scope == Scope::Work { work_addrs.get(&addr).cloned() } else { None };
             let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
                 c.dropped.fetch_add(1, Ordering::Relaxed);
+                unsent.extend(node);
                 continue;
             };
             c.sent.fetch_add(1, Ordering::Relaxed);
             let client = self.client.clone();
             let wake = self.wake.clone();
+            let inbox = self.inbox.clone();
             tokio::spawn(async move {
                 if let Err(e) = poke(&client, &addr, scope).await {
                     wake.counters.failed.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(%addr, "poke failed (the receiver will poll): {e}");
+                    if let (Some(inbox), Some(node)) = (inbox, node) {
+                        stamp_all(&inbox, &[node]).await;
+                    }
                 }
                 drop(permit);
             });
         }
+        unsent
     }
 }
 
@@ -266,37 +362,49 @@ pub async fn poke(client: &reqwest::Client, addr: &str, scope: Scope) -> Result<
 
 /// For one-shot commands (`submit`, `stop`, `trigger` …): pokes the
 /// targets the newest lease gives addresses for and waits for the replies
-/// (at most [`POKE_TIMEOUT`]), since the process exits right after.
-/// Failures are only logged: the receivers poll anyway.
-pub async fn poke_now(store: &store::Store, pokes: &Pokes) {
+/// (at most [`POKE_TIMEOUT`]), since the process exits right after; a `work`
+/// poke that is not taken becomes a [`stamp`]. Failures are only logged:
+/// the receivers poll anyway.
+pub async fn poke_now(store: &store::Store, pokes: &Pokes, clock: SharedClock) {
     match crate::cluster::election::newest_lease(store).await {
-        Ok(view) => poke_in_view(view.as_ref(), pokes).await,
-        Err(e) => tracing::debug!("no wake-up sent, the lease is unreadable: {e}"),
+        Ok(view) => poke_in_view(store, view.as_ref(), pokes, clock).await,
+        Err(e) => {
+            tracing::debug!("no wake-up sent, the lease is unreadable: {e}");
+            let inbox = Inbox { store: store.clone(), from: "cli".into(), clock };
+            stamp_all(&inbox, &pokes.work_nodes()).await;
+        }
     }
 }
 
 /// [`poke_now`] with a view the caller has just read.
-pub async fn poke_in_view(view: Option<&Lease>, pokes: &Pokes) {
+pub async fn poke_in_view(store: &store::Store, view: Option<&Lease>, pokes: &Pokes, clock: SharedClock) {
+    let inbox = Inbox { store: store.clone(), from: "cli".into(), clock };
     let (targets, _) = pokes.resolve(view);
-    if targets.is_empty() {
-        return;
-    }
+    let mut unsent = pokes.unreachable_work(view);
+    let work_addrs = pokes.work_addrs(view);
     let client = match reqwest::Client::builder().timeout(POKE_TIMEOUT).no_proxy().build() {
-        Ok(c) => c,
+        Ok(c) => Some(c),
         Err(e) => {
             tracing::debug!("no wake-up sent: {e}");
-            return;
+            None
         }
     };
     let sends = targets.iter().map(|(scope, addr)| {
         let client = &client;
+        let node = if *scope == Scope::Work { work_addrs.get(addr).cloned() } else { None };
         async move {
-            if let Err(e) = poke(client, addr, *scope).await {
-                tracing::debug!(%addr, "poke failed (the receiver will poll): {e}");
+            let Some(client) = client else { return node };
+            match poke(client, addr, *scope).await {
+                Ok(()) => None,
+                Err(e) => {
+                    tracing::debug!(%addr, "poke failed (the receiver will poll): {e}");
+                    node
+                }
             }
         }
     });
-    futures::future::join_all(sends).await;
+    unsent.extend(futures::future::join_all(sends).await.into_iter().flatten());
+    stamp_all(&inbox, &unsent).await;
 }
 
 #[cfg(test)]

@@ -406,7 +406,9 @@ fn check_epochs(root: &Path, leases: &LeaseWatch, v: &mut Vec<String>) -> (usize
 }
 
 /// Checks the execution records against the tasks; returns a summary.
-fn check_records(records: &Path, ids: &[String], done: &BTreeSet<String>, v: &mut Vec<String>) -> String {
+/// Checks the execution records; returns a summary line and the number of
+/// executions.
+fn check_records(records: &Path, ids: &[String], done: &BTreeSet<String>, v: &mut Vec<String>) -> (String, usize) {
     let execs = read_records(records, v);
     let known: BTreeSet<&String> = ids.iter().collect();
     let mut by_unit: BTreeMap<(String, usize), Vec<&Exec>> = BTreeMap::new();
@@ -460,14 +462,15 @@ fn check_records(records: &Path, ids: &[String], done: &BTreeSet<String>, v: &mu
         }
     }
     let workers: BTreeSet<(String, i32)> = execs.iter().map(|e| (e.node.clone(), e.worker_pid)).collect();
-    format!(
+    let line = format!(
         "{} executions ({} of older attempts, {} cut short, {} overlapping a newer attempt) by {} worker processes",
         execs.len(),
         stale,
         cut,
         overlapping,
         workers.len()
-    )
+    );
+    (line, execs.len())
 }
 
 #[test]
@@ -626,7 +629,7 @@ fn fs_chaos_tasks_survive_kills_and_pauses() {
     // Records and epochs.
     let done: BTreeSet<String> =
         ids.iter().filter(|id| rows.get(*id).is_some_and(|r| r["state"] == "Done")).cloned().collect();
-    let summary = check_records(&records, &ids, &done, &mut violations);
+    let (summary, executions) = check_records(&records, &ids, &done, &mut violations);
     stop_watch.store(true, Ordering::Relaxed);
     watcher.join().unwrap();
     let leases = watch.lock().unwrap().clone();
@@ -677,6 +680,17 @@ fn fs_chaos_tasks_survive_kills_and_pauses() {
         k.pauses_of_monitor,
         k.pauses_of_manager,
         k.unexpected_exits,
+    );
+    // For bench/run.sh (long mode, release): one machine-readable line.
+    println!(
+        "RESULT {}",
+        serde_json::json!({
+            "part": "chaos", "seed": seed, "long": long, "calm": calm, "tasks": ids.len(),
+            "units": ids.len() * PARTITIONS, "executions": executions,
+            "work_s": work_time.as_secs_f64(), "kills": k.kills, "kills_of_monitor": k.kills_of_monitor,
+            "pauses_daemon": k.pauses_daemon, "pauses_machine": k.pauses_machine, "epochs": n_epochs,
+            "offline_records": n_offline, "violations": violations.len(),
+        })
     );
     if !violations.is_empty() {
         let logs = ch.c.log_path("n1").parent().unwrap().to_path_buf();

@@ -202,6 +202,19 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
+/// `Registry/Inbox/<node>`: "look at your folder". Its content only needs
+/// to differ from the previous stamp (so that the object's version and bytes
+/// change); the fields say who wrote it, for ops.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboxStamp {
+    /// The writer: a node id, or `cli` for a command.
+    pub from: String,
+    pub wall_ms: u64,
+    /// Distinguishes two stamps of one writer within a millisecond.
+    pub seq: u64,
+    pub pid: u32,
+}
+
 /// `Registry/Nodes/<node>`: a node's heartbeat, rewritten every interval.
 ///
 /// Liveness is judged by observers on their own monotonic clock from changes

@@ -34,6 +34,12 @@ pub const REGISTRY: &str = "Compaction_V2/Registry/";
 pub const NODES: &str = "Compaction_V2/Registry/Nodes/";
 pub const OFFLINE: &str = "Compaction_V2/Registry/Offline/";
 pub const EVENTS: &str = "Compaction_V2/Registry/Events/";
+/// One stamp per node, rewritten by whoever wrote into that node's folder
+/// and could not poke it ([`inbox`]).
+pub const INBOX: &str = "Compaction_V2/Registry/Inbox/";
+/// One empty marker per incarnation a node started, until the monitor has
+/// read that incarnation's heartbeat ([`join_marker`]).
+pub const JOINS: &str = "Compaction_V2/Registry/Joins/";
 pub const ELECTION: &str = "Compaction_V2/Election/";
 
 pub const TASK_INFO: &str = "TaskInfo.pc.db";
@@ -174,11 +180,30 @@ pub fn heartbeat(node: &NodeId) -> String {
     format!("{NODES}{node}")
 }
 
+/// `Registry/Inbox/<node>`: rewritten after a write into
+/// `TaskAssigned/<node>/` whose wake-up could not be delivered; an idle node
+/// reads this one small file per poll instead of listing its folder, and
+/// lists when it changed ([`crate::formats::InboxStamp`]).
+pub fn inbox(node: &NodeId) -> String {
+    format!("{INBOX}{node}")
+}
+
 pub fn offline_marker(node: &NodeId, incarnation: u64) -> String {
     format!("{OFFLINE}{node}.{incarnation}")
 }
 
-/// Parses an offline marker's file name back into node and incarnation.
+/// `Registry/Joins/<node>.<incarnation>`: created (empty) by a node right
+/// before the first heartbeat of a new incarnation. The monitor judges beats
+/// from the heartbeat listing without reading content, and a restart under
+/// the same id looks like a beat there: this marker says "read my heartbeat".
+/// The monitor deletes it once it has read that incarnation (or a newer one,
+/// or the heartbeat is gone). Named like offline markers.
+pub fn join_marker(node: &NodeId, incarnation: u64) -> String {
+    format!("{JOINS}{node}.{incarnation}")
+}
+
+/// Parses an offline marker's file name back into node and incarnation
+/// (join markers are named the same way).
 pub fn parse_offline_marker(file_name: &str) -> Option<(NodeId, u64)> {
     let (node, inc) = file_name.rsplit_once('.')?;
     if inc.is_empty() || !inc.bytes().all(|b| b.is_ascii_digit()) {

@@ -197,7 +197,7 @@ pub async fn trigger(store: Store, args: TriggerArgs) -> anyhow::Result<i32> {
         // The monitor drives the new instance now instead of at its next sweep.
         let mut p = crate::wake::Pokes::default();
         p.monitor();
-        crate::wake::poke_now(&store, &p).await;
+        crate::wake::poke_now(&store, &p, crate::clock::SystemClock::shared()).await;
     }
     let view = instance::view(&store, &args.job, &args.trigger, false).await?;
     if args.json {

@@ -108,7 +108,7 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     // The view submit read gives the manager's address: no second read.
     let mut pokes = crate::wake::Pokes::default();
     pokes.work(&placed.manager);
-    crate::wake::poke_in_view(placed.view.as_ref(), &pokes).await;
+    crate::wake::poke_in_view(&store, placed.view.as_ref(), &pokes, crate::clock::SystemClock::shared()).await;
     let id = placed.id;
     if args.json {
         println!("{}", serde_json::json!({ "id": id }));
@@ -448,5 +448,5 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
 async fn poke_work(store: &Store, node: &NodeId) {
     let mut p = crate::wake::Pokes::default();
     p.work(node);
-    crate::wake::poke_now(store, &p).await;
+    crate::wake::poke_now(store, &p, crate::clock::SystemClock::shared()).await;
 }

@@ -9,12 +9,14 @@
 //! What changed is read off the listing ([`HeartbeatCache`]): every rewrite
 //! changes the object's version (S3's ETag, fs's time and size), so a member's
 //! beat costs the monitor no GET. Content is read only when the monitor needs
-//! it: a file it has not read yet, a node that is not a member under the
-//! incarnation it last read (joining, or declared offline and coming back),
-//! a backend whose listing carries no version, and, for every member, once
-//! per its session timeout, which is how a process restarted under the same
-//! id (a new incarnation whose beats look like the old one's in a listing) is
-//! noticed: no later than a crash of that node would be.
+//! it: a file it has not read yet, a changed file whose incarnation is not a
+//! member (joining, or declared offline and coming back), a node that left a
+//! join marker (`Registry/Joins/<node>.<incarnation>`: a restart under the
+//! same id, whose beats look like the old incarnation's in a listing), a
+//! backend whose listing carries no version, and one member per scan in turn
+//! (the net under nodes of older versions that leave no join marker). So a
+//! scan costs one LIST per 1,000 nodes plus reads that follow changes, not
+//! cluster size.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -141,7 +143,6 @@ pub struct Sighting {
 struct Cached {
     version: Option<String>,
     hb: Heartbeat,
-    read_at: Duration,
 }
 
 /// The monitor's memory of the heartbeat files between scans: each file's
@@ -151,29 +152,32 @@ struct Cached {
 pub struct HeartbeatCache {
     files: BTreeMap<NodeId, Cached>,
     reads: u64,
+    /// Listed but unread at the last scan (the read failed, nothing cached).
+    unreadable: Vec<NodeId>,
 }
 
 impl HeartbeatCache {
     /// One listing of `Registry/Nodes/`, and a read of each file whose
-    /// content is needed: not cached yet, unversioned, or changed and either
-    /// older than that node's session timeout or of an incarnation for which
-    /// `must_read` says so (one that is not a member). Invalid files are
-    /// anomalies and otherwise skipped, as in [`read_heartbeats`].
+    /// content is needed: not cached yet, unversioned, changed while
+    /// `must_read` says so of its cached content (an incarnation that is not
+    /// a member, or one a join marker says was replaced), or `refresh`.
+    /// Invalid files are anomalies and otherwise skipped, as in
+    /// [`read_heartbeats`].
     pub async fn scan(
         &mut self,
         store: &Store,
-        now: Duration,
         must_read: impl Fn(&Heartbeat) -> bool,
+        refresh: Option<&NodeId>,
     ) -> store::Result<(BTreeMap<NodeId, Sighting>, Vec<Anomaly>)> {
         let mut out = BTreeMap::new();
         let mut bad = Vec::new();
+        self.unreadable.clear();
         for e in store.list(v2::NODES).await? {
             let Some(node) = heartbeat_node(&e, &mut bad) else { continue };
             let cached = self.files.get(&node);
             let changed = cached.is_none_or(|c| c.version.is_none() || c.version != e.version);
-            if let Some(c) = cached.filter(|_| e.version.is_some()) {
-                let stale = now.saturating_sub(c.read_at) >= Duration::from_millis(c.hb.session_timeout_ms);
-                if !changed || !(stale || must_read(&c.hb)) {
+            if let Some(c) = cached.filter(|_| e.version.is_some() && refresh != Some(&node)) {
+                if !changed || !must_read(&c.hb) {
                     let s = Sighting { hb: c.hb.clone(), moved: changed };
                     self.files.get_mut(&node).expect("cached").version = e.version;
                     out.insert(node, s);
@@ -181,20 +185,43 @@ impl HeartbeatCache {
                 }
             }
             self.reads += 1;
-            let Some(hb) = read_heartbeat(store, &e.path, &node, &mut bad).await? else {
-                self.files.remove(&node);
-                continue;
+            let hb = match read_heartbeat(store, &e.path, &node, &mut bad).await {
+                Ok(Some(hb)) => hb,
+                Ok(None) => {
+                    self.files.remove(&node);
+                    continue;
+                }
+                Err(err) => {
+                    // One failed GET must not fail the scan of a thousand
+                    // nodes: go on with what is cached (the version is not
+                    // updated, so the read is tried again next scan).
+                    tracing::warn!(%node, "reading a heartbeat failed: {err}");
+                    match self.files.get(&node) {
+                        Some(c) => {
+                            out.insert(node, Sighting { hb: c.hb.clone(), moved: changed });
+                        }
+                        None => self.unreadable.push(node),
+                    }
+                    continue;
+                }
             };
             let moved = match self.files.get(&node) {
                 Some(c) if c.version.is_some() && e.version.is_some() => c.version != e.version,
                 Some(c) => c.hb.beat != hb.beat || c.hb.incarnation != hb.incarnation,
                 None => false,
             };
-            self.files.insert(node.clone(), Cached { version: e.version, hb: hb.clone(), read_at: now });
+            self.files.insert(node.clone(), Cached { version: e.version, hb: hb.clone() });
             out.insert(node, Sighting { hb, moved });
         }
-        self.files.retain(|n, _| out.contains_key(n));
+        let unreadable = &self.unreadable;
+        self.files.retain(|n, _| out.contains_key(n) || unreadable.contains(n));
         Ok((out, bad))
+    }
+
+    /// Heartbeats the last scan listed but could not read (and had not
+    /// read before): present, though absent from its result.
+    pub fn unreadable(&self) -> &[NodeId] {
+        &self.unreadable
     }
 
     /// Heartbeat files read (GETs) so far.
@@ -308,7 +335,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_scan_reads_a_members_beat_off_the_listing_and_its_content_once_per_session() {
+    async fn a_scan_reads_a_members_beat_off_the_listing_and_content_only_when_needed() {
         fn by_name(s: BTreeMap<NodeId, Sighting>) -> BTreeMap<String, Sighting> {
             s.into_iter().map(|(n, s)| (n.as_str().to_string(), s)).collect()
         }
@@ -321,36 +348,44 @@ mod tests {
             put(hb(n, 1, 1, 1000)).await;
         }
         let mut cache = HeartbeatCache::default();
-        let members = |hb: &Heartbeat| hb.node.as_str() == "c"; // c is joining: read on change
-        let (s, bad) = cache.scan(&store, Duration::ZERO, members).await.unwrap();
+        // a and b are members of incarnation 1; c is joining: read on change.
+        let must = |hb: &Heartbeat| hb.node.as_str() == "c";
+        let (s, bad) = cache.scan(&store, must, None).await.unwrap();
         assert!(bad.is_empty());
         assert_eq!((s.len(), cache.reads()), (3, 3), "first sighting: every file is read");
         assert!(s.values().all(|s| !s.moved));
 
         put(hb("a", 1, 2, 1000)).await;
         put(hb("c", 1, 2, 1000)).await;
-        let s = by_name(cache.scan(&store, 300 * MS, members).await.unwrap().0);
+        let s = by_name(cache.scan(&store, must, None).await.unwrap().0);
         assert!(s["a"].moved && !s["b"].moved && s["c"].moved);
         assert_eq!(s["a"].hb.beat, 1, "a's beat was read off the listing, not its content");
         assert_eq!(s["c"].hb.beat, 2, "c is not a member: its change is read");
         assert_eq!(cache.reads(), 4);
 
-        let (_, _) = cache.scan(&store, 600 * MS, members).await.unwrap();
-        assert_eq!(cache.reads(), 4, "nothing changed, nothing read");
+        for _ in 0..10 {
+            cache.scan(&store, must, None).await.unwrap();
+        }
+        assert_eq!(cache.reads(), 4, "nothing changed, nothing read, however many scans");
 
-        // A restart under the same id looks like a beat in the listing; the
-        // content is read again once the cached copy is a session old.
+        // A restart under the same id looks like a beat in the listing: read
+        // when a join marker makes `must_read` say so, or when refreshed.
         put(hb("a", 2, 1, 1000)).await;
-        let s = by_name(cache.scan(&store, 900 * MS, members).await.unwrap().0);
-        assert_eq!((s["a"].hb.incarnation, cache.reads()), (1, 4));
+        let s = by_name(cache.scan(&store, must, None).await.unwrap().0);
+        assert_eq!((s["a"].hb.incarnation, s["a"].moved, cache.reads()), (1, true, 4));
         put(hb("a", 2, 2, 1000)).await;
-        let s = by_name(cache.scan(&store, 1000 * MS, members).await.unwrap().0);
-        assert_eq!((s["a"].hb.incarnation, cache.reads()), (2, 5), "read a session after the last read");
+        let joined = |hb: &Heartbeat| hb.node.as_str() == "a" && hb.incarnation < 2;
+        let s = by_name(cache.scan(&store, joined, None).await.unwrap().0);
+        assert_eq!((s["a"].hb.incarnation, cache.reads()), (2, 5), "read because of the join marker");
+        put(hb("b", 7, 1, 1000)).await;
+        let b = NodeId::parse("b").unwrap();
+        let s = by_name(cache.scan(&store, |_| false, Some(&b)).await.unwrap().0);
+        assert_eq!((s["b"].hb.incarnation, cache.reads()), (7, 6), "the refreshed node is read");
 
         // A vanished file is forgotten; garbage is an anomaly, not an error.
-        store.delete(&v2::heartbeat(&NodeId::parse("b").unwrap())).await.unwrap();
+        store.delete(&v2::heartbeat(&b)).await.unwrap();
         store.put(&format!("{}{}", v2::NODES, "d"), b"{ not json".to_vec()).await.unwrap();
-        let (s, bad) = cache.scan(&store, 1100 * MS, members).await.unwrap();
+        let (s, bad) = cache.scan(&store, must, None).await.unwrap();
         let s = by_name(s);
         assert!(!s.contains_key("b") && !s.contains_key("d"));
         assert_eq!(bad.len(), 1, "{bad:?}");

@@ -52,6 +52,8 @@ pub struct Monitor {
     epoch: u64,
     tracker: Tracker,
     beats: HeartbeatCache,
+    /// The member whose heartbeat the last scan re-read ([`Monitor::next_refresh`]).
+    refresh_cursor: Option<NodeId>,
     log: EventLog,
     members: BTreeMap<NodeId, Member>,
     offline: BTreeMap<(NodeId, u64), OfflineRecord>,
@@ -83,6 +85,7 @@ impl Monitor {
             epoch,
             tracker: Tracker::default(),
             beats: HeartbeatCache::default(),
+            refresh_cursor: None,
             log,
             members,
             offline: BTreeMap::new(),
@@ -125,15 +128,30 @@ impl Monitor {
         let mut report = ScanReport::default();
         // A member's beat is read off the listing; the content of any other
         // incarnation is read as soon as its file changes (a joining node,
-        // one declared offline and rejoining).
+        // one declared offline and rejoining, one whose join marker names a
+        // newer incarnation), and one member's per scan in turn.
+        let joins = read_joins(store, &mut report.anomalies).await?;
+        let refresh = self.next_refresh();
         let members = &self.members;
+        let newest_join = |n: &NodeId| joins.iter().filter(|(j, _)| j == n).map(|(_, inc)| *inc).max();
         let (sightings, anomalies) = self
             .beats
-            .scan(store, now, |hb| !members.get(&hb.node).is_some_and(|m| m.incarnation == hb.incarnation))
+            .scan(
+                store,
+                |hb| {
+                    members.get(&hb.node).is_none_or(|m| m.incarnation != hb.incarnation)
+                        || newest_join(&hb.node).is_some_and(|inc| inc > hb.incarnation)
+                },
+                refresh.as_ref(),
+            )
             .await?;
-        report.anomalies = anomalies;
+        report.anomalies.extend(anomalies);
         let beats: BTreeMap<NodeId, Heartbeat> = sightings.iter().map(|(n, s)| (n.clone(), s.hb.clone())).collect();
 
+        // Every sighting is observed before anything is written: a write
+        // that fails ends the scan, and a beat seen in the listing is
+        // reported once, so it must reach the tracker first.
+        let mut actions: Vec<(Option<Member>, Option<&Heartbeat>)> = vec![];
         for s in sightings.values() {
             let hb = &s.hb;
             if self.offline.contains_key(&(hb.node.clone(), hb.incarnation)) {
@@ -141,25 +159,36 @@ impl Monitor {
             }
             let observed = self.tracker.observe(hb, s.moved, now);
             let member = self.members.get(&hb.node);
-            if let Some(old) = member.filter(|m| m.incarnation != hb.incarnation) {
-                // The node restarted under the same id: its old incarnation is
-                // gone for good, whatever the old one was doing.
-                let old = old.clone();
+            // The node restarted under the same id: its old incarnation is
+            // gone for good, whatever the old one was doing.
+            let replaced = member.filter(|m| m.incarnation != hb.incarnation).cloned();
+            let is_member = member.is_some_and(|m| m.incarnation == hb.incarnation);
+            // A member once its beat is seen to move, or at once if the
+            // incarnation has just started or its file changed since the
+            // last scan (a restart noticed at a content read; a dead
+            // leftover that never beats again is declared offline after its
+            // session timeout anyway).
+            let fresh = observed == Observed::New && (hb.beat <= 2 || s.moved);
+            let joins = !is_member && (fresh || matches!(observed, Observed::Beat { .. }));
+            if replaced.is_some() || joins {
+                actions.push((replaced, joins.then_some(hb)));
+            }
+        }
+        for (replaced, joins) in actions {
+            if let Some(old) = replaced {
                 self.declare_offline(store, election, &old, now, wall_ms).await?;
                 report.declared_offline.push(old);
             }
-            let is_member = self.members.get(&hb.node).is_some_and(|m| m.incarnation == hb.incarnation);
-            // A member once its beat is seen to move, or at once if the
-            // incarnation has just started (a dead leftover that never beats
-            // again is declared offline after its session timeout anyway).
-            let fresh = observed == Observed::New && hb.beat <= 2;
-            if !is_member && (fresh || matches!(observed, Observed::Beat { .. })) {
+            if let Some(hb) = joins {
                 self.join(store, election, hb, now, wall_ms).await?;
                 report.joined.push(member_of(hb));
             }
         }
 
-        for gone in self.tracker.retain_present(&beats) {
+        // A heartbeat listed but unreadable this time is not gone: judge
+        // departures at a scan that read everything it listed.
+        let complete = self.beats.unreadable().is_empty();
+        for gone in if complete { self.tracker.retain_present(&beats) } else { vec![] } {
             // Replaced by a new incarnation (handled above), or not a member.
             if !beats.contains_key(&gone.node)
                 && self.members.get(&gone.node).is_some_and(|m| m.incarnation == gone.incarnation)
@@ -169,9 +198,23 @@ impl Monitor {
         }
         // Members carried over from the previous monitor's view whose
         // heartbeat file is gone left while nobody watched.
-        let absent: Vec<Member> = self.members.values().filter(|m| !beats.contains_key(&m.node)).cloned().collect();
+        let absent: Vec<Member> =
+            self.members.values().filter(|m| complete && !beats.contains_key(&m.node)).cloned().collect();
         for m in absent {
             self.leave(store, election, m, now, wall_ms, &mut report).await?;
+        }
+
+        // A join marker has served once the heartbeat shows its incarnation
+        // (or a newer one), or the file is gone (a new file is read anyway).
+        let served: Vec<(NodeId, u64)> = joins
+            .into_iter()
+            .filter(|(node, inc)| sightings.get(node).is_none_or(|s| s.hb.incarnation >= *inc))
+            .collect();
+        if !served.is_empty() {
+            self.require_office(store, election, now).await?;
+        }
+        for (node, inc) in served {
+            store.delete(&v2::join_marker(&node, inc)).await?;
         }
 
         self.finish_pending(store, election, now, wall_ms).await?;
@@ -384,6 +427,20 @@ impl Monitor {
         changed
     }
 
+    /// The member whose heartbeat content this scan reads whatever its
+    /// listing says: each in turn, one per scan.
+    fn next_refresh(&mut self) -> Option<NodeId> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let after = self.refresh_cursor.take();
+        let next = match &after {
+            Some(a) => self.members.range((Excluded(a), Unbounded)).next().map(|(n, _)| n.clone()),
+            None => None,
+        }
+        .or_else(|| self.members.keys().next().cloned());
+        self.refresh_cursor = next.clone();
+        next
+    }
+
     /// Heartbeat files this monitor has read (GETs; beats of members are
     /// read off the listing).
     pub fn heartbeat_reads(&self) -> u64 {
@@ -393,6 +450,19 @@ impl Monitor {
     pub fn members(&self) -> BTreeSet<NodeId> {
         self.members.keys().cloned().collect()
     }
+}
+
+/// The join markers in `Registry/Joins/` (one LIST, usually empty); names
+/// that do not parse are anomalies and left alone.
+async fn read_joins(store: &Store, bad: &mut Vec<Anomaly>) -> store::Result<Vec<(NodeId, u64)>> {
+    let mut out = vec![];
+    for e in store.list(v2::JOINS).await? {
+        match v2::parse_offline_marker(e.name()).filter(|_| !e.is_dir) {
+            Some(j) => out.push(j),
+            None => bad.push(Anomaly::new(&e.path, "a join marker must be a file named <node>.<incarnation>")),
+        }
+    }
+    Ok(out)
 }
 
 fn member_of(hb: &Heartbeat) -> Member {

@@ -211,6 +211,7 @@ async fn sweep_task(
             if !store.exists(&v2::manage_pointer(&t.node, id)).await? {
                 let p = formats::ManagePointer { task: *id, term: t.term };
                 store.put(&v2::manage_pointer(&t.node, id), formats::encode(&p)).await?;
+                tasks::stamp_manager(store, "monitor", &t.node, wall_ms).await;
             }
         }
         // No manager term, or its node is not live: hand the task over.

@@ -132,10 +132,11 @@ pub async fn run(
             wake.counters.woken_ticks.fetch_add(1, Ordering::Relaxed);
         }
         // Work left over by a tick that ran out of time goes on.
+        let pending = woken;
         let woken = if poll_now { None } else { Some(if busy { Woken::ALL } else { woken }) };
         let tick = async {
             match woken {
-                None => node.tick().await,
+                None => node.tick_poll(pending).await,
                 Some(w) => node.tick_woken(w).await,
             }
         };

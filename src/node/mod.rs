@@ -33,6 +33,25 @@ use crate::wake::{Poker, Pokes, Scope, Wakeup, Woken};
 /// ([`Node::session_guard`]).
 pub const GUARD_FRACTION: f64 = 0.8;
 
+/// An idle node lists its folder at least every this many polls even if its
+/// inbox stamp did not change (10 minutes at the default 10 s polls): the
+/// net under a writer that died between its write and its poke or stamp.
+pub const FULL_LIST_EVERY: u32 = 60;
+
+/// What an idle node knows of its inbox ([`crate::wake::stamp`]).
+#[derive(Debug, Default)]
+struct InboxWatch {
+    /// The stamp's bytes when last read (`Some(None)`: no stamp); `None`
+    /// until read, or when a listing is owed regardless.
+    last: Option<Option<bytes::Bytes>>,
+    /// Polls since the last listing of the folder.
+    polls_since_list: u32,
+    /// The last listing found nothing: no subtask, no task to manage.
+    empty: bool,
+    /// A `work` poke arrived that the next poll must honour with a listing.
+    poked: bool,
+}
+
 /// The task layer of a node: its worker, the tasks it manages, and the
 /// monitor's task duties.
 pub struct Work {
@@ -114,6 +133,7 @@ pub struct Node {
     addr: Option<String>,
     /// Nodes to poke once this tick's writes are done.
     pokes: Pokes,
+    inbox: InboxWatch,
     metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
@@ -142,6 +162,7 @@ impl Node {
             poker: None,
             addr: None,
             pokes: Pokes::default(),
+            inbox: InboxWatch::default(),
             metrics: None,
         }
     }
@@ -191,7 +212,9 @@ impl Node {
     /// the nodes its writes concern.
     pub fn with_wakeups(mut self, addr: Option<String>, wake: Arc<Wakeup>) -> Node {
         self.addr = addr;
-        self.poker = Some(Poker::new(wake.clone()));
+        let inbox =
+            crate::wake::Inbox { store: self.store.clone(), from: self.cfg.id.to_string(), clock: self.clock.clone() };
+        self.poker = Some(Poker::new(wake.clone(), Some(inbox)));
         if let Some(w) = self.work.as_mut() {
             w.worker.set_wakeup(wake.clone());
         }
@@ -263,6 +286,14 @@ impl Node {
         self.tick_with(None).await
     }
 
+    /// A poll tick that also serves pokes that arrived since the last tick
+    /// (the daemon's poll when both are due): a `work` poke makes the poll
+    /// list the folder even if the inbox stamp says nothing changed.
+    pub async fn tick_poll(&mut self, pending: Woken) -> bool {
+        self.inbox.poked |= pending.has(Scope::Work);
+        self.tick_with(None).await
+    }
+
     /// A tick between polls, for pokes: only what `woken` asks for (the
     /// node's folder, the monitor's job drive), plus whatever is due by the
     /// clock (a heartbeat, a lease renewal, a membership scan). A follower
@@ -276,11 +307,20 @@ impl Node {
         let busy = self.tick_inner(woken).await;
         let mut pokes = self.pokes.take();
         if pokes.take_own(&self.cfg.id) {
+            self.inbox.poked = true;
             if let Some(w) = &self.wake {
                 w.poke(Scope::Work);
             }
         }
-        if self.poker.is_none() || pokes.is_empty() {
+        if pokes.is_empty() {
+            return busy;
+        }
+        let inbox =
+            crate::wake::Inbox { store: self.store.clone(), from: self.cfg.id.to_string(), clock: self.clock.clone() };
+        if self.poker.is_none() {
+            // In-process (no listener, no wake-ups): every node it wrote for
+            // finds out from its stamp.
+            crate::wake::stamp_all(&inbox, &pokes.work_nodes()).await;
             return busy;
         }
         if woken.is_some() && !self.election.is_leader() && pokes.resolve(self.election.view()).1 > 0 {
@@ -291,7 +331,8 @@ impl Node {
             }
         }
         if let Some(p) = &self.poker {
-            p.send(&pokes, self.election.view());
+            let unsent = p.send(&pokes, self.election.view());
+            crate::wake::stamp_all(&inbox, &unsent).await;
         }
         busy
     }
@@ -350,6 +391,9 @@ impl Node {
             }
         }
         if woken.has(Scope::Work) {
+            if !poll {
+                self.inbox.poked = true;
+            }
             self.work_round(&deadline, poll || self.election.is_leader()).await;
         }
         if poll {
@@ -377,6 +421,16 @@ impl Node {
             commands: self.work.as_ref().map(|w| w.cfg.commands.keys().cloned().collect()).unwrap_or_default(),
             addr: self.addr.clone(),
         };
+        if self.beat == 1 {
+            // A new incarnation: the monitor reads beats off the listing,
+            // where a restart looks like a beat; the marker (before the beat)
+            // makes it read ours. Best effort: without it the monitor still
+            // reads each member's heartbeat in turn.
+            let marker = v2::join_marker(&self.cfg.id, self.stats.incarnation);
+            if let Err(e) = self.store.create(&marker, Vec::new()).await {
+                tracing::warn!("writing the join marker failed: {e}");
+            }
+        }
         self.store.put(&v2::heartbeat(&self.cfg.id), formats::encode(&hb)).await?;
         // The session is measured from when the write started: that is the
         // latest moment the monitor may have seen the previous beat.
@@ -400,6 +454,7 @@ impl Node {
             w.worker.drop_all();
             w.managers.clear();
         }
+        self.inbox = InboxWatch::default();
     }
 
     /// Live members and their incarnations, from the newest view.
@@ -425,6 +480,9 @@ impl Node {
         }
         let me = self.cfg.id.clone();
         let incarnation = self.stats.incarnation;
+        if !self.folder_may_have_changed().await {
+            return;
+        }
         let folder = match list_node(&self.store, &me).await {
             Ok(f) => f,
             Err(e) => {
@@ -432,6 +490,7 @@ impl Node {
                 return;
             }
         };
+        self.inbox.empty = folder.subtasks.is_empty() && folder.manages.is_empty();
         if !view_fresh && !folder.manages.is_empty() && !self.is_member() {
             // Poked to manage a task while our view (read at the last poll)
             // does not list us yet: read the lease now rather than leave
@@ -497,6 +556,32 @@ impl Node {
                 tracing::warn!(task = %id, "removing the manager pointer failed: {e}");
             }
         }
+    }
+
+    /// Whether this tick must list the node's folder. Yes when poked, busy
+    /// (running subtasks, managing tasks, or a non-empty folder at the last
+    /// listing), every [`FULL_LIST_EVERY`] polls, and when the inbox stamp
+    /// changed since it was last read. The stamp is read before the listing
+    /// it triggers, so a stamp written after that read is seen as a change
+    /// at the next poll: a write announced by a stamp is never missed.
+    async fn folder_may_have_changed(&mut self) -> bool {
+        let busy = self.work.as_ref().is_some_and(|w| w.worker.running() > 0 || !w.managers.is_empty());
+        let w = &mut self.inbox;
+        let must = std::mem::take(&mut w.poked) || busy || !w.empty || w.polls_since_list + 1 >= FULL_LIST_EVERY;
+        if !must {
+            w.polls_since_list += 1;
+            match self.store.read(&v2::inbox(&self.cfg.id)).await {
+                Ok(now) if w.last.as_ref() == Some(&now) => return false,
+                Ok(now) => w.last = Some(now),
+                Err(e) => tracing::warn!("reading this node's inbox stamp failed, listing the folder instead: {e}"),
+            }
+        } else if w.last.is_none() {
+            // Not read yet: read it now, so that the next idle poll compares
+            // against a stamp older than this listing.
+            w.last = self.store.read(&v2::inbox(&self.cfg.id)).await.ok();
+        }
+        self.inbox.polls_since_list = 0;
+        true
     }
 
     /// The monitor's task duties after a membership scan: hand over the

@@ -355,6 +355,10 @@ impl TaskManager {
         for (unit, (node, attempt)) in newest {
             let run = &mut self.runs[unit as usize];
             run.attempt = attempt;
+            // A manager that died between writing a subtask and poking (or
+            // stamping) its worker left that worker unaware of it: whoever
+            // rebuilds tells it again.
+            ctx.pokes.work(&node);
             // Unknown: the first collect reads the Running marker to tell a
             // run of the node's current incarnation from one of its old self.
             run.state = UnitState::Dispatched { node, node_incarnation: 0 };

@@ -166,6 +166,7 @@ pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Resul
     store.create(&v2::manager_term(&id, 1), formats::encode(&term)).await?;
     store.create(&v2::manage_pointer(&manager, &id), formats::encode(&ManagePointer { task: id, term: 1 })).await?;
     store.create(&v2::task_status(&id, TaskState::Init), Vec::new()).await?;
+    stamp_manager(store, "submit", &manager, wall_ms).await;
     Ok(Placed { id, manager, view: lease })
 }
 
@@ -615,10 +616,21 @@ pub async fn reassign_manager(
         term += 1;
     }
     store.put(&v2::manage_pointer(to, id), formats::encode(&ManagePointer { task: *id, term })).await?;
+    stamp_manager(store, by, to, wall_ms).await;
     if let Some(old) = old.filter(|o| &o.node != to) {
         store.delete(&v2::manage_pointer(&old.node, id)).await?;
     }
     Ok(term)
+}
+
+/// Every write of a manage pointer stamps its node's inbox
+/// ([`crate::wake::stamp`]), so an idle node finds the task at its next poll
+/// even if no wake-up reaches it. A failed stamp is only logged: the task is
+/// found at the node's next full listing.
+pub async fn stamp_manager(store: &Store, by: &str, node: &NodeId, wall_ms: u64) {
+    if let Err(e) = crate::wake::stamp_at(store, by, node, wall_ms).await {
+        tracing::warn!(%node, "writing the inbox stamp failed: {e}");
+    }
 }
 
 /// Command names (`run --command NAME=TEMPLATE`, `submit --command-name`):

@@ -51,6 +51,14 @@ def main() -> None:
     )
 
     app = DomainDispatcherApplication(create_backend_app)
+
+    class Handler(MotoRequestHandler):
+        # A client stopped mid-request (the tests SIGSTOP processes at any
+        # point) must not hold the one server thread: its connection is
+        # dropped after this many seconds without data, as a real S3
+        # endpoint would drop it, and the next client is served.
+        timeout = 2
+
     # threaded=False, processes=1: one request at a time. Werkzeug then also
     # speaks HTTP/1.0 (one request per connection), so no idle keep-alive
     # connection can hold the single server thread.
@@ -60,7 +68,7 @@ def main() -> None:
         app,
         threaded=False,
         processes=1,
-        request_handler=MotoRequestHandler,
+        request_handler=Handler,
     )
     port = server.socket.getsockname()[1]
     os.environ["MOTO_PORT"] = str(port)
