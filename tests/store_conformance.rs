@@ -89,6 +89,13 @@ async fn conformance(what: &str, s: &Store) {
     let mut all: Vec<String> = s.list_stream("c/", true).map_ok(|e| e.path).try_collect().await.unwrap();
     all.sort();
     assert_eq!(all, vec!["c/a/digits", "c/a/empty", "c/a/one", "c/b/empty", "c/b/x/y"], "{what}");
+    // The tree listing: the same objects, plus whatever folders the backend
+    // has (never an object missing).
+    let tree: Vec<store::Entry> = s.list_tree("c/").try_collect().await.unwrap();
+    let mut objects: Vec<String> = tree.iter().filter(|e| !e.is_dir).map(|e| e.path.clone()).collect();
+    objects.sort();
+    assert_eq!(objects, all, "{what}: list_tree objects");
+    assert!(tree.iter().filter(|e| e.is_dir).all(|e| e.path.starts_with("c/") && e.path.ends_with('/')), "{what}");
 
     // Streamed writes: nothing visible until close, a dropped writer leaves
     // nothing, a closed one replaces whole (several parts on S3).

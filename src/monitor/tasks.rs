@@ -134,7 +134,8 @@ pub struct SweepPass {
 /// over (the report's `by_state` then covers every task), `Ok((report,
 /// false))` when it continues at the next call. Per task: a LIST of its
 /// folder and one or two GETs (plus the hand-over of a task whose manager is
-/// not live); at the end one listing of `TaskAssigned/` and one per node.
+/// not live); at the end one recursive listing of `TaskAssigned/` and the
+/// removal of what belongs to no active task, also under the deadline.
 pub async fn sweep(
     store: &Store,
     pass: &mut SweepPass,
@@ -173,7 +174,7 @@ pub async fn sweep(
     if !(pass.pending.is_empty() && pass.deleting.is_empty() && pass.to_archive.is_empty()) {
         return Ok((report, false));
     }
-    report.garbage_removed = remove_garbage(store, &pass.active).await?;
+    report.garbage_removed = remove_garbage(store, &pass.active, deadline).await?;
     report.by_state = std::mem::take(&mut pass.by_state);
     Ok((report, true))
 }
@@ -227,23 +228,47 @@ async fn sweep_task(
 /// is removed: it may have been submitted after the pass listed
 /// `Scheduler/` (its pointer is written before its status marker, so a
 /// folder without a marker is a task being submitted, and is kept).
-async fn remove_garbage(store: &Store, active: &BTreeSet<TaskId>) -> Result<usize, TaskError> {
+/// Removes subtask folders and manage pointers of tasks that are gone or
+/// finished. One recursive listing of `TaskAssigned/` (its pages follow the
+/// files there, not the number of nodes; folders included, for the empty
+/// ones a crash leaves on fs), then a check per task found and the
+/// deletes, until `deadline`: what is left waits for the next pass.
+async fn remove_garbage(
+    store: &Store,
+    active: &BTreeSet<TaskId>,
+    deadline: &crate::clock::Deadline,
+) -> Result<usize, TaskError> {
+    use futures::TryStreamExt;
     let mut candidates: Vec<(TaskId, String)> = vec![];
-    for node_dir in store.list(v2::TASK_ASSIGNED).await?.into_iter().filter(|e| e.is_dir) {
-        for e in store.list(&node_dir.path).await? {
-            let task = if e.is_dir {
-                v2::parse_subtask_name(e.name()).map(|(t, ..)| t)
-            } else {
-                v2::parse_manage_pointer(e.name())
-            };
-            if let Some(t) = task.filter(|t| !active.contains(t)) {
-                candidates.push((t, e.path));
+    let mut seen_dirs: BTreeSet<String> = BTreeSet::new();
+    // Folders too: a node killed between creating a subtask folder and
+    // writing its first file leaves an empty one on fs.
+    let mut files = store.list_tree(v2::TASK_ASSIGNED);
+    while let Some(e) = files.try_next().await? {
+        let rel = e.path[v2::TASK_ASSIGNED.len()..].trim_end_matches('/');
+        let mut parts = rel.splitn(3, '/');
+        let (Some(node), Some(name)) = (parts.next(), parts.next()) else { continue };
+        let (task, path) = if parts.next().is_some() || e.is_dir {
+            // `<node>/<subtask>/…` or the folder itself: the folder, once.
+            let dir = format!("{}{node}/{name}/", v2::TASK_ASSIGNED);
+            if !seen_dirs.insert(dir.clone()) {
+                continue;
             }
+            (v2::parse_subtask_name(name).map(|(t, ..)| t), dir)
+        } else {
+            (v2::parse_manage_pointer(name), e.path.clone())
+        };
+        if let Some(t) = task.filter(|t| !active.contains(t)) {
+            candidates.push((t, path));
         }
     }
+    drop(files);
     let mut verdict: BTreeMap<TaskId, bool> = BTreeMap::new();
     let mut removed = 0;
     for (task, path) in candidates {
+        if deadline.passed() {
+            break;
+        }
         let garbage = match verdict.get(&task) {
             Some(g) => *g,
             None => {

@@ -699,6 +699,17 @@ impl Store {
     /// Streams the entries below `dir` page by page, without holding the
     /// whole listing in memory. With `recursive`, only objects are yielded.
     pub fn list_stream<'a>(&'a self, dir: &'a str, recursive: bool) -> BoxStream<'a, Result<Entry>> {
+        self.list_stream_with(dir, recursive, false)
+    }
+
+    /// A recursive listing that also yields the folders the backend has
+    /// (fs keeps empty ones; object stores have none), for sweeps that must
+    /// find folders left empty by a crash.
+    pub fn list_tree<'a>(&'a self, dir: &'a str) -> BoxStream<'a, Result<Entry>> {
+        self.list_stream_with(dir, true, true)
+    }
+
+    fn list_stream_with<'a>(&'a self, dir: &'a str, recursive: bool, dirs: bool) -> BoxStream<'a, Result<Entry>> {
         if self.beneath.is_some() {
             // No-follow, folder by folder (a data store's folders are small).
             let d = dir.to_string();
@@ -722,7 +733,8 @@ impl Store {
         .try_flatten()
         .try_filter_map(move |e| {
             let path = e.path().to_string();
-            let keep = path != dir_owned && !path.starts_with(FS_TMP_DIR) && !(recursive && path.ends_with('/'));
+            let keep =
+                path != dir_owned && !path.starts_with(FS_TMP_DIR) && !(recursive && !dirs && path.ends_with('/'));
             let is_dir = path.ends_with('/');
             let meta = e.metadata();
             let len = (sized && !is_dir).then(|| meta.content_length());
