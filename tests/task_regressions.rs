@@ -782,3 +782,35 @@ async fn the_tasks_of_an_offline_manager_are_handed_over_across_ticks() {
         sim.store.list(v2::OFFLINE).await.unwrap().iter().map(|e| e.name().to_string()).collect();
     assert!(offline.iter().all(|o| o.starts_with(&format!("{victim}."))), "declared offline: {offline:?}");
 }
+
+/// Issue 15: an idle node GETs its inbox stamp instead of listing its folder
+/// at every poll (on S3 a LIST costs twelve GETs), and still finds work a
+/// manager writes for it at its next poll: in-process nodes have no
+/// listeners, so every dispatch to another node is announced by a stamp.
+#[tokio::test]
+async fn an_idle_node_reads_its_inbox_instead_of_listing_and_finds_new_work_at_its_next_poll() {
+    let mut sim = Sim::with(2, fast, noop_work(), OpKind::ALL.to_vec(), true).await;
+    sim.settle().await;
+    sim.rounds(5).await;
+    let listings = Arc::new(std::sync::Mutex::new(0usize));
+    let l = listings.clone();
+    let folder = format!("{}n2/", v2::TASK_ASSIGNED);
+    sim.slot("n2").extra.set_on_op(Some(Arc::new(move |kind, path| {
+        if kind == OpKind::List && path == folder {
+            *l.lock().unwrap() += 1;
+        }
+    })));
+    sim.rounds(40).await;
+    let idle = *listings.lock().unwrap();
+    assert!(idle <= 1, "an idle node listed its folder {idle} times in 40 polls");
+    let id = sim.submit(8, "n1").await;
+    let mut rounds = 0;
+    while !sim.state(&id).await.is_some_and(|s| s.is_terminal()) {
+        sim.round().await;
+        rounds += 1;
+        assert!(rounds <= 12, "8 noop units on 2 nodes not done after {rounds} polls");
+    }
+    sim.assert_done_once(&id, 8).await;
+    assert!(*listings.lock().unwrap() > idle, "n2 never listed its folder: it got no unit of 8");
+    eprintln!("idle: {idle} listings in 40 polls; the task took {rounds} polls");
+}

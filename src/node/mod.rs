@@ -134,6 +134,8 @@ pub struct Node {
     /// Nodes to poke once this tick's writes are done.
     pokes: Pokes,
     inbox: InboxWatch,
+    /// This incarnation's join marker is written (`Registry/Joins/`).
+    join_marked: bool,
     metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
@@ -163,6 +165,7 @@ impl Node {
             addr: None,
             pokes: Pokes::default(),
             inbox: InboxWatch::default(),
+            join_marked: false,
             metrics: None,
         }
     }
@@ -212,9 +215,7 @@ impl Node {
     /// the nodes its writes concern.
     pub fn with_wakeups(mut self, addr: Option<String>, wake: Arc<Wakeup>) -> Node {
         self.addr = addr;
-        let inbox =
-            crate::wake::Inbox { store: self.store.clone(), from: self.cfg.id.to_string(), clock: self.clock.clone() };
-        self.poker = Some(Poker::new(wake.clone(), Some(inbox)));
+        self.poker = Some(Poker::new(wake.clone(), Some(self.stamper())));
         if let Some(w) = self.work.as_mut() {
             w.worker.set_wakeup(wake.clone());
         }
@@ -286,6 +287,11 @@ impl Node {
         self.tick_with(None).await
     }
 
+    /// What this node stamps other nodes' inboxes with.
+    fn stamper(&self) -> crate::wake::Inbox {
+        crate::wake::Inbox { store: self.store.clone(), from: self.cfg.id.to_string(), clock: self.clock.clone() }
+    }
+
     /// A poll tick that also serves pokes that arrived since the last tick
     /// (the daemon's poll when both are due): a `work` poke makes the poll
     /// list the folder even if the inbox stamp says nothing changed.
@@ -315,8 +321,7 @@ impl Node {
         if pokes.is_empty() {
             return busy;
         }
-        let inbox =
-            crate::wake::Inbox { store: self.store.clone(), from: self.cfg.id.to_string(), clock: self.clock.clone() };
+        let inbox = self.stamper();
         if self.poker.is_none() {
             // In-process (no listener, no wake-ups): every node it wrote for
             // finds out from its stamp.
@@ -421,14 +426,15 @@ impl Node {
             commands: self.work.as_ref().map(|w| w.cfg.commands.keys().cloned().collect()).unwrap_or_default(),
             addr: self.addr.clone(),
         };
-        if self.beat == 1 {
+        if !self.join_marked {
             // A new incarnation: the monitor reads beats off the listing,
-            // where a restart looks like a beat; the marker (before the beat)
-            // makes it read ours. Best effort: without it the monitor still
-            // reads each member's heartbeat in turn.
+            // where a restart looks like a beat; the marker (before the first
+            // beat, or retried with the next ones if its create fails) makes
+            // it read ours.
             let marker = v2::join_marker(&self.cfg.id, self.stats.incarnation);
-            if let Err(e) = self.store.create(&marker, Vec::new()).await {
-                tracing::warn!("writing the join marker failed: {e}");
+            match self.store.create(&marker, Vec::new()).await {
+                Ok(_) => self.join_marked = true,
+                Err(e) => tracing::warn!("writing the join marker failed (retried with the next beat): {e}"),
             }
         }
         self.store.put(&v2::heartbeat(&self.cfg.id), formats::encode(&hb)).await?;
@@ -455,6 +461,7 @@ impl Node {
             w.managers.clear();
         }
         self.inbox = InboxWatch::default();
+        self.join_marked = false;
     }
 
     /// Live members and their incarnations, from the newest view.
@@ -487,6 +494,8 @@ impl Node {
             Ok(f) => f,
             Err(e) => {
                 tracing::warn!("listing this node's folder failed: {e}");
+                // The stamp that asked for this listing is not spent.
+                self.inbox.last = None;
                 return;
             }
         };
