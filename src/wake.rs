@@ -205,50 +205,48 @@ impl Pokes {
             .collect()
     }
 
-    /// Nodes with a `work` poke that `view` gives no address for (not
-    /// listed, or listening nowhere): they get a [`stamp`] instead.
-    pub fn unreachable_work(&self, view: Option<&Lease>) -> Vec<NodeId> {
+    /// Where each poke goes in `view`: the pokes to send, and the `work`
+    /// targets that cannot be poked (not listed, or listening nowhere).
+    pub fn resolve(&self, view: Option<&Lease>) -> Resolved {
         let addrs: BTreeMap<&NodeId, Option<&str>> =
             view.map(|v| v.members.iter().map(|m| (&m.node, m.addr.as_deref())).collect()).unwrap_or_default();
-        self.work_nodes().into_iter().filter(|n| addrs.get(n).copied().flatten().is_none()).collect()
-    }
-
-    /// The address of each node with a `work` poke, where `view` has one.
-    fn work_addrs(&self, view: Option<&Lease>) -> BTreeMap<String, NodeId> {
-        let work: BTreeSet<NodeId> = self.work_nodes().into_iter().collect();
-        view.map(|v| {
-            v.members
-                .iter()
-                .filter(|m| work.contains(&m.node))
-                .filter_map(|m| m.addr.clone().map(|a| (a, m.node.clone())))
-                .collect()
-        })
-        .unwrap_or_default()
-    }
-
-    /// `(scope, address)` for every poke whose target has an address in
-    /// `view`, and how many targets `view` does not list at all (a newer
-    /// view may; a member without an address has its listener off).
-    pub fn resolve(&self, view: Option<&Lease>) -> (Vec<(Scope, String)>, usize) {
-        let addrs: BTreeMap<&NodeId, Option<&str>> =
-            view.map(|v| v.members.iter().map(|m| (&m.node, m.addr.as_deref())).collect()).unwrap_or_default();
-        let mut out = vec![];
-        let mut unknown = 0;
+        let mut r = Resolved::default();
         for (scope, target) in &self.0 {
-            let target = match target {
-                Target::Node(n) => Some(n),
-                Target::Monitor => view.map(|v| &v.holder),
+            let (node, work) = match target {
+                Target::Node(n) => (Some(n), Some(n)),
+                Target::Monitor => (view.map(|v| &v.holder), None),
             };
-            match target.and_then(|n| addrs.get(n)) {
-                Some(Some(a)) => out.push((*scope, a.to_string())),
-                Some(None) => {}
-                None => unknown += 1,
+            match node.and_then(|n| addrs.get(n)) {
+                Some(Some(a)) => r.sends.push(Outgoing { scope: *scope, addr: a.to_string(), work: work.cloned() }),
+                found => {
+                    r.unknown += usize::from(found.is_none());
+                    r.unreachable.extend(work.cloned());
+                }
             }
         }
-        out.sort();
-        out.dedup();
-        (out, unknown)
+        r.sends.sort();
+        r.sends.dedup();
+        r
     }
+}
+
+/// One poke to send (not `Send`, the marker trait).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Outgoing {
+    pub scope: Scope,
+    pub addr: String,
+    /// The node of a `work` poke: stamped if the poke fails.
+    pub work: Option<NodeId>,
+}
+
+/// [`Pokes::resolve`]'s answer.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Resolved {
+    pub sends: Vec<Outgoing>,
+    /// `work` targets without an address in the view: stamped instead.
+    pub unreachable: Vec<NodeId>,
+    /// Targets the view does not list at all (a newer view may).
+    pub unknown: usize,
 }
 
 /// Where a failed `work` poke leaves its [`stamp`].
@@ -318,16 +316,13 @@ impl Poker {
     /// `work` poke that fails later stamps its target itself, holding its
     /// in-flight slot until the stamp is written.
     pub fn send(&self, pokes: &Pokes, view: Option<&Lease>) -> Vec<NodeId> {
-        let (targets, missing) = pokes.resolve(view);
-        let mut unsent = pokes.unreachable_work(view);
-        let work_addrs = pokes.work_addrs(view);
+        let Resolved { sends, mut unreachable, unknown } = pokes.resolve(view);
         let c = &self.wake.counters;
-        c.dropped.fetch_add(missing as u64, Ordering::Relaxed);
-        for (scope, addr) in targets {
-            let node = if scope == Scope::Work { work_addrs.get(&addr).cloned() } else { None };
+        c.dropped.fetch_add(unknown as u64, Ordering::Relaxed);
+        for Outgoing { scope, addr, work } in sends {
             let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
                 c.dropped.fetch_add(1, Ordering::Relaxed);
-                unsent.extend(node);
+                unreachable.extend(work);
                 continue;
             };
             c.sent.fetch_add(1, Ordering::Relaxed);
@@ -338,14 +333,14 @@ impl Poker {
                 if let Err(e) = poke(&client, &addr, scope).await {
                     wake.counters.failed.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(%addr, "poke failed (the receiver will poll): {e}");
-                    if let (Some(inbox), Some(node)) = (inbox, node) {
+                    if let (Some(inbox), Some(node)) = (inbox, work) {
                         stamp_all(&inbox, &[node]).await;
                     }
                 }
                 drop(permit);
             });
         }
-        unsent
+        unreachable
     }
 }
 
@@ -379,9 +374,7 @@ pub async fn poke_now(store: &store::Store, pokes: &Pokes, clock: SharedClock) {
 /// [`poke_now`] with a view the caller has just read.
 pub async fn poke_in_view(store: &store::Store, view: Option<&Lease>, pokes: &Pokes, clock: SharedClock) {
     let inbox = Inbox { store: store.clone(), from: "cli".into(), clock };
-    let (targets, _) = pokes.resolve(view);
-    let mut unsent = pokes.unreachable_work(view);
-    let work_addrs = pokes.work_addrs(view);
+    let Resolved { sends, mut unreachable, .. } = pokes.resolve(view);
     let client = match reqwest::Client::builder().timeout(POKE_TIMEOUT).no_proxy().build() {
         Ok(c) => Some(c),
         Err(e) => {
@@ -389,22 +382,21 @@ pub async fn poke_in_view(store: &store::Store, view: Option<&Lease>, pokes: &Po
             None
         }
     };
-    let sends = targets.iter().map(|(scope, addr)| {
+    let attempts = sends.into_iter().map(|Outgoing { scope, addr, work }| {
         let client = &client;
-        let node = if *scope == Scope::Work { work_addrs.get(addr).cloned() } else { None };
         async move {
-            let Some(client) = client else { return node };
-            match poke(client, addr, *scope).await {
+            let Some(client) = client else { return work };
+            match poke(client, &addr, scope).await {
                 Ok(()) => None,
                 Err(e) => {
                     tracing::debug!(%addr, "poke failed (the receiver will poll): {e}");
-                    node
+                    work
                 }
             }
         }
     });
-    unsent.extend(futures::future::join_all(sends).await.into_iter().flatten());
-    stamp_all(&inbox, &unsent).await;
+    unreachable.extend(futures::future::join_all(attempts).await.into_iter().flatten());
+    stamp_all(&inbox, &unreachable).await;
 }
 
 #[cfg(test)]
@@ -442,10 +434,16 @@ mod tests {
         p.work(&NodeId::parse("c").unwrap());
         p.work(&NodeId::parse("gone").unwrap());
         p.monitor();
-        let (targets, missing) = p.resolve(Some(&view));
-        assert_eq!(targets, vec![(Scope::Work, "h:1".to_string()), (Scope::Monitor, "h:2".to_string())]);
-        assert_eq!(missing, 1, "gone is not a member (c is, with its listener off)");
-        assert_eq!(p.resolve(None), (vec![], 4), "no view: nobody can be found");
+        let r = p.resolve(Some(&view));
+        let sends: Vec<(Scope, &str)> = r.sends.iter().map(|s| (s.scope, s.addr.as_str())).collect();
+        assert_eq!(sends, vec![(Scope::Work, "h:1"), (Scope::Monitor, "h:2")]);
+        assert_eq!(r.sends[0].work.as_ref().map(|n| n.as_str()), Some("a"), "a work poke names its node");
+        assert_eq!(r.sends[1].work, None);
+        assert_eq!(r.unknown, 1, "gone is not a member (c is, with its listener off)");
+        let unreachable: Vec<&str> = r.unreachable.iter().map(|n| n.as_str()).collect();
+        assert_eq!(unreachable, vec!["c", "gone"], "work pokes without an address are stamped");
+        let none = p.resolve(None);
+        assert_eq!((none.sends.len(), none.unknown, none.unreachable.len()), (0, 4, 3), "no view: nobody can be found");
     }
 
     #[test]

@@ -103,11 +103,12 @@ impl Tracker {
     }
 
     /// Forgets nodes that have no heartbeat file any more; returns them.
-    pub fn retain_present(&mut self, present: &BTreeMap<NodeId, Heartbeat>) -> Vec<Member> {
+    /// `present` gives the incarnation each listed heartbeat holds.
+    pub fn retain_present(&mut self, present: impl Fn(&NodeId) -> Option<u64>) -> Vec<Member> {
         let gone: Vec<Member> = self
             .seen
             .iter()
-            .filter(|(n, s)| present.get(*n).is_none_or(|hb| hb.incarnation != s.incarnation))
+            .filter(|(n, s)| present(n) != Some(s.incarnation))
             .map(|(n, s)| Member {
                 node: n.clone(),
                 incarnation: s.incarnation,
@@ -117,7 +118,7 @@ impl Tracker {
             })
             .collect();
         for m in &gone {
-            if present.get(&m.node).is_none() {
+            if present(&m.node).is_none() {
                 self.seen.remove(&m.node);
             }
         }
@@ -415,9 +416,9 @@ mod tests {
         t.observe(&hb("b", 1, 1, 1000), false, Duration::ZERO);
         let mut present = BTreeMap::new();
         present.insert(NodeId::parse("a").unwrap(), hb("a", 1, 2, 1000));
-        let gone = t.retain_present(&present);
+        let gone = t.retain_present(|n| present.get(n).map(|hb| hb.incarnation));
         assert_eq!(gone.len(), 1);
         assert_eq!(gone[0].node.as_str(), "b");
-        assert!(t.retain_present(&present).is_empty());
+        assert!(t.retain_present(|n| present.get(n).map(|hb| hb.incarnation)).is_empty());
     }
 }

@@ -146,7 +146,6 @@ impl Monitor {
             )
             .await?;
         report.anomalies.extend(anomalies);
-        let beats: BTreeMap<NodeId, Heartbeat> = sightings.iter().map(|(n, s)| (n.clone(), s.hb.clone())).collect();
 
         // Every sighting is observed before anything is written: a write
         // that fails ends the scan, and a beat seen in the listing is
@@ -188,9 +187,11 @@ impl Monitor {
         // A heartbeat listed but unreadable this time is not gone: judge
         // departures at a scan that read everything it listed.
         let complete = self.beats.unreadable().is_empty();
-        for gone in if complete { self.tracker.retain_present(&beats) } else { vec![] } {
+        for gone in
+            if complete { self.tracker.retain_present(|n| sightings.get(n).map(|s| s.hb.incarnation)) } else { vec![] }
+        {
             // Replaced by a new incarnation (handled above), or not a member.
-            if !beats.contains_key(&gone.node)
+            if !sightings.contains_key(&gone.node)
                 && self.members.get(&gone.node).is_some_and(|m| m.incarnation == gone.incarnation)
             {
                 self.leave(store, election, gone, now, wall_ms, &mut report).await?;
@@ -199,7 +200,7 @@ impl Monitor {
         // Members carried over from the previous monitor's view whose
         // heartbeat file is gone left while nobody watched.
         let absent: Vec<Member> =
-            self.members.values().filter(|m| complete && !beats.contains_key(&m.node)).cloned().collect();
+            self.members.values().filter(|m| complete && !sightings.contains_key(&m.node)).cloned().collect();
         for m in absent {
             self.leave(store, election, m, now, wall_ms, &mut report).await?;
         }
@@ -439,12 +440,6 @@ impl Monitor {
         .or_else(|| self.members.keys().next().cloned());
         self.refresh_cursor = next.clone();
         next
-    }
-
-    /// Heartbeat files this monitor has read (GETs; beats of members are
-    /// read off the listing).
-    pub fn heartbeat_reads(&self) -> u64 {
-        self.beats.reads()
     }
 
     pub fn members(&self) -> BTreeSet<NodeId> {

@@ -328,7 +328,7 @@ impl Node {
             crate::wake::stamp_all(&inbox, &pokes.work_nodes()).await;
             return busy;
         }
-        if woken.is_some() && !self.election.is_leader() && pokes.resolve(self.election.view()).1 > 0 {
+        if woken.is_some() && !self.election.is_leader() && pokes.resolve(self.election.view()).unknown > 0 {
             // A node to poke that our view (read at the last poll) does not
             // list: it joined since. Read the newest view once, now.
             if let Err(e) = self.election_round(self.clock.mono()).await {
