@@ -377,9 +377,12 @@ fn a_monitor_killed_inside_an_offline_declaration_or_an_event_is_finished_by_the
 #[test]
 fn an_upgrade_killed_inside_its_creates_completes_on_the_rerun() {
     // The lock is empty: its crash points are around its link.
-    for (pattern, at) in
-        [("TaskUpgradeLock_", "link-before"), ("TaskUpgradeLock_", "link-after"), ("_TaskInfo.pc.db", "write")]
-    {
+    for (pattern, at) in [
+        ("TaskUpgradeLock_", "link-before"),
+        ("TaskUpgradeLock_", "link-after"),
+        ("_TaskInfo.pc.db", "write"),
+        ("_UpgradeState.json", "write"),
+    ] {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().to_str().unwrap();
         let run = |args: &[&str]| {
@@ -400,6 +403,13 @@ fn an_upgrade_killed_inside_its_creates_completes_on_the_rerun() {
         assert!(run(&[]).success(), "{pattern} {at}: the rerun failed");
         assert!(run(&["--verify"]).success(), "{pattern} {at}: verify failed");
         assert_no_torn_file(tmp.path());
+        // Nothing of the killed run is left, not even its hidden temp: an
+        // upgraded tree is clean before any daemon lists its folders.
+        let temps: Vec<String> = files_below(&tmp.path().join("Compaction_V2"))
+            .into_iter()
+            .filter(|f| is_temp(f.rsplit('/').next().unwrap()))
+            .collect();
+        assert!(temps.is_empty(), "{pattern} {at}: the killed run's temps are left: {temps:?}");
     }
 }
 

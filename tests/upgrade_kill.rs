@@ -114,7 +114,9 @@ fn sigkill_at_random_moments_then_rerun_equals_uninterrupted_run() {
     assert_eq!(st.code(), Some(0));
     let got = v2_tree(&killed);
     let want = v2_tree(&reference);
-    assert_eq!(got.len(), want.len());
+    let extra: Vec<_> = got.keys().filter(|k| !want.contains_key(*k)).collect();
+    let missing: Vec<_> = want.keys().filter(|k| !got.contains_key(*k)).collect();
+    assert!(extra.is_empty() && missing.is_empty(), "extra files: {extra:?}; missing files: {missing:?}");
     for ((gp, gv), (wp, wv)) in got.iter().zip(want.iter()) {
         assert_eq!(gp, wp);
         assert_eq!(gv, wv, "{gp}");

@@ -421,11 +421,35 @@ async fn pass(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<Repo
         _ => None,
     };
     if let Some(next) = next.filter(|n| report.state != Some(*n)) {
+        if next == UpgradePhase::Complete {
+            sweep_crashed_writes(store).await?;
+        }
         write_state(store, opts, next, report.v1_tasks).await?;
         report.state = Some(next);
     }
     report.elapsed_ms = (opts.clock.mono() - started).as_millis() as u64;
     Ok(report)
+}
+
+/// On fs, a killed upgrader can leave the hidden temp file of a create or
+/// put beside its target (`store::fs_create`): never listed, but a file an
+/// operator finds with `ls -a` and a backup copies. A listing removes the
+/// temps of dead processes of this host, so the pass walks the folders it
+/// writes once, before it marks the upgrade complete: a completed tree holds
+/// only what it shows. A crash during the marker's own write leaves it
+/// `Running`, and the rerun walks again. Elsewhere a PUT is atomic and
+/// leaves nothing, and the walk is skipped.
+async fn sweep_crashed_writes(store: &Store) -> Result<(), MigrateError> {
+    if !matches!(store.uri(), store::RootUri::Fs { .. }) {
+        return Ok(());
+    }
+    for dir in [v2::SCHEDULER, v2::UPGRADE_LOCKS] {
+        let mut walk = store.list_tree(dir);
+        while let Some(entry) = walk.next().await {
+            entry?;
+        }
+    }
+    Ok(())
 }
 
 fn fail(path: &str, v2: Option<TaskId>, state: Option<TaskState>, reason: impl Into<String>) -> TaskEvent {
