@@ -12,13 +12,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use layouts::formats::{self, ExecutorKind, ExecutorSpec, StatusMark, TaskInfo};
 use layouts::{v2, Name, NodeId, SubtaskState, TaskId};
 use store::Store;
 
 use crate::clock::Deadline;
 use crate::executor::{self, ExecRequest, Running};
+use crate::tasks::manager::WRITE_CONCURRENCY;
 use crate::wake::{Pokes, Scope, Wakeup};
 
 /// Settings of the task layer, from `compactd run`.
@@ -265,153 +266,93 @@ impl Worker {
         }
         // Finished here and reported now or still to report: the listing
         // (taken before this poll) may still show them Running.
-        let pending: Vec<String> = self.reports.keys().cloned().collect();
-        let finished_here: std::collections::BTreeSet<String> = pending.iter().cloned().collect();
-        for name in pending {
-            // Unwritten reports are kept for the next poll.
-            if deadline.passed() {
-                return Ok(());
-            }
-            let (kind, f, manager) = self.reports[&name].clone();
-            let sub = Name::parse(&name).expect("listed subtask names are valid");
-            // Counters reported by the executor travel in the status mark;
-            // an `Output` beside a success tells the manager to read them.
-            let stats = crate::executor::parse_stats(&f.tail);
-            if let Some(n) = stats.get("skipped_special").filter(|n| **n > 0) {
-                tracing::warn!(subtask = %name, skipped = n, "entries that are not regular files were left alone (listed in its Output)");
-            }
-            if !f.tail.is_empty() && (kind == ExecutorKind::Command || !f.success || !stats.is_empty()) {
-                store.put(&v2::subtask_output(&self.me, &sub), f.tail.clone().into_bytes()).await?;
-            }
-            let state = if f.success { SubtaskState::Success } else { SubtaskState::Failed };
-            let mark = StatusMark { incarnation, wall_ms, exit_code: f.exit_code, error: f.error.clone(), stats };
-            store.put(&v2::subtask_status(&self.me, &sub, state), formats::encode(&mark)).await?;
-            self.reports.remove(&name);
-            if let Some(m) = &manager {
-                self.pokes.work(m);
-            }
-            tracing::info!(subtask = %name, %state, "subtask finished");
-        }
-        // New: start.
-        for (name, f) in &folder.subtasks {
-            if self.running.len() >= cfg.max_running {
-                break;
-            }
-            if self.running.contains_key(name) || !f.has_info || finished_here.contains(name) {
-                continue;
-            }
-            if deadline.passed() {
-                break;
-            }
-            let Ok(sub) = Name::parse(name) else { continue };
-            if !f.markers.is_empty() {
-                if f.state() != SubtaskState::Running || self.reported.contains(name) {
-                    continue;
+        let finished_here: std::collections::BTreeSet<String> = self.reports.keys().cloned().collect();
+        let me = self.me.clone();
+        // Reports go out [`WRITE_CONCURRENCY`] at a time (on fs each is a
+        // synced write, and concurrent syncs share the journal's commits);
+        // each one's order (output, then status, then the poke) is kept
+        // inside its own future. Unwritten reports are kept for the next poll.
+        let pending: Vec<_> = self.reports.iter().map(|(n, r)| (n.clone(), r.clone())).collect();
+        let mut first_err = None;
+        {
+            let mut writes = futures::stream::iter(pending)
+                .take_while(|_| std::future::ready(!deadline.passed()))
+                .map(|(name, (kind, f, manager))| {
+                    let me = &me;
+                    async move {
+                        let r = write_report(store, me, incarnation, wall_ms, &name, kind, &f).await;
+                        (name, manager, r)
+                    }
+                })
+                .buffer_unordered(WRITE_CONCURRENCY);
+            while let Some((name, manager, r)) = writes.next().await {
+                match r {
+                    Ok(state) => {
+                        self.reports.remove(&name);
+                        if let Some(m) = &manager {
+                            self.pokes.work(m);
+                        }
+                        tracing::info!(subtask = %name, %state, "subtask finished");
+                    }
+                    Err(e) => {
+                        first_err.get_or_insert(e);
+                    }
                 }
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        if deadline.passed() {
+            return Ok(());
+        }
+        // New: start, as many as there is room for. The reads and `Running`
+        // marks go out concurrently; each subtask's executor starts once its
+        // own mark is written.
+        let room = cfg.max_running.saturating_sub(self.running.len());
+        let candidates: Vec<(Name, bool)> = folder
+            .subtasks
+            .iter()
+            .filter(|(name, f)| !self.running.contains_key(*name) && f.has_info && !finished_here.contains(*name))
+            .filter(|(name, f)| {
                 // Running but not run here: by an earlier incarnation (its
                 // manager re-dispatches it), or by this one, which lost track
                 // (the marker's write landed but its reply was lost): then
-                // start it again.
-                let path = v2::subtask_status(&self.me, &sub, SubtaskState::Running);
-                let mark = store.read(&path).await?.and_then(|b| formats::decode::<StatusMark>(&b).ok());
-                if mark.is_none_or(|m| m.incarnation != incarnation) {
-                    self.reported.insert(name.clone());
-                    tracing::info!(subtask = %name, "marked Running by an earlier incarnation of this node: leaving it to its manager");
-                    continue;
+                // start it again. [`prepare`] reads the mark to tell.
+                f.markers.is_empty() || (f.state() == SubtaskState::Running && !self.reported.contains(*name))
+            })
+            .filter_map(|(name, f)| Name::parse(name).ok().map(|n| (n, !f.markers.is_empty())))
+            .take(room)
+            .collect();
+        let mut starts = futures::stream::iter(candidates)
+            .take_while(|_| std::future::ready(!deadline.passed()))
+            .map(|(sub, marked)| {
+                let me = &me;
+                async move {
+                    let r = prepare(store, cfg, me, incarnation, &sub, marked, wall_ms).await;
+                    (sub, r)
+                }
+            })
+            .buffer_unordered(WRITE_CONCURRENCY);
+        while let Some((sub, r)) = starts.next().await {
+            match r {
+                Ok(Prepared::Start { req, manager }) => self.launch(&sub, &req, manager, deadline.now()),
+                Ok(Prepared::Earlier) => {
+                    self.reported.insert(sub.to_string());
+                    tracing::info!(subtask = %sub, "marked Running by an earlier incarnation of this node: leaving it to its manager");
+                }
+                Ok(Prepared::Nothing) => {}
+                Err(e) => {
+                    first_err.get_or_insert(e);
                 }
             }
-            self.start(store, cfg, incarnation, &sub, wall_ms, deadline.now()).await?;
         }
-        Ok(())
+        first_err.map_or(Ok(()), Err)
     }
 
-    async fn start(
-        &mut self,
-        store: &Store,
-        cfg: &WorkConfig,
-        incarnation: u64,
-        sub: &Name,
-        wall_ms: u64,
-        now: std::time::Duration,
-    ) -> store::Result<()> {
-        let fail =
-            |why: String| StatusMark { incarnation, wall_ms, exit_code: None, error: Some(why), ..Default::default() };
-        let info = match store.read(&v2::subtask_info(&self.me, sub)).await? {
-            Some(b) => formats::decode::<TaskInfo>(&b),
-            None => return Ok(()),
-        };
-        let info = match info {
-            Ok(i) if i.run.subtask.as_ref().is_some_and(|m| m.node == self.me) => i,
-            Ok(_) => {
-                let mark = fail("subtask info does not name this node".into());
-                store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Failed), formats::encode(&mark)).await?;
-                return Ok(());
-            }
-            Err(e) => {
-                // Creates are complete-or-absent, so this is not a write in
-                // progress: garbage, or a file torn by a crashed older
-                // compactd. Failing the attempt lets the manager retry the
-                // unit on another attempt instead of waiting forever.
-                tracing::warn!(subtask = %sub, "subtask info does not parse, failing the attempt: {e}");
-                let mark = fail(format!("subtask info does not parse: {e}"));
-                store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Failed), formats::encode(&mark)).await?;
-                return Ok(());
-            }
-        };
-        let meta = info.run.subtask.clone().expect("checked above");
-        let manager = meta.manager.clone();
-        let executor = info.run.executor.clone();
-        let kind = executor.as_ref().map(|e| e.kind).unwrap_or(cfg.executor);
-        let mut vars = BTreeMap::new();
-        vars.insert("db", info.db_name.to_string());
-        vars.insert("schema", info.schema_name.to_string());
-        vars.insert("table", info.table_name.to_string());
-        vars.insert("partition", info.partition_name.as_ref().map(|p| p.to_string()).unwrap_or_default());
-        vars.insert("task", meta.parent.to_string());
-        vars.insert("subtask", sub.to_string());
-        vars.insert("round", meta.round.to_string());
-        vars.insert("attempt", meta.attempt.to_string());
-        if let Some(s) = meta.shard {
-            vars.insert("shard_index", s.index.to_string());
-            vars.insert("shard_total", s.total.to_string());
-        }
-        let command = match kind {
-            ExecutorKind::Command => match command_for(cfg, &self.me, executor.as_ref()) {
-                Ok(c) => Some(c),
-                Err(why) => {
-                    // Nothing is executed; the manager retries the unit on
-                    // another node (which may define the command).
-                    tracing::warn!(subtask = %sub, "{why}");
-                    let mark = fail(why);
-                    store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Failed), formats::encode(&mark)).await?;
-                    return Ok(());
-                }
-            },
-            _ => None,
-        };
-        let req = ExecRequest {
-            kind,
-            command,
-            timeout: executor
-                .as_ref()
-                .and_then(|e| e.timeout_ms)
-                .map(Duration::from_millis)
-                .unwrap_or(cfg.command_timeout),
-            vars,
-            params: info.run.params.clone(),
-            data_uri: cfg.data_uri.clone(),
-            target_size: cfg.target_size,
-            compression: cfg.parquet_compression.clone(),
-            fence: Some((cfg.root_uri.clone(), v2::subtask_dir(&self.me, sub))),
-            run_as: cfg.run_as.clone(),
-        };
-        if kind.is_builtin_merge() && info.partition_name.is_none() {
-            let mark = fail(format!("the {} executor needs a partition", kind_label(kind)));
-            store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Failed), formats::encode(&mark)).await?;
-            return Ok(());
-        }
-        let mark = StatusMark { incarnation, wall_ms, ..Default::default() };
-        store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Running), formats::encode(&mark)).await?;
+    /// Starts the executor of `sub`, whose `Running` mark is written.
+    fn launch(&mut self, sub: &Name, req: &ExecRequest, manager: Option<NodeId>, now: Duration) {
+        let kind = req.kind;
         if kind == ExecutorKind::Noop {
             self.running.insert(sub.to_string(), RunningSub { exec: None, kind, manager, started: now });
             if let Some(m) = &self.metrics {
@@ -421,10 +362,10 @@ impl Worker {
             if let Some(w) = &self.wake {
                 w.poke(Scope::Work);
             }
-            return Ok(());
+            return;
         }
         let on_exit = self.wake.clone().map(|w| Box::new(move || w.poke(Scope::Work)) as executor::OnExit);
-        match executor::spawn(&req, now, &self.groups, on_exit) {
+        match executor::spawn(req, now, &self.groups, on_exit) {
             Ok(exec) => {
                 tracing::info!(subtask = %sub, pid = exec.pid(), ?kind, "subtask started");
                 self.running.insert(sub.to_string(), RunningSub { exec: Some(exec), kind, manager, started: now });
@@ -433,12 +374,144 @@ impl Worker {
                 }
             }
             Err(e) => {
-                let mark = fail(format!("could not start the executor: {e}"));
-                store.put(&v2::subtask_status(&self.me, sub, SubtaskState::Failed), formats::encode(&mark)).await?;
+                // Reported like an executor that failed at once: the
+                // manager retries the unit (on another attempt).
+                tracing::warn!(subtask = %sub, "could not start the executor: {e}");
+                let error = Some(format!("could not start the executor: {e}"));
+                let f = executor::Finished { success: false, exit_code: None, error, tail: String::new() };
+                self.reports.insert(sub.to_string(), (kind, f, manager));
+                if let Some(w) = &self.wake {
+                    w.poke(Scope::Work);
+                }
             }
         }
-        Ok(())
     }
+}
+
+/// Writes one finished subtask's result: its output (when there is one to
+/// keep), then its status mark.
+async fn write_report(
+    store: &Store,
+    me: &NodeId,
+    incarnation: u64,
+    wall_ms: u64,
+    name: &str,
+    kind: ExecutorKind,
+    f: &executor::Finished,
+) -> store::Result<SubtaskState> {
+    let sub = Name::parse(name).expect("listed subtask names are valid");
+    // Counters reported by the executor travel in the status mark; an
+    // `Output` beside a success tells the manager to read them.
+    let stats = crate::executor::parse_stats(&f.tail);
+    if let Some(n) = stats.get("skipped_special").filter(|n| **n > 0) {
+        tracing::warn!(subtask = %name, skipped = n, "entries that are not regular files were left alone (listed in its Output)");
+    }
+    if !f.tail.is_empty() && (kind == ExecutorKind::Command || !f.success || !stats.is_empty()) {
+        store.put(&v2::subtask_output(me, &sub), f.tail.clone().into_bytes()).await?;
+    }
+    let state = if f.success { SubtaskState::Success } else { SubtaskState::Failed };
+    let mark = StatusMark { incarnation, wall_ms, exit_code: f.exit_code, error: f.error.clone(), stats };
+    store.put(&v2::subtask_status(me, &sub, state), formats::encode(&mark)).await?;
+    Ok(state)
+}
+
+/// What [`prepare`] found for a subtask to start.
+enum Prepared {
+    /// Its `Running` mark is written: start this.
+    Start { req: Box<ExecRequest>, manager: Option<NodeId> },
+    /// Marked `Running` by an earlier incarnation of this node.
+    Earlier,
+    /// Gone, or failed before anything ran (its `Failed` mark is written).
+    Nothing,
+}
+
+/// Reads a subtask's info and writes its `Running` mark (or its `Failed`
+/// mark when it cannot run here). `marked`: the listing showed it `Running`,
+/// so the mark is read first to tell whose it is.
+async fn prepare(
+    store: &Store,
+    cfg: &WorkConfig,
+    me: &NodeId,
+    incarnation: u64,
+    sub: &Name,
+    marked: bool,
+    wall_ms: u64,
+) -> store::Result<Prepared> {
+    if marked {
+        let path = v2::subtask_status(me, sub, SubtaskState::Running);
+        let mark = store.read(&path).await?.and_then(|b| formats::decode::<StatusMark>(&b).ok());
+        if mark.is_none_or(|m| m.incarnation != incarnation) {
+            return Ok(Prepared::Earlier);
+        }
+    }
+    let failed = |why: String| async move {
+        let mark = StatusMark { incarnation, wall_ms, exit_code: None, error: Some(why), ..Default::default() };
+        store.put(&v2::subtask_status(me, sub, SubtaskState::Failed), formats::encode(&mark)).await?;
+        Ok(Prepared::Nothing)
+    };
+    let info = match store.read(&v2::subtask_info(me, sub)).await? {
+        Some(b) => formats::decode::<TaskInfo>(&b),
+        None => return Ok(Prepared::Nothing),
+    };
+    let info = match info {
+        Ok(i) if i.run.subtask.as_ref().is_some_and(|m| m.node == *me) => i,
+        Ok(_) => return failed("subtask info does not name this node".into()).await,
+        Err(e) => {
+            // Creates are complete-or-absent, so this is not a write in
+            // progress: garbage, or a file torn by a crashed older
+            // compactd. Failing the attempt lets the manager retry the
+            // unit on another attempt instead of waiting forever.
+            tracing::warn!(subtask = %sub, "subtask info does not parse, failing the attempt: {e}");
+            return failed(format!("subtask info does not parse: {e}")).await;
+        }
+    };
+    let meta = info.run.subtask.clone().expect("checked above");
+    let manager = meta.manager.clone();
+    let executor = info.run.executor.clone();
+    let kind = executor.as_ref().map(|e| e.kind).unwrap_or(cfg.executor);
+    let mut vars = BTreeMap::new();
+    vars.insert("db", info.db_name.to_string());
+    vars.insert("schema", info.schema_name.to_string());
+    vars.insert("table", info.table_name.to_string());
+    vars.insert("partition", info.partition_name.as_ref().map(|p| p.to_string()).unwrap_or_default());
+    vars.insert("task", meta.parent.to_string());
+    vars.insert("subtask", sub.to_string());
+    vars.insert("round", meta.round.to_string());
+    vars.insert("attempt", meta.attempt.to_string());
+    if let Some(s) = meta.shard {
+        vars.insert("shard_index", s.index.to_string());
+        vars.insert("shard_total", s.total.to_string());
+    }
+    let command = match kind {
+        ExecutorKind::Command => match command_for(cfg, me, executor.as_ref()) {
+            Ok(c) => Some(c),
+            Err(why) => {
+                // Nothing is executed; the manager retries the unit on
+                // another node (which may define the command).
+                tracing::warn!(subtask = %sub, "{why}");
+                return failed(why).await;
+            }
+        },
+        _ => None,
+    };
+    if kind.is_builtin_merge() && info.partition_name.is_none() {
+        return failed(format!("the {} executor needs a partition", kind_label(kind))).await;
+    }
+    let req = ExecRequest {
+        kind,
+        command,
+        timeout: executor.as_ref().and_then(|e| e.timeout_ms).map(Duration::from_millis).unwrap_or(cfg.command_timeout),
+        vars,
+        params: info.run.params.clone(),
+        data_uri: cfg.data_uri.clone(),
+        target_size: cfg.target_size,
+        compression: cfg.parquet_compression.clone(),
+        fence: Some((cfg.root_uri.clone(), v2::subtask_dir(me, sub))),
+        run_as: cfg.run_as.clone(),
+    };
+    let mark = StatusMark { incarnation, wall_ms, ..Default::default() };
+    store.put(&v2::subtask_status(me, sub, SubtaskState::Running), formats::encode(&mark)).await?;
+    Ok(Prepared::Start { req: Box::new(req), manager })
 }
 
 /// The template a command subtask runs on this node: the named command if
