@@ -175,6 +175,60 @@ fn fs_stopping_a_repeat_task_cancels_it_and_kills_its_executors() {
     }
 }
 
+/// The processes whose parent is `pid` (from every thread's `children`).
+fn children_of(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten() {
+        let t = t.unwrap().path();
+        let kids = std::fs::read_to_string(t.join("children")).unwrap_or_default();
+        out.extend(kids.split_whitespace().map(|p| p.parse::<i32>().unwrap()));
+    }
+    out
+}
+
+#[test]
+fn fs_a_sigkilled_daemon_takes_its_executors_and_what_they_started_with_it() {
+    let mut c = Cluster::fs();
+    let pids = c.fs_path().with_file_name("pids");
+    std::fs::create_dir_all(&pids).unwrap();
+    c.start_with("n1", &["--allow-inline-commands"]);
+    c.wait_nodes(Duration::from_secs(20), "n1 alive", |r| alive(r).len() == 1);
+    // The shell, and a process it started in the background: a death signal
+    // to the shell alone (what executors used to get) leaves the second.
+    let cmd =
+        format!("sleep 60 & echo $! > {d}/{{subtask}}.bg; echo $$ > {d}/{{subtask}}.sh; wait", d = pids.display());
+    let task = submit(&c, &["--shards", "2", "--command", &cmd]);
+    c.wait_status(&task, Duration::from_secs(20), "2 running executors", |s| {
+        s["subtasks"].as_array().unwrap().iter().filter(|t| t["state"] == "Running").count() == 2
+    });
+    let read_pids = || -> Vec<i32> {
+        std::fs::read_dir(&pids)
+            .unwrap()
+            .filter_map(|e| std::fs::read_to_string(e.unwrap().path()).ok()?.trim().parse().ok())
+            .collect()
+    };
+    let start = Instant::now();
+    while read_pids().len() < 4 {
+        assert!(start.elapsed() < Duration::from_secs(10), "pid files: {:?}", read_pids());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let started = read_pids();
+    assert!(started.iter().all(|p| pid_alive(*p)), "{started:?}");
+    // The daemon's own children: its two executors and its reaper.
+    let reapers: Vec<i32> = children_of(c.pid("n1"))
+        .into_iter()
+        .filter(|p| std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default().ends_with(b"__reaper\0"))
+        .collect();
+    assert_eq!(reapers.len(), 1, "the daemon runs one reaper");
+    c.kill("n1");
+    let start = Instant::now();
+    while started.iter().chain(&reapers).any(|p| pid_alive(*p)) {
+        let left: Vec<_> = started.iter().chain(&reapers).filter(|p| pid_alive(**p)).collect();
+        assert!(start.elapsed() < Duration::from_secs(5), "still running after the daemon was killed: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn fs_a_paused_workers_late_result_is_not_accepted() {
     let mut c = Cluster::fs();

@@ -72,6 +72,10 @@ pub enum Command {
     /// (internal) the merge executor, run by workers as a child process.
     #[command(name = "__merge", hide = true)]
     Merge(tasks::MergeArgs),
+    /// (internal) kills a daemon's executors when the daemon dies; started
+    /// by `run` (see `executor::reaper`).
+    #[command(name = "__reaper", hide = true)]
+    Reaper,
     /// Migrate a legacy v1 tree (Compaction/) to v2 (Compaction_V2/).
     Upgrade(upgrade::UpgradeArgs),
     /// Print the effective configuration of `run` (flags > environment >
@@ -99,6 +103,7 @@ pub fn offline(loaded: &config::Loaded) -> Option<i32> {
             clap_complete::generate(*shell, &mut Cli::command(), "compactd", &mut std::io::stdout());
             Some(0)
         }
+        Command::Reaper => Some(crate::executor::reaper::serve()),
         Command::Man => {
             let man = clap_mangen::Man::new(Cli::command());
             match man.render(&mut std::io::stdout()) {
@@ -153,7 +158,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Jobs(args) => jobs::list(store, args).await,
         Command::Job(args) => jobs::show(store, args).await,
         Command::Upgrade(args) => upgrade::run(store, args).await,
-        Command::Config(_) | Command::Completions { .. } | Command::Man => {
+        Command::Config(_) | Command::Completions { .. } | Command::Man | Command::Reaper => {
             unreachable!("handled by `offline` before any backend is opened")
         }
     }

@@ -3,8 +3,11 @@
 //! `parquet` executors are `compactd __merge [--format parquet] …` (see
 //! [`merge`] and [`parquet`]). A child runs in its own process
 //! group, which the worker kills as a whole on stop, timeout or when it
-//! drops the work of an old incarnation; a child also dies with its worker
-//! (`PR_SET_PDEATHSIG`), so a SIGKILLed worker leaves no executor behind.
+//! drops the work of an old incarnation. A daemon's executors also die with
+//! it: its [`reaper`] kills their groups when it is gone, so a SIGKILLed
+//! worker leaves nothing behind. Without a reaper (in-process nodes, or
+//! none could start) a child gets `PR_SET_PDEATHSIG` instead, which reaches
+//! only the child itself and costs a full fork of the daemon per executor.
 //!
 //! Template placeholders `{db} {schema} {table} {partition} {task} {subtask}
 //! {shard_index} {shard_total} {param.NAME}` are replaced by shell-quoted
@@ -13,6 +16,7 @@
 
 pub mod merge;
 pub mod parquet;
+pub mod reaper;
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -146,21 +150,74 @@ pub type OnExit = Box<dyn FnOnce() + Send + 'static>;
 /// kills them all before the node's session can run out (the session
 /// guard, see `node::daemon`), so that no unit runs here and, after the
 /// monitor declared this node offline, on another node at once.
-#[derive(Debug, Clone, Default)]
-pub struct Groups(Arc<Mutex<std::collections::BTreeSet<i32>>>);
+/// With a reaper ([`Groups::start_reaper`], the daemon's), they are also
+/// killed when the daemon dies.
+#[derive(Clone, Default)]
+pub struct Groups(Arc<Mutex<GroupSet>>);
+
+#[derive(Default)]
+struct GroupSet {
+    live: std::collections::BTreeSet<i32>,
+    reaper: Option<reaper::Reaper>,
+}
+
+impl GroupSet {
+    /// Tells the reaper; one that is gone is replaced (told of every live
+    /// group), and without one executors fall back to the death signal.
+    fn tell(&mut self, op: char, pgid: i32) {
+        let Some(r) = self.reaper.as_mut() else { return };
+        if let Err(e) = r.send(op, pgid) {
+            tracing::warn!("the executors' reaper is gone ({e}); starting a new one");
+            self.reaper = None;
+            match reaper::Reaper::start(&self.live) {
+                Ok(r) => self.reaper = Some(r),
+                Err(e) => tracing::error!(
+                    "cannot start the executors' reaper ({e}): executors now get a death signal instead, \
+                     which spares what they start if this daemon is killed"
+                ),
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Groups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        f.debug_struct("Groups").field("live", &g.live).field("reaper", &g.reaper.is_some()).finish()
+    }
+}
 
 impl Groups {
     fn insert(&self, pgid: i32) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(pgid);
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.live.insert(pgid);
+        g.tell('+', pgid);
     }
 
     fn remove(&self, pgid: i32) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&pgid);
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.live.remove(&pgid);
+        g.tell('-', pgid);
+    }
+
+    /// Starts the reaper that kills the live executors' groups when this
+    /// process dies (see [`reaper`]); only a `compactd run` daemon does, as
+    /// it runs `<this executable> __reaper`.
+    pub fn start_reaper(&self) -> std::io::Result<()> {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if g.reaper.is_none() {
+            g.reaper = Some(reaper::Reaper::start(&g.live)?);
+        }
+        Ok(())
+    }
+
+    fn has_reaper(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).reaper.is_some()
     }
 
     /// Kills every live executor and all it started; returns how many.
     pub fn kill_all(&self) -> usize {
-        let groups = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let groups = self.0.lock().unwrap_or_else(|e| e.into_inner()).live.clone();
         for &g in &groups {
             kill_group(g);
         }
@@ -244,19 +301,14 @@ pub fn spawn(req: &ExecRequest, now: Duration, groups: &Groups, on_exit: Option<
         )),
         _ => None,
     };
-    // SAFETY: prctl, initgroups, setgid and setuid are called between fork and
-    // exec on values prepared before the fork; nothing else runs there.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if let Some((name, uid, gid)) = &drop_to {
-                if libc::initgroups(name.as_ptr(), *gid as _) != 0 || libc::setgid(*gid) != 0 || libc::setuid(*uid) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
+    // Code between fork and exec makes the standard library fork the whole
+    // daemon instead of using posix_spawn: only when a user is to be set,
+    // or when no reaper will kill this executor if the daemon dies.
+    let death_signal = !groups.has_reaper();
+    if drop_to.is_some() || death_signal {
+        // SAFETY: prctl, initgroups, setgid and setuid are called between fork
+        // and exec on values prepared before the fork; nothing else runs there.
+        unsafe { pre_exec(&mut cmd, drop_to, death_signal) };
     }
     let mut child = cmd.spawn()?;
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
@@ -282,6 +334,26 @@ pub fn spawn(req: &ExecRequest, now: Duration, groups: &Groups, on_exit: Option<
         }
     });
     Ok(Running { exit, pgid, deadline: now + req.timeout, tail, ended: false })
+}
+
+/// # Safety
+/// Runs its closure between fork and exec; see [`tokio::process::Command::pre_exec`].
+unsafe fn pre_exec(
+    cmd: &mut tokio::process::Command,
+    drop_to: Option<(std::ffi::CString, u32, u32)>,
+    death_signal: bool,
+) {
+    cmd.pre_exec(move || {
+        if death_signal {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        }
+        if let Some((name, uid, gid)) = &drop_to {
+            if libc::initgroups(name.as_ptr(), *gid as _) != 0 || libc::setgid(*gid) != 0 || libc::setuid(*uid) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    });
 }
 
 fn kill_group(pgid: i32) {

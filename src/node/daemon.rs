@@ -103,6 +103,12 @@ pub async fn run(
     let mut node = Node::new(cfg, store, clock.clone());
     if let Some((work, data)) = work {
         node = node.with_work(work, data);
+        if let Some(groups) = node.executor_groups() {
+            // Executors die with this daemon, however it ends.
+            if let Err(e) = groups.start_reaper() {
+                tracing::warn!("cannot start the executors' reaper ({e}): executors get a death signal instead");
+            }
+        }
     }
     if let Some(m) = &metrics {
         node = node.with_metrics(m.clone());

@@ -185,6 +185,11 @@ impl Node {
         self.last_beat_ok
     }
 
+    /// The process groups of this node's executors (with the task layer).
+    pub fn executor_groups(&self) -> Option<crate::executor::Groups> {
+        Some(self.work.as_ref()?.worker.groups())
+    }
+
     /// The session guard: the latest moment by which this node's executors
     /// must be dead if no heartbeat succeeds meanwhile, and their process
     /// groups. The monitor declares a node offline a session after it last
