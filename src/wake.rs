@@ -161,6 +161,9 @@ pub struct Pokes(BTreeSet<(Scope, Target)>);
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Target {
     Node(NodeId),
+    /// A node that reads what the poke announces at its next poll even if
+    /// the poke is lost ([`Pokes::hint`]): never stamped.
+    Reading(NodeId),
     /// Whoever holds the lease when the poke is sent.
     Monitor,
 }
@@ -169,6 +172,17 @@ impl Pokes {
     /// `node` has new work in its folder (or work taken away).
     pub fn work(&mut self, node: &NodeId) {
         self.0.insert((Scope::Work, Target::Node(node.clone())));
+    }
+
+    /// A `work` poke that is not stamped when it cannot be delivered, for a
+    /// node that reads what it announces at its next poll anyway: a manager
+    /// told of a result in its worker's folder (a node that manages a task
+    /// reads its workers' folders at every poll), or a worker given a
+    /// subtask while its folder holds an earlier, announced one of the same
+    /// manager (a node lists its folder at every poll while the folder is
+    /// not empty, and the earlier one stays until the manager collects it).
+    pub fn hint(&mut self, node: &NodeId) {
+        self.0.insert((Scope::Work, Target::Reading(node.clone())));
     }
 
     /// The monitor (whoever holds the lease when sent) has something to do.
@@ -187,14 +201,16 @@ impl Pokes {
     /// Removes the `work` poke of `me` (served in process); true if there
     /// was one.
     pub fn take_own(&mut self, me: &NodeId) -> bool {
-        self.0.remove(&(Scope::Work, Target::Node(me.clone())))
+        let result = self.0.remove(&(Scope::Work, Target::Reading(me.clone())));
+        self.0.remove(&(Scope::Work, Target::Node(me.clone()))) | result
     }
 
     pub fn take(&mut self) -> Pokes {
         std::mem::take(self)
     }
 
-    /// The nodes with a `work` poke.
+    /// The nodes with a `work` poke that is stamped when it cannot be
+    /// delivered (not those of [`Pokes::hint`]).
     pub fn work_nodes(&self) -> Vec<NodeId> {
         self.0
             .iter()
@@ -214,6 +230,7 @@ impl Pokes {
         for (scope, target) in &self.0 {
             let (node, work) = match target {
                 Target::Node(n) => (Some(n), Some(n)),
+                Target::Reading(n) => (Some(n), None),
                 Target::Monitor => (view.map(|v| &v.holder), None),
             };
             match node.and_then(|n| addrs.get(n)) {
@@ -225,7 +242,15 @@ impl Pokes {
             }
         }
         r.sends.sort();
-        r.sends.dedup();
+        // One poke per node and scope; a `work` poke that stamps on failure
+        // outranks a hint's, which does not.
+        r.sends.dedup_by(|later, kept| {
+            let same = later.scope == kept.scope && later.addr == kept.addr;
+            if same && kept.work.is_none() {
+                kept.work = later.work.take();
+            }
+            same
+        });
         r
     }
 }
@@ -444,6 +469,41 @@ mod tests {
         assert_eq!(unreachable, vec!["c", "gone"], "work pokes without an address are stamped");
         let none = p.resolve(None);
         assert_eq!((none.sends.len(), none.unknown, none.unreachable.len()), (0, 4, 3), "no view: nobody can be found");
+    }
+
+    #[test]
+    fn a_hint_is_sent_like_a_work_poke_and_never_stamped() {
+        let view = Lease {
+            epoch: 1,
+            holder: NodeId::parse("b").unwrap(),
+            holder_incarnation: 1,
+            renewal: 1,
+            lease_ms: 1,
+            wall_ms: 1,
+            members: vec![member("a", Some("h:1")), member("b", Some("h:2")), member("c", None)],
+            offline: vec![],
+            last_event: 0,
+            released: false,
+        };
+        let n = |s: &str| NodeId::parse(s).unwrap();
+        let mut p = Pokes::default();
+        p.hint(&n("a"));
+        p.hint(&n("b"));
+        p.work(&n("b"));
+        p.hint(&n("c"));
+        p.hint(&n("gone"));
+        let r = p.resolve(Some(&view));
+        let sends: Vec<(Scope, &str, Option<&str>)> =
+            r.sends.iter().map(|s| (s.scope, s.addr.as_str(), s.work.as_ref().map(|n| n.as_str()))).collect();
+        assert_eq!(
+            sends,
+            vec![(Scope::Work, "h:1", None), (Scope::Work, "h:2", Some("b"))],
+            "one poke per node; a work poke's stamp wins over a hint's none"
+        );
+        assert!(r.unreachable.is_empty(), "hints are never stamped: {:?}", r.unreachable);
+        assert_eq!(p.work_nodes(), vec![n("b")]);
+        assert!(p.take_own(&n("a")), "a hint for this node is served in process");
+        assert!(!p.take_own(&n("a")));
     }
 
     #[test]

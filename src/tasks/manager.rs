@@ -639,6 +639,22 @@ impl TaskManager {
             });
             planned.push((u, node, name, formats::encode(&sub)));
         }
+        // Nodes that hold a subtask of this task dispatched by an earlier
+        // round, to their current incarnation, and not yet collected: they
+        // list their folders at every poll until it is collected, so a new
+        // subtask needs a poke but no inbox stamp (see `Pokes::hint`).
+        let announced: std::collections::HashSet<NodeId> = self
+            .runs
+            .iter()
+            .filter_map(|r| match &r.state {
+                UnitState::Dispatched { node, node_incarnation }
+                    if *node_incarnation != 0 && ctx.members.get(node) == Some(node_incarnation) =>
+                {
+                    Some(node.clone())
+                }
+                _ => None,
+            })
+            .collect();
         // The infos are independent files: written concurrently.
         let store = ctx.store;
         let results: Vec<(usize, NodeId, store::Result<Created>)> = futures::stream::iter(planned)
@@ -653,7 +669,11 @@ impl TaskManager {
         for (u, node, r) in results {
             match r {
                 Ok(created) => {
-                    ctx.pokes.work(&node);
+                    if announced.contains(&node) {
+                        ctx.pokes.hint(&node);
+                    } else {
+                        ctx.pokes.work(&node);
+                    }
                     // An existing folder of that name may already have been
                     // run by anyone: unknown runner, so the first collect
                     // checks its marker.

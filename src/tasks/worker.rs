@@ -290,7 +290,7 @@ impl Worker {
                     Ok(state) => {
                         self.reports.remove(&name);
                         if let Some(m) = &manager {
-                            self.pokes.work(m);
+                            self.pokes.hint(m);
                         }
                         tracing::info!(subtask = %name, %state, "subtask finished");
                     }
