@@ -439,9 +439,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn pokes_resolve_through_the_view_and_the_monitor_is_the_holder() {
-        let view = Lease {
+    /// Members a (listening), b (the holder, listening) and c (listener off).
+    fn view() -> Lease {
+        Lease {
             epoch: 1,
             holder: NodeId::parse("b").unwrap(),
             holder_incarnation: 1,
@@ -452,7 +452,12 @@ mod tests {
             offline: vec![],
             last_event: 0,
             released: false,
-        };
+        }
+    }
+
+    #[test]
+    fn pokes_resolve_through_the_view_and_the_monitor_is_the_holder() {
+        let view = view();
         let mut p = Pokes::default();
         p.work(&NodeId::parse("a").unwrap());
         p.work(&NodeId::parse("a").unwrap());
@@ -473,18 +478,7 @@ mod tests {
 
     #[test]
     fn a_hint_is_sent_like_a_work_poke_and_never_stamped() {
-        let view = Lease {
-            epoch: 1,
-            holder: NodeId::parse("b").unwrap(),
-            holder_incarnation: 1,
-            renewal: 1,
-            lease_ms: 1,
-            wall_ms: 1,
-            members: vec![member("a", Some("h:1")), member("b", Some("h:2")), member("c", None)],
-            offline: vec![],
-            last_event: 0,
-            released: false,
-        };
+        let view = view();
         let n = |s: &str| NodeId::parse(s).unwrap();
         let mut p = Pokes::default();
         p.hint(&n("a"));
