@@ -577,9 +577,17 @@ impl TaskManager {
         let mut dispatched = 0;
         let mut planned: Vec<(usize, NodeId, Name, Vec<u8>)> = vec![];
         let mut held: HashMap<NodeId, usize> = HashMap::new();
+        // Nodes that hold a subtask of this task dispatched by an earlier
+        // round, to their current incarnation, and not yet collected: they
+        // list their folders at every poll until it is collected, so a new
+        // subtask needs a poke but no inbox stamp (see `Pokes::hint`).
+        let mut announced: std::collections::HashSet<NodeId> = Default::default();
         for r in &self.runs {
-            if let UnitState::Dispatched { node, .. } = &r.state {
+            if let UnitState::Dispatched { node, node_incarnation } = &r.state {
                 *held.entry(node.clone()).or_default() += 1;
+                if *node_incarnation != 0 && ctx.members.get(node) == Some(node_incarnation) {
+                    announced.insert(node.clone());
+                }
             }
         }
         for u in 0..self.runs.len() {
@@ -639,22 +647,6 @@ impl TaskManager {
             });
             planned.push((u, node, name, formats::encode(&sub)));
         }
-        // Nodes that hold a subtask of this task dispatched by an earlier
-        // round, to their current incarnation, and not yet collected: they
-        // list their folders at every poll until it is collected, so a new
-        // subtask needs a poke but no inbox stamp (see `Pokes::hint`).
-        let announced: std::collections::HashSet<NodeId> = self
-            .runs
-            .iter()
-            .filter_map(|r| match &r.state {
-                UnitState::Dispatched { node, node_incarnation }
-                    if *node_incarnation != 0 && ctx.members.get(node) == Some(node_incarnation) =>
-                {
-                    Some(node.clone())
-                }
-                _ => None,
-            })
-            .collect();
         // The infos are independent files: written concurrently.
         let store = ctx.store;
         let results: Vec<(usize, NodeId, store::Result<Created>)> = futures::stream::iter(planned)
