@@ -432,6 +432,14 @@ impl Node {
             addr: self.addr.clone(),
         };
         if !self.join_marked {
+            if self.work.is_some() {
+                // Subtask folders come and go by the thousand in a node's
+                // folder, and each task folder takes an outcome file per
+                // unit: on ext4 both are best spread over block groups (see
+                // `Store::spread_children`; a no-op on other backends).
+                self.store.spread_children(&v2::node_assigned_dir(&self.cfg.id)).await;
+                self.store.spread_children(v2::SCHEDULER).await;
+            }
             // A new incarnation: the monitor reads beats off the listing,
             // where a restart looks like a beat; the marker (before the first
             // beat, or retried with the next ones if its create fails) makes

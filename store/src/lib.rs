@@ -804,6 +804,28 @@ impl Store {
             })
     }
 
+    /// Marks the folder `dir` (ending in `/`) as one whose subfolders are
+    /// unrelated, short-lived trees, creating it if missing. On fs that sets
+    /// ext4's "top of a directory hierarchy" attribute (`chattr +T`; see
+    /// [`fs_create::spread_children`] for why a node's folder wants it);
+    /// on other backends, and on file systems without the attribute, it does
+    /// nothing. Best effort: `true` when the attribute is set.
+    pub async fn spread_children(&self, dir: &str) -> bool {
+        let RootUri::Fs { root } = &self.uri else { return false };
+        if self.beneath.is_some() {
+            return false;
+        }
+        let (root, p) = (root.clone(), root.join(dir.trim_end_matches('/')));
+        match tokio::task::spawn_blocking(move || fs_create::spread_children(&root, &p)).await {
+            Ok(Ok(set)) => set,
+            Ok(Err(e)) => {
+                tracing::debug!(dir, error = %e, "could not mark the folder for spread subfolders");
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Deletes an object; deleting a missing object succeeds. On a data
     /// store over fs, anything but a regular file standing at `path` is left
     /// alone (and logged).

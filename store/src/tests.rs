@@ -314,3 +314,43 @@ async fn racing_repairers_and_creators_of_a_torn_name_have_one_winner() {
         assert_eq!(left, vec!["Job".to_string()], "round {round}: graves left behind");
     }
 }
+
+/// The attribute of a folder (`FS_IOC_GETFLAGS`), `None` where the file
+/// system has none.
+fn fs_flags(dir: &std::path::Path) -> Option<libc::c_int> {
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::File::open(dir).unwrap();
+    let mut flags: libc::c_int = 0;
+    // SAFETY: FS_IOC_GETFLAGS writes one int into `flags`.
+    (unsafe { libc::ioctl(f.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags as *mut libc::c_int) } == 0).then_some(flags)
+}
+
+fn is_ext4(dir: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let p = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    // SAFETY: statfs fills the zeroed struct it is given.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    (unsafe { libc::statfs(p.as_ptr(), &mut st) } == 0) && st.f_type == 0xEF53
+}
+
+#[tokio::test]
+async fn a_spread_folder_gets_the_orlov_attribute_where_the_file_system_has_one() {
+    const TOPDIR: libc::c_int = 0x0002_0000;
+    let dir = tempfile::tempdir().unwrap();
+    let s = fs_store(dir.path()).await;
+    let set = s.spread_children("Compaction_V2/TaskAssigned/n1/").await;
+    let folder = dir.path().join("Compaction_V2/TaskAssigned/n1");
+    assert!(folder.is_dir(), "the folder is created");
+    assert_eq!(set, fs_flags(&folder).is_some_and(|f| f & TOPDIR != 0), "reported as it is");
+    if is_ext4(dir.path()) {
+        assert!(set, "ext4 has the attribute");
+    }
+    // Again: nothing changes, nothing fails; a folder with files stays.
+    std::fs::write(folder.join("x"), b"1").unwrap();
+    assert_eq!(s.spread_children("Compaction_V2/TaskAssigned/n1/").await, set);
+    assert_eq!(std::fs::read(folder.join("x")).unwrap(), b"1");
+    // Other backends: nothing to do.
+    let m = Store::open(&RootUri::Memory).await.unwrap();
+    assert!(!m.spread_children("Compaction_V2/TaskAssigned/n1/").await);
+    assert!(m.list("Compaction_V2/").await.unwrap().is_empty());
+}
