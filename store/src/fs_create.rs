@@ -17,7 +17,8 @@
 //!    the name never refers to a partial file (on file systems without hard
 //!    links, `renameat2(RENAME_NOREPLACE)` does the same);
 //! 3. the parent folder is `fsync`ed after a successful publish (and after
-//!    creating any missing folder on the way), because the protocol relies on a
+//!    creating any missing folder on the way; concurrent syncs of one folder
+//!    by this process share one `fsync`, see [`sync_dir`]), because the protocol relies on a
 //!    created name surviving a power loss: a lease, an offline declaration or a
 //!    merge commit that vanished after a crash of the machine could be won a
 //!    second time;
