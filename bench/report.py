@@ -189,10 +189,11 @@ def render(meta, rs, up, out_json, out_md):
               f"**{d['ops_per_subtask']:.2f} per subtask** ({kinds}), wake-up ticks included.")
         w("")
     if d_t or lim_t or cel_t:
-        w("**The same on tmpfs** (roots under `/dev/shm`, measured in the same run). On disk every file compactd "
-          "writes through OpenDAL's fs service is fsynced (durable coordination state); kombu's filesystem transport "
-          "and Celery's file result backend sync nothing. On tmpfs a sync costs nothing, so this table compares the "
-          "schedulers' own overhead:")
+        w("**The same on tmpfs** (roots under `/dev/shm`, measured in the same run). On disk compactd syncs every "
+          "file it creates or replaces and the folders of its creates (durable coordination state), while kombu's "
+          "filesystem transport and Celery's file result backend sync nothing; and every inode a scheduler frees "
+          "costs more on this disk (ext4 without a journal, `-o discard`: see bench/README.md). On tmpfs neither "
+          "costs anything, so this table compares the schedulers' own overhead:")
         w("")
         side_by_side(d_t, lim_t, cel_t)
         w("")
