@@ -686,7 +686,7 @@ const FS_TOPDIR_FL: libc::c_int = 0x0002_0000;
 /// `FS_TOPDIR_FL`, the attribute that tells ext4's Orlov allocator to place
 /// each new subfolder in a block group of its own choosing, as for the
 /// subfolders of the root, instead of beside its parent. `Ok(false)`: this
-/// file system has no such attribute (tmpfs, NFS, XFS: nothing to do).
+/// file system has no such attribute (tmpfs, NFS and others: nothing to do).
 ///
 /// Why a scheduler wants it: a node's folder receives a subtask folder and
 /// three files per subtask, all freed minutes later, and every new inode
@@ -695,7 +695,9 @@ const FS_TOPDIR_FL: libc::c_int = 0x0002_0000;
 /// while their table block is dirty) for each new one: in a profile of a
 /// 2,000-subtask dispatch on such a disk that walk was 40 % of all CPU,
 /// much of it under the folder's lock. Spread over groups, each walk is
-/// short. On a journalled ext4 it costs nothing measurable.
+/// short. A journalled ext4 does no such walk; there the attribute only
+/// changes which group a folder lands in (not measured here: this machine's
+/// only disk has no journal).
 pub(crate) fn spread_children(root: &Path, dir: &Path) -> io::Result<bool> {
     use std::os::unix::io::AsRawFd;
     create_dirs_synced(root, dir)?;
@@ -719,9 +721,10 @@ pub(crate) fn spread_children(root: &Path, dir: &Path) -> io::Result<bool> {
 /// Syncs a folder, sharing the sync with this process's other callers for
 /// the same folder (a group commit): a caller is covered by any sync that
 /// started after it asked, so callers that arrive while one runs wait for
-/// the next and share it. A manager records up to 16 outcomes at once in
-/// one task folder and creates as many subtask folders in one node's
-/// folder, and each of those used to sync the shared folder itself.
+/// the next and share it. A manager records many outcomes at once in one
+/// task folder and creates as many subtask folders in one node's folder
+/// (`WRITE_CONCURRENCY` at a time), and each of those used to sync the
+/// shared folder itself.
 fn sync_dir(dir: &Path) -> io::Result<()> {
     static SYNCS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<PathBuf, Arc<DirSync>>>> =
         std::sync::OnceLock::new();
