@@ -680,7 +680,17 @@ fn create_dirs_synced(root: &Path, dir: &Path) -> io::Result<()> {
 }
 
 /// `FS_TOPDIR_FL` (`chattr +T`, not in the libc crate).
-const FS_TOPDIR_FL: libc::c_int = 0x0002_0000;
+pub(crate) const FS_TOPDIR_FL: libc::c_int = 0x0002_0000;
+
+/// A file's or folder's attribute flags (`FS_IOC_GETFLAGS`, what `lsattr`
+/// shows); `None` where the file system has none.
+pub(crate) fn attr_flags(f: &File) -> Option<libc::c_int> {
+    use std::os::unix::io::AsRawFd;
+    let mut flags: libc::c_int = 0;
+    // SAFETY: FS_IOC_GETFLAGS writes one int into `flags`, which outlives the call.
+    let r = unsafe { libc::ioctl(f.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags as *mut libc::c_int) };
+    (r == 0).then_some(flags)
+}
 
 /// Creates `dir` if missing (synced like a create's folders) and gives it
 /// `FS_TOPDIR_FL`, the attribute that tells ext4's Orlov allocator to place
@@ -702,11 +712,7 @@ pub(crate) fn spread_children(root: &Path, dir: &Path) -> io::Result<bool> {
     use std::os::unix::io::AsRawFd;
     create_dirs_synced(root, dir)?;
     let f = File::open(dir)?;
-    let mut flags: libc::c_int = 0;
-    // SAFETY: FS_IOC_GETFLAGS writes one int into `flags`, which outlives the call.
-    if unsafe { libc::ioctl(f.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags as *mut libc::c_int) } != 0 {
-        return Ok(false);
-    }
+    let Some(mut flags) = attr_flags(&f) else { return Ok(false) };
     if flags & FS_TOPDIR_FL != 0 {
         return Ok(true);
     }

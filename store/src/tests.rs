@@ -315,16 +315,6 @@ async fn racing_repairers_and_creators_of_a_torn_name_have_one_winner() {
     }
 }
 
-/// The attribute of a folder (`FS_IOC_GETFLAGS`), `None` where the file
-/// system has none.
-fn fs_flags(dir: &std::path::Path) -> Option<libc::c_int> {
-    use std::os::unix::io::AsRawFd;
-    let f = std::fs::File::open(dir).unwrap();
-    let mut flags: libc::c_int = 0;
-    // SAFETY: FS_IOC_GETFLAGS writes one int into `flags`.
-    (unsafe { libc::ioctl(f.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags as *mut libc::c_int) } == 0).then_some(flags)
-}
-
 fn is_ext4(dir: &std::path::Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let p = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
@@ -335,13 +325,16 @@ fn is_ext4(dir: &std::path::Path) -> bool {
 
 #[tokio::test]
 async fn a_spread_folder_gets_the_orlov_attribute_where_the_file_system_has_one() {
-    const TOPDIR: libc::c_int = 0x0002_0000;
     let dir = tempfile::tempdir().unwrap();
     let s = fs_store(dir.path()).await;
     let set = s.spread_children("Compaction_V2/TaskAssigned/n1/").await;
     let folder = dir.path().join("Compaction_V2/TaskAssigned/n1");
     assert!(folder.is_dir(), "the folder is created");
-    assert_eq!(set, fs_flags(&folder).is_some_and(|f| f & TOPDIR != 0), "reported as it is");
+    assert_eq!(
+        set,
+        fs_create::attr_flags(&std::fs::File::open(&folder).unwrap()).is_some_and(|f| f & fs_create::FS_TOPDIR_FL != 0),
+        "reported as it is"
+    );
     if is_ext4(dir.path()) {
         assert!(set, "ext4 has the attribute");
     }
