@@ -13,9 +13,13 @@ VENV="$REPO/.venv-parquet"
 PYTHON="${PYTHON:-python3}"
 
 # Pinned so that a new release cannot change the judges under the tests.
+# hdfs-native (with fsspec) is the Python client the HDFS tests read and
+# write tables through: pyarrow over its fsspec filesystem, no JVM.
 REQUIREMENTS=(
   "pyarrow==26.0.1"
   "duckdb==2.0.0"
+  "hdfs-native==0.14.7"
+  "fsspec==2026.9.0"
 )
 STAMP="$VENV/.compactd-requirements"
 WANT="$(printf '%s\n' "${REQUIREMENTS[@]}")"
@@ -23,7 +27,7 @@ WANT="$(printf '%s\n' "${REQUIREMENTS[@]}")"
 say() { echo "install-parquet-tools: $*"; }
 
 if [[ -x "$VENV/bin/python" && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] \
-  && "$VENV/bin/python" -c 'import pyarrow.parquet, duckdb' 2>/dev/null; then
+  && "$VENV/bin/python" -c 'import pyarrow.parquet, duckdb, hdfs_native.fsspec' 2>/dev/null; then
   say "already installed in $VENV; nothing to do"
   exit 0
 fi

@@ -14,12 +14,12 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::cluster::{alive, Cluster};
 use common::freezer::Freezer;
+use common::runs::{assert_no_overlap, read_runs, recording_command};
 use common::s3::S3Server;
 use serde_json::Value;
 
@@ -86,53 +86,6 @@ fn every_command_gives_up_on_a_backend_that_never_answers() {
         assert!(err.to_lowercase().contains("timeout") || err.contains("timed out"), "{args:?}: {err}");
         eprintln!("{args:?}: exit 1 after {took:?}");
     }
-}
-
-/// A unit's run as its command recorded it: start, the last "alive" stamp
-/// (every 50 ms while it sleeps) and, if it was not killed, its end.
-#[derive(Debug)]
-struct Run {
-    node: String,
-    attempt: u64,
-    start_ns: u128,
-    last_ns: u128,
-    ended: bool,
-}
-
-/// Runs `sleep` seconds, stamping a file every 50 ms; the file is named by
-/// node, unit and attempt.
-fn recording_command(dir: &Path, node: &str, secs: u32) -> String {
-    format!(
-        "cd /; f={dir}/{node}.$COMPACTD_SHARD_INDEX.$COMPACTD_ATTEMPT; date +%s%N > \"$f.start\"; \
-         i=0; while [ $i -lt {n} ]; do date +%s%N > \"$f.alive\"; sleep 0.05; i=$((i+1)); done; \
-         date +%s%N > \"$f.end\"",
-        dir = dir.display(),
-        n = secs * 20,
-    )
-}
-
-fn read_runs(dir: &Path) -> BTreeMap<u64, Vec<Run>> {
-    let ns = |p: &Path| std::fs::read_to_string(p).ok().and_then(|t| t.trim().parse::<u128>().ok());
-    let mut out: BTreeMap<u64, Vec<Run>> = BTreeMap::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        let Some(stem) = name.strip_suffix(".start") else { continue };
-        let parts: Vec<&str> = stem.split('.').collect();
-        let (node, unit, attempt) = (parts[0].to_string(), parts[1].parse().unwrap(), parts[2].parse().unwrap());
-        // Empty: the command was killed (or is) between creating the file
-        // and writing it.
-        let Some(start_ns) = ns(&e.path()) else { continue };
-        let last_ns = ns(&dir.join(format!("{stem}.alive"))).unwrap_or(start_ns);
-        let end = ns(&dir.join(format!("{stem}.end")));
-        out.entry(unit).or_default().push(Run {
-            node,
-            attempt,
-            start_ns,
-            last_ns: end.unwrap_or(last_ns),
-            ended: end.is_some(),
-        });
-    }
-    out
 }
 
 fn incarnations(c: &Cluster) -> BTreeMap<String, u64> {
@@ -232,23 +185,7 @@ fn a_node_whose_backend_hangs_past_its_session_kills_its_runs_and_rejoins() {
     // No unit ran on two nodes at once: a later attempt started after the
     // earlier one's last sign of life.
     let runs = read_runs(records.path());
-    let mut killed = 0;
-    for (unit, list) in &runs {
-        for a in list {
-            killed += usize::from(!a.ended);
-            for b in list.iter().filter(|b| b.attempt > a.attempt) {
-                assert!(
-                    b.start_ns > a.last_ns,
-                    "unit {unit}: attempt {} on {} started {} ms before attempt {} on {} stopped: {list:?}",
-                    b.attempt,
-                    b.node,
-                    (a.last_ns - b.start_ns) / 1_000_000,
-                    a.attempt,
-                    a.node
-                );
-            }
-        }
-    }
+    let killed = assert_no_overlap(&runs);
     let n3_killed = runs.values().flatten().filter(|r| r.node == "n3" && !r.ended).count();
     eprintln!(
         "{} runs of {SHARDS} units, {killed} killed ({n3_killed} on n3)",

@@ -1,12 +1,14 @@
 //! One conformance suite for the `store` crate, run on every backend compactd
-//! ships: local fs, memory, and a real S3-protocol server on loopback (moto,
-//! `bash .ci/install-s3-server.sh`), each as a tree store (`Store::open`) and
+//! ships: local fs, memory, a real S3-protocol server on loopback (moto,
+//! `bash .ci/install-s3-server.sh`) and a real HDFS (a NameNode and 3
+//! DataNodes, `bash .ci/install-hdfs.sh`), each as a tree store (`Store::open`) and
 //! as a data store (`Store::open_data`, no-follow on fs). Like object_store's
 //! `put_get_delete_list`: the same calls, the same answers, whatever the
 //! backend. A backend added later gets a `#[test]` here.
 
 mod common;
 
+use common::hdfs::HdfsCluster;
 use common::s3::S3Server;
 use store::{Created, RootUri, Store};
 
@@ -193,5 +195,17 @@ fn s3_conforms() {
         conformance("s3", &s).await;
         conformance("s3 data", &Store::open_data(&uri).await.unwrap()).await;
         paging("s3", &s, 1100).await;
+    });
+}
+
+#[test]
+fn hdfs_conforms() {
+    let hdfs = HdfsCluster::shared();
+    let uri = RootUri::parse(&hdfs.new_root("conformance")).unwrap();
+    rt().block_on(async {
+        let s = Store::open(&uri).await.unwrap();
+        conformance("hdfs", &s).await;
+        conformance("hdfs data", &Store::open_data(&uri).await.unwrap()).await;
+        paging("hdfs", &s, 1100).await;
     });
 }

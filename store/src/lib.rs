@@ -15,11 +15,15 @@
 //!   ([`fs_create`]); a name, once visible, holds its whole content, even after
 //!   a crash of the writer or a power loss. Replaces go through a temp file
 //!   and a rename (readers see the old or the new file, never a mix).
+//! - On HDFS, creates and replaces are staged under a temp name, completed,
+//!   and published with one NameNode `rename2` (without `OVERWRITE` for a
+//!   create): the same complete-or-absent guarantee ([`hdfs`]).
 //! - "Lost the race" is one result, [`Created::Exists`], whether the backend
 //!   said `ConditionNotMatch` or (S3 under contention) `Conflict`.
 
 mod beneath;
 pub mod fs_create;
+pub mod hdfs;
 pub mod layers;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -252,6 +256,8 @@ pub struct Store {
     /// path stands in for S3's ETag, so that in-process clusters see the
     /// versions a real object store gives ([`Entry::version`]).
     versions: Option<std::sync::Arc<MemVersions>>,
+    /// On HDFS: the NameNode RPCs this store issued, per method.
+    rpcs: Option<std::sync::Arc<hdfs::NameNodeRpcs>>,
 }
 
 #[derive(Debug, Default)]
@@ -311,6 +317,7 @@ impl Store {
             path: String::new(),
             source: Box::new(e),
         };
+        let rpcs = std::sync::Arc::new(hdfs::NameNodeRpcs::default());
         let (op, replace_op) = match uri {
             RootUri::Fs { root } => {
                 let root = root.to_string_lossy().into_owned();
@@ -349,19 +356,20 @@ impl Store {
                 let op = Operator::new(b).map_err(fail)?;
                 (op.clone(), op)
             }
-            RootUri::Webhdfs { endpoint, root } => {
-                let op =
-                    Operator::new(opendal::services::Webhdfs::default().endpoint(endpoint).root(root)).map_err(fail)?;
+            RootUri::Webhdfs { .. } => {
+                return Err(StoreError::Unsafe {
+                    backend: uri.to_string(),
+                    capability: "atomic create (write_with_if_not_exists)",
+                    why: "WebHDFS writes with overwrite and its rename cannot refuse an existing target through \
+                          OpenDAL; use hdfs://namenode:port/path, which speaks the NameNode's RPC protocol directly"
+                        .into(),
+                })
+            }
+            RootUri::Hdfs { url, root } => {
+                let b = hdfs::HdfsBuilder { url: url.clone(), root: root.clone(), rpcs: rpcs.clone() };
+                let op = Operator::new(b).map_err(fail)?;
                 (op.clone(), op)
             }
-            RootUri::Hdfs { .. } => return Err(StoreError::Unsafe {
-                backend: uri.to_string(),
-                capability: "atomic create (write_with_if_not_exists)",
-                why:
-                    "none of OpenDAL's HDFS services (hdfs, hdfs-native) can create a file only if it does not exist; \
-                          compactd's elections and declarations would race. Not built into this binary"
-                        .into(),
-            }),
         };
         let store = Store {
             uri: uri.clone(),
@@ -371,6 +379,7 @@ impl Store {
             beneath: None,
             options: options.clone(),
             versions: matches!(uri, RootUri::Memory).then(Default::default),
+            rpcs: matches!(uri, RootUri::Hdfs { .. }).then_some(rpcs),
         };
         store.check_capabilities()?;
         Ok(store)
@@ -430,7 +439,14 @@ impl Store {
             beneath: self.beneath.clone(),
             options: self.options.clone(),
             versions: self.versions.clone(),
+            rpcs: self.rpcs.clone(),
         }
+    }
+
+    /// On HDFS, the NameNode RPCs this store (and its clones) issued so far,
+    /// per method; `None` on other backends.
+    pub fn namenode_rpcs(&self) -> Option<std::sync::Arc<hdfs::NameNodeRpcs>> {
+        self.rpcs.clone()
     }
 
     /// Records a write of `path` for the memory backend's versions.
@@ -562,6 +578,13 @@ impl Store {
         let moved = if self.beneath.is_some() {
             let (f, t) = (from.to_string(), to.to_string());
             self.fs_data("promote", from, move |fs| fs.rename(&f, &t)).await?
+        } else if matches!(self.uri, RootUri::Hdfs { .. }) {
+            // A NameNode rename: no data copied.
+            match self.replace_op.rename(from, to).await {
+                Ok(()) => true,
+                Err(e) if e.kind() == ErrorKind::NotFound => false,
+                Err(e) => return Err(self.err("promote (rename)", from, e)),
+            }
         } else if self.op.info().capability().copy {
             match self.op.copy(from, to).await {
                 Ok(_) => true,
@@ -721,8 +744,8 @@ impl Store {
             .boxed();
         }
         let dir_owned = dir.to_string();
-        // Only S3's listing is known to carry every object's size.
-        let sized = matches!(self.uri, RootUri::S3 { .. });
+        // S3's and HDFS's listings carry every object's size.
+        let sized = matches!(self.uri, RootUri::S3 { .. } | RootUri::Hdfs { .. });
         futures::stream::once(async move {
             match self.op.lister_with(dir).recursive(recursive).await {
                 Ok(l) => Ok(l.map_err(move |e| self.err("list", dir, e)).boxed()),

@@ -7,8 +7,11 @@
 //!   (credentials from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and
 //!   `AWS_SESSION_TOKEN`, or OpenDAL's usual config loading when those are
 //!   unset),
-//! - `webhdfs://host:port/path` and `hdfs://…`, which parse but are refused
-//!   when the store opens (no safe atomic create through OpenDAL).
+//! - `hdfs://namenode:port/path`, `hdfs://nameservice/path` (an HA name
+//!   service from `HADOOP_CONF_DIR`) or `hdfs:///path` (`fs.defaultFS`),
+//! - `webhdfs://host:port/path`, which parses but is refused when the store
+//!   opens, with a message pointing to `hdfs://` (WebHDFS offers no
+//!   rename that refuses an existing target).
 //!
 //! A [`RootUri`] prints without secrets: credentials never come from the URI.
 
@@ -17,11 +20,26 @@ use std::path::PathBuf;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RootUri {
-    Fs { root: PathBuf },
+    Fs {
+        root: PathBuf,
+    },
     Memory,
-    S3 { bucket: String, prefix: String, endpoint: Option<String>, region: String },
-    Webhdfs { endpoint: String, root: String },
-    Hdfs { uri: String },
+    S3 {
+        bucket: String,
+        prefix: String,
+        endpoint: Option<String>,
+        region: String,
+    },
+    Webhdfs {
+        endpoint: String,
+        root: String,
+    },
+    /// `url`: `hdfs://<authority>` (`None`: `fs.defaultFS`); `root`: the
+    /// absolute folder below it.
+    Hdfs {
+        url: Option<String>,
+        root: String,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,7 +94,26 @@ impl RootUri {
                 let port = url.port().unwrap_or(9870);
                 Ok(RootUri::Webhdfs { endpoint: format!("http://{host}:{port}"), root: url.path().to_string() })
             }
-            "hdfs" => Ok(RootUri::Hdfs { uri: text.to_string() }),
+            "hdfs" => {
+                let url = url::Url::parse(text).map_err(|e| err(&e.to_string()))?;
+                if url.query().is_some() || url.fragment().is_some() {
+                    return Err(err(
+                        "hdfs URIs take no parameters: hdfs://namenode:port/path or hdfs://nameservice/path \
+                         (name services, HA and Kerberos come from HADOOP_CONF_DIR)",
+                    ));
+                }
+                if !url.username().is_empty() || url.password().is_some() {
+                    return Err(err("hdfs URIs carry no user: set HADOOP_USER_NAME, or use Kerberos"));
+                }
+                let authority = match (url.host_str(), url.port()) {
+                    (Some(h), Some(p)) if !h.is_empty() => Some(format!("hdfs://{h}:{p}")),
+                    (Some(h), None) if !h.is_empty() => Some(format!("hdfs://{h}")),
+                    _ => None,
+                };
+                let root = url.path().trim_end_matches('/');
+                let root = if root.is_empty() { "/".to_string() } else { root.to_string() };
+                Ok(RootUri::Hdfs { url: authority, root })
+            }
             other => Err(err(&format!("unknown scheme {other:?} (fs, memory, s3, webhdfs, hdfs)"))),
         }
     }
@@ -116,7 +153,7 @@ impl fmt::Display for RootUri {
             RootUri::Webhdfs { endpoint, root } => {
                 write!(f, "webhdfs://{}{root}", endpoint.trim_start_matches("http://"))
             }
-            RootUri::Hdfs { uri } => f.write_str(uri),
+            RootUri::Hdfs { url, root } => write!(f, "{}{root}", url.as_deref().unwrap_or("hdfs://")),
         }
     }
 }

@@ -4,8 +4,10 @@
 pub mod chaos_support;
 pub mod cluster;
 pub mod freezer;
+pub mod hdfs;
 pub mod http;
 pub mod killat;
 pub mod parquet;
+pub mod runs;
 pub mod s3;
 pub mod table;

@@ -1,0 +1,78 @@
+//! Units that record when they run: a command executor's command that
+//! stamps its start, a sign of life every 50 ms and its end into files named
+//! by node, unit and attempt, and the after-the-fact check that no unit ran
+//! on two nodes at once (a later attempt starts after the earlier one's last
+//! sign of life).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// A unit's run as its command recorded it: start, the last "alive" stamp
+/// (every 50 ms while it sleeps) and, if it was not killed, its end.
+#[derive(Debug)]
+pub struct Run {
+    pub node: String,
+    pub attempt: u64,
+    pub start_ns: u128,
+    pub last_ns: u128,
+    pub ended: bool,
+}
+
+/// Runs `sleep` seconds, stamping a file every 50 ms; the file is named by
+/// node, unit and attempt.
+pub fn recording_command(dir: &Path, node: &str, secs: u32) -> String {
+    format!(
+        "cd /; f={dir}/{node}.$COMPACTD_SHARD_INDEX.$COMPACTD_ATTEMPT; date +%s%N > \"$f.start\"; \
+         i=0; while [ $i -lt {n} ]; do date +%s%N > \"$f.alive\"; sleep 0.05; i=$((i+1)); done; \
+         date +%s%N > \"$f.end\"",
+        dir = dir.display(),
+        n = secs * 20,
+    )
+}
+
+pub fn read_runs(dir: &Path) -> BTreeMap<u64, Vec<Run>> {
+    let ns = |p: &Path| std::fs::read_to_string(p).ok().and_then(|t| t.trim().parse::<u128>().ok());
+    let mut out: BTreeMap<u64, Vec<Run>> = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(stem) = name.strip_suffix(".start") else { continue };
+        let parts: Vec<&str> = stem.split('.').collect();
+        let (node, unit, attempt) = (parts[0].to_string(), parts[1].parse().unwrap(), parts[2].parse().unwrap());
+        // Empty: the command was killed (or is) between creating the file
+        // and writing it.
+        let Some(start_ns) = ns(&e.path()) else { continue };
+        let last_ns = ns(&dir.join(format!("{stem}.alive"))).unwrap_or(start_ns);
+        let end = ns(&dir.join(format!("{stem}.end")));
+        out.entry(unit).or_default().push(Run {
+            node,
+            attempt,
+            start_ns,
+            last_ns: end.unwrap_or(last_ns),
+            ended: end.is_some(),
+        });
+    }
+    out
+}
+
+/// Panics if a later attempt of a unit started before an earlier attempt's
+/// last sign of life; returns the number of runs that were cut short.
+pub fn assert_no_overlap(runs: &BTreeMap<u64, Vec<Run>>) -> usize {
+    let mut killed = 0;
+    for (unit, list) in runs {
+        for a in list {
+            killed += usize::from(!a.ended);
+            for b in list.iter().filter(|b| b.attempt > a.attempt) {
+                assert!(
+                    b.start_ns > a.last_ns,
+                    "unit {unit}: attempt {} on {} started {} ms before attempt {} on {} stopped: {list:?}",
+                    b.attempt,
+                    b.node,
+                    (a.last_ns - b.start_ns) / 1_000_000,
+                    a.attempt,
+                    a.node
+                );
+            }
+        }
+    }
+    killed
+}

@@ -1,0 +1,156 @@
+package compactd;
+
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
+import java.util.Deque;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.hdfs.DFSConfigKeys;
+import org.apache.hadoop.hdfs.HdfsConfiguration;
+import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.hdfs.server.namenode.NameNode;
+import org.apache.hadoop.hdfs.server.namenode.NameNodeRpcServer;
+
+/**
+ * A real HDFS for compactd's tests: one NameNode and N DataNodes (Hadoop's
+ * MiniDFSCluster) over folders below a base folder.
+ *
+ * <p>Usage: {@code MiniDfs BASE NAMENODE_PORT [DATANODES]}. Prints {@code READY
+ * hdfs://127.0.0.1:PORT} on stdout once the cluster is up, then answers one
+ * line per command read on stdin ({@code OK ...} or {@code ERR message}):
+ * {@code ping}, {@code stop-namenode}, {@code restart-namenode} (same port,
+ * same storage; answers once the NameNode has left safe mode),
+ * {@code stop-datanode I}, {@code restart-datanodes}, {@code rpcs} (client
+ * RPCs the NameNode processed since start, across restarts). Exits, shutting
+ * the cluster down, when stdin closes, so it dies with the test process that
+ * holds the pipe. Everything but the protocol goes to stderr.
+ */
+public final class MiniDfs {
+    private final MiniDFSCluster cluster;
+    private final Deque<MiniDFSCluster.DataNodeProperties> stopped = new ArrayDeque<>();
+    /** Client RPCs counted by NameNode instances that were shut down. */
+    private long rpcsBefore = 0;
+    private boolean namenodeUp = true;
+
+    private MiniDfs(File base, int port, int datanodes) throws Exception {
+        Configuration conf = new HdfsConfiguration();
+        // Small blocks: the tests' files span several blocks.
+        conf.setLong(DFSConfigKeys.DFS_BLOCK_SIZE_KEY, 1024 * 1024);
+        conf.setLong(DFSConfigKeys.DFS_NAMENODE_MIN_BLOCK_SIZE_KEY, 1024);
+        conf.setInt(DFSConfigKeys.DFS_BYTES_PER_CHECKSUM_KEY, 512);
+        conf.setInt(DFSConfigKeys.DFS_REPLICATION_KEY, Math.min(3, datanodes));
+        // A write goes on with one DataNode lost (the fault tests kill one).
+        conf.setInt(DFSConfigKeys.DFS_NAMENODE_REPLICATION_MIN_KEY, 1);
+        conf.setBoolean(DFSConfigKeys.DFS_PERMISSIONS_ENABLED_KEY, false);
+        conf.setInt(DFSConfigKeys.DFS_NAMENODE_SAFEMODE_EXTENSION_KEY, 0);
+        // DataNodes talk to a service RPC port of their own, so the client
+        // port's count is clients' calls only.
+        conf.set(DFSConfigKeys.DFS_NAMENODE_SERVICE_RPC_ADDRESS_KEY, "127.0.0.1:0");
+        conf.set(DFSConfigKeys.DFS_NAMENODE_HTTP_ADDRESS_KEY, "127.0.0.1:0");
+        conf.set(DFSConfigKeys.DFS_DATANODE_ADDRESS_KEY, "127.0.0.1:0");
+        conf.set(DFSConfigKeys.DFS_DATANODE_HTTP_ADDRESS_KEY, "127.0.0.1:0");
+        conf.set(DFSConfigKeys.DFS_DATANODE_IPC_ADDRESS_KEY, "127.0.0.1:0");
+        // Lost DataNodes are noticed in seconds, not minutes.
+        conf.setInt(DFSConfigKeys.DFS_NAMENODE_HEARTBEAT_RECHECK_INTERVAL_KEY, 2000);
+        conf.setLong(DFSConfigKeys.DFS_HEARTBEAT_INTERVAL_KEY, 1);
+        conf.setLong(DFSConfigKeys.DFS_NAMENODE_STALE_DATANODE_INTERVAL_KEY, 3000);
+        cluster = new MiniDFSCluster.Builder(conf, base)
+                .nameNodePort(port)
+                .nameNodeHttpPort(0)
+                .numDataNodes(datanodes)
+                .format(true)
+                .build();
+        cluster.waitActive();
+        waitOutOfSafeMode();
+    }
+
+    private long clientRpcs() {
+        NameNode nn = cluster.getNameNode(0);
+        if (nn == null) {
+            return 0;
+        }
+        NameNodeRpcServer rpc = (NameNodeRpcServer) nn.getRpcServer();
+        return rpc.getClientRpcServer().getRpcMetrics().getTotalRequests();
+    }
+
+    private void waitOutOfSafeMode() throws Exception {
+        long deadline = System.currentTimeMillis() + 60_000;
+        while (cluster.getNameNode(0).isInSafeMode()) {
+            if (System.currentTimeMillis() > deadline) {
+                throw new IllegalStateException("the NameNode stayed in safe mode for 60 s");
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    private String handle(String line) throws Exception {
+        String[] w = line.trim().split("\\s+");
+        switch (w[0]) {
+            case "ping":
+                return "OK";
+            case "rpcs":
+                return "OK " + (rpcsBefore + (namenodeUp ? clientRpcs() : 0));
+            case "stop-namenode":
+                if (namenodeUp) {
+                    rpcsBefore += clientRpcs();
+                    cluster.shutdownNameNode(0);
+                    namenodeUp = false;
+                }
+                return "OK";
+            case "restart-namenode":
+                if (namenodeUp) {
+                    rpcsBefore += clientRpcs();
+                }
+                cluster.restartNameNode(0, true);
+                namenodeUp = true;
+                cluster.waitActive();
+                waitOutOfSafeMode();
+                return "OK";
+            case "stop-datanode":
+                stopped.push(cluster.stopDataNode(Integer.parseInt(w[1])));
+                return "OK";
+            case "restart-datanodes":
+                while (!stopped.isEmpty()) {
+                    cluster.restartDataNode(stopped.pop(), true);
+                }
+                cluster.waitActive();
+                return "OK";
+            default:
+                return "ERR unknown command " + w[0];
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 2) {
+            System.err.println("usage: MiniDfs BASE NAMENODE_PORT [DATANODES]");
+            System.exit(2);
+        }
+        // The protocol owns stdout; anything a library prints goes to stderr.
+        PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, "UTF-8");
+        System.setOut(System.err);
+        int port = Integer.parseInt(args[1]);
+        int datanodes = args.length > 2 ? Integer.parseInt(args[2]) : 3;
+        MiniDfs dfs = new MiniDfs(new File(args[0]), port, datanodes);
+        out.println("READY hdfs://127.0.0.1:" + port);
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.isBlank()) {
+                continue;
+            }
+            String answer;
+            try {
+                answer = dfs.handle(line);
+            } catch (Exception e) {
+                answer = "ERR " + e.toString().replace('\n', ' ');
+            }
+            out.println(answer);
+        }
+        dfs.cluster.shutdown(true);
+        System.exit(0);
+    }
+}
