@@ -68,6 +68,8 @@ use opendal::{Capability, EntryMode, Error, ErrorKind, Metadata, MetadataBuilder
 
 pub use lister::HdfsLister;
 pub use reader::HdfsReader;
+#[cfg(feature = "testing")]
+pub use writer::failpoint;
 pub use writer::HdfsWriter;
 
 /// Prefix of the temp names that writes stage under, beside their target.
