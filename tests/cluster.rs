@@ -1,6 +1,7 @@
 //! Acceptance tests of the cluster with real `compactd` processes: election,
 //! failover on SIGKILL, fencing of a paused monitor, clean leave, garbage in
-//! the tree. On a temporary fs root and on a loopback S3 server.
+//! the tree. On a temporary fs root, on a loopback S3 server and on a real
+//! HDFS (a NameNode and 3 DataNodes).
 // Real processes, real backends and wall-clock seeds: real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -9,6 +10,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::cluster::{alive, monitor_of, Cluster};
+use common::hdfs::HdfsCluster;
 use common::s3::S3Server;
 use layouts::formats::{self, Event, EventKind, Lease, OfflineRecord};
 use layouts::v2;
@@ -113,11 +115,19 @@ fn failover(cluster: &mut Cluster) {
     assert_eq!(lease.holder.as_str(), second);
     // The lease file records when it was created (renewal 0 is the creation;
     // the file has been renewed since, so use the election event's time).
-    let elected = tree
-        .events()
-        .into_iter()
-        .find(|e| e.epoch == lease.epoch && matches!(e.kind, EventKind::MonitorElected { .. }))
-        .expect("the election is logged");
+    // The event is created after the lease that `nodes` reads: wait for it.
+    let start = Instant::now();
+    let elected = loop {
+        let found = tree
+            .events()
+            .into_iter()
+            .find(|e| e.epoch == lease.epoch && matches!(e.kind, EventKind::MonitorElected { .. }));
+        match found {
+            Some(e) => break e,
+            None if start.elapsed() < Duration::from_secs(10) => std::thread::sleep(Duration::from_millis(50)),
+            None => panic!("the election of epoch {} is not logged\n{}", lease.epoch, cluster.logs_text()),
+        }
+    };
     let takeover = Duration::from_millis(elected.wall_ms.saturating_sub(killed_at));
     assert!(
         takeover <= LEASE + TICK + Duration::from_millis(300),
@@ -306,4 +316,16 @@ fn garbage_in_the_tree_is_reported_by_check_and_skipped_by_the_daemon() {
     cluster.wait_nodes(Duration::from_secs(10), "the killed node to leave the view", |r| alive(r).len() == 2);
     let log = std::fs::read_to_string(cluster.log_path(&m)).unwrap();
     assert!(log.contains("skipping"), "the monitor logs what it skips: {log}");
+}
+
+#[test]
+fn hdfs_three_nodes_fail_over_when_the_monitor_is_killed() {
+    let hdfs = HdfsCluster::shared();
+    failover(&mut Cluster::on(hdfs.new_root("failover"), vec![]));
+}
+
+#[test]
+fn hdfs_a_paused_monitor_steps_down_without_acting() {
+    let hdfs = HdfsCluster::shared();
+    fencing(&mut Cluster::on(hdfs.new_root("fencing"), vec![]));
 }

@@ -1,7 +1,8 @@
 //! Acceptance tests of compaction tasks with real `compactd` processes:
 //! end to end with the merge executor (every line preserved), a SIGKILLed
 //! worker, a SIGKILLed manager, stopping a repeat task, a paused worker
-//! whose late result must not count; on fs and on a loopback S3 server.
+//! whose late result must not count; on fs, on a loopback S3 server and on a
+//! real HDFS.
 // Real processes, real backends and wall-clock seeds: real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -11,6 +12,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::cluster::{alive, monitor_of, Cluster};
+use common::hdfs::HdfsCluster;
 use common::s3::S3Server;
 use serde_json::Value;
 
@@ -337,4 +339,27 @@ fn fs_a_table_without_partitions_fails_naming_the_path() {
         assert_eq!(s["state"], "Failed", "{s:#}");
         assert!(s["error"].as_str().is_some_and(|e| e.contains(&want)), "{s:#}");
     }
+}
+
+#[test]
+fn hdfs_compaction_end_to_end_with_a_killed_worker() {
+    let hdfs = HdfsCluster::shared();
+    let root = hdfs.new_root("tasks");
+    let data = hdfs.new_root("data");
+    let mut c = Cluster::on(root, slow_merge_env());
+    killed_worker(&mut c, &data);
+    // A reader that is not compactd (hdfs-native's Python client through
+    // pyarrow) sees every line once, in one file per partition.
+    let tmp = tempfile::tempdir().unwrap();
+    common::parquet::tool(&["hdfs-get", &data, tmp.path().to_str().unwrap()], &[]);
+    let mut lines = vec![];
+    for p in 0..PARTITIONS {
+        let dir = tmp.path().join(format!("db/s/t/dt={p}"));
+        let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(files.len(), 1, "dt={p}: {files:?}");
+        lines.extend(std::fs::read_to_string(files[0].path()).unwrap().lines().map(str::to_string));
+    }
+    lines.sort();
+    assert_eq!(lines, read_table(&data).0);
+    assert_eq!(lines.len(), PARTITIONS * 100);
 }

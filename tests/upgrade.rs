@@ -163,6 +163,13 @@ async fn seed_tree_on_s3() {
     seed_scenario(&root, &s3.env()).await;
 }
 
+/// The seed's own backend: its v1 tree (and its lock files) lived on HDFS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_tree_on_hdfs() {
+    let hdfs = common::hdfs::HdfsCluster::shared();
+    seed_scenario(&hdfs.new_root("upgrade-seed"), &[]).await;
+}
+
 #[test]
 fn usage_errors_exit_2() {
     let dir = tempfile::tempdir().unwrap();

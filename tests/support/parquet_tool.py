@@ -264,6 +264,41 @@ def s3_get(args):
     fs.copy_files(base, args.dir, source_filesystem=s3)
 
 
+def hdfs(uri):
+    """pyarrow's filesystem API over hdfs-native's fsspec filesystem (a
+    client written by others, no JVM) and the base path of `uri`."""
+    from pyarrow import fs
+    from hdfs_native.fsspec import HdfsFileSystem
+
+    u = urllib.parse.urlparse(uri)
+    h = HdfsFileSystem(host=u.hostname, port=u.port)
+    return fs.PyFileSystem(fs.FSSpecHandler(h)), u.path.rstrip("/")
+
+
+def hdfs_put(args):
+    from pyarrow import fs
+
+    h, base = hdfs(args.uri)
+    fs.copy_files(args.dir, base, destination_filesystem=h)
+
+
+def hdfs_get(args):
+    """Copies what a reader of the table sees (no hidden `.`/`_` entries)."""
+    from pyarrow import fs
+
+    h, base = hdfs(args.uri)
+    if os.path.exists(args.dir):
+        shutil.rmtree(args.dir)
+    for info in h.get_file_info(fs.FileSelector(base, recursive=True)):
+        rel = info.path[len(base):].lstrip("/")
+        if info.type != fs.FileType.File or any(p.startswith((".", "_")) for p in rel.split("/")):
+            continue
+        dest = os.path.join(args.dir, rel)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with h.open_input_stream(info.path) as src, open(dest, "wb") as out:
+            out.write(src.read())
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -289,8 +324,23 @@ def main():
     q = sub.add_parser("s3-get")
     q.add_argument("uri")
     q.add_argument("dir")
+    hp = sub.add_parser("hdfs-put")
+    hp.add_argument("dir")
+    hp.add_argument("uri")
+    hg = sub.add_parser("hdfs-get")
+    hg.add_argument("uri")
+    hg.add_argument("dir")
     a = ap.parse_args()
-    {"gen": gen, "odd": odd, "check": check, "rows": rows, "s3-put": s3_put, "s3-get": s3_get}[a.cmd](a)
+    {
+        "gen": gen,
+        "odd": odd,
+        "check": check,
+        "rows": rows,
+        "s3-put": s3_put,
+        "s3-get": s3_get,
+        "hdfs-put": hdfs_put,
+        "hdfs-get": hdfs_get,
+    }[a.cmd](a)
 
 
 if __name__ == "__main__":
