@@ -156,6 +156,8 @@ impl Health {
 struct OnScrape {
     health: Arc<Health>,
     wake: Option<Arc<Wakeup>>,
+    /// On HDFS: the NameNode RPCs of the tree store and the data store.
+    namenode: Vec<(&'static str, Arc<store::hdfs::NameNodeRpcs>)>,
 }
 
 impl Collector for OnScrape {
@@ -187,6 +189,20 @@ impl Collector for OnScrape {
                 let v = ConstCounter::new(a.load(Ordering::Relaxed));
                 let e = encoder.encode_descriptor(name, help, None, v.metric_type())?;
                 v.encode(e)?;
+            }
+        }
+        if !self.namenode.is_empty() {
+            let mut e = encoder.encode_descriptor(
+                "compactd_namenode_rpcs",
+                "NameNode RPCs this node issued through its stores, by store (tree or data) and ClientProtocol method",
+                None,
+                prometheus_client::metrics::MetricType::Counter,
+            )?;
+            for (role, rpcs) in &self.namenode {
+                for (method, n) in rpcs.snapshot() {
+                    let labels = [("store", *role), ("method", method)];
+                    ConstCounter::new(n).encode(e.encode_family(&labels)?)?;
+                }
             }
         }
         Ok(())
@@ -228,7 +244,13 @@ fn seconds_buckets() -> impl Iterator<Item = f64> {
 }
 
 impl Metrics {
-    pub fn new(health: Arc<Health>, wake: Option<Arc<Wakeup>>) -> Arc<Metrics> {
+    /// `namenode`: the NameNode RPC counters of the node's HDFS stores
+    /// (`("tree", …)`, `("data", …)`), exported as `compactd_namenode_rpcs_total`.
+    pub fn new(
+        health: Arc<Health>,
+        wake: Option<Arc<Wakeup>>,
+        namenode: Vec<(&'static str, Arc<store::hdfs::NameNodeRpcs>)>,
+    ) -> Arc<Metrics> {
         let mut r = Registry::default();
         let info = Family::<Vec<(String, String)>, Gauge>::default();
         info.get_or_create(&vec![("version".into(), env!("CARGO_PKG_VERSION").into())]).set(1);
@@ -299,7 +321,7 @@ impl Metrics {
             "Monitor only: change events kept in the event log, as of the last purge",
             cluster_events.clone(),
         );
-        r.register_collector(Box::new(OnScrape { health: health.clone(), wake }));
+        r.register_collector(Box::new(OnScrape { health: health.clone(), wake, namenode }));
         // The backend layer registers the opendal_* families; it is applied
         // to the tree store and the data store (label `root` tells them apart).
         let backend = PrometheusClientLayer::builder()

@@ -321,7 +321,23 @@ fn garbage_in_the_tree_is_reported_by_check_and_skipped_by_the_daemon() {
 #[test]
 fn hdfs_three_nodes_fail_over_when_the_monitor_is_killed() {
     let hdfs = HdfsCluster::shared();
-    failover(&mut Cluster::on(hdfs.new_root("failover"), vec![]));
+    let mut cluster = Cluster::on(hdfs.new_root("failover"), vec![]);
+    failover(&mut cluster);
+    // Every node counts the NameNode RPCs it issued, by store and method.
+    let rows = cluster.nodes();
+    let addr = rows.iter().find_map(|r| r["addr"].as_str()).expect("a node with an address");
+    let (status, text) = common::http::get(addr, "/metrics").unwrap();
+    assert_eq!(status, 200);
+    let count = |method: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with("compactd_namenode_rpcs_total{") && l.contains(&format!("method=\"{method}\"")))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {method} count in /metrics:\n{text}"))
+    };
+    assert!(text.contains("store=\"tree\""), "{text}");
+    for method in ["create", "rename2", "getListing", "getBlockLocations"] {
+        assert!(count(method) > 0.0, "no {method} RPC counted:\n{text}");
+    }
 }
 
 #[test]

@@ -216,7 +216,12 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     let clock = SystemClock::shared();
     let wake = crate::wake::Wakeup::new();
     let health = std::sync::Arc::new(crate::metrics::Health::new(clock.clone(), cfg.session_timeout));
-    let metrics = crate::metrics::Metrics::new(health, matches!(args.listen, Listen::On(_)).then(|| wake.clone()));
+    let namenode = [("tree", &store), ("data", &data)]
+        .into_iter()
+        .filter_map(|(role, s)| s.namenode_rpcs().map(|r| (role, r)))
+        .collect();
+    let metrics =
+        crate::metrics::Metrics::new(health, matches!(args.listen, Listen::On(_)).then(|| wake.clone()), namenode);
     // The backend requests of this node: counted for its status (by kind)
     // and for /metrics (OpenDAL's layer: by operation, with latency), once
     // on each store.
