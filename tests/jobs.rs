@@ -19,6 +19,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::cluster::{alive, Cluster, BIN};
+use common::hdfs::HdfsCluster;
 use common::s3::S3Server;
 use serde_json::Value;
 
@@ -82,6 +83,12 @@ fn ten_concurrent_trigger_processes_create_one_job_on_s3() {
     let server = S3Server::shared();
     let c = Cluster::on(server.new_bucket("jobs-trigger"), server.env());
     trigger_race(&c);
+}
+
+#[test]
+fn ten_concurrent_trigger_processes_create_one_job_on_hdfs() {
+    let hdfs = HdfsCluster::shared();
+    trigger_race(&Cluster::on(hdfs.new_root("jobs-trigger"), vec![]));
 }
 
 #[test]

@@ -13,6 +13,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::cluster::{alive, monitor_of, Cluster};
+use common::hdfs::HdfsCluster;
 use common::s3::S3Server;
 use serde_json::Value;
 
@@ -275,6 +276,13 @@ fn s3_work_starts_when_written_at_the_default_timings() {
     let s3 = S3Server::start();
     let (c, data) = s3_cluster(&s3, "wake");
     scenarios(c, &data, true);
+}
+
+#[test]
+fn hdfs_work_starts_when_written_at_the_default_timings() {
+    let hdfs = HdfsCluster::shared();
+    let c = Cluster::on(hdfs.new_root("wake"), vec![]);
+    scenarios(c, &hdfs.new_root("wake-data"), true);
 }
 
 #[test]

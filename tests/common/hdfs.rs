@@ -36,6 +36,22 @@ impl HdfsCluster {
     /// DataNodes) and waits until it is up and out of safe mode. Panics
     /// (never skips) when the launcher is not built.
     pub fn start() -> HdfsCluster {
+        Self::launch(false)
+    }
+
+    /// An HA cluster: the name service `minidfs-ns` with two NameNodes (the
+    /// first active) and 3 DataNodes; clients find it through
+    /// `HADOOP_CONF_DIR=`[`HdfsCluster::conf_dir`]; [`HdfsCluster::url`] is
+    /// `hdfs://minidfs-ns`.
+    pub fn start_ha() -> HdfsCluster {
+        Self::launch(true)
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    }
+
+    fn launch(ha: bool) -> HdfsCluster {
         let dir = Self::launcher();
         if !dir.join("target/lib").is_dir() || !dir.join("target/classes").is_dir() {
             panic!(
@@ -44,7 +60,7 @@ impl HdfsCluster {
                 dir.display()
             );
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = Self::free_port();
         let storage = tempfile::tempdir().unwrap();
         let cp = format!("{0}/target/classes:{0}/target/lib/*", dir.display());
         let log = std::fs::File::create(storage.path().join("minidfs.log")).unwrap();
@@ -53,6 +69,7 @@ impl HdfsCluster {
             .arg(storage.path().join("dfs"))
             .arg(port.to_string())
             .arg("3")
+            .args(if ha { vec!["ha".to_string(), Self::free_port().to_string()] } else { vec![] })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
@@ -94,9 +111,19 @@ impl HdfsCluster {
         SHARED.get_or_init(HdfsCluster::start)
     }
 
-    /// `hdfs://127.0.0.1:<port>`
+    /// `hdfs://127.0.0.1:<port>` (HA: `hdfs://minidfs-ns`)
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The client config of an HA cluster, for `HADOOP_CONF_DIR`.
+    pub fn conf_dir(&self) -> PathBuf {
+        self._dir.path().join("dfs/conf")
+    }
+
+    /// HA: the active NameNode steps down and the other takes over.
+    pub fn failover(&self) {
+        self.command("failover");
     }
 
     /// A fresh root URI per call: `hdfs://127.0.0.1:<port>/<name>-<n>`.

@@ -12,6 +12,7 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hdfs.DFSConfigKeys;
 import org.apache.hadoop.hdfs.HdfsConfiguration;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.hdfs.MiniDFSNNTopology;
 import org.apache.hadoop.hdfs.server.namenode.NameNode;
 import org.apache.hadoop.hdfs.server.namenode.NameNodeRpcServer;
 
@@ -19,12 +20,16 @@ import org.apache.hadoop.hdfs.server.namenode.NameNodeRpcServer;
  * A real HDFS for compactd's tests: one NameNode and N DataNodes (Hadoop's
  * MiniDFSCluster) over folders below a base folder.
  *
- * <p>Usage: {@code MiniDfs BASE NAMENODE_PORT [DATANODES]}. Prints {@code READY
- * hdfs://127.0.0.1:PORT} on stdout once the cluster is up, then answers one
+ * <p>Usage: {@code MiniDfs BASE NAMENODE_PORT [DATANODES [ha SECOND_PORT]]}.
+ * Prints {@code READY hdfs://127.0.0.1:PORT} on stdout once the cluster is
+ * up (with {@code ha}: two NameNodes of the name service {@code minidfs-ns},
+ * the first active, client config in {@code BASE/conf/} for
+ * {@code HADOOP_CONF_DIR}, and {@code READY hdfs://minidfs-ns}), then answers one
  * line per command read on stdin ({@code OK ...} or {@code ERR message}):
  * {@code ping}, {@code stop-namenode}, {@code restart-namenode} (same port,
  * same storage; answers once the NameNode has left safe mode),
- * {@code stop-datanode I}, {@code restart-datanodes}, {@code rpcs} (client
+ * {@code stop-datanode I}, {@code restart-datanodes}, {@code failover} (HA:
+ * the active NameNode becomes standby and the other active), {@code rpcs} (client
  * RPCs the NameNode processed since start, across restarts). Exits, shutting
  * the cluster down, when stdin closes, so it dies with the test process that
  * holds the pipe. Everything but the protocol goes to stderr.
@@ -35,8 +40,12 @@ public final class MiniDfs {
     /** Client RPCs counted by NameNode instances that were shut down. */
     private long rpcsBefore = 0;
     private boolean namenodeUp = true;
+    /** HA: the index of the active NameNode; -1 without HA. */
+    private int active = -1;
 
-    private MiniDfs(File base, int port, int datanodes) throws Exception {
+    static final String NAMESERVICE = "minidfs-ns";
+
+    private MiniDfs(File base, int port, int datanodes, int haPort) throws Exception {
         Configuration conf = new HdfsConfiguration();
         // Small blocks: the tests' files span several blocks.
         conf.setLong(DFSConfigKeys.DFS_BLOCK_SIZE_KEY, 1024 * 1024);
@@ -58,18 +67,48 @@ public final class MiniDfs {
         conf.setInt(DFSConfigKeys.DFS_NAMENODE_HEARTBEAT_RECHECK_INTERVAL_KEY, 2000);
         conf.setLong(DFSConfigKeys.DFS_HEARTBEAT_INTERVAL_KEY, 1);
         conf.setLong(DFSConfigKeys.DFS_NAMENODE_STALE_DATANODE_INTERVAL_KEY, 3000);
-        cluster = new MiniDFSCluster.Builder(conf, base)
+        MiniDFSCluster.Builder b = new MiniDFSCluster.Builder(conf, base)
                 .nameNodePort(port)
                 .nameNodeHttpPort(0)
                 .numDataNodes(datanodes)
-                .format(true)
-                .build();
+                .format(true);
+        if (haPort > 0) {
+            b.nnTopology(new MiniDFSNNTopology().addNameservice(new MiniDFSNNTopology.NSConf(NAMESERVICE)
+                    .addNN(new MiniDFSNNTopology.NNConf("nn0").setIpcPort(port))
+                    .addNN(new MiniDFSNNTopology.NNConf("nn1").setIpcPort(haPort))));
+        }
+        cluster = b.build();
+        if (haPort > 0) {
+            cluster.transitionToActive(0);
+            active = 0;
+            writeClientConf(new File(base, "conf"), port, haPort);
+        }
         cluster.waitActive();
         waitOutOfSafeMode();
     }
 
+    /** core-site.xml and hdfs-site.xml for clients of the name service. */
+    private static void writeClientConf(File dir, int port0, int port1) throws Exception {
+        dir.mkdirs();
+        Configuration core = new Configuration(false);
+        core.set("fs.defaultFS", "hdfs://" + NAMESERVICE);
+        try (java.io.OutputStream o = new java.io.FileOutputStream(new File(dir, "core-site.xml"))) {
+            core.writeXml(o);
+        }
+        Configuration hdfs = new Configuration(false);
+        hdfs.set("dfs.nameservices", NAMESERVICE);
+        hdfs.set("dfs.ha.namenodes." + NAMESERVICE, "nn0,nn1");
+        hdfs.set("dfs.namenode.rpc-address." + NAMESERVICE + ".nn0", "127.0.0.1:" + port0);
+        hdfs.set("dfs.namenode.rpc-address." + NAMESERVICE + ".nn1", "127.0.0.1:" + port1);
+        hdfs.set("dfs.client.failover.proxy.provider." + NAMESERVICE,
+                "org.apache.hadoop.hdfs.server.namenode.ha.ConfiguredFailoverProxyProvider");
+        try (java.io.OutputStream o = new java.io.FileOutputStream(new File(dir, "hdfs-site.xml"))) {
+            hdfs.writeXml(o);
+        }
+    }
+
     private long clientRpcs() {
-        NameNode nn = cluster.getNameNode(0);
+        NameNode nn = cluster.getNameNode(Math.max(active, 0));
         if (nn == null) {
             return 0;
         }
@@ -79,7 +118,7 @@ public final class MiniDfs {
 
     private void waitOutOfSafeMode() throws Exception {
         long deadline = System.currentTimeMillis() + 60_000;
-        while (cluster.getNameNode(0).isInSafeMode()) {
+        while (cluster.getNameNode(Math.max(active, 0)).isInSafeMode()) {
             if (System.currentTimeMillis() > deadline) {
                 throw new IllegalStateException("the NameNode stayed in safe mode for 60 s");
             }
@@ -110,6 +149,17 @@ public final class MiniDfs {
                 cluster.waitActive();
                 waitOutOfSafeMode();
                 return "OK";
+            case "failover": {
+                if (active < 0) {
+                    return "ERR not an HA cluster";
+                }
+                int next = 1 - active;
+                cluster.transitionToStandby(active);
+                cluster.transitionToActive(next);
+                active = next;
+                waitOutOfSafeMode();
+                return "OK";
+            }
             case "stop-datanode":
                 stopped.push(cluster.stopDataNode(Integer.parseInt(w[1])));
                 return "OK";
@@ -126,7 +176,7 @@ public final class MiniDfs {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: MiniDfs BASE NAMENODE_PORT [DATANODES]");
+            System.err.println("usage: MiniDfs BASE NAMENODE_PORT [DATANODES [ha SECOND_PORT]]");
             System.exit(2);
         }
         // The protocol owns stdout; anything a library prints goes to stderr.
@@ -134,8 +184,9 @@ public final class MiniDfs {
         System.setOut(System.err);
         int port = Integer.parseInt(args[1]);
         int datanodes = args.length > 2 ? Integer.parseInt(args[2]) : 3;
-        MiniDfs dfs = new MiniDfs(new File(args[0]), port, datanodes);
-        out.println("READY hdfs://127.0.0.1:" + port);
+        int haPort = args.length > 4 && args[3].equals("ha") ? Integer.parseInt(args[4]) : 0;
+        MiniDfs dfs = new MiniDfs(new File(args[0]), port, datanodes, haPort);
+        out.println(haPort > 0 ? "READY hdfs://" + NAMESERVICE : "READY hdfs://127.0.0.1:" + port);
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null) {
