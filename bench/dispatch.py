@@ -40,10 +40,11 @@ def status_kib(pid, field):
 
 
 class Cluster:
-    def __init__(self, binary, base, nodes, heartbeat, session, lease, max_running):
+    def __init__(self, binary, base, nodes, heartbeat, session, lease, max_running, root=None):
+        """`root`: the tree's URI (default: a folder in a fresh temp dir under `base`)."""
         self.binary = binary
         self.dir = tempfile.mkdtemp(prefix="cluster.", dir=base)
-        self.root = os.path.join(self.dir, "root")
+        self.root = root or os.path.join(self.dir, "root")
         self.args = dict(heartbeat=heartbeat, session=session, lease=lease, max_running=max_running)
         self.procs = {}
         for i in range(1, nodes + 1):

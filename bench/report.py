@@ -392,6 +392,43 @@ def render(meta, rs, up, out_json, out_md):
               "footers, plus the commit plan's list of input names.")
             w("")
 
+    hd = {r["medium"]: r for r in by.get("dispatch", []) if med(r) in ("fs", "hdfs")}
+    if "hdfs" in hd:
+        h, f = hd["hdfs"], hd.get("fs")
+        rpcs, idle_h, page, dfs = one("hdfs_rpcs"), one("hdfs_idle"), one("hdfs_status_page"), one("hdfs_cluster")
+        w("## HDFS")
+        w("")
+        w("Command: `python3 bench/hdfs.py --binary target/release/compactd` (inside run.sh): the same 3 nodes and "
+          "2,000-shard task as above at the default timings, first with the tree on fs, then on a real HDFS "
+          "(Hadoop 3.4.1's `MiniDFSCluster`: one NameNode and 3 DataNodes in one JVM on this machine, started by "
+          f"the test launcher in {dfs['start_seconds'] if dfs else '?'} s). NameNode RPCs are the NameNode's own "
+          "count of the client calls it processed (its RPC server's metrics; DataNodes report on a port of their "
+          "own), beside the count compactd keeps itself (`compactd_namenode_rpcs_total` on each node's `/metrics`).")
+        w("")
+        w("| tree on | subtasks/s | time | backend requests per subtask (compactd's count) |")
+        w("|---|---:|---:|---:|")
+        for label, r in (("fs", f), ("HDFS", h)):
+            if r:
+                w(f"| {label} | {r['subtasks_per_s']:.1f} | {r['seconds']:.1f} s | {r['ops_per_subtask']:.2f} |")
+        w("")
+        if f:
+            ratio = f["subtasks_per_s"] / h["subtasks_per_s"]
+            derived["hdfs_fs_rate_ratio"] = ratio
+            w(f"fs is **{ratio:.2f} ×** the HDFS rate (the bound asked: within 3 ×).")
+            w("")
+        if rpcs:
+            w(f"- **NameNode RPCs per subtask**: {rpcs['namenode_rpcs_per_subtask']:.2f} (NameNode's count, "
+              f"including the `submit` client), {rpcs['own_count_per_subtask']:.2f} (compactd's own count). A "
+              "create or replace of a small file is 4 RPCs (`create`, `addBlock`, `complete`, `rename2`), a read "
+              "1 (`getBlockLocations`), a listing 1 per 1,000 entries, a folder's delete 1.")
+        if idle_h:
+            w(f"- **Idle NameNode RPCs per node-minute**: {idle_h['namenode_rpcs_per_node_minute']:.1f} (NameNode's "
+              f"count over {idle_h['seconds']:.0f} s of 3 idle nodes at the default timings; compactd's own count "
+              f"{idle_h['own_count_per_node_minute']:.1f}).")
+        if page:
+            w(f"- **One status page load** (`GET /` on a node): {page['namenode_rpcs']} NameNode RPCs.")
+        w("")
+
     w("## Ratios")
     w("")
     for k, v in derived.items():

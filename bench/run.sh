@@ -6,7 +6,7 @@
 #
 # Environment knobs (defaults are what RESULTS.md is made with):
 #   BENCH_SHARDS=2000 BENCH_LATENCY_SAMPLES=60 BENCH_MANAGER_SHARDS=10000
-#   BENCH_SKIP_CELERY=0 BENCH_SKIP_UPGRADE=0 BENCH_SKIP_PARQUET=0 BENCH_SHORT_SESSION=1 (0: skip the extra
+#   BENCH_SKIP_CELERY=0 BENCH_SKIP_UPGRADE=0 BENCH_SKIP_PARQUET=0 BENCH_SKIP_HDFS=0 BENCH_SHORT_SESSION=1 (0: skip the extra
 #   2,000-shard run with a 3 s session) BENCH_SKIP_TMPFS=0 (1: skip the tmpfs repeat of
 #   limit, dispatch and Celery) BENCH_SKIP_PROOFS=0 (1: skip the scale proofs: the 1,000-node membership
 #   simulation at 10/100/1,000 nodes, the sweep of 100,000 tasks, long chaos under kills and calm)
@@ -64,6 +64,13 @@ if [[ "${BENCH_SKIP_TMPFS:-0}" != 1 && -d /dev/shm && -w /dev/shm ]]; then
         "$WORK/venv/bin/python" bench/celery_peer.py --tasks "${BENCH_SHARDS:-2000}" --base "$SHM" --medium tmpfs |
             tee -a "$LOG" || echo "tmpfs Celery peer failed" >&2
     fi
+fi
+
+if [[ "${BENCH_SKIP_HDFS:-0}" != 1 ]]; then
+    say "HDFS beside fs: dispatch, NameNode RPCs per subtask, idle and per status page (bench/hdfs.py)"
+    bash .ci/install-hdfs.sh >&2 || echo "HDFS launcher build failed" >&2
+    python3 bench/hdfs.py --binary "$BIN" --base "$WORK" --shards "${BENCH_SHARDS:-2000}" | tee -a "$LOG" ||
+        echo "HDFS bench failed" >&2
 fi
 
 say "cost (suite cost)"

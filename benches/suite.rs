@@ -137,8 +137,10 @@ async fn limit(dir: &str) {
         .map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![1, 3]);
     for loops in loops_list {
+        // A folder, or a backend URI (`hdfs://…`: the same loops on HDFS).
         let root = format!("{dir}/limit-{loops}");
-        let uri = RootUri::parse(&format!("fs://{root}")).unwrap();
+        let text = if dir.contains("://") { root.clone() } else { format!("fs://{root}") };
+        let uri = RootUri::parse(&text).unwrap();
         let counter = OpCounter::new();
         let store = counted(&uri, &counter).await;
         let per = n / loops;
@@ -154,11 +156,13 @@ async fn limit(dir: &str) {
         emit(
             "limit",
             json!({
-                "backend": format!("fs://{root}"), "loops": loops, "subtasks": done, "seconds": secs,
+                "backend": text, "loops": loops, "subtasks": done, "seconds": secs,
                 "subtasks_per_s": done as f64 / secs, "ops_per_subtask": counts_json(&counter.snapshot(), done as f64),
             }),
         );
-        let _ = std::fs::remove_dir_all(&root);
+        if !dir.contains("://") {
+            let _ = std::fs::remove_dir_all(&root);
+        }
     }
 }
 
