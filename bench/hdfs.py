@@ -91,6 +91,7 @@ def main():
     ap.add_argument("--base", default=tempfile.gettempdir())
     ap.add_argument("--shards", type=int, default=2000)
     ap.add_argument("--idle-seconds", type=int, default=60)
+    ap.add_argument("--suite", help="the suite bench binary: also run its backend limit on the HDFS")
     a = ap.parse_args()
     args = dict(heartbeat="10s", session="30s", lease="30s", max_running=256)
 
@@ -105,6 +106,12 @@ def main():
     emit("hdfs_cluster", start_seconds=round(dfs.started_s, 1), url=dfs.url)
     c = None
     try:
+        if a.suite:
+            env = dict(os.environ, COMPACTD_BENCH_LIMIT_SUBTASKS=str(a.shards), COMPACTD_BENCH_LIMIT_LOOPS="1,64")
+            r = subprocess.run([a.suite, "limit", f"{dfs.url}/limit"], env=env, capture_output=True, text=True)
+            for line in r.stdout.splitlines():
+                if line.startswith("RESULT "):
+                    print(line, flush=True)
         c = Cluster(a.binary, a.base, 3, root=f"{dfs.url}/bench/tree", **args)
         # Idle: a quiet period once every node joined.
         time.sleep(5)

@@ -69,7 +69,7 @@ fi
 if [[ "${BENCH_SKIP_HDFS:-0}" != 1 ]]; then
     say "HDFS beside fs: dispatch, NameNode RPCs per subtask, idle and per status page (bench/hdfs.py)"
     bash .ci/install-hdfs.sh >&2 || echo "HDFS launcher build failed" >&2
-    python3 bench/hdfs.py --binary "$BIN" --base "$WORK" --shards "${BENCH_SHARDS:-2000}" | tee -a "$LOG" ||
+    python3 bench/hdfs.py --binary "$BIN" --base "$WORK" --shards "${BENCH_SHARDS:-2000}" --suite "$SUITE" | tee -a "$LOG" ||
         echo "HDFS bench failed" >&2
 fi
 
