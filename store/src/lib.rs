@@ -571,15 +571,16 @@ impl Store {
     }
 
     /// Makes the finished object `from` visible at `to`, replacing what is
-    /// there: fs renames it (no data copied; `from` is gone after), S3 copies
-    /// it server-side. Idempotent for a roll-forward: if `from` is already
+    /// there: fs and HDFS rename it (no data copied; `from` is gone after),
+    /// S3 copies it server-side. Idempotent for a roll-forward: if `from` is already
     /// gone and `to` exists, the move happened before.
     pub async fn promote(&self, from: &str, to: &str) -> Result<()> {
         let moved = if self.beneath.is_some() {
             let (f, t) = (from.to_string(), to.to_string());
             self.fs_data("promote", from, move |fs| fs.rename(&f, &t)).await?
-        } else if matches!(self.uri, RootUri::Hdfs { .. }) {
-            // A NameNode rename: no data copied.
+        } else if self.op.info().capability().rename {
+            // HDFS: a NameNode rename that replaces the target, no data
+            // copied.
             match self.replace_op.rename(from, to).await {
                 Ok(()) => true,
                 Err(e) if e.kind() == ErrorKind::NotFound => false,
