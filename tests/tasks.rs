@@ -362,4 +362,24 @@ fn hdfs_compaction_end_to_end_with_a_killed_worker() {
     lines.sort();
     assert_eq!(lines, read_table(&data).0);
     assert_eq!(lines.len(), PARTITIONS * 100);
+    // The tree does not keep what finished work left: no subtask folder
+    // (nor an empty one of a failed create) stays below a node's folder
+    // (every file and folder is NameNode memory).
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let tree = rt.block_on(store::Store::open(&store::RootUri::parse(&c.root).unwrap())).unwrap();
+    let start = Instant::now();
+    loop {
+        use futures::TryStreamExt;
+        let left: Vec<String> = rt
+            .block_on(tree.list_tree("Compaction_V2/TaskAssigned/").map_ok(|e| e.path).try_collect::<Vec<_>>())
+            .unwrap()
+            .into_iter()
+            .filter(|p| p.trim_end_matches('/').matches('/').count() > 2)
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "left below TaskAssigned/: {left:?}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
