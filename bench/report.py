@@ -411,7 +411,6 @@ def render(meta, rs, up, out_json, out_md):
         for label, r in (("fs", f), ("HDFS", h)):
             if r:
                 w(f"| {label} | {r['subtasks_per_s']:.1f} | {r['seconds']:.1f} s | {r['ops_per_subtask']:.2f} |")
-        w("")
         for loops, r in sorted(lim_h.items()):
             w(f"| HDFS backend limit: the lifecycle's operations ({r['ops_per_subtask']['total']:.2f} ops/subtask) "
               f"in {loops} tight loop{'s' if loops > 1 else ''}, no scheduling | {r['subtasks_per_s']:.1f} | "
