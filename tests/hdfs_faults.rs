@@ -173,16 +173,7 @@ fn a_datanode_killed_while_executors_write() {
     assert_eq!(st["result"]["success"], PARTITIONS as u64, "{st:#}");
     // Every line once, in one file per partition, as a reader that is not
     // compactd sees the table.
-    let tmp = tempfile::tempdir().unwrap();
-    common::parquet::tool(&["hdfs-get", &data, tmp.path().to_str().unwrap()], &[]);
-    let mut got = vec![];
-    for p in 0..PARTITIONS {
-        let dir = tmp.path().join(format!("db/s/t/dt={p}"));
-        let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
-        assert_eq!(files.len(), 1, "dt={p}: {files:?}");
-        got.extend(std::fs::read_to_string(files[0].path()).unwrap().lines().map(str::to_string));
-    }
-    got.sort();
+    let got = common::table::read_merged_through_python(&data, PARTITIONS);
     assert_eq!(got.len(), want.len(), "lines lost or doubled");
     assert!(got == want, "the merged lines differ from the input");
     // Failed attempts may leave the empty folder of a create that never

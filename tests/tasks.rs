@@ -350,16 +350,7 @@ fn hdfs_compaction_end_to_end_with_a_killed_worker() {
     killed_worker(&mut c, &data);
     // A reader that is not compactd (hdfs-native's Python client through
     // pyarrow) sees every line once, in one file per partition.
-    let tmp = tempfile::tempdir().unwrap();
-    common::parquet::tool(&["hdfs-get", &data, tmp.path().to_str().unwrap()], &[]);
-    let mut lines = vec![];
-    for p in 0..PARTITIONS {
-        let dir = tmp.path().join(format!("db/s/t/dt={p}"));
-        let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
-        assert_eq!(files.len(), 1, "dt={p}: {files:?}");
-        lines.extend(std::fs::read_to_string(files[0].path()).unwrap().lines().map(str::to_string));
-    }
-    lines.sort();
+    let lines = common::table::read_merged_through_python(&data, PARTITIONS);
     assert_eq!(lines, read_table(&data).0);
     assert_eq!(lines.len(), PARTITIONS * 100);
     // The tree does not keep what finished work left: no subtask folder

@@ -1,6 +1,7 @@
 //! The sample table the task tests compact: `db/s/t/dt=<p>/part-<f>`, five
 //! small newline-delimited files of 20 lines per partition, on any data
-//! backend (fs or S3), and the reader that checks the result.
+//! backend (fs, S3 or HDFS), and the readers that check the result (compactd's
+//! store, and on HDFS also a client that is not compactd's).
 
 use std::collections::BTreeMap;
 
@@ -65,4 +66,22 @@ pub fn read_table(data_uri: &str, partitions: usize) -> (Vec<String>, Commits) {
     }
     lines.sort();
     (lines, commits)
+}
+
+/// What a reader that is not compactd sees of a merged table on HDFS
+/// (hdfs-native's Python client through pyarrow, `parquet_tool.py
+/// hdfs-get`): every line, sorted; panics unless each partition holds
+/// exactly one file.
+pub fn read_merged_through_python(data_uri: &str, partitions: usize) -> Vec<String> {
+    let tmp = tempfile::tempdir().unwrap();
+    super::parquet::tool(&["hdfs-get", data_uri, tmp.path().to_str().unwrap()], &[]);
+    let mut lines = vec![];
+    for p in 0..partitions {
+        let dir = tmp.path().join(format!("db/s/t/dt={p}"));
+        let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(files.len(), 1, "dt={p}: {files:?}");
+        lines.extend(std::fs::read_to_string(files[0].path()).unwrap().lines().map(str::to_string));
+    }
+    lines.sort();
+    lines
 }
