@@ -13,7 +13,10 @@
 //!   between the last write and `complete`): the store's retry of the close
 //!   writes the whole content again (small files) or publishes nothing
 //!   (streamed files); found by the DataNode test, where a retried close
-//!   once published an empty lease.
+//!   once published an empty lease;
+//! - a listing while the NameNode is down fails as a whole: it never comes
+//!   back as a shorter (here: empty) listing after the store's retry, as it
+//!   once did (`compactd nodes` printed an empty cluster with exit 0).
 // Real processes, real backends and wall-clock seeds: real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -243,4 +246,28 @@ fn a_failed_complete_is_retried_whole_or_publishes_nothing() {
         let names: Vec<String> = store.list("").await.unwrap().into_iter().map(|e| e.path).collect();
         assert_eq!(names, ["big", "k"], "temp files are listed");
     });
+}
+
+#[test]
+fn a_listing_that_loses_the_namenode_fails_instead_of_coming_back_short() {
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let hdfs = HdfsCluster::shared();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let store = rt.block_on(Store::open(&RootUri::parse(&hdfs.new_root("short-list")).unwrap())).unwrap();
+    rt.block_on(async {
+        for i in 0..10 {
+            store.put(&format!("d/f{i}"), b"x".to_vec()).await.unwrap();
+        }
+        assert_eq!(store.list("d/").await.unwrap().len(), 10);
+    });
+    hdfs.stop_namenode();
+    let listed = rt.block_on(store.list("d/"));
+    let streamed = rt.block_on(async {
+        use futures::TryStreamExt;
+        store.list_stream("d/", true).try_collect::<Vec<_>>().await
+    });
+    hdfs.restart_namenode();
+    assert!(listed.is_err(), "a listing without a NameNode answered {listed:?}");
+    assert!(streamed.is_err(), "a recursive listing without a NameNode answered {streamed:?}");
+    assert_eq!(rt.block_on(store.list("d/")).unwrap().len(), 10, "after the restart");
 }

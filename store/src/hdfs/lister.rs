@@ -23,18 +23,26 @@ pub struct HdfsLister {
     /// Entries seen per folder: every 1,000 more is one more page.
     seen: std::collections::HashMap<String, u64>,
     done: bool,
+    /// An error ended the listing: every later call fails too.
+    failed: Option<String>,
 }
 
 impl HdfsLister {
     pub(super) fn new(core: Arc<Core>, path: &str, recursive: bool) -> Self {
         let abs = core.abs(path);
         let iter = core.client.list_status_iter(&abs, recursive);
-        HdfsLister { core, iter: Some(iter), pages: 0, seen: Default::default(), done: false }
+        HdfsLister { core, iter: Some(iter), pages: 0, seen: Default::default(), done: false, failed: None }
     }
 }
 
 impl oio::List for HdfsLister {
     async fn next(&mut self) -> Result<Option<oio::Entry>> {
+        if let Some(msg) = &self.failed {
+            return Err(opendal::Error::new(
+                opendal::ErrorKind::Unexpected,
+                format!("listing interrupted by an earlier error: {msg}"),
+            ));
+        }
         loop {
             if self.done {
                 return Ok(None);
@@ -54,7 +62,17 @@ impl oio::List for HdfsLister {
                     self.done = true;
                     return Ok(None);
                 }
-                Some(Err(e)) => return Err(to_error(e, "getListing")),
+                Some(Err(e)) => {
+                    // `hdfs-native`'s iterator ends after an error, so a
+                    // retried `next` would see the listing end early: a
+                    // truncated listing that looks whole. The error is made
+                    // permanent (the retry layer gives up and the whole
+                    // listing fails), and the lister stays failed.
+                    let err = to_error(e, "getListing");
+                    let msg = err.to_string();
+                    self.failed = Some(msg);
+                    return Err(opendal::Error::new(err.kind(), err.to_string()));
+                }
                 Some(Ok(s)) => s,
             };
             let rel = self.core.rel(&status.path).to_string();

@@ -213,12 +213,30 @@ impl opendal::Builder for HdfsBuilder {
     type Config = ();
 
     fn build(self) -> Result<impl Service> {
-        let mut b = hdfs_native::ClientBuilder::new();
+        // The store owns retries (timeouts, backoff, only idempotent
+        // requests) and the session guard bounds a node's runs: the client's
+        // own fail-over loop (15 attempts, up to 15 s of sleeps by default)
+        // would outlast every request timeout and hide the cause ("connection
+        // refused") behind "timeout". Three attempts still try both NameNodes
+        // of an HA pair within about a second.
+        let mut b = hdfs_native::ClientBuilder::new().with_config([
+            ("dfs.client.failover.max.attempts", "3"),
+            ("dfs.client.failover.sleep.base.millis", "100"),
+            ("dfs.client.failover.sleep.max.millis", "1000"),
+        ]);
         if let Some(url) = &self.url {
             b = b.with_url(url.as_str());
         }
         let shown = self.url.clone().unwrap_or_else(|| "hdfs:// (fs.defaultFS)".into());
-        let client = b.build().map_err(|e| to_error(e, "open").with_context("url", &shown))?;
+        let client = b.build().map_err(|e| {
+            let hint = if e.to_string().contains("No NameNode hosts") {
+                " (a name service is resolved from HADOOP_CONF_DIR's hdfs-site.xml: dfs.nameservices, \
+                 dfs.ha.namenodes.<ns>, dfs.namenode.rpc-address.<ns>.<nn>)"
+            } else {
+                ""
+            };
+            Error::new(ErrorKind::ConfigInvalid, format!("hdfs client for {shown}: {e}{hint}"))
+        })?;
         let root = self.root.trim_end_matches('/').to_string();
         Ok(HdfsService { core: Arc::new(Core { client, root, rpcs: self.rpcs }), url: shown })
     }
