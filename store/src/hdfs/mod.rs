@@ -32,6 +32,12 @@
 //!   starts it over; a larger, streamed write that failed is poisoned and
 //!   never publishes ([`writer`]): a retried close once published an empty
 //!   lease after a DataNode died between the last write and `complete`.
+//! - A listing that hits an error fails as a whole and stays failed: the
+//!   client's iterator ends after an error, so a retried `next` would
+//!   otherwise return a shorter listing that looks complete.
+//! - The client's own fail-over loop is cut to 3 attempts (about a second):
+//!   the store's timeouts and retries decide, and the cause of a failure
+//!   (a refused connection, a standby) reaches the caller.
 //! - Temp names start with [`TEMP_PREFIX`] and are never listed. A listing
 //!   that comes across one older than [`STALE_TEMP`] (by its modification
 //!   time: a crashed writer's) deletes it.
