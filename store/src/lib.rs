@@ -15,9 +15,8 @@
 //!   ([`fs_create`]); a name, once visible, holds its whole content, even after
 //!   a crash of the writer or a power loss. Replaces go through a temp file
 //!   and a rename (readers see the old or the new file, never a mix).
-//! - On HDFS, creates and replaces are staged under a temp name, completed,
-//!   and published with one NameNode `rename2` (without `OVERWRITE` for a
-//!   create): the same complete-or-absent guarantee ([`hdfs`]).
+//! - On HDFS, writes are staged, completed and published with one `rename2`
+//!   (without `OVERWRITE` for a create): complete-or-absent too ([`hdfs`]).
 //! - "Lost the race" is one result, [`Created::Exists`], whether the backend
 //!   said `ConditionNotMatch` or (S3 under contention) `Conflict`.
 
@@ -25,16 +24,21 @@ mod beneath;
 pub mod fs_create;
 pub mod hdfs;
 pub mod layers;
+mod memory;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod uri;
+mod writer;
 
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use opendal::{ErrorKind, Operator};
 
+use memory::MemVersions;
 pub use uri::{RootUri, UriError};
+pub use writer::StoreWriter;
+use writer::WriterInner;
 
 /// Folder below the fs root where creates and replaces stage their temp
 /// files; ignored by listings of the tree and by `compactd check`.
@@ -166,79 +170,6 @@ impl StoreOptions {
     }
 }
 
-/// Part size of streamed writes (S3 multipart: at least 5 MiB).
-const WRITE_CHUNK: usize = 8 << 20;
-
-/// A streamed write in progress ([`Store::writer`]). Dropped without
-/// [`StoreWriter::close`], nothing becomes visible (fs: the temp file is
-/// removed; S3: the upload is never completed).
-pub struct StoreWriter {
-    store: Store,
-    path: String,
-    inner: WriterInner,
-    written: u64,
-}
-
-enum WriterInner {
-    Fs(Option<beneath::PutFile>),
-    Dal(opendal::Writer),
-}
-
-impl std::fmt::Debug for StoreWriter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreWriter").field("path", &self.path).field("written", &self.written).finish()
-    }
-}
-
-impl StoreWriter {
-    /// Appends `bytes`.
-    pub async fn write(&mut self, bytes: Bytes) -> Result<()> {
-        let n = bytes.len() as u64;
-        match &mut self.inner {
-            WriterInner::Fs(slot) => {
-                let mut put = slot.take().expect("a writer is not used after a failed write");
-                let (put, r) = tokio::task::spawn_blocking(move || {
-                    let r = put.write(&bytes);
-                    (put, r)
-                })
-                .await
-                .expect("fs write does not panic");
-                r.map_err(|e| fs_err(&self.store, "write", &self.path, e))?;
-                *slot = Some(put);
-            }
-            WriterInner::Dal(w) => w.write(bytes).await.map_err(|e| self.store.err("write", &self.path, e))?,
-        }
-        self.written += n;
-        Ok(())
-    }
-
-    /// Bytes written so far.
-    pub fn written(&self) -> u64 {
-        self.written
-    }
-
-    /// Publishes the object whole.
-    pub async fn close(self) -> Result<()> {
-        let StoreWriter { store, path, inner, .. } = self;
-        match inner {
-            WriterInner::Fs(slot) => {
-                let put = slot.expect("a writer is not used after a failed write");
-                let r = tokio::task::spawn_blocking(move || put.finish()).await.expect("fs finish does not panic");
-                r.map_err(|e| fs_err(&store, "write (publish)", &path, e))
-            }
-            WriterInner::Dal(mut w) => {
-                w.close().await.map_err(|e| store.err("write (close)", &path, e))?;
-                store.wrote(&path);
-                Ok(())
-            }
-        }
-    }
-}
-
-fn fs_err(store: &Store, op: &'static str, path: &str, e: std::io::Error) -> StoreError {
-    store.err(op, path, opendal::Error::new(ErrorKind::Unexpected, e.to_string()))
-}
-
 #[derive(Clone, Debug)]
 pub struct Store {
     uri: RootUri,
@@ -252,38 +183,10 @@ pub struct Store {
     /// following links ([`Store::open_data`]).
     beneath: Option<beneath::Beneath>,
     options: StoreOptions,
-    /// The memory backend's listings carry no metadata: a write counter per
-    /// path stands in for S3's ETag, so that in-process clusters see the
-    /// versions a real object store gives ([`Entry::version`]).
+    /// The memory backend's write counters, its versions (`memory.rs`).
     versions: Option<std::sync::Arc<MemVersions>>,
     /// On HDFS: the NameNode RPCs this store issued, per method.
     rpcs: Option<std::sync::Arc<hdfs::NameNodeRpcs>>,
-}
-
-#[derive(Debug, Default)]
-struct MemVersions {
-    next: std::sync::atomic::AtomicU64,
-    by_path: std::sync::Mutex<std::collections::HashMap<String, u64>>,
-}
-
-impl MemVersions {
-    fn bump(&self, path: &str) {
-        let v = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        self.by_path.lock().expect("not poisoned").insert(path.to_string(), v);
-    }
-
-    fn remove(&self, path: &str) {
-        let mut map = self.by_path.lock().expect("not poisoned");
-        if path.ends_with('/') {
-            map.retain(|k, _| !k.starts_with(path));
-        } else {
-            map.remove(path);
-        }
-    }
-
-    fn get(&self, path: &str) -> Option<String> {
-        self.by_path.lock().expect("not poisoned").get(path).map(|v| format!("w{v}"))
-    }
 }
 
 impl Store {
@@ -563,11 +466,15 @@ impl Store {
             let p = path.to_string();
             WriterInner::Fs(Some(self.fs_data("write", path, move |fs| fs.begin_put(&p)).await?))
         } else {
-            let w =
-                self.replace_op.writer_with(path).chunk(WRITE_CHUNK).await.map_err(|e| self.err("write", path, e))?;
+            let w = self
+                .replace_op
+                .writer_with(path)
+                .chunk(writer::WRITE_CHUNK)
+                .await
+                .map_err(|e| self.err("write", path, e))?;
             WriterInner::Dal(w)
         };
-        Ok(StoreWriter { store: self.clone(), path: path.to_string(), inner, written: 0 })
+        Ok(StoreWriter::new(self.clone(), path, inner))
     }
 
     /// Makes the finished object `from` visible at `to`, replacing what is
