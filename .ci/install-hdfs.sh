@@ -30,7 +30,7 @@ if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" && -d "$DIR/target/lib" && -d 
 fi
 
 start=$(date +%s)
-say "building the MiniDFSCluster launcher with $(mvn -v -B -Dstyle.color=never 2>/dev/null | head -1) and $(java -version 2>&1 | head -1)"
+say "building the MiniDFSCluster launcher with $(mvn -v -B -Dstyle.color=never 2>/dev/null | head -1 | sed "s/\x1b\[[0-9;]*m//g") and $(java -version 2>&1 | head -1)"
 rm -rf "$DIR/target"
 mvn -q -B -Dstyle.color=never -f "$DIR/pom.xml" package -DskipTests 2>&1 | sed "s/\x1b\[[0-9;]*m//g"
 echo "$WANT" >"$STAMP"
