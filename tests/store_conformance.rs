@@ -10,7 +10,8 @@ mod common;
 
 use common::hdfs::HdfsCluster;
 use common::s3::S3Server;
-use store::{Created, RootUri, Store};
+use store::layers::{CountingLayer, OpCounter};
+use store::{Created, RootUri, Store, MAX_STATE_BYTES};
 
 /// The semantics every protocol step relies on.
 async fn conformance(what: &str, s: &Store) {
@@ -109,7 +110,8 @@ async fn conformance(what: &str, s: &Store) {
     assert!(s.read("c/w/big").await.unwrap().is_none(), "{what}: visible before close");
     assert_eq!(w.written(), 9 << 20, "{what}");
     w.close().await.unwrap();
-    let big = s.read("c/w/big").await.unwrap().unwrap();
+    // Over a tree store's read limit: read it back in ranges.
+    let big = s.read_range("c/w/big", 0, 9 << 20).await.unwrap().unwrap();
     assert_eq!(big.len(), 9 << 20, "{what}");
     assert!(big.chunks(3 << 20).all(|c| c == &part[..]), "{what}: content");
     let mut dropped = s.writer("c/w/dropped").await.unwrap();
@@ -161,6 +163,48 @@ async fn paging(what: &str, s: &Store, n: usize) {
     assert!(s.list("p/").await.unwrap().is_empty(), "{what}");
 }
 
+/// A tree store's reads are bounded and typed (`store/src/read.rs`): a file
+/// of exactly the limit reads whole, one byte more is refused after one
+/// request that fetched at most the limit and a byte, and a folder at a
+/// file's name is a bad file, not a backend failure. `folders`: whether the
+/// backend has folders (S3 has none: a "folder" name is simply absent).
+async fn bounded_reads(what: &str, uri: &RootUri, folders: bool) {
+    let counter = OpCounter::new();
+    let c = counter.clone();
+    let s = Store::open_with(uri, move |op| op.layer(CountingLayer::new(c.clone()))).await.unwrap();
+    bounded_reads_on(what, &s, &counter, folders).await;
+    // A data store reads objects of any size.
+    let data = Store::open_data(uri).await.unwrap();
+    let limit = MAX_STATE_BYTES as usize;
+    data.put("bounded/over", vec![b'x'; limit + 1]).await.unwrap();
+    assert_eq!(data.read("bounded/over").await.unwrap().unwrap().len(), limit + 1, "{what} data");
+    s.delete_all("bounded/").await.unwrap();
+}
+
+async fn bounded_reads_on(what: &str, s: &Store, counter: &OpCounter, folders: bool) {
+    let limit = MAX_STATE_BYTES as usize;
+    s.put("bounded/at-limit", vec![b'x'; limit]).await.unwrap();
+    s.put("bounded/over", vec![b'x'; limit + 1]).await.unwrap();
+    assert_eq!(s.read("bounded/at-limit").await.unwrap().unwrap().len(), limit, "{what}");
+    counter.reset();
+    let err = s.read("bounded/over").await.unwrap_err();
+    assert!(err.is_bad_file(), "{what}: {err}");
+    let msg = err.to_string();
+    assert!(msg.contains("bounded/over") && msg.contains(&limit.to_string()), "{what}: {msg}");
+    assert_eq!(counter.snapshot().read, 1, "{what}: one request for an oversize read");
+    assert_eq!(counter.snapshot().total(), 1, "{what}: no stat or list besides it");
+    // An empty object reads as empty with a bounded range (S3 answers 416).
+    s.put("bounded/empty", Vec::new()).await.unwrap();
+    assert_eq!(s.read("bounded/empty").await.unwrap().unwrap().len(), 0, "{what}");
+    s.put("bounded/folder/inside", b"x".to_vec()).await.unwrap();
+    match s.read("bounded/folder").await {
+        Err(e) if folders => assert!(e.is_bad_file() && e.to_string().contains("folder"), "{what}: {e}"),
+        Ok(None) if !folders => {}
+        other => panic!("{what}: a folder at a file's name read as {other:?}"),
+    }
+    s.delete_all("bounded/").await.unwrap();
+}
+
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
@@ -173,6 +217,7 @@ fn fs_conforms() {
         conformance("fs", &Store::open(&uri).await.unwrap()).await;
         conformance("fs data", &Store::open_data(&uri).await.unwrap()).await;
         paging("fs", &Store::open(&uri).await.unwrap(), 1100).await;
+        bounded_reads("fs", &uri, true).await;
     });
 }
 
@@ -182,6 +227,10 @@ fn memory_conforms() {
         conformance("memory", &Store::memory().await).await;
         conformance("memory data", &Store::open_data(&RootUri::Memory).await.unwrap()).await;
         paging("memory", &Store::memory().await, 1100).await;
+        let counter = OpCounter::new();
+        let c = counter.clone();
+        let s = Store::memory().await.layered(move |op| op.layer(CountingLayer::new(c.clone())));
+        bounded_reads_on("memory", &s, &counter, false).await;
     });
 }
 
@@ -195,6 +244,7 @@ fn s3_conforms() {
         conformance("s3", &s).await;
         conformance("s3 data", &Store::open_data(&uri).await.unwrap()).await;
         paging("s3", &s, 1100).await;
+        bounded_reads("s3", &uri, false).await;
     });
 }
 
@@ -207,5 +257,6 @@ fn hdfs_conforms() {
         conformance("hdfs", &s).await;
         conformance("hdfs data", &Store::open_data(&uri).await.unwrap()).await;
         paging("hdfs", &s, 1100).await;
+        bounded_reads("hdfs", &uri, true).await;
     });
 }

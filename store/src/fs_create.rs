@@ -240,7 +240,8 @@ impl oio::Write for FsWriter {
     }
 }
 
-/// Reads a whole file in one call; ranges go to OpenDAL's reader.
+/// Reads a file from its start in one call, at most the range's size
+/// (`read.rs`: regular files only); other ranges go to OpenDAL's reader.
 struct WholeFileReader {
     file: PathBuf,
     path: String,
@@ -248,9 +249,9 @@ struct WholeFileReader {
 }
 
 impl WholeFileReader {
-    async fn read_whole(&self) -> Result<Buffer> {
+    async fn read_whole(&self, limit: Option<u64>) -> Result<Buffer> {
         let file = self.file.clone();
-        match tokio::task::spawn_blocking(move || fs::read(file)).await {
+        match tokio::task::spawn_blocking(move || crate::read::read_regular(&file, limit)).await {
             Ok(Ok(bytes)) => Ok(Buffer::from(bytes)),
             Ok(Err(e)) => Err(io_error(e, "read", &self.path)),
             Err(e) => Err(Error::new(ErrorKind::Unexpected, "read task failed").set_source(e)),
@@ -258,19 +259,28 @@ impl WholeFileReader {
     }
 }
 
+/// The most a read from the start fetches: the range's size, and never more
+/// than one byte past a state file's limit, so that a tree store's bounded
+/// read ([`crate::Store::read`]) of `/dev/zero` stops there. Only tree stores
+/// read through this layer (a data store over fs reads through `beneath`),
+/// and they read larger objects only in explicit ranges.
+fn whole_limit(range: BytesRange) -> u64 {
+    range.size().unwrap_or(crate::MAX_STATE_BYTES + 1)
+}
+
 impl oio::Read for WholeFileReader {
     async fn open(&self, range: BytesRange) -> Result<(RpRead, Box<dyn oio::ReadStreamDyn>)> {
-        if !range.is_full() {
+        if range.offset() != 0 {
             return oio::Read::open(&self.inner, range).await;
         }
-        Ok((RpRead::default(), Box::new(self.read_whole().await?)))
+        Ok((RpRead::default(), Box::new(self.read_whole(Some(whole_limit(range))).await?)))
     }
 
     async fn read(&self, range: BytesRange) -> Result<(RpRead, Buffer)> {
-        if !range.is_full() {
+        if range.offset() != 0 {
             return oio::Read::read(&self.inner, range).await;
         }
-        Ok((RpRead::default(), self.read_whole().await?))
+        Ok((RpRead::default(), self.read_whole(Some(whole_limit(range))).await?))
     }
 }
 
@@ -543,6 +553,9 @@ fn io_error(e: io::Error, op: &'static str, path: &str) -> Error {
         io::ErrorKind::NotADirectory => ErrorKind::NotADirectory,
         _ => ErrorKind::Unexpected,
     };
+    if e.kind() == io::ErrorKind::InvalidInput && e.to_string().starts_with(crate::read::NOT_A_FILE) {
+        return Error::new(ErrorKind::Unsupported, e.to_string()).with_context("path", path);
+    }
     Error::new(kind, op).with_context("path", path).set_source(e)
 }
 

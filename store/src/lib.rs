@@ -25,6 +25,7 @@ pub mod fs_create;
 pub mod hdfs;
 pub mod layers;
 mod memory;
+mod read;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod uri;
@@ -36,6 +37,7 @@ use futures::{StreamExt, TryStreamExt};
 use opendal::{ErrorKind, Operator};
 
 use memory::MemVersions;
+pub use read::{BadFile, MAX_STATE_BYTES};
 pub use uri::{RootUri, UriError};
 pub use writer::StoreWriter;
 use writer::WriterInner;
@@ -52,6 +54,8 @@ pub enum StoreError {
     Backend { backend: String, op: &'static str, path: String, source: Box<opendal::Error> },
     #[error("backend {backend} is not safe for compactd: it lacks {capability} ({why})")]
     Unsafe { backend: String, capability: &'static str, why: String },
+    #[error("backend {backend}: {path:?} is unusable: {why}")]
+    BadFile { backend: String, path: String, why: BadFile },
 }
 
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -187,6 +191,9 @@ pub struct Store {
     versions: Option<std::sync::Arc<MemVersions>>,
     /// On HDFS: the NameNode RPCs this store issued, per method.
     rpcs: Option<std::sync::Arc<hdfs::NameNodeRpcs>>,
+    /// Bound of [`Store::read`]: [`MAX_STATE_BYTES`] on a tree store, none
+    /// on a data store (`read.rs`).
+    read_limit: Option<u64>,
 }
 
 impl Store {
@@ -283,6 +290,7 @@ impl Store {
             options: options.clone(),
             versions: matches!(uri, RootUri::Memory).then(Default::default),
             rpcs: matches!(uri, RootUri::Hdfs { .. }).then_some(rpcs),
+            read_limit: Some(MAX_STATE_BYTES),
         };
         store.check_capabilities()?;
         Ok(store)
@@ -300,6 +308,7 @@ impl Store {
     /// [`Store::open_data`] with explicit request timeout and retries.
     pub async fn open_data_with_options(uri: &RootUri, options: &StoreOptions) -> Result<Store> {
         let mut store = Self::open_with_options(uri, options, |op| op).await?;
+        store.read_limit = None;
         if let RootUri::Fs { root } = uri {
             store.beneath = Some(beneath::Beneath::new(root.clone()));
         }
@@ -343,6 +352,7 @@ impl Store {
             options: self.options.clone(),
             versions: self.versions.clone(),
             rpcs: self.rpcs.clone(),
+            read_limit: self.read_limit,
         }
     }
 
@@ -547,22 +557,6 @@ impl Store {
                 Ok(Replaced::Conflict)
             }
             Err(e) => Err(self.err("put_if_match", path, e)),
-        }
-    }
-
-    /// Reads a whole object; `None` if it does not exist.
-    pub async fn read(&self, path: &str) -> Result<Option<Bytes>> {
-        if self.beneath.is_some() {
-            let p = path.to_string();
-            return Ok(self.fs_data("read", path, move |fs| fs.read(&p)).await?.map(Bytes::from));
-        }
-        match self.op.read(path).await {
-            Ok(buf) => Ok(Some(buf.to_bytes())),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-            Err(e) if e.kind() == ErrorKind::IsADirectory => {
-                Err(self.err("read (a folder stands where a file is expected)", path, e))
-            }
-            Err(e) => Err(self.err("read", path, e)),
         }
     }
 

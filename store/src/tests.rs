@@ -347,3 +347,46 @@ async fn a_spread_folder_gets_the_orlov_attribute_where_the_file_system_has_one(
     assert!(!m.spread_children("Compaction_V2/TaskAssigned/n1/").await);
     assert!(m.list("Compaction_V2/").await.unwrap().is_empty());
 }
+
+/// What a careless or hostile user can put at a state file's name on fs:
+/// each is refused as a bad file at once, naming the path, having read at
+/// most the limit and a byte (`read.rs`), and never blocks (a FIFO with no
+/// writer would block an `open` for reading forever).
+#[tokio::test]
+async fn fs_reads_of_the_tree_refuse_what_is_not_a_small_regular_file() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let s = fs_store(dir.path()).await;
+    let d = dir.path().join("t");
+    std::fs::create_dir_all(d.join("folder")).unwrap();
+    let fifo = std::ffi::CString::new(d.join("fifo").to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    symlink("/dev/zero", d.join("zero")).unwrap();
+    symlink("/dev/null", d.join("null")).unwrap();
+    symlink(d.join("loop-b"), d.join("loop-a")).unwrap();
+    symlink(d.join("loop-a"), d.join("loop-b")).unwrap();
+    let sparse = std::fs::File::create(d.join("sparse")).unwrap();
+    sparse.set_len(2 << 30).unwrap();
+    std::fs::write(d.join("small"), b"{}").unwrap();
+    symlink(d.join("small"), d.join("link-to-small")).unwrap();
+    let cases = [
+        ("folder", "folder"),
+        ("fifo", "FIFO"),
+        ("zero", "device"),
+        ("null", "device"),
+        ("loop-a", "symlink-loop"),
+        ("sparse", "limit"),
+    ];
+    for (name, says) in cases {
+        let path = format!("t/{name}");
+        let t = std::time::Instant::now();
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), s.read(&path)).await;
+        let err = got.unwrap_or_else(|_| panic!("{name}: the read hung")).expect_err(name);
+        assert!(t.elapsed() < std::time::Duration::from_secs(5), "{name}: {:?}", t.elapsed());
+        let msg = err.to_string();
+        assert!(msg.contains(&path), "{name}: {msg}");
+        assert!(err.is_bad_file() && msg.contains(says), "{name}: {msg}");
+    }
+    // A link to a regular file is read like the file.
+    assert_eq!(&s.read("t/link-to-small").await.unwrap().unwrap()[..], b"{}");
+}

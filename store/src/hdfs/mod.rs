@@ -381,6 +381,8 @@ pub(crate) fn to_error(e: HdfsError, op: &'static str) -> Error {
         HdfsError::RPCError(class, _) | HdfsError::FatalRPCError(class, _) => {
             let short = class.rsplit('.').next().unwrap_or(class);
             match short {
+                // getBlockLocations of a folder: "Path is not a file".
+                "FileNotFoundException" if e.to_string().contains("is not a file") => (ErrorKind::IsADirectory, false),
                 "FileNotFoundException" => (ErrorKind::NotFound, false),
                 "FileAlreadyExistsException" | "AlreadyBeingCreatedException" => (ErrorKind::AlreadyExists, false),
                 "AccessControlException" => (ErrorKind::PermissionDenied, false),

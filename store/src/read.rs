@@ -1,0 +1,165 @@
+//! Bounded reads of state files: the one way compactd reads a file of the
+//! tree, which anybody with write access to the backend may have replaced
+//! with anything.
+//!
+//! Invariants (every backend):
+//! - A read of a tree store ([`Store::open`]) returns at most
+//!   [`MAX_STATE_BYTES`] bytes. A larger object is refused with
+//!   [`StoreError::BadFile`] naming the path and the limit, and no more
+//!   than one byte past the limit is ever fetched: on S3 and HDFS the read
+//!   is one ranged request of `limit + 1` bytes, on fs a `read(2)` loop that
+//!   stops there (a 2 GB sparse file or `/dev/zero` costs 4 MiB, not RAM).
+//! - Only regular files are opened. On fs the type is checked with `stat`
+//!   before `open`, and the file is opened non-blocking and checked again
+//!   with `fstat` (a FIFO swapped in between cannot hang the reader); a
+//!   folder, FIFO, socket or device at a file's name, or a symbolic link
+//!   loop, is [`StoreError::BadFile`]. S3 has only objects; HDFS refuses to
+//!   read a folder.
+//! - A data store ([`Store::open_data`]) reads whole objects of any size:
+//!   executors read the inputs they were asked to merge.
+//!
+//! Callers treat [`StoreError::is_bad_file`] like a file that does not
+//! parse: that one file loses its meaning, nothing else stops.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use opendal::ErrorKind;
+
+use crate::{Result, Store, StoreError};
+
+/// The largest state file compactd reads: 4 MiB (layouts' `MAX_FILE_BYTES`).
+pub const MAX_STATE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Why a file at a name the protocol reads is not usable, whatever it holds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadFile {
+    /// Something other than a regular file stands at the name.
+    #[error("not a regular file: {0}")]
+    NotAFile(String),
+    /// Larger than the limit; reading stopped past it.
+    #[error("larger than the {limit}-byte limit for state files (refused unread)")]
+    TooLarge { limit: u64 },
+}
+
+impl StoreError {
+    /// The object exists but cannot be a state file ([`BadFile`]): callers
+    /// treat it as malformed, never as a backend failure.
+    pub fn is_bad_file(&self) -> bool {
+        matches!(self, StoreError::BadFile { .. })
+    }
+}
+
+/// What stands at a name, for messages: "folder", "FIFO", "socket",
+/// "device", "symbolic link".
+fn kind_of(t: std::fs::FileType) -> &'static str {
+    if t.is_dir() {
+        "folder"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "device"
+    } else if t.is_symlink() {
+        "symbolic link"
+    } else {
+        "special"
+    }
+}
+
+/// The opendal error the fs reader returns for a name that is not a
+/// regular file; [`Store::read`] turns it into [`BadFile::NotAFile`].
+pub(crate) const NOT_A_FILE: &str = "compactd: not a regular file";
+
+/// Reads the regular file at `file`, at most `limit` bytes (all of it when
+/// `None`), without ever opening anything else.
+pub(crate) fn read_regular(file: &Path, limit: Option<u64>) -> io::Result<Vec<u8>> {
+    let not_a_file =
+        |t: std::fs::FileType| io::Error::new(io::ErrorKind::InvalidInput, format!("{NOT_A_FILE}: {}", kind_of(t)));
+    // Follows links: a link to a regular file reads it; a loop of links is
+    // a bad file like any other thing that cannot be read as one.
+    let meta = match std::fs::metadata(file) {
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{NOT_A_FILE}: symlink-loop")))
+        }
+        other => other?,
+    };
+    if !meta.is_file() {
+        return Err(not_a_file(meta.file_type()));
+    }
+    // Non-blocking: if a FIFO was swapped in since the stat, open returns at
+    // once and the fstat below refuses it.
+    let f: File = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(file)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(not_a_file(meta.file_type()));
+    }
+    let limit = limit.unwrap_or(u64::MAX);
+    let mut buf = Vec::with_capacity(meta.len().min(limit) as usize);
+    f.take(limit).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+impl Store {
+    /// Reads a whole object; `None` if it does not exist. On a tree store it
+    /// is bounded by [`MAX_STATE_BYTES`] and refuses anything but a regular
+    /// file ([`StoreError::BadFile`]); see the module doc.
+    pub async fn read(&self, path: &str) -> Result<Option<Bytes>> {
+        if self.beneath.is_some() {
+            let p = path.to_string();
+            return Ok(self.fs_data("read", path, move |fs| fs.read(&p)).await?.map(Bytes::from));
+        }
+        let bad = |why: BadFile| StoreError::BadFile { backend: self.uri.to_string(), path: path.to_string(), why };
+        let Some(limit) = self.read_limit else {
+            return match self.op.read(path).await {
+                Ok(buf) => Ok(Some(buf.to_bytes())),
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+                Err(e) if e.kind() == ErrorKind::IsADirectory => Err(bad(BadFile::NotAFile("folder".into()))),
+                Err(e) => Err(self.err("read", path, e)),
+            };
+        };
+        // One unbounded request (a GET without a range: no 416 for an empty
+        // object, no "too little data" for a short one), consumed until it
+        // ends or passes the limit; dropping the stream closes it.
+        let classify = |e: opendal::Error| match e.kind() {
+            ErrorKind::IsADirectory => Err(bad(BadFile::NotAFile("folder".into()))),
+            ErrorKind::Unsupported if e.to_string().contains(NOT_A_FILE) => {
+                let what = e.to_string();
+                let kind = what.split(&format!("{NOT_A_FILE}: ")).nth(1).unwrap_or("special");
+                let kind = kind.split([',', ' ', ')']).next().unwrap_or("special");
+                Err(bad(BadFile::NotAFile(kind.to_string())))
+            }
+            _ => Err(self.err("read", path, e)),
+        };
+        let started = async {
+            let reader = self.op.reader(path).await?;
+            reader.into_stream(..).await
+        };
+        let mut stream = match started.await {
+            Ok(s) => s,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return classify(e),
+        };
+        let mut out = bytes::BytesMut::new();
+        loop {
+            match stream.try_next().await {
+                Ok(Some(chunk)) => {
+                    if (out.len() + chunk.len()) as u64 > limit {
+                        return Err(bad(BadFile::TooLarge { limit }));
+                    }
+                    for b in chunk {
+                        out.extend_from_slice(&b);
+                    }
+                }
+                Ok(None) => return Ok(Some(out.freeze())),
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+                Err(e) => return classify(e),
+            }
+        }
+    }
+}
