@@ -284,9 +284,15 @@ impl Election {
         if epoch == 0 {
             return self.try_take(store, 1, now, wall_ms).await;
         }
-        let read = match store.read(&v2::lease(epoch)).await? {
-            Some(bytes) => formats::decode::<Lease>(&bytes).ok().filter(|l| l.epoch == epoch),
-            None => None,
+        // A lease that cannot be read (garbage, a folder, a FIFO, oversize)
+        // is watched like one that stopped changing: it expires and the
+        // next epoch is taken, so one bad file costs one lease, not the
+        // election.
+        let read = match store.read(&v2::lease(epoch)).await {
+            Ok(Some(bytes)) => formats::decode::<Lease>(&bytes).ok().filter(|l| l.epoch == epoch),
+            Ok(None) => None,
+            Err(e) if e.is_bad_file() => None,
+            Err(e) => return Err(e),
         };
         let Role::Follower { watched } = &mut self.role else { unreachable!() };
         let w = watched.get_or_insert_with(|| Watched {
@@ -523,5 +529,35 @@ mod tests {
         let mut b = Election::new(node("b"), 1, LEASE);
         assert_eq!(b.step(&store, Duration::ZERO, 0).await.unwrap(), Step::Nothing);
         assert!(matches!(b.step(&store, 1501 * MS, 0).await.unwrap(), Step::Elected { epoch: 2, .. }));
+    }
+
+    /// Issue 31: an empty folder at the next lease name stopped election for
+    /// good ("Is a directory" every round). Now it costs one lease: the
+    /// holder steps down on seeing a newer name, and the followers take the
+    /// epoch after it once it has not changed for a lease.
+    #[tokio::test]
+    async fn a_folder_at_the_next_lease_name_costs_one_lease_not_the_election() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&store::RootUri::Fs { root: dir.path().to_path_buf() }).await.unwrap();
+        let mut a = Election::new(node("a"), 1, LEASE);
+        let mut b = Election::new(node("b"), 1, LEASE);
+        assert!(matches!(a.step(&store, Duration::ZERO, 0).await.unwrap(), Step::Elected { epoch: 1, .. }));
+        assert_eq!(b.step(&store, Duration::ZERO, 0).await.unwrap(), Step::Nothing);
+        std::fs::create_dir_all(dir.path().join(v2::lease(2))).unwrap();
+        let mut elected = None;
+        for t in (100..20_000).step_by(100) {
+            for e in [&mut a, &mut b] {
+                if let Step::Elected { epoch, .. } = e.step(&store, t * MS, 0).await.unwrap() {
+                    elected = Some((epoch, t));
+                }
+            }
+            if elected.is_some() {
+                break;
+            }
+        }
+        let (epoch, t) = elected.expect("nobody was elected past the folder");
+        assert_eq!(epoch, 3);
+        assert!(t <= 2 * 1500 + 500, "elected at {t} ms");
+        assert!(a.is_leader() != b.is_leader());
     }
 }
