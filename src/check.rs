@@ -102,8 +102,13 @@ async fn read_json<T: for<'de> serde::Deserialize<'de>>(
         out.push(Anomaly::new(&e.path, format!("a folder stands where a {what} file is expected")));
         return Ok(None);
     }
-    let Some(bytes) = store.read(&e.path).await? else {
-        return Ok(None);
+    let bytes = match store.read_or_bad(&e.path).await? {
+        None => return Ok(None),
+        Some(Ok(bytes)) => bytes,
+        Some(Err(bad)) => {
+            out.push(Anomaly::new(&e.path, format!("not a valid {what}: {bad}")));
+            return Ok(None);
+        }
     };
     match formats::decode::<T>(&bytes) {
         Ok(v) => Ok(Some(v)),

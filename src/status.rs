@@ -285,8 +285,8 @@ pub async fn collect(store: &Store, served_by: &str, wall_ms: u64, limits: Limit
     for seq in newest {
         let path = v2::event(seq);
         // Gone meanwhile: purged.
-        if let Some(b) = store.read(&path).await? {
-            match formats::decode::<Event>(&b) {
+        if let Some(b) = store.read_or_bad(&path).await? {
+            match b.map_err(|e| e.to_string()).and_then(|b| formats::decode::<Event>(&b).map_err(|e| e.to_string())) {
                 Ok(e) => events.push(EventRow {
                     seq: e.seq,
                     epoch: e.epoch,

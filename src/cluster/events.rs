@@ -85,11 +85,11 @@ impl EventLog {
         let keep_from = seqs.len().saturating_sub(1);
         for seq in seqs.into_iter().take(keep_from) {
             let path = v2::event(seq);
-            let Some(bytes) = store.read(&path).await? else {
+            let Some(found) = store.read_or_bad(&path).await? else {
                 continue;
             };
-            match formats::decode::<Event>(&bytes) {
-                Ok(e) if e.wall_ms < horizon => {
+            match found.ok().map(|b| formats::decode::<Event>(&b)) {
+                Some(Ok(e)) if e.wall_ms < horizon => {
                     store.delete(&path).await?;
                     purged += 1;
                 }
@@ -134,11 +134,12 @@ impl EventConsumer {
         }
         for seq in seqs {
             let path = v2::event(seq);
-            match store.read(&path).await? {
-                Some(bytes) => match formats::decode::<Event>(&bytes) {
+            match store.read_or_bad(&path).await? {
+                Some(Ok(bytes)) => match formats::decode::<Event>(&bytes) {
                     Ok(e) if e.seq == seq => out.events.push(e),
                     _ => out.unreadable.push(path),
                 },
+                Some(Err(_)) => out.unreadable.push(path),
                 None => out.gap = true,
             }
             self.cursor = seq;

@@ -273,8 +273,10 @@ async fn fetch_heartbeat(
     path: &str,
     node: &NodeId,
 ) -> store::Result<Option<Result<Heartbeat, Anomaly>>> {
-    let Some(bytes) = store.read(path).await? else {
-        return Ok(None);
+    let bytes = match store.read_or_bad(path).await? {
+        None => return Ok(None),
+        Some(Ok(bytes)) => bytes,
+        Some(Err(bad)) => return Ok(Some(Err(Anomaly::new(path, format!("not a heartbeat: {bad}"))))),
     };
     Ok(Some(match formats::decode::<Heartbeat>(&bytes) {
         Ok(hb) if hb.node == *node => Ok(hb),

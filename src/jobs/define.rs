@@ -53,9 +53,10 @@ pub struct VersionRow {
 }
 
 pub(crate) async fn read_json<T: for<'de> Deserialize<'de>>(store: &Store, path: &str) -> Result<Option<T>, JobError> {
-    match store.read(path).await? {
+    match store.read_or_bad(path).await? {
         None => Ok(None),
-        Some(b) => {
+        Some(Err(bad)) => Err(JobError::Malformed { path: path.to_string(), problem: bad.to_string() }),
+        Some(Ok(b)) => {
             decode(&b).map(Some).map_err(|e| JobError::Malformed { path: path.to_string(), problem: e.to_string() })
         }
     }

@@ -53,9 +53,10 @@ pub fn parse_params(pairs: &[String]) -> Result<BTreeMap<String, String>, JobErr
 /// a file that does not parse is garbage or a legacy crash, never a write in
 /// progress of this version: it is an error naming the path.
 async fn read_created<T: for<'de> Deserialize<'de>>(store: &Store, path: &str) -> Result<Option<T>, JobError> {
-    match store.read(path).await? {
+    match store.read_or_bad(path).await? {
         None => Ok(None),
-        Some(b) => {
+        Some(Err(bad)) => Err(JobError::Malformed { path: path.to_string(), problem: bad.to_string() }),
+        Some(Ok(b)) => {
             decode(&b).map(Some).map_err(|e| JobError::Malformed { path: path.to_string(), problem: e.to_string() })
         }
     }
@@ -198,9 +199,10 @@ impl StepFiles {
 }
 
 async fn read_seen<T: for<'de> Deserialize<'de>>(store: &Store, path: &str) -> Result<Seen<T>, JobError> {
-    Ok(match store.read(path).await? {
+    Ok(match store.read_or_bad(path).await? {
         None => Seen::Absent,
-        Some(b) => match decode(&b) {
+        Some(Err(_)) => Seen::Unreadable,
+        Some(Ok(b)) => match decode(&b) {
             Ok(v) => Seen::Read(v),
             Err(_) => Seen::Unreadable,
         },

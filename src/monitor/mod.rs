@@ -99,7 +99,7 @@ impl Monitor {
             if e.is_dir {
                 continue; // foreign data; `compactd check` reports it
             }
-            let Some(bytes) = store.read(&e.path).await? else {
+            let Some(Ok(bytes)) = store.read_or_bad(&e.path).await? else {
                 continue;
             };
             let Ok(rec) = formats::decode::<OfflineRecord>(&bytes) else {
@@ -318,8 +318,8 @@ impl Monitor {
         let path = v2::offline_marker(&rec.node, rec.incarnation);
         Ok(match store.create(&path, formats::encode(&rec)).await? {
             Created::Created => rec,
-            Created::Exists => match store.read(&path).await?.map(|b| formats::decode::<OfflineRecord>(&b)) {
-                Some(Ok(existing)) => existing,
+            Created::Exists => match store.read_or_bad(&path).await?.map(|b| b.ok().map(|b| formats::decode::<OfflineRecord>(&b))) {
+                Some(Some(Ok(existing))) => existing,
                 _ => rec,
             },
         })
@@ -340,12 +340,12 @@ impl Monitor {
             // A write whose reply was lost may have landed: continue from
             // what the marker says, never from an older copy in memory.
             let path = v2::offline_marker(&rec.node, rec.incarnation);
-            match store.read(&path).await?.map(|b| formats::decode::<OfflineRecord>(&b)) {
-                Some(Ok(on_disk)) => {
+            match store.read_or_bad(&path).await?.map(|b| b.ok().map(|b| formats::decode::<OfflineRecord>(&b))) {
+                Some(Some(Ok(on_disk))) => {
                     rec.cleaned |= on_disk.cleaned;
                     rec.event_seq = rec.event_seq.or(on_disk.event_seq);
                 }
-                Some(Err(_)) => {}
+                Some(_) => {}
                 None => rec = self.create_marker(store, rec).await?,
             }
             let done = if rec.cleaned { rec } else { self.finish_offline(store, rec, wall_ms).await? };
@@ -373,7 +373,7 @@ impl Monitor {
         // Ephemeral state of that incarnation: its heartbeat, unless the
         // node already came back under a new incarnation.
         let hb_path = v2::heartbeat(&rec.node);
-        if let Some(bytes) = store.read(&hb_path).await? {
+        if let Some(Ok(bytes)) = store.read_or_bad(&hb_path).await? {
             if formats::decode::<Heartbeat>(&bytes).is_ok_and(|hb| hb.incarnation == rec.incarnation) {
                 store.delete(&hb_path).await?;
             }

@@ -169,7 +169,15 @@ pub async fn sweep(
             continue;
         }
         let Some(id) = pass.pending.pop_front() else { break };
-        sweep_task(store, pass, &id, &live, members, horizon, wall_ms, &mut report).await?;
+        match sweep_task(store, pass, &id, &live, members, horizon, wall_ms, &mut report).await {
+            // A bad file of one task costs that task's sweep, not the pass:
+            // the other tasks are handed over and archived as ever, and
+            // `compactd check` names the file.
+            Err(TaskError::Malformed { task, problem }) => {
+                tracing::warn!(%task, "task skipped by the sweep: {problem}");
+            }
+            other => other?,
+        }
     }
     if !(pass.pending.is_empty() && pass.deleting.is_empty() && pass.to_archive.is_empty()) {
         return Ok((report, false));
@@ -334,8 +342,13 @@ pub async fn read_history_newest(
         if by_id.len() >= at_least {
             break;
         }
-        let Some(bytes) = store.read(&e.path).await? else {
-            continue;
+        let bytes = match store.read_or_bad(&e.path).await? {
+            None => continue,
+            Some(Ok(bytes)) => bytes,
+            Some(Err(err)) => {
+                bad.push(crate::Anomaly::new(&e.path, err.to_string()));
+                continue;
+            }
         };
         let mut text = String::new();
         let limit = 256 * 1024 * 1024;

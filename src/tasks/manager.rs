@@ -399,7 +399,7 @@ impl TaskManager {
     async fn handle_reassign(&mut self, ctx: &mut Ctx<'_>, dir: &TaskDir) -> Result<(), TaskError> {
         for unit in &dir.reassign {
             let path = v2::reassign_request(&self.id, *unit);
-            let to = match ctx.store.read(&path).await? {
+            let to = match ctx.store.read_or_bad(&path).await?.and_then(Result::ok) {
                 Some(b) => formats::decode::<formats::ReassignRequest>(&b).ok().and_then(|r| r.to),
                 None => None,
             };
@@ -461,8 +461,9 @@ impl TaskManager {
                     let path = v2::subtask_status(&node, &name, SubtaskState::Running);
                     let mark = ctx
                         .store
-                        .read(&path)
+                        .read_or_bad(&path)
                         .await?
+                        .and_then(Result::ok)
                         .and_then(|b| formats::decode::<StatusMark>(&b).ok())
                         .unwrap_or_default();
                     if mark.incarnation != inc {
@@ -508,8 +509,8 @@ impl TaskManager {
             // `Output` beside the success) go into the outcome file.
             let mut outcome = Vec::new();
             if reported {
-                let mark = store.read(&v2::subtask_status(&node, &name, SubtaskState::Success)).await?;
-                let stats = mark.and_then(|b| formats::decode::<StatusMark>(&b).ok()).map(|m| m.stats);
+                let mark = store.read_or_bad(&v2::subtask_status(&node, &name, SubtaskState::Success)).await?;
+                let stats = mark.and_then(Result::ok).and_then(|b| formats::decode::<StatusMark>(&b).ok()).map(|m| m.stats);
                 if let Some(stats) = stats.filter(|s| !s.is_empty()) {
                     outcome = formats::encode(&formats::UnitOutcome { stats, error: None });
                 }

@@ -280,18 +280,28 @@ pub async fn read_dir(store: &Store, id: &TaskId) -> store::Result<TaskDir> {
     Ok(d)
 }
 
+/// Reads and decodes one state file of task `id`: `None` if absent;
+/// [`TaskError::Malformed`] naming the file if it does not parse or cannot
+/// be a state file at all (a folder, a FIFO, oversize: `store`'s bad file).
+async fn read_task_file<T: serde::de::DeserializeOwned>(
+    store: &Store,
+    id: &TaskId,
+    path: &str,
+) -> Result<Option<T>, TaskError> {
+    let malformed = |problem: String| TaskError::Malformed { task: *id, problem: format!("{path}: {problem}") };
+    match store.read_or_bad(path).await? {
+        None => Ok(None),
+        Some(Err(bad)) => Err(malformed(bad.to_string())),
+        Some(Ok(b)) => formats::decode(&b).map(Some).map_err(|e| malformed(e.to_string())),
+    }
+}
+
 pub async fn read_info(store: &Store, id: &TaskId) -> Result<TaskInfo, TaskError> {
-    let bytes = store.read(&v2::task_info(id)).await?.ok_or(TaskError::NotFound(*id))?;
-    formats::decode(&bytes).map_err(|e| TaskError::Malformed { task: *id, problem: e.to_string() })
+    read_task_file(store, id, &v2::task_info(id)).await?.ok_or(TaskError::NotFound(*id))
 }
 
 pub async fn read_term(store: &Store, id: &TaskId, term: u64) -> Result<Option<ManagerTerm>, TaskError> {
-    match store.read(&v2::manager_term(id, term)).await? {
-        None => Ok(None),
-        Some(b) => {
-            formats::decode(&b).map(Some).map_err(|e| TaskError::Malformed { task: *id, problem: e.to_string() })
-        }
-    }
+    read_task_file(store, id, &v2::manager_term(id, term)).await
 }
 
 /// Every subtask folder under `TaskAssigned/` (of `task` only, if given),
@@ -336,7 +346,7 @@ pub async fn find_subtasks(store: &Store, id: &TaskId) -> store::Result<Vec<Subt
     let mut out = vec![];
     for (_, mut s) in list_subtasks(store, Some(id)).await? {
         if let (Ok(n), Ok(name)) = (NodeId::parse(&s.node), Name::parse(&s.id)) {
-            if let Some(b) = store.read(&v2::subtask_info(&n, &name)).await? {
+            if let Some(Ok(b)) = store.read_or_bad(&v2::subtask_info(&n, &name)).await? {
                 if let Ok(info) = formats::decode::<TaskInfo>(&b) {
                     s.partition = info.partition_name.map(|p| p.to_string());
                     s.shard = info.run.subtask.and_then(|m| m.shard).map(|s| s.index);
@@ -392,7 +402,7 @@ pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError>
 async fn round_failures(store: &Store, id: &TaskId, dir: &TaskDir, round: u32) -> store::Result<Vec<UnitFailure>> {
     let mut out = vec![];
     for (_, r, u) in dir.outcomes.iter().filter(|(ok, r, _)| !*ok && *r == round) {
-        let b = store.read(&v2::unit_outcome(id, *r, *u, false)).await?.unwrap_or_default();
+        let b = store.read_or_bad(&v2::unit_outcome(id, *r, *u, false)).await?.and_then(Result::ok).unwrap_or_default();
         let error = formats::decode::<formats::UnitOutcome>(&b).ok().and_then(|o| o.error);
         out.push(UnitFailure { unit: *u, error });
     }
@@ -412,7 +422,7 @@ async fn round_stats(store: &Store, id: &TaskId, dir: &TaskDir, round: u32) -> s
     // Owned paths moved into each read: a closure over borrowed ones makes
     // the future not provably Send (the HTTP handlers need it to be).
     let files: Vec<Option<bytes::Bytes>> = futures::stream::iter(paths)
-        .map(|p| async move { store.read(&p).await })
+        .map(|p| async move { store.read_or_bad(&p).await.map(|r| r.and_then(Result::ok)) })
         .buffer_unordered(16)
         .try_collect()
         .await?;

@@ -439,7 +439,7 @@ async fn prepare(
 ) -> store::Result<Prepared> {
     if marked {
         let path = v2::subtask_status(me, sub, SubtaskState::Running);
-        let mark = store.read(&path).await?.and_then(|b| formats::decode::<StatusMark>(&b).ok());
+        let mark = store.read_or_bad(&path).await?.and_then(Result::ok).and_then(|b| formats::decode::<StatusMark>(&b).ok());
         if mark.is_none_or(|m| m.incarnation != incarnation) {
             return Ok(Prepared::Earlier);
         }
@@ -449,8 +449,9 @@ async fn prepare(
         store.put(&v2::subtask_status(me, sub, SubtaskState::Failed), formats::encode(&mark)).await?;
         Ok(Prepared::Nothing)
     };
-    let info = match store.read(&v2::subtask_info(me, sub)).await? {
-        Some(b) => formats::decode::<TaskInfo>(&b),
+    let info = match store.read_or_bad(&v2::subtask_info(me, sub)).await? {
+        Some(Ok(b)) => formats::decode::<TaskInfo>(&b).map_err(|e| e.to_string()),
+        Some(Err(bad)) => Err(bad.to_string()),
         None => return Ok(Prepared::Nothing),
     };
     let info = match info {

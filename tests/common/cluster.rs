@@ -13,6 +13,56 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_compactd");
 /// Timings the acceptance tests use: 200ms heartbeat, 1.5s session and lease.
 pub const TEST_TIMINGS: &[&str] = &["--heartbeat", "200ms", "--session-timeout", "1500ms", "--lease", "1500ms"];
 
+/// The longest a one-shot command or a leaving node may take in a test: a
+/// hang fails the test instead of stalling the suite.
+pub const COMMAND_LIMIT: Duration = Duration::from_secs(60);
+
+/// Waits for `child` until `limit`; on timeout it is killed (SIGKILL) and
+/// reaped, and `None` returned.
+pub fn wait_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `cmd.output()` with a limit: past it the process is killed and the
+/// test fails with what it printed so far.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
+    use std::io::Read;
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = out.read_to_end(&mut b);
+        b
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = err.read_to_end(&mut b);
+        b
+    });
+    let status = wait_within(&mut child, limit);
+    let (stdout, stderr) = (reader.join().unwrap(), err_reader.join().unwrap());
+    match status {
+        Some(status) => Output { status, stdout, stderr },
+        None => panic!(
+            "{cmd:?} ran past {limit:?} and was killed\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        ),
+    }
+}
+
 pub struct Cluster {
     pub root: String,
     pub env: Vec<(String, String)>,
@@ -104,25 +154,27 @@ impl Cluster {
         self.signal(node, libc::SIGCONT);
     }
 
-    /// SIGTERM; returns the exit status code.
+    /// SIGTERM; returns the exit status code. A node still running
+    /// [`COMMAND_LIMIT`] later is killed and the test fails.
     pub fn terminate(&mut self, node: &str) -> Option<i32> {
         self.signal(node, libc::SIGTERM);
         let mut child = self.procs.remove(node).unwrap();
-        child.wait().unwrap().code()
+        match wait_within(&mut child, COMMAND_LIMIT) {
+            Some(status) => status.code(),
+            None => panic!("{node} did not leave within {COMMAND_LIMIT:?} of SIGTERM\n{}", self.logs_text()),
+        }
     }
 
     pub fn is_running(&mut self, node: &str) -> bool {
         self.procs.get_mut(node).is_some_and(|c| c.try_wait().unwrap().is_none())
     }
 
-    /// Runs a one-shot compactd command on this root.
+    /// Runs a one-shot compactd command on this root (killed, and the test
+    /// failed, if it runs past [`COMMAND_LIMIT`]).
     pub fn compactd(&self, args: &[&str]) -> Output {
-        Command::new(BIN)
-            .args(["--root", &self.root])
-            .args(args)
-            .envs(self.env.iter().cloned())
-            .output()
-            .expect("run compactd")
+        let mut cmd = Command::new(BIN);
+        cmd.args(["--root", &self.root]).args(args).envs(self.env.iter().cloned());
+        output_within(&mut cmd, COMMAND_LIMIT)
     }
 
     pub fn nodes(&self) -> Vec<Value> {
