@@ -121,7 +121,7 @@ async fn read_json<T: for<'de> serde::Deserialize<'de>>(
 
 async fn check_registry(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
     for e in store.list(v2::REGISTRY).await? {
-        if !["Nodes/", "Offline/", "Events/", "Probe/", "Inbox/", "Joins/"]
+        if !["Nodes/", "Offline/", "Events/", "Probe/", "Inbox/", "Joins/", "Owners/"]
             .iter()
             .any(|d| e.path.ends_with(&format!("Registry/{d}")))
         {
@@ -133,6 +133,18 @@ async fn check_registry(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
     for e in store.list(v2::JOINS).await? {
         if e.is_dir || v2::parse_offline_marker(e.name()).is_none() {
             out.push(Anomaly::new(&e.path, "a join marker must be a file named <node>.<incarnation>"));
+        }
+    }
+    for e in store.list(v2::OWNERS).await? {
+        match v2::parse_owner_claim(e.name()) {
+            None => out.push(Anomaly::new(&e.path, "an owner claim must be a file named <node>.<20-digit generation>")),
+            Some((node, _)) => {
+                if let Some(c) = read_json::<formats::OwnerClaim>(store, &e, "owner claim", out).await? {
+                    if c.node != node {
+                        out.push(Anomaly::new(&e.path, "claim names another node than its file name"));
+                    }
+                }
+            }
         }
     }
     for e in store.list(v2::INBOX).await? {

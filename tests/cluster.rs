@@ -272,6 +272,64 @@ fn a_second_process_with_a_live_node_id_is_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("is in use"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// Issue 31: two processes started at the same instant under one id. Before
+/// the owner claims (`src/node/claim.rs`), both ran in 1 of 6 tries (the
+/// monitor declared its own id offline again and again) and both exited
+/// blaming the backend in 3 (they raced one probe file). Now exactly one
+/// runs, and the other exits naming the id and the winner's pid and host.
+#[test]
+fn two_processes_started_at_once_under_one_id_leave_exactly_one_running() {
+    use std::process::{Command, Stdio};
+    let host = hostname::get().unwrap().into_string().unwrap();
+    for attempt in 0..20 {
+        let cluster = Cluster::fs();
+        let logs = tempfile::tempdir().unwrap();
+        let spawn = |i: usize| {
+            let log = std::fs::File::create(logs.path().join(format!("{i}.log"))).unwrap();
+            Command::new(common::cluster::BIN)
+                .args(["--root", &cluster.root, "run", "--node-id", "twin", "--listen", "127.0.0.1:0"])
+                .args(common::cluster::TEST_TIMINGS)
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap()
+        };
+        let mut procs = [spawn(0), spawn(1)];
+        let start = Instant::now();
+        let loser = loop {
+            if let Some(i) = (0..2).find(|i| procs[*i].try_wait().unwrap().is_some()) {
+                break i;
+            }
+            if start.elapsed() > Duration::from_secs(20) {
+                for p in &mut procs {
+                    let _ = p.kill();
+                }
+                panic!("try {attempt}: both processes still run after 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let winner = 1 - loser;
+        let code = procs[loser].wait().unwrap().code();
+        let err = std::fs::read_to_string(logs.path().join(format!("{loser}.log"))).unwrap();
+        // The winner keeps running and is seen alive.
+        cluster.wait_nodes(Duration::from_secs(20), "the winner alive", |r| {
+            r.iter().any(|x| x["id"] == "twin" && x["alive"] == true)
+        });
+        let still = procs[winner].try_wait().unwrap().is_none();
+        for p in &mut procs {
+            let _ = p.kill();
+            let _ = p.wait();
+        }
+        assert_eq!(code, Some(1), "try {attempt}: the loser's exit\n{err}");
+        assert!(still, "try {attempt}: the winner exited too");
+        let pid = procs[winner].id().to_string();
+        assert!(
+            err.contains("node id twin is in use") && err.contains(&format!("pid {pid} on host {host}")),
+            "try {attempt}: the loser does not name the id and the winner (pid {pid}):\n{err}"
+        );
+    }
+}
+
 #[test]
 fn garbage_in_the_tree_is_reported_by_check_and_skipped_by_the_daemon() {
     let mut cluster = Cluster::fs();

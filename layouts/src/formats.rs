@@ -215,6 +215,18 @@ pub struct InboxStamp {
     pub pid: u32,
 }
 
+/// `Registry/Owners/<node>.<generation>`: the process that runs under a node
+/// id, created once when it starts (see `v2::owner_claim`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OwnerClaim {
+    pub node: NodeId,
+    pub host: String,
+    pub pid: u32,
+    /// The claimant's wall clock, for humans only.
+    pub wall_ms: u64,
+    pub version: String,
+}
+
 /// `Registry/Nodes/<node>`: a node's heartbeat, rewritten every interval.
 ///
 /// Liveness is judged by observers on their own monotonic clock from changes

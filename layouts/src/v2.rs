@@ -40,6 +40,9 @@ pub const INBOX: &str = "Compaction_V2/Registry/Inbox/";
 /// One empty marker per incarnation a node started, until the monitor has
 /// read that incarnation's heartbeat ([`join_marker`]).
 pub const JOINS: &str = "Compaction_V2/Registry/Joins/";
+/// Who runs under each node id: `<node>.<generation>` claims, created once
+/// ([`owner_claim`]).
+pub const OWNERS: &str = "Compaction_V2/Registry/Owners/";
 pub const ELECTION: &str = "Compaction_V2/Election/";
 
 pub const TASK_INFO: &str = "TaskInfo.pc.db";
@@ -210,6 +213,21 @@ pub fn parse_offline_marker(file_name: &str) -> Option<(NodeId, u64)> {
         return None;
     }
     Some((NodeId::parse(node).ok()?, inc.parse().ok()?))
+}
+
+/// `Registry/Owners/<node>.<generation: 20 digits>`: created once by the
+/// process that starts under `node` ([`crate::formats::OwnerClaim`]). Of two
+/// processes starting under one id, the one whose create of the next
+/// generation wins runs; the other exits naming the winner. The winner
+/// deletes older generations of its id.
+pub fn owner_claim(node: &NodeId, generation: u64) -> String {
+    format!("{OWNERS}{node}.{generation:020}")
+}
+
+/// Parses an owner claim's file name into node and generation.
+pub fn parse_owner_claim(file_name: &str) -> Option<(NodeId, u64)> {
+    let (node, generation) = file_name.rsplit_once('.')?;
+    Some((NodeId::parse(node).ok()?, parse_event_name(generation)?))
 }
 
 pub fn event(seq: u64) -> String {

@@ -318,10 +318,12 @@ impl Monitor {
         let path = v2::offline_marker(&rec.node, rec.incarnation);
         Ok(match store.create(&path, formats::encode(&rec)).await? {
             Created::Created => rec,
-            Created::Exists => match store.read_or_bad(&path).await?.map(|b| b.ok().map(|b| formats::decode::<OfflineRecord>(&b))) {
-                Some(Some(Ok(existing))) => existing,
-                _ => rec,
-            },
+            Created::Exists => {
+                match store.read_or_bad(&path).await?.map(|b| b.ok().map(|b| formats::decode::<OfflineRecord>(&b))) {
+                    Some(Some(Ok(existing))) => existing,
+                    _ => rec,
+                }
+            }
         })
     }
 

@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use layouts::formats::{self, Heartbeat};
 use layouts::v2;
 use store::Store;
 use tokio_util::sync::CancellationToken;
@@ -31,8 +30,8 @@ pub struct Wakeups {
 pub enum DaemonError {
     #[error(transparent)]
     Store(#[from] store::StoreError),
-    #[error("node id {node} is in use by a live process (pid {pid}, incarnation {incarnation}): its heartbeat is still advancing; pick another --node-id")]
-    NodeIdInUse { node: String, pid: u32, incarnation: u64 },
+    #[error("node id {node} is in use by another process (pid {pid} on host {host}): {how}; pick another --node-id")]
+    NodeIdInUse { node: String, pid: String, host: String, how: String },
     #[error("invalid configuration: {0}")]
     Config(String),
 }
@@ -51,34 +50,6 @@ pub fn validate(cfg: &NodeConfig) -> Result<(), DaemonError> {
     Ok(())
 }
 
-/// Refuses to start a second process under a node id whose heartbeat is
-/// still advancing (two writers of one heartbeat would look like one
-/// flapping node).
-async fn check_node_id_free(store: &Store, cfg: &NodeConfig) -> Result<(), DaemonError> {
-    let path = v2::heartbeat(&cfg.id);
-    // Unreadable (missing, malformed, a folder in the way): nobody live
-    // writes it, so the id is free; `check` reports the anomaly.
-    let read =
-        |r: store::Result<Option<bytes::Bytes>>| r.ok().flatten().and_then(|b| formats::decode::<Heartbeat>(&b).ok());
-    let Some(first) = read(store.read(&path).await) else {
-        return Ok(());
-    };
-    let wait = Duration::from_millis(first.heartbeat_ms.clamp(10, 60_000)).mul_f64(1.5);
-    // Start-up of a real process: another process's heartbeat moves on real time.
-    #[allow(clippy::disallowed_methods)]
-    tokio::time::sleep(wait).await;
-    if let Some(second) = read(store.read(&path).await) {
-        if second.incarnation == first.incarnation && second.beat != first.beat {
-            return Err(DaemonError::NodeIdInUse {
-                node: cfg.id.to_string(),
-                pid: second.pid,
-                incarnation: second.incarnation,
-            });
-        }
-    }
-    Ok(())
-}
-
 pub async fn run(
     cfg: NodeConfig,
     store: Store,
@@ -89,11 +60,14 @@ pub async fn run(
     metrics: Option<Arc<Metrics>>,
 ) -> Result<(), DaemonError> {
     validate(&cfg)?;
-    store.probe_atomic_create(&format!("{}Probe/{}", v2::REGISTRY, cfg.id), 4).await?;
+    // A scratch name of this process alone: two processes started under one
+    // id at once must not race each other's probe.
+    let scratch = format!("{}Probe/{}.{}.{}", v2::REGISTRY, cfg.id, std::process::id(), clock.wall_ms());
+    store.probe_atomic_create(&scratch, 4).await?;
     if let Some(m) = &metrics {
         m.health.set_probed();
     }
-    check_node_id_free(&store, &cfg).await?;
+    let claim = super::claim::claim(&store, &cfg, clock.wall_ms()).await?;
     let mut notifier = Notifier::from_env();
     let interval = cfg.tick_interval();
     tracing::info!(
@@ -195,5 +169,8 @@ pub async fn run(
     tracing::info!("leaving the cluster");
     notifier.stopping();
     node.leave().await;
+    if let Some(c) = claim {
+        c.release(&node.store).await;
+    }
     Ok(())
 }

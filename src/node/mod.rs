@@ -6,6 +6,7 @@
 //! so every timeout is testable without sleeping. A tick never fails: backend
 //! errors and unreadable files are logged and retried on the next tick.
 
+pub mod claim;
 pub mod daemon;
 
 use std::collections::HashSet;

@@ -510,7 +510,8 @@ impl TaskManager {
             let mut outcome = Vec::new();
             if reported {
                 let mark = store.read_or_bad(&v2::subtask_status(&node, &name, SubtaskState::Success)).await?;
-                let stats = mark.and_then(Result::ok).and_then(|b| formats::decode::<StatusMark>(&b).ok()).map(|m| m.stats);
+                let stats =
+                    mark.and_then(Result::ok).and_then(|b| formats::decode::<StatusMark>(&b).ok()).map(|m| m.stats);
                 if let Some(stats) = stats.filter(|s| !s.is_empty()) {
                     outcome = formats::encode(&formats::UnitOutcome { stats, error: None });
                 }

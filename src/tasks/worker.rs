@@ -439,7 +439,8 @@ async fn prepare(
 ) -> store::Result<Prepared> {
     if marked {
         let path = v2::subtask_status(me, sub, SubtaskState::Running);
-        let mark = store.read_or_bad(&path).await?.and_then(Result::ok).and_then(|b| formats::decode::<StatusMark>(&b).ok());
+        let mark =
+            store.read_or_bad(&path).await?.and_then(Result::ok).and_then(|b| formats::decode::<StatusMark>(&b).ok());
         if mark.is_none_or(|m| m.incarnation != incarnation) {
             return Ok(Prepared::Earlier);
         }
