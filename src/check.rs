@@ -26,6 +26,71 @@ impl std::fmt::Display for Anomaly {
     }
 }
 
+/// Lists a folder of the tree; a folder that cannot be listed (a file or a
+/// link loop where it is expected, a permission) is an anomaly and lists as
+/// empty, so that one bad entry never hides the rest of the report. Only the
+/// root's listing (the backend itself) stops `check`.
+async fn list(store: &Store, dir: &str, out: &mut Vec<Anomaly>) -> store::Result<Vec<Entry>> {
+    match store.list(dir).await {
+        Ok(entries) => Ok(entries),
+        Err(e) => {
+            out.push(Anomaly::new(dir, format!("cannot be listed: {e}")));
+            Ok(vec![])
+        }
+    }
+}
+
+/// Reads a file that must be empty (a marker, a lock).
+async fn read_empty(store: &Store, e: &Entry, what: &str, out: &mut Vec<Anomaly>) -> store::Result<()> {
+    if e.is_dir {
+        out.push(Anomaly::new(&e.path, format!("a folder stands where a {what} (an empty file) is expected")));
+        return Ok(());
+    }
+    match store.read_or_bad(&e.path).await? {
+        Some(Err(bad)) => out.push(Anomaly::new(&e.path, format!("not a valid {what}: {bad}"))),
+        Some(Ok(b)) if !b.is_empty() => {
+            out.push(Anomaly::new(&e.path, format!("a {what} is an empty file; this one holds {} bytes", b.len())))
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Reads a file of free-form content (an executor's output): only what
+/// stands there is checked.
+async fn read_any(store: &Store, e: &Entry, what: &str, out: &mut Vec<Anomaly>) -> store::Result<()> {
+    if e.is_dir {
+        out.push(Anomaly::new(&e.path, format!("a folder stands where a {what} file is expected")));
+    } else if let Some(Err(bad)) = store.read_or_bad(&e.path).await? {
+        out.push(Anomaly::new(&e.path, format!("not a valid {what}: {bad}")));
+    }
+    Ok(())
+}
+
+/// Reads a file that is empty or holds `T` (unit outcomes: empty from older
+/// writers or without stats).
+async fn read_empty_or<T: for<'de> serde::Deserialize<'de>>(
+    store: &Store,
+    e: &Entry,
+    what: &str,
+    out: &mut Vec<Anomaly>,
+) -> store::Result<()> {
+    if e.is_dir {
+        out.push(Anomaly::new(&e.path, format!("a folder stands where a {what} file is expected")));
+        return Ok(());
+    }
+    match store.read_or_bad(&e.path).await? {
+        Some(Err(bad)) => out.push(Anomaly::new(&e.path, format!("not a valid {what}: {bad}"))),
+        Some(Ok(b)) if !b.is_empty() => {
+            if let Err(err) = formats::decode::<T>(&b) {
+                out.push(Anomaly::new(&e.path, format!("not a valid {what}: {err}")));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Walks the whole v2 tree.
 pub async fn check_tree(store: &Store) -> store::Result<Vec<Anomaly>> {
     let mut out = Vec::new();
@@ -40,7 +105,110 @@ pub async fn check_tree(store: &Store) -> store::Result<Vec<Anomaly>> {
     check_scheduler(store, &mut out).await?;
     check_assigned(store, &mut out).await?;
     check_job_instances(store, &mut out).await?;
+    check_job_definitions(store, &mut out).await?;
+    check_archives(store, &mut out).await?;
+    check_upgrade(store, &mut out).await?;
     Ok(out)
+}
+
+/// Job definitions: the main copies and every logged version must parse.
+async fn check_job_definitions(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
+    use layouts::jobs::{self as paths, JobDefinition, Relations, StepDefinition};
+    for job in list(store, paths::DEFINITIONS, out).await? {
+        if !job.is_dir {
+            out.push(Anomaly::new(&job.path, "a file stands where a job's definition folder is expected"));
+            continue;
+        }
+        for f in list(store, &job.path, out).await? {
+            let logged = |dir: &Entry| !dir.is_dir;
+            match f.name() {
+                paths::JOB_FILE => {
+                    read_json::<JobDefinition>(store, &f, "job definition", out).await?;
+                }
+                paths::RELATIONS => {
+                    read_json::<Relations>(store, &f, "relations definition", out).await?;
+                }
+                paths::JOB_LOG | paths::STEPS | paths::STEP_LOG | paths::RELATION_LOG if logged(&f) => {
+                    out.push(Anomaly::new(&f.path, "a file stands where a folder is expected"));
+                }
+                paths::JOB_LOG => {
+                    for v in list(store, &f.path, out).await? {
+                        read_json::<JobDefinition>(store, &v, "logged job definition", out).await?;
+                    }
+                }
+                paths::RELATION_LOG => {
+                    for v in list(store, &f.path, out).await? {
+                        read_json::<Relations>(store, &v, "logged relations definition", out).await?;
+                    }
+                }
+                paths::STEPS | paths::STEP_LOG => {
+                    for v in list(store, &f.path, out).await? {
+                        read_json::<StepDefinition>(store, &v, "step definition", out).await?;
+                    }
+                }
+                _ => out.push(Anomaly::new(&f.path, "unexpected entry in a job definition folder")),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Archives of finished tasks: each a gzip'd file of JSON lines, decoded as
+/// a stream (a gzip bomb costs a line's worth of memory, not its size).
+async fn check_archives(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
+    use std::io::BufRead;
+    for e in list(store, v2::COMPRESS, out).await? {
+        if e.is_dir {
+            out.push(Anomaly::new(&e.path, "a folder stands where an archive file is expected"));
+            continue;
+        }
+        let bytes = match store.read_or_bad(&e.path).await? {
+            Some(Ok(b)) => b,
+            Some(Err(bad)) => {
+                out.push(Anomaly::new(&e.path, format!("not a valid archive: {bad}")));
+                continue;
+            }
+            None => continue,
+        };
+        let mut lines = std::io::BufReader::new(flate2::read::GzDecoder::new(&bytes[..]));
+        let mut line = Vec::new();
+        for n in 1.. {
+            line.clear();
+            let limit = store::MAX_STATE_BYTES + 1;
+            match std::io::Read::take(&mut lines, limit).read_until(b'\n', &mut line) {
+                Ok(0) => break,
+                Ok(_) if line.len() as u64 >= limit => {
+                    out.push(Anomaly::new(&e.path, format!("line {n} is longer than {} bytes", limit - 1)));
+                    break;
+                }
+                Ok(_) => {
+                    if let Err(err) = serde_json::from_slice::<crate::monitor::tasks::ArchivedTask>(&line) {
+                        out.push(Anomaly::new(&e.path, format!("line {n}: {err}")));
+                        break;
+                    }
+                }
+                Err(err) => {
+                    out.push(Anomaly::new(&e.path, format!("not a gzip'd JSON-lines archive: {err}")));
+                    break;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The v1 upgrade's locks (empty files) and state.
+async fn check_upgrade(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
+    for e in list(store, v2::UPGRADE_LOCKS, out).await? {
+        if e.path == v2::UPGRADE_STATE {
+            read_json::<formats::UpgradeState>(store, &e, "upgrade state", out).await?;
+        } else if e.name().ends_with(v2::UPGRADE_LOCK_SUFFIX) {
+            read_empty(store, &e, "upgrade lock", out).await?;
+        } else {
+            out.push(Anomaly::new(&e.path, "unexpected entry in TaskUpgradeLock/"));
+        }
+    }
+    Ok(())
 }
 
 /// Job instances: every `Job` and `End` file of an instance, and every step
@@ -48,17 +216,17 @@ pub async fn check_tree(store: &Store) -> store::Result<Vec<Anomaly>> {
 /// create) is reported here; `trigger` of the same key repairs it.
 async fn check_job_instances(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
     use layouts::jobs::{self as paths, JobEnd, JobInstance, StepClaim, StepEnd, StepTask};
-    for job in store.list(paths::INSTANCES).await? {
+    for job in list(store, paths::INSTANCES, out).await? {
         if !job.is_dir {
             out.push(Anomaly::new(&job.path, "a file stands where a job's instances folder is expected"));
             continue;
         }
-        for inst in store.list(&job.path).await? {
+        for inst in list(store, &job.path, out).await? {
             if !inst.is_dir {
                 out.push(Anomaly::new(&inst.path, "a file stands where an instance folder is expected"));
                 continue;
             }
-            let files = store.list(&inst.path).await?;
+            let files = list(store, &inst.path, out).await?;
             if !files.iter().any(|f| f.name() == paths::JOB_FILE) {
                 out.push(Anomaly::new(&inst.path, "no Job file (an interrupted trigger, or foreign data)"));
             }
@@ -71,7 +239,7 @@ async fn check_job_instances(store: &Store, out: &mut Vec<Anomaly>) -> store::Re
                         read_json::<JobEnd>(store, &f, "job end record", out).await?;
                     }
                     paths::STEPS => {
-                        for sf in store.list(&f.path).await? {
+                        for sf in list(store, &f.path, out).await? {
                             let n = sf.name();
                             if n.ends_with(paths::CLAIM_SUFFIX) {
                                 read_json::<StepClaim>(store, &sf, "step claim", out).await?;
@@ -120,7 +288,7 @@ async fn read_json<T: for<'de> serde::Deserialize<'de>>(
 }
 
 async fn check_registry(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
-    for e in store.list(v2::REGISTRY).await? {
+    for e in list(store, v2::REGISTRY, out).await? {
         if !["Nodes/", "Offline/", "Events/", "Probe/", "Inbox/", "Joins/", "Owners/"]
             .iter()
             .any(|d| e.path.ends_with(&format!("Registry/{d}")))
@@ -130,12 +298,14 @@ async fn check_registry(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
     }
     let (_, bad) = crate::cluster::liveness::read_heartbeats(store).await?;
     out.extend(bad);
-    for e in store.list(v2::JOINS).await? {
+    for e in list(store, v2::JOINS, out).await? {
         if e.is_dir || v2::parse_offline_marker(e.name()).is_none() {
             out.push(Anomaly::new(&e.path, "a join marker must be a file named <node>.<incarnation>"));
+        } else {
+            read_empty(store, &e, "join marker", out).await?;
         }
     }
-    for e in store.list(v2::OWNERS).await? {
+    for e in list(store, v2::OWNERS, out).await? {
         match v2::parse_owner_claim(e.name()) {
             None => out.push(Anomaly::new(&e.path, "an owner claim must be a file named <node>.<20-digit generation>")),
             Some((node, _)) => {
@@ -147,14 +317,14 @@ async fn check_registry(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
             }
         }
     }
-    for e in store.list(v2::INBOX).await? {
+    for e in list(store, v2::INBOX, out).await? {
         if e.is_dir || NodeId::parse(e.name()).is_err() {
             out.push(Anomaly::new(&e.path, "an inbox stamp must be a file named by a node id"));
         } else {
             read_json::<formats::InboxStamp>(store, &e, "inbox stamp", out).await?;
         }
     }
-    for e in store.list(v2::OFFLINE).await? {
+    for e in list(store, v2::OFFLINE, out).await? {
         match v2::parse_offline_marker(e.name()) {
             None => out.push(Anomaly::new(&e.path, "name is not <node>.<incarnation>")),
             Some((node, inc)) => {
@@ -166,7 +336,7 @@ async fn check_registry(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
             }
         }
     }
-    for e in store.list(v2::EVENTS).await? {
+    for e in list(store, v2::EVENTS, out).await? {
         match v2::parse_event_name(e.name()) {
             None => out.push(Anomaly::new(&e.path, "name is not a 20-digit sequence number")),
             Some(seq) => {
@@ -182,7 +352,7 @@ async fn check_registry(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
 }
 
 async fn check_election(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
-    for e in store.list(v2::ELECTION).await? {
+    for e in list(store, v2::ELECTION, out).await? {
         match v2::parse_lease_name(e.name()) {
             None => out.push(Anomaly::new(&e.path, "name is not Lease.<20-digit epoch>")),
             Some(epoch) => {
@@ -203,7 +373,7 @@ async fn check_election(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
 async fn check_task_dir(store: &Store, dir: &Entry, subtask: bool, out: &mut Vec<Anomaly>) -> store::Result<()> {
     let mut states = Vec::new();
     let mut has_info = false;
-    for f in store.list(&dir.path).await? {
+    for f in list(store, &dir.path, out).await? {
         let name = f.name();
         if name == v2::TASK_INFO {
             has_info = true;
@@ -218,16 +388,21 @@ async fn check_task_dir(store: &Store, dir: &Entry, subtask: bool, out: &mut Vec
                 Ok(s) => states.push(s),
                 Err(e) => out.push(Anomaly::new(&f.path, e.to_string())),
             }
-        } else if !f.is_dir
-            && !subtask
-            && (v2::parse_manager_term(name).is_some()
-                || name == v2::STOP
-                || v2::parse_reassign_request(name).is_some()
-                || v2::parse_unit_outcome(name).is_some())
-        {
-            // manager terms, stop and reassign requests, unit outcomes
-        } else if !f.is_dir && subtask && name == v2::OUTPUT {
-            // the command executor's output tail
+            if subtask {
+                read_json::<formats::StatusMark>(store, &f, "subtask status marker", out).await?;
+            } else {
+                read_empty(store, &f, "task status marker", out).await?;
+            }
+        } else if !subtask && v2::parse_manager_term(name).is_some() {
+            read_json::<formats::ManagerTerm>(store, &f, "manager term", out).await?;
+        } else if !subtask && name == v2::STOP {
+            read_json::<formats::StopRequest>(store, &f, "stop request", out).await?;
+        } else if !subtask && v2::parse_reassign_request(name).is_some() {
+            read_json::<formats::ReassignRequest>(store, &f, "reassign request", out).await?;
+        } else if !subtask && v2::parse_unit_outcome(name).is_some() {
+            read_empty_or::<formats::UnitOutcome>(store, &f, "unit outcome", out).await?;
+        } else if subtask && name == v2::OUTPUT {
+            read_any(store, &f, "executor output", out).await?;
         } else {
             out.push(Anomaly::new(&f.path, "unexpected entry in a task folder"));
         }
@@ -244,9 +419,9 @@ async fn check_task_dir(store: &Store, dir: &Entry, subtask: bool, out: &mut Vec
 }
 
 async fn check_scheduler(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
-    for e in store.list(v2::SCHEDULER).await? {
+    for e in list(store, v2::SCHEDULER, out).await? {
         if e.name() == v2::COMPRESS_DIR && e.is_dir {
-            continue;
+            continue; // check_archives
         }
         if !e.is_dir {
             out.push(Anomaly::new(&e.path, "a file stands where a task folder is expected"));
@@ -260,7 +435,7 @@ async fn check_scheduler(store: &Store, out: &mut Vec<Anomaly>) -> store::Result
 }
 
 async fn check_assigned(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
-    for node_dir in store.list(v2::TASK_ASSIGNED).await? {
+    for node_dir in list(store, v2::TASK_ASSIGNED, out).await? {
         if !node_dir.is_dir {
             out.push(Anomaly::new(&node_dir.path, "a file stands where a node folder is expected"));
             continue;
@@ -269,7 +444,7 @@ async fn check_assigned(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
             out.push(Anomaly::new(&node_dir.path, err.to_string()));
             continue;
         }
-        for sub in store.list(&node_dir.path).await? {
+        for sub in list(store, &node_dir.path, out).await? {
             if !sub.is_dir && v2::parse_manage_pointer(sub.name()).is_some() {
                 read_json::<formats::ManagePointer>(store, &sub, "manager pointer", out).await?;
             } else if !sub.is_dir {

@@ -267,12 +267,14 @@ fn whoami() -> String {
 /// Reads the upgrade state marker. `Err` if it exists but does not parse
 /// (a torn write on fs, or a foreign file): callers treat that as unsafe.
 pub async fn read_state(store: &Store) -> Result<Option<UpgradeState>, MigrateError> {
-    match store.read(v2::UPGRADE_STATE).await? {
+    let unreadable = |why: String| MigrateError::Marker {
+        path: v2::UPGRADE_STATE.into(),
+        reason: format!("unreadable upgrade state: {why}"),
+    };
+    match store.read_or_bad(v2::UPGRADE_STATE).await? {
         None => Ok(None),
-        Some(b) => formats::decode(&b).map(Some).map_err(|e| MigrateError::Marker {
-            path: v2::UPGRADE_STATE.into(),
-            reason: format!("unreadable upgrade state: {e}"),
-        }),
+        Some(Err(bad)) => Err(unreadable(bad.to_string())),
+        Some(Ok(b)) => formats::decode(&b).map(Some).map_err(|e| unreadable(e.to_string())),
     }
 }
 
@@ -297,21 +299,31 @@ pub async fn upgrade_in_progress(store: &Store) -> Result<Option<String>, Migrat
                 s.by
             ))),
         },
-        Ok(None) => {
-            let mut l = std::pin::pin!(store.list_stream(v1::SCHEDULER, false));
-            match l.next().await {
-                Some(Ok(e)) => Ok(Some(format!(
-                    "this root holds a v1 tree ({} …) that was never upgraded; run `compactd upgrade`",
-                    e.path
-                ))),
-                Some(Err(e)) => Err(e.into()),
-                None => Ok(None),
+        Ok(None) => Ok(first_v1_task(store)
+            .await?
+            .map(|p| format!("this root holds a v1 tree ({p} …) that was never upgraded; run `compactd upgrade`"))),
+        // Unreadable: whether an upgrade is half done cannot be told from
+        // it. With no v1 task left there is nothing an upgrade could still
+        // do, so the file costs its own meaning only (`check` names it);
+        // with v1 tasks the daemon waits for `compactd upgrade --verify`.
+        Err(MigrateError::Marker { reason, .. }) => match first_v1_task(store).await? {
+            Some(_) => Ok(Some(format!("{}: {reason}; run `compactd upgrade --verify`", v2::UPGRADE_STATE))),
+            None => {
+                tracing::warn!("{}: {reason}; no v1 task is left, so the daemon starts", v2::UPGRADE_STATE);
+                Ok(None)
             }
-        }
-        Err(MigrateError::Marker { reason, .. }) => {
-            Ok(Some(format!("{}: {reason}; run `compactd upgrade --verify`", v2::UPGRADE_STATE)))
-        }
+        },
         Err(e) => Err(e),
+    }
+}
+
+/// The first entry of the v1 scheduler folder, if any (one list page).
+async fn first_v1_task(store: &Store) -> Result<Option<String>, MigrateError> {
+    let mut l = std::pin::pin!(store.list_stream(v1::SCHEDULER, false));
+    match l.next().await {
+        Some(Ok(e)) => Ok(Some(e.path)),
+        Some(Err(e)) => Err(e.into()),
+        None => Ok(None),
     }
 }
 

@@ -162,4 +162,15 @@ impl Store {
             }
         }
     }
+
+    /// [`Store::read`] with a bad file as a value, for callers that treat
+    /// it like a malformed one: `Ok(Some(Err(_)))` is a
+    /// [`StoreError::BadFile`], any other error stays an error.
+    pub async fn read_or_bad(&self, path: &str) -> Result<Option<Result<Bytes>>> {
+        match self.read(path).await {
+            Ok(found) => Ok(found.map(Ok)),
+            Err(e) if e.is_bad_file() => Ok(Some(Err(e))),
+            Err(e) => Err(e),
+        }
+    }
 }

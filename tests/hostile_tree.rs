@@ -1,0 +1,275 @@
+//! One bad entry must not exhaust memory, hang a node or stop election
+//! (issue 31). The names come from the documentation, not from a list kept
+//! here: every file name of the tree listings in `layouts/README.md` and
+//! `layouts/JOBS.md`, with its placeholders filled in ([`names`]), gets each
+//! kind of bad entry ([`Kind`]): garbage bytes, a 2 GiB sparse file, a
+//! folder, a FIFO, a link to `/dev/zero`, a link loop; and every folder a
+//! listing implies (a task's, a subtask's, a job's) gets a file in its place.
+//! On each such tree, on the fs backend:
+//!
+//! - `check`, `nodes`, `list` and `status` exit within 20 s with a peak RSS
+//!   under 100 MiB; `check` exits 1 and names every bad path;
+//! - three daemons keep electing a monitor (past a bad lease, a new epoch),
+//!   all three are seen alive, and an unrelated task runs to `Done`.
+// Real processes on real time.
+#![allow(clippy::disallowed_methods)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::cluster::{alive, monitor_of, Cluster, BIN};
+use serde_json::Value;
+
+/// The task every bad task file belongs to, and the one whose folders are
+/// files.
+const TASK: &str = "aaaaffff.16176931.56000000.0";
+const FOLDER_TASK: &str = "aaaaffff.16176931.56000000.1";
+const NODES: [&str; 3] = ["h1", "h2", "h3"];
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Garbage,
+    Sparse,
+    Folder,
+    Fifo,
+    DevZero,
+    LinkLoop,
+}
+
+/// Fills a listing line's placeholders. A node's own folder in
+/// `TaskAssigned/` is a live node's (its worker and manager read what is
+/// there); the registry's names are of a node that does not run, so that
+/// a bad heartbeat name costs that node's meaning, not a live one's.
+fn fill(line: &str) -> String {
+    let node = if line.starts_with("TaskAssigned/") { NODES[0] } else { "ghost" };
+    let subs: &[(&str, String)] = &[
+        ("<SubtaskId>", format!("{TASK}.r1.u0.a1")),
+        ("<TaskId>", TASK.into()),
+        ("<NodeId>", node.into()),
+        ("<TaskState>", "Running".into()),
+        ("<SubtaskState>", "Running".into()),
+        ("<term>", format!("{:020}", 1)),
+        ("<round>", "1".into()),
+        ("<unit>", "0".into()),
+        ("<v1-task-file>", "v1task".into()),
+        ("<incarnation>", "1".into()),
+        ("<seq: 20 digits>", format!("{:020}", 1)),
+        ("<epoch: 20 digits>", format!("{:020}", 1)),
+        ("<generation>", format!("{:020}", 1)),
+        ("<ms>", "1617693156000".into()),
+        ("<epoch>", "1".into()),
+        ("<n>", "0".into()),
+        ("<job>", "ghostjob".into()),
+        ("<trigger>", "t1".into()),
+        ("<step>", "s1".into()),
+        ("<version: 20 digits>", format!("{:020}", 1)),
+        ("<version>", format!("{:020}", 1)),
+    ];
+    let mut s = line.to_string();
+    for (from, to) in subs {
+        s = s.replace(from, to);
+    }
+    assert!(!s.contains('<'), "a placeholder of the layouts listing is not known here: {line}");
+    s
+}
+
+/// The first fenced `text` block of a document: its tree listing.
+fn listing(doc: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(doc)).unwrap();
+    let block = text.split("```text\n").nth(1).expect("a text block").split("```").next().unwrap();
+    // The name is the line's first word, where a `<placeholder>` may hold
+    // spaces; lines without a `/` continue a description.
+    let first_word = |line: &str| {
+        let mut depth = 0;
+        let end = line
+            .char_indices()
+            .find(|(_, c)| {
+                match c {
+                    '<' => depth += 1,
+                    '>' => depth -= 1,
+                    _ => {}
+                }
+                c.is_whitespace() && depth == 0
+            })
+            .map_or(line.len(), |(i, _)| i);
+        line[..end].to_string()
+    };
+    block.lines().map(|l| first_word(l.trim_start())).filter(|n| n.contains('/')).collect()
+}
+
+/// Every file name of the documented tree (relative to `Compaction_V2/`),
+/// and the folders those names imply for a task, a subtask and a job.
+fn names() -> (Vec<String>, Vec<String>) {
+    let mut files = BTreeSet::new();
+    for line in listing("layouts/README.md") {
+        // The root, the v2 folder itself, fs-only temp names, `Jobs/…`
+        // (listed in JOBS.md) and folders.
+        if line.ends_with('/') || line.starts_with('…') || line.starts_with("Jobs/") || line.starts_with('.') {
+            continue;
+        }
+        files.insert(fill(&line));
+    }
+    for line in listing("layouts/JOBS.md") {
+        if !line.ends_with('/') && !line.starts_with("Jobs") {
+            files.insert(format!("Jobs/{}", fill(&line)));
+        }
+    }
+    assert!(files.len() >= 25, "the listings gave only {files:?}");
+    let folders = vec![
+        format!("Scheduler/{FOLDER_TASK}"),
+        format!("TaskAssigned/{}/{FOLDER_TASK}.r1.u0.a1", NODES[1]),
+        "TaskAssigned/ghostnode".to_string(),
+        "Jobs/Definitions/folderjob".to_string(),
+        "Jobs/Instances/folderjob".to_string(),
+        "Jobs/Instances/ghostjob/folder-trigger".to_string(),
+    ];
+    (files.into_iter().collect(), folders)
+}
+
+fn place(path: &Path, kind: Kind) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    match kind {
+        Kind::Garbage => std::fs::write(path, b"\xff\xfe{ not json \x00").unwrap(),
+        Kind::Sparse => std::fs::File::create(path).unwrap().set_len(2 << 30).unwrap(),
+        Kind::Folder => std::fs::create_dir_all(path).unwrap(),
+        Kind::Fifo => {
+            let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0, "mkfifo {}", path.display());
+        }
+        Kind::DevZero => std::os::unix::fs::symlink("/dev/zero", path).unwrap(),
+        Kind::LinkLoop => std::os::unix::fs::symlink(path, path).unwrap(),
+    }
+}
+
+/// Runs a command to its end within `limit`; returns its exit code, output
+/// and peak RSS in KiB (from `wait4`). Killed and failed past the limit.
+fn measured(root: &str, args: &[&str], limit: Duration) -> (Option<i32>, String, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("out");
+    let out = std::fs::File::create(&out_path).unwrap();
+    let child = Command::new(BIN)
+        .args(["--root", root])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let start = Instant::now();
+    loop {
+        let mut status = 0;
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+            let text = std::fs::read_to_string(&out_path).unwrap_or_default();
+            return (code, text, usage.ru_maxrss as u64);
+        }
+        if start.elapsed() > limit {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let text = std::fs::read_to_string(&out_path).unwrap_or_default();
+            panic!("compactd {args:?} ran past {limit:?}:\n{text}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn hostile(kind: Kind) {
+    let mut cluster = Cluster::fs();
+    let root = cluster.fs_path();
+    let v2 = root.join("Compaction_V2");
+    let (files, folders) = names();
+    for f in &files {
+        place(&v2.join(f), kind);
+    }
+    for f in &folders {
+        place(&v2.join(f), Kind::Garbage);
+    }
+
+    // The commands an operator types first.
+    let limit = Duration::from_secs(20);
+    let (code, out, rss) = measured(&cluster.root, &["check"], limit);
+    assert_eq!(code, Some(1), "{kind:?}: check\n{out}");
+    eprintln!("{kind:?}: check peak RSS {rss} KiB");
+    assert!(rss < 100 * 1024, "{kind:?}: check peaked at {rss} KiB");
+    // An executor's output is free-form: garbage there is its content.
+    let free_form = |f: &str| matches!(kind, Kind::Garbage) && f.ends_with("/Output");
+    let missed: Vec<&String> = files
+        .iter()
+        .chain(&folders)
+        .filter(|f| !free_form(f) && !out.contains(&format!("Compaction_V2/{f}")))
+        .collect();
+    assert!(missed.is_empty(), "{kind:?}: check does not name {missed:#?}\n{out}");
+    for args in [&["nodes"][..], &["list"], &["status", TASK]] {
+        let (code, out, rss) = measured(&cluster.root, args, limit);
+        assert!(code.is_some(), "{kind:?}: {args:?} died\n{out}");
+        assert!(!out.contains("panicked"), "{kind:?}: {args:?}\n{out}");
+        eprintln!("{kind:?}: {args:?} peak RSS {rss} KiB");
+        assert!(rss < 100 * 1024, "{kind:?}: {args:?} peaked at {rss} KiB");
+    }
+
+    // Three daemons: election, heartbeats and an unrelated task go on.
+    for n in NODES {
+        cluster.start_with(n, &["--executor", "command", "--command", "true", "--sweep", "1s"]);
+    }
+    let rows = cluster.wait_nodes(Duration::from_secs(30), "a monitor and three live nodes", |r| {
+        monitor_of(r).is_some() && NODES.iter().all(|n| alive(r).contains(&n.to_string()))
+    });
+    let out = cluster.compactd(&["submit", "--db", "d", "--schema", "s", "--table", "t", "--shards", "2", "--json"]);
+    assert!(out.status.success(), "{kind:?}: submit: {}", String::from_utf8_lossy(&out.stderr));
+    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
+    let s = cluster.wait_status(&id, Duration::from_secs(40), "the unrelated task to end", |s| {
+        s["state"] == "Done" || s["state"] == "Failed" || s["state"] == "Cancel"
+    });
+    assert_eq!(s["state"], "Done", "{kind:?}: {s:#}\n{}", cluster.logs_text());
+    // Still electing: the monitor's lease is renewed and newer than any bad
+    // lease name.
+    let monitor = monitor_of(&rows).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let rows = cluster.nodes();
+    assert_eq!(alive(&rows).len(), 3, "{kind:?}: {rows:#?}\n{}", cluster.logs_text());
+    assert!(monitor_of(&rows).is_some(), "{kind:?}: no monitor any more (was {monitor})");
+    for n in NODES {
+        assert!(cluster.is_running(n), "{kind:?}: {n} exited\n{}", cluster.logs_text());
+        let log = std::fs::read_to_string(cluster.log_path(n)).unwrap();
+        assert!(!log.contains("panicked"), "{kind:?}: {n} panicked\n{log}");
+    }
+    for n in NODES {
+        assert_eq!(cluster.terminate(n), Some(0), "{kind:?}: {n} did not leave cleanly");
+    }
+}
+
+#[test]
+fn garbage_at_every_name() {
+    hostile(Kind::Garbage);
+}
+
+#[test]
+fn a_2_gib_sparse_file_at_every_name() {
+    hostile(Kind::Sparse);
+}
+
+#[test]
+fn a_folder_at_every_file_name() {
+    hostile(Kind::Folder);
+}
+
+#[test]
+fn a_fifo_at_every_name() {
+    hostile(Kind::Fifo);
+}
+
+#[test]
+fn a_link_to_dev_zero_at_every_name() {
+    hostile(Kind::DevZero);
+}
+
+#[test]
+fn a_link_loop_at_every_name() {
+    hostile(Kind::LinkLoop);
+}
