@@ -330,6 +330,52 @@ fn two_processes_started_at_once_under_one_id_leave_exactly_one_running() {
     }
 }
 
+/// A process stalled past its session loses its id to a process started
+/// under it meanwhile: on resume it learns it was declared offline, sees the
+/// newer claim and exits naming the new owner, instead of beating in
+/// parallel with it.
+#[test]
+fn a_stalled_process_whose_id_was_taken_over_exits_on_resume() {
+    use std::process::{Command, Stdio};
+    let mut cluster = Cluster::fs();
+    cluster.start("m1");
+    cluster.start("twin");
+    cluster.wait_nodes(Duration::from_secs(20), "m1 and twin alive", |r| alive(r).len() == 2);
+    cluster.pause("twin");
+    cluster.wait_nodes(Duration::from_secs(20), "twin seen dead", |r| !alive(r).contains(&"twin".to_string()));
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("second.log");
+    let mut second = Command::new(common::cluster::BIN)
+        .args(["--root", &cluster.root, "run", "--node-id", "twin", "--listen", "127.0.0.1:0"])
+        .args(common::cluster::TEST_TIMINGS)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let second_pid = second.id();
+    cluster.wait_nodes(Duration::from_secs(20), "the second twin alive", |r| {
+        r.iter().any(|x| x["id"] == "twin" && x["alive"] == true && x["pid"] == second_pid)
+    });
+    cluster.resume("twin");
+    let start = Instant::now();
+    while cluster.is_running("twin") {
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = second.kill();
+            panic!("the stalled twin still runs 20 s after resuming\n{}", cluster.logs_text());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let first_log = std::fs::read_to_string(cluster.log_path("twin")).unwrap();
+    let still = second.try_wait().unwrap().is_none();
+    let _ = second.kill();
+    let _ = second.wait();
+    assert!(still, "the new owner exited\n{}", std::fs::read_to_string(&log).unwrap());
+    assert!(
+        first_log.contains("while this process was stalled") && first_log.contains(&format!("pid {second_pid}")),
+        "{first_log}"
+    );
+}
+
 #[test]
 fn garbage_in_the_tree_is_reported_by_check_and_skipped_by_the_daemon() {
     let mut cluster = Cluster::fs();

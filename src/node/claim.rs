@@ -35,9 +35,26 @@ use super::NodeConfig;
 #[derive(Debug, Clone)]
 pub struct Claim {
     pub path: String,
+    node: NodeId,
+    generation: u64,
 }
 
 impl Claim {
+    /// After this process rejoined (the monitor declared it offline: it
+    /// stalled past its session), another process may have claimed the id
+    /// meanwhile; then this one must go. One listing, only on a rejoin.
+    pub async fn superseded(&self, store: &Store) -> Option<DaemonError> {
+        let listed = store.list(v2::OWNERS).await.ok()?;
+        let newer = listed
+            .iter()
+            .filter_map(|e| v2::parse_owner_claim(e.name()))
+            .filter(|(n, g)| *n == self.node && *g > self.generation)
+            .map(|(_, g)| g)
+            .max()?;
+        let other = read_claim(store, &self.node, newer).await;
+        Some(in_use(&self.node, other.as_ref(), "it claimed the id while this process was stalled past its session"))
+    }
+
     pub async fn release(&self, store: &Store) {
         if let Err(e) = store.delete(&self.path).await {
             tracing::warn!("could not delete this node's id claim {}: {e}", self.path);
@@ -100,7 +117,7 @@ pub async fn claim(store: &Store, cfg: &NodeConfig, wall_ms: u64) -> Result<Opti
     for g in generations {
         let _ = store.delete(&v2::owner_claim(&cfg.id, g)).await;
     }
-    Ok(Some(Claim { path }))
+    Ok(Some(Claim { path, node: cfg.id.clone(), generation: newest + 1 }))
 }
 
 async fn read_claim(store: &Store, node: &NodeId, generation: u64) -> Option<OwnerClaim> {

@@ -99,6 +99,7 @@ pub async fn run(
             w
         }
     };
+    let mut incarnation = node.stats().incarnation;
     let mut next_poll = clock.mono();
     let mut busy = false;
     loop {
@@ -146,6 +147,18 @@ pub async fn run(
         }
         if shutdown.is_cancelled() {
             break;
+        }
+        if node.stats().incarnation != incarnation {
+            incarnation = node.stats().incarnation;
+            if let Some(err) = match &claim {
+                Some(c) => c.superseded(&node.store).await,
+                None => None,
+            } {
+                // Leave without touching what the new owner now writes: no
+                // clean leave (it would delete the heartbeat and the claim).
+                tracing::error!("{err}");
+                return Err(err);
+            }
         }
         // The daemon loop is where a process waits on real time; everything
         // it runs reads time from the node's clock.
