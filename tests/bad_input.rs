@@ -429,7 +429,7 @@ fn nodes_skips_a_folder_where_a_lease_is_expected() {
 fn a_closed_stdout_is_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(root.join("Compaction_V2/Scheduler")).unwrap();
     let (reader, writer) = std::io::pipe().unwrap();
     drop(reader);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_compactd"))

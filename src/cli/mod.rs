@@ -142,6 +142,27 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Merge(_) => store::Store::open_data_with_options(&uri, &options).await?,
         _ => store::Store::open_with_options(&uri, &options, |op| op).await?,
     };
+    // Commands that read a cluster: a root without a tree is a wrong --root
+    // (e.g. `/proc`), not an empty cluster.
+    let reads = matches!(
+        cli.command,
+        Command::Nodes(_)
+            | Command::Check(_)
+            | Command::Status(_)
+            | Command::List(_)
+            | Command::Stop(_)
+            | Command::Reassign(_)
+            | Command::History(_)
+            | Command::Jobs(_)
+            | Command::Job(_)
+    );
+    if reads && store.list(layouts::v2::ROOT).await?.is_empty() {
+        anyhow::bail!(
+            "no compactd tree at {}: {} is missing or empty (is --root right? `compactd run` creates it)",
+            store.uri(),
+            layouts::v2::ROOT
+        );
+    }
     match cli.command {
         Command::Run(args) => run::run(store, args).await,
         Command::Nodes(args) => nodes::run(store, args).await,

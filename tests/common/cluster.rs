@@ -183,11 +183,20 @@ impl Cluster {
         serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("nodes --json is a JSON array")
     }
 
-    /// Polls `nodes --json` until `ok` holds or `timeout` passes.
+    /// Polls `nodes --json` until `ok` holds or `timeout` passes. A poll
+    /// before the first node made the tree (`nodes` refuses a root without
+    /// one) counts as no rows.
     pub fn wait_nodes(&self, timeout: Duration, what: &str, ok: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         let start = Instant::now();
         loop {
-            let rows = self.nodes();
+            let out = self.compactd(&["nodes", "--json"]);
+            let rows = if out.status.success() {
+                serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("nodes --json is a JSON array")
+            } else if String::from_utf8_lossy(&out.stderr).contains("no compactd tree") {
+                vec![]
+            } else {
+                panic!("nodes failed: {}", String::from_utf8_lossy(&out.stderr));
+            };
             if ok(&rows) {
                 return rows;
             }
