@@ -13,15 +13,21 @@
 //!   whole cluster), the overview cached for [`VIEW_TTL`] so that a page
 //!   left refreshing costs the backend at most one read of the view per TTL.
 //!
-//! Limits: request bodies are never read (a poke has none; at most
-//! [`BODY_LIMIT`] bytes would be accepted by an extractor); at most
-//! [`MAX_CONNECTIONS`] connections are open at once (the next is accepted
-//! when one closes, so the rest wait in the kernel's accept queue, not in
-//! memory); a poke is O(1) (two atomic operations). A client holding every
-//! connection open only delays pokes: nodes still poll.
-
-use std::pin::Pin;
-use std::task::{Context, Poll};
+//! Limits, so that no client can stall the node or its pokes (issue 31's
+//! test holds 300 idle and 100 slow connections while tasks run):
+//! - a request's head must arrive within [`HEADER_TIMEOUT`] of the moment
+//!   the connection waits for it (new or kept alive), so idle and
+//!   byte-a-second clients are closed, not waited on; a head over
+//!   [`MAX_HEAD`] bytes gets 431;
+//! - bodies: none of the routes takes one; a declared body over
+//!   [`BODY_LIMIT`] bytes, or a chunked one, gets 413 before any handler;
+//! - at most [`MAX_CONNECTIONS`] connections at once, each its own task
+//!   (the accept loop never waits on a client), none kept past
+//!   [`CONNECTION_LIFE`]; past the cap the next connection waits in the
+//!   kernel's accept queue, not in memory; the soft limit of open files is
+//!   raised to fit;
+//! - a poke is O(1) (two atomic operations). A client holding every
+//!   connection slot open only delays pokes: nodes still poll.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -49,7 +55,7 @@ use crate::wake::{Scope, Wakeup};
 pub const VIEW_TTL: Duration = Duration::from_secs(1);
 
 /// Connections open at once.
-pub const MAX_CONNECTIONS: usize = 256;
+pub const MAX_CONNECTIONS: usize = 1024;
 /// Largest request body an extractor would accept.
 pub const BODY_LIMIT: usize = 1024;
 
@@ -249,6 +255,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/api/tasks/{id}", get(api_task))
         .route("/api/jobs/{job}/{trigger}", get(api_job))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(axum::middleware::from_fn(limit_body))
         .with_state(state)
 }
 
@@ -275,72 +282,97 @@ pub async fn bind(listen: SocketAddr, advertise: Option<String>) -> std::io::Res
     Ok(Listener { listener, local, advertise })
 }
 
-/// Serves until `shutdown` fires.
+/// Serves until `shutdown` fires. Each connection is its own task, served
+/// by hyper with the limits of the module doc; the accept loop never waits
+/// on a connection.
 pub async fn serve(l: tokio::net::TcpListener, state: HttpState, shutdown: CancellationToken) -> std::io::Result<()> {
-    let bounded = Bounded { inner: l, slots: Arc::new(Semaphore::new(MAX_CONNECTIONS)) };
-    axum::serve(bounded, router(state)).with_graceful_shutdown(shutdown.cancelled_owned()).await
-}
-
-/// A TCP listener that accepts a connection only when fewer than
-/// [`MAX_CONNECTIONS`] are open.
-struct Bounded {
-    inner: tokio::net::TcpListener,
-    slots: Arc<Semaphore>,
-}
-
-impl axum::serve::Listener for Bounded {
-    type Io = Held;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Held, SocketAddr) {
-        let slot = self.slots.clone().acquire_owned().await.expect("the semaphore is never closed");
-        let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
-        (Held { stream, _slot: slot }, addr)
+    raise_fd_limit(MAX_CONNECTIONS as u64 + 256);
+    let app = router(state);
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        while conns.try_join_next().is_some() {}
+        let slot = tokio::select! {
+            s = slots.clone().acquire_owned() => s.expect("the semaphore is never closed"),
+            _ = shutdown.cancelled() => break,
+        };
+        let stream = tokio::select! {
+            r = l.accept() => match r {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // EMFILE and friends: the slot goes back; the error is
+                    // the kernel's, the next accept may succeed.
+                    tracing::warn!("accepting a connection failed: {e}");
+                    drop(slot);
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        conns.spawn(serve_connection(stream, app.clone(), slot, shutdown.clone()));
     }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.inner.local_addr()
-    }
+    // In-flight requests get a moment to finish; nothing waits on a client.
+    let _ = tokio::time::timeout(Duration::from_secs(1), async { while conns.join_next().await.is_some() {} }).await;
+    conns.abort_all();
+    Ok(())
 }
 
-/// An accepted connection; its slot is freed when it is dropped.
-struct Held {
+/// Largest request head (request line and headers): 431 past it.
+pub const MAX_HEAD: usize = 16 * 1024;
+/// Time a client has to send a request's head, from the moment the
+/// connection waits for one (a new connection, or an idle kept-alive one).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest a connection is kept, whatever it does: a client that never
+/// reads its responses cannot hold a slot for longer.
+pub const CONNECTION_LIFE: Duration = Duration::from_secs(60);
+
+async fn serve_connection(
     stream: tokio::net::TcpStream,
+    app: Router,
     _slot: OwnedSemaphorePermit,
+    shutdown: CancellationToken,
+) {
+    let _ = stream.set_nodelay(true);
+    let svc = hyper_util::service::TowerToHyperService::new(app);
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT).max_buf_size(MAX_HEAD.max(8192));
+    let conn = b.serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
+    tokio::pin!(conn);
+    let life = tokio::time::timeout(CONNECTION_LIFE, async {
+        tokio::select! {
+            _ = conn.as_mut() => {}
+            _ = shutdown.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.as_mut().await;
+            }
+        }
+    });
+    let _ = life.await;
 }
 
-impl tokio::io::AsyncRead for Held {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+/// Raises this process's soft limit of open files towards `want` (within
+/// the hard limit): the listener's connections must never starve the
+/// backend's of descriptors.
+fn raise_fd_limit(want: u64) {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: plain syscalls on a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < want {
+            lim.rlim_cur = want.min(lim.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
     }
 }
 
-impl tokio::io::AsyncWrite for Held {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+/// Refuses a request body this API never takes: over [`BODY_LIMIT`] by
+/// its `Content-Length` (413), or of unknown length (chunked: 413 too),
+/// before any handler runs, so no route reads more than the limit.
+async fn limit_body(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let chunked = req.headers().contains_key(header::TRANSFER_ENCODING);
+    if chunked || declared.is_some_and(|n| n > BODY_LIMIT as u64) {
+        return text(StatusCode::PAYLOAD_TOO_LARGE, format!("request bodies are at most {BODY_LIMIT} bytes\n"));
     }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
+    next.run(req).await
 }
