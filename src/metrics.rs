@@ -172,6 +172,14 @@ impl Collector for OnScrape {
             )?;
             g.encode(e)?;
         }
+        let dropped = ConstCounter::new(crate::logging::dropped_lines());
+        let e = encoder.encode_descriptor(
+            "compactd_log_lines_dropped",
+            "Log lines dropped because stderr refused them (full, closed) or stalled",
+            None,
+            dropped.metric_type(),
+        )?;
+        dropped.encode(e)?;
         if let Some(w) = &self.wake {
             let c = &w.counters;
             let pokes: [(&str, &str, &AtomicU64); 5] = [
