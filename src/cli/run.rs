@@ -285,6 +285,7 @@ fn split_commands(values: &[String]) -> anyhow::Result<(Option<String>, std::col
     let mut default = None;
     let mut named = std::collections::BTreeMap::new();
     for v in values {
+        layouts::limits::check_template("a --command template", v)?;
         match v.split_once('=') {
             Some((name, template)) if crate::tasks::valid_command_name(name) => {
                 if named.insert(name.to_string(), template.to_string()).is_some() {
