@@ -182,7 +182,7 @@ impl Collector for OnScrape {
         dropped.encode(e)?;
         if let Some(w) = &self.wake {
             let c = &w.counters;
-            let pokes: [(&str, &str, &AtomicU64); 5] = [
+            let pokes: [(&str, &str, &AtomicU64); 7] = [
                 ("compactd_pokes_received", "Wake-up pokes this node accepted", &c.received),
                 ("compactd_pokes_sent", "Wake-up pokes this node sent", &c.sent),
                 (
@@ -192,6 +192,16 @@ impl Collector for OnScrape {
                 ),
                 ("compactd_pokes_failed", "Wake-up pokes sent that failed or timed out", &c.failed),
                 ("compactd_woken_ticks", "Ticks run because of pokes rather than the poll interval", &c.woken_ticks),
+                (
+                    "compactd_pokes_coalesced",
+                    "Pokes received while a wake-up was pending, served by the same woken tick or poll",
+                    &c.coalesced,
+                ),
+                (
+                    "compactd_wakeups_rate_limited",
+                    "Wake-ups that waited for the rate bound on woken ticks (a poke flood)",
+                    &c.rate_limited,
+                ),
             ];
             for (name, help, a) in pokes {
                 let v = ConstCounter::new(a.load(Ordering::Relaxed));

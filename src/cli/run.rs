@@ -214,7 +214,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     };
     let shutdown = CancellationToken::new();
     let clock = SystemClock::shared();
-    let wake = crate::wake::Wakeup::new();
+    let wake = crate::wake::Wakeup::bounded(clock.clone());
     let health = std::sync::Arc::new(crate::metrics::Health::new(clock.clone(), cfg.session_timeout));
     let namenode = [("tree", &store), ("data", &data)]
         .into_iter()
