@@ -236,6 +236,8 @@ async fn node_status(State(s): State<HttpState>) -> Json<serde_json::Value> {
             "pokes_sent": load(&c.sent),
             "pokes_dropped": load(&c.dropped),
             "pokes_failed": load(&c.failed),
+            "pokes_coalesced": load(&c.coalesced),
+            "wakeups_rate_limited": load(&c.rate_limited),
         },
         "backend": backend,
     }))

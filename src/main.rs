@@ -5,7 +5,7 @@ fn main() -> ExitCode {
         Ok(l) => l,
         Err(compactd::cli::config::ConfigError::Clap(e)) => e.exit(),
         Err(e) => {
-            eprintln!("compactd: error: {e}");
+            compactd::logging::eprint_line(&format!("compactd: error: {e}"));
             return ExitCode::from(2);
         }
     };
@@ -26,10 +26,13 @@ fn main() -> ExitCode {
     let code = match rt.block_on(compactd::cli::dispatch(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("compactd: error: {e:#}");
+            compactd::logging::eprint_line(&format!("compactd: error: {e:#}"));
             1
         }
     };
     drop(rt);
+    // Queued log lines are written by a thread of their own (a broken
+    // stderr must not stop the daemon): give it a bounded moment.
+    compactd::logging::flush();
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

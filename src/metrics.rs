@@ -172,9 +172,17 @@ impl Collector for OnScrape {
             )?;
             g.encode(e)?;
         }
+        let dropped = ConstCounter::new(crate::logging::dropped_lines());
+        let e = encoder.encode_descriptor(
+            "compactd_log_lines_dropped",
+            "Log lines dropped because stderr refused them (full, closed) or stalled",
+            None,
+            dropped.metric_type(),
+        )?;
+        dropped.encode(e)?;
         if let Some(w) = &self.wake {
             let c = &w.counters;
-            let pokes: [(&str, &str, &AtomicU64); 5] = [
+            let pokes: [(&str, &str, &AtomicU64); 7] = [
                 ("compactd_pokes_received", "Wake-up pokes this node accepted", &c.received),
                 ("compactd_pokes_sent", "Wake-up pokes this node sent", &c.sent),
                 (
@@ -184,6 +192,16 @@ impl Collector for OnScrape {
                 ),
                 ("compactd_pokes_failed", "Wake-up pokes sent that failed or timed out", &c.failed),
                 ("compactd_woken_ticks", "Ticks run because of pokes rather than the poll interval", &c.woken_ticks),
+                (
+                    "compactd_pokes_coalesced",
+                    "Pokes received while a wake-up was pending, served by the same woken tick or poll",
+                    &c.coalesced,
+                ),
+                (
+                    "compactd_wakeups_rate_limited",
+                    "Wake-ups that waited for the rate bound on woken ticks (a poke flood)",
+                    &c.rate_limited,
+                ),
             ];
             for (name, help, a) in pokes {
                 let v = ConstCounter::new(a.load(Ordering::Relaxed));
@@ -323,9 +341,11 @@ impl Metrics {
         );
         r.register_collector(Box::new(OnScrape { health: health.clone(), wake, namenode }));
         // The backend layer registers the opendal_* families; it is applied
-        // to the tree store and the data store (label `root` tells them apart).
+        // to the tree store and the data store. Its `root` label would be a
+        // path (and a new set of series per root): off.
         let backend = PrometheusClientLayer::builder()
             .duration_seconds_buckets(vec![0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+            .disable_label_root(true)
             .register(&mut r);
         Arc::new(Metrics {
             registry: r,
@@ -410,5 +430,24 @@ impl Metrics {
         let outcome = if success { "succeeded" } else { "failed" };
         self.finished.get_or_create(&FinishedLabels { executor: executor.into(), outcome: outcome.into() }).inc();
         self.executor_seconds.get_or_create(&ExecutorLabel { executor: executor.into() }).observe(took.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// README: label values are never ids, paths or secrets.
+    #[tokio::test]
+    async fn backend_series_carry_no_path() {
+        let clock = clock::ManualClock::new();
+        let m = Metrics::new(Arc::new(Health::new(clock, Duration::from_secs(30))), None, vec![]);
+        let layer = m.backend_layer();
+        let store = store::Store::memory().await.layered(|op| op.layer(layer.clone()));
+        store.put("Compaction_V2/x", b"1".to_vec()).await.unwrap();
+        let _ = store.list("Compaction_V2/").await.unwrap();
+        let text = m.encode();
+        assert!(text.contains("opendal_operation_duration_seconds_count{"), "{text}");
+        assert!(!text.contains("root=\""), "a series is labelled with the root: {text}");
     }
 }

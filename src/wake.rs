@@ -12,8 +12,13 @@
 //! - [`Wakeup`], the receiving side: pokes (from the listener, or from this
 //!   node's own executors when one ends) set scope bits and notify the
 //!   daemon loop, which coalesces any burst into one tick and spaces woken
-//!   ticks at least [`MIN_WOKEN_GAP`] apart. That spacing is the flood
-//!   bound: whatever arrives, a node runs at most one woken tick per gap.
+//!   ticks at least [`MIN_WOKEN_GAP`] apart. The flood bound is a rate:
+//!   whatever arrives, a node with a listener runs at most
+//!   [`WOKEN_BURST`] woken ticks at once and [`WOKEN_PER_SECOND`] a second
+//!   after that ([`RateBound`], on the node's clock); pokes beyond it wait
+//!   in the pending bits and are served together by the next woken tick or
+//!   poll (counted as coalesced). On S3 every woken tick is a LIST, so this
+//!   is also a bound on what forged pokes can cost.
 //! - [`Poker`], the sending side: fire-and-forget requests with a short
 //!   timeout and a bounded number in flight; a poke that cannot be sent at
 //!   once is dropped (and counted), never queued, so it never delays the
@@ -32,7 +37,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use layouts::formats::{self, InboxStamp, Lease};
@@ -42,9 +47,24 @@ use tokio::sync::{Notify, Semaphore};
 use crate::clock::SharedClock;
 
 /// Woken ticks of one node are at least this far apart (from start to
-/// start), however many pokes arrive: a flood of `N` pokes in `T` costs at
-/// most `T / MIN_WOKEN_GAP + 1` woken ticks.
+/// start), however many pokes arrive; the rate bound ([`WOKEN_PER_SECOND`])
+/// is what limits a sustained flood.
 pub const MIN_WOKEN_GAP: Duration = Duration::from_millis(20);
+
+/// Woken ticks a node runs per second at most, sustained, however many
+/// pokes arrive (on top of its polls). A legitimate node is poked a few
+/// times per task step; 5 looks a second keep work prompt (at most 200 ms
+/// late under load, since one look serves every poke before it) while a
+/// flood costs at most 5 LIST rounds a second.
+pub const WOKEN_PER_SECOND: u32 = 5;
+
+/// Woken ticks that may run back to back (still [`MIN_WOKEN_GAP`] apart)
+/// after a quiet spell (it refills at [`WOKEN_PER_SECOND`]): a job chain
+/// pokes each of its nodes about ten times within a few hundred
+/// milliseconds (submit, dispatch, result, step end, next step), and must
+/// not wait on the rate (with a burst of 5 a 3-step chain took 1.5 s
+/// instead of 0.3 s).
+pub const WOKEN_BURST: u32 = 20;
 
 /// How long a poke may take before it is given up (it is only a hint).
 pub const POKE_TIMEOUT: Duration = Duration::from_millis(500);
@@ -116,6 +136,45 @@ pub struct WakeCounters {
     pub dropped: AtomicU64,
     /// Pokes that failed (refused, timed out, not 2xx).
     pub failed: AtomicU64,
+    /// Pokes received while a wake-up was already pending: served by the
+    /// same woken tick (or poll) as the one before them.
+    pub coalesced: AtomicU64,
+    /// Wake-ups that waited for [`RateBound`] (a poke rate over
+    /// [`WOKEN_PER_SECOND`]).
+    pub rate_limited: AtomicU64,
+}
+
+/// A token bucket over an injected clock, as a GCRA (one instant instead of
+/// a token count and a refill time): `burst` admissions at once, then one
+/// per `1 s / per_second`. A few lines rather than a rate-limiter crate, so
+/// that it reads the node's [`crate::clock::Clock`] and tests move a
+/// `ManualClock` instead of sleeping.
+#[derive(Debug)]
+pub struct RateBound {
+    interval: Duration,
+    /// How far ahead of now the next admission may be scheduled.
+    tolerance: Duration,
+    /// When the next admission would be due at the sustained rate.
+    next: Mutex<Duration>,
+}
+
+impl RateBound {
+    pub fn new(per_second: u32, burst: u32) -> RateBound {
+        let interval = Duration::from_secs(1) / per_second.max(1);
+        RateBound { interval, tolerance: interval * burst.max(1).saturating_sub(1), next: Mutex::new(Duration::ZERO) }
+    }
+
+    /// Admits one wake-up at monotonic time `now`, or says how long until
+    /// one would be admitted.
+    pub fn admit(&self, now: Duration) -> Result<(), Duration> {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        let due = (*next).max(now);
+        if due > now + self.tolerance {
+            return Err(due - self.tolerance - now);
+        }
+        *next = due + self.interval;
+        Ok(())
+    }
 }
 
 /// The receiving side, shared by the listener, the executors and the
@@ -124,18 +183,31 @@ pub struct WakeCounters {
 pub struct Wakeup {
     scopes: AtomicU8,
     notify: Notify,
+    /// The rate bound and the clock it reads; none: unbounded (pokes from
+    /// this process only, see [`Wakeup::new`]).
+    bound: Option<(RateBound, SharedClock)>,
     pub counters: WakeCounters,
 }
 
 impl Wakeup {
+    /// Without a rate bound: for a node without a listener, whose only
+    /// pokes are its own executors' (one per executor that ends).
     pub fn new() -> Arc<Wakeup> {
         Arc::new(Wakeup::default())
+    }
+
+    /// With the rate bound ([`WOKEN_PER_SECOND`], [`WOKEN_BURST`]) on
+    /// `clock`: for a node whose listener takes pokes from anyone.
+    pub fn bounded(clock: SharedClock) -> Arc<Wakeup> {
+        Arc::new(Wakeup { bound: Some((RateBound::new(WOKEN_PER_SECOND, WOKEN_BURST), clock)), ..Wakeup::default() })
     }
 
     /// Records a poke; O(1), never blocks, never allocates.
     pub fn poke(&self, scope: Scope) {
         self.counters.received.fetch_add(1, Ordering::Relaxed);
-        self.scopes.fetch_or(scope.bit(), Ordering::AcqRel);
+        if self.scopes.fetch_or(scope.bit(), Ordering::AcqRel) != 0 {
+            self.counters.coalesced.fetch_add(1, Ordering::Relaxed);
+        }
         // One stored permit at most: a burst wakes the loop once.
         self.notify.notify_one();
     }
@@ -146,9 +218,34 @@ impl Wakeup {
     }
 
     /// Resolves when a poke arrived since the last [`Wakeup::take`] (or
-    /// since the last time this resolved).
+    /// since the last time this resolved) and the rate bound admits a
+    /// woken tick. Cancel-safe: dropped while it waits for the rate (the
+    /// poll came first), the pending scopes stay for the poll to take.
     pub async fn notified(&self) {
-        self.notify.notified().await
+        loop {
+            self.notify.notified().await;
+            // A poll took the scopes after this permit was stored: nothing
+            // is left to look at.
+            if self.scopes.load(Ordering::Acquire) == 0 {
+                continue;
+            }
+            let Some((bound, clock)) = &self.bound else { return };
+            let mut counted = false;
+            loop {
+                match bound.admit(clock.mono()) {
+                    Ok(()) => return,
+                    Err(wait) => {
+                        if !counted {
+                            self.counters.rate_limited.fetch_add(1, Ordering::Relaxed);
+                            counted = true;
+                        }
+                        // The daemon loop's wait, in the future it awaits.
+                        #[allow(clippy::disallowed_methods)]
+                        tokio::time::sleep(wait).await;
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -498,6 +595,63 @@ mod tests {
         assert_eq!(p.work_nodes(), vec![n("b")]);
         assert!(p.take_own(&n("a")), "a hint for this node is served in process");
         assert!(!p.take_own(&n("a")));
+    }
+
+    /// 20,000 pokes in 3 s (the flood of issue 31) admit at most
+    /// `WOKEN_BURST + 3 × WOKEN_PER_SECOND` woken ticks; a quiet spell
+    /// refills the burst, at the rate.
+    #[test]
+    fn the_rate_bound_admits_a_burst_then_the_rate() {
+        use crate::clock::Clock;
+        let clock = crate::clock::ManualClock::new();
+        let bound = RateBound::new(WOKEN_PER_SECOND, WOKEN_BURST);
+        let mut admitted = 0;
+        for _ in 0..20_000 {
+            admitted += u32::from(bound.admit(clock.mono()).is_ok());
+            clock.advance(Duration::from_micros(150));
+        }
+        assert_eq!(clock.mono(), Duration::from_secs(3));
+        assert!(admitted <= WOKEN_BURST + 3 * WOKEN_PER_SECOND, "{admitted} admitted in 3 s");
+        assert!(admitted >= 3 * WOKEN_PER_SECOND, "{admitted} admitted in 3 s: the rate is not kept");
+        // Still flooded: at most one more now, then a wait of at most one
+        // interval.
+        let _ = bound.admit(clock.mono());
+        let wait = bound.admit(clock.mono()).unwrap_err();
+        assert!(wait <= Duration::from_secs(1) / WOKEN_PER_SECOND, "{wait:?}");
+        // The burst refills at the rate.
+        clock.advance(Duration::from_secs(1) / WOKEN_PER_SECOND * WOKEN_BURST);
+        for i in 0..WOKEN_BURST {
+            assert_eq!(bound.admit(clock.mono()), Ok(()), "burst admission {i} after a quiet spell");
+        }
+        assert!(bound.admit(clock.mono()).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_bounded_wakeup_waits_for_the_rate_and_counts() {
+        let clock = crate::clock::ManualClock::new();
+        let w = Wakeup::bounded(clock.clone());
+        for _ in 0..WOKEN_BURST {
+            w.poke(Scope::Work);
+            w.poke(Scope::Work);
+            tokio::time::timeout(Duration::from_secs(5), w.notified()).await.expect("within the burst");
+            assert!(w.take().has(Scope::Work));
+        }
+        // Over the burst, with the clock standing still: no wake-up.
+        w.poke(Scope::Monitor);
+        assert!(tokio::time::timeout(Duration::from_millis(50), w.notified()).await.is_err());
+        assert_eq!(w.counters.rate_limited.load(Ordering::Relaxed), 1);
+        // The pending poke stays (a poll would take it); once the rate
+        // allows, the next notification is admitted.
+        clock.advance(Duration::from_secs(1) / WOKEN_PER_SECOND);
+        w.poke(Scope::Work);
+        tokio::time::timeout(Duration::from_secs(5), w.notified()).await.expect("after the interval");
+        let woken = w.take();
+        assert!(woken.has(Scope::Work) && woken.has(Scope::Monitor));
+        assert_eq!(w.counters.coalesced.load(Ordering::Relaxed), WOKEN_BURST as u64 + 1);
+        // A permit whose scopes a poll took resolves nothing.
+        w.poke(Scope::Work);
+        w.take();
+        assert!(tokio::time::timeout(Duration::from_millis(20), w.notified()).await.is_err());
     }
 
     #[test]

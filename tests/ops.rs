@@ -292,6 +292,21 @@ fn config_file_is_below_environment_below_flags_and_unknown_keys_are_named() {
     std::fs::write(&file, "max_running = \"many\"\n").unwrap();
     let out = config(&["--config", f, "config"], &[]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("many"));
+    // A bad value is the file's fault: named by the file and the key, not
+    // by the flag it was turned into.
+    for (text, key, value) in
+        [("heartbeat = 10\n", "heartbeat", "10"), ("max-running = \"many\"\n", "max-running", "many")]
+    {
+        std::fs::write(&file, text).unwrap();
+        let out = config(&["--config", f, "run"], &[]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(f) && err.contains(&format!("key `{key}`")) && err.contains(value), "{text}: {err}");
+        assert!(!err.contains("--"), "{text}: the message names a flag the user did not give: {err}");
+    }
+    let out = config(&["--config", f, "run", "--max-running", "x"], &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--max-running") && !err.contains(f), "a bad flag is the flag's fault: {err}");
 
     // `run` honours the file: the heartbeat it advertises is the file's.
     std::fs::write(&file, "heartbeat = \"250ms\"\nsession_timeout = \"2s\"\nlease = \"2s\"\n").unwrap();

@@ -15,6 +15,7 @@
 pub mod formats;
 pub mod id;
 pub mod jobs;
+pub mod limits;
 pub mod name;
 pub mod state;
 pub mod v1;

@@ -136,6 +136,8 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, ConfigError> {
     let sub = first.subcommand().filter(|(name, _)| RUN_LIKE.contains(name)).map(|(_, m)| m);
     let mut extra: Vec<OsString> = vec![];
     let mut from_file = vec![];
+    // `--long` → the file's key, to blame a bad value on the file.
+    let mut file_keys: BTreeMap<String, String> = BTreeMap::new();
     for (key, value) in &table {
         let k = norm(key);
         let (matches, (id, switch)) = if let Some(g) = globals.get(&k) {
@@ -157,14 +159,35 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, ConfigError> {
             _ => {
                 extra.extend(args);
                 from_file.push(id);
+                file_keys.insert(format!("--{}", k.replace('_', "-")), key.clone());
             }
         }
     }
     let mut all = argv;
     all.extend(extra);
-    let matches = cmd.try_get_matches_from(&all)?;
+    let matches = cmd.try_get_matches_from(&all).map_err(|e| blame_file(e, &shown, &file_keys))?;
     let cli = Cli::from_arg_matches(&matches)?;
     Ok(Loaded { cli, file: Some(path), matches, from_file })
+}
+
+/// A parse error about a value the file gave: named by the file and its
+/// key, not by the flag the file's value was turned into.
+fn blame_file(e: clap::Error, path: &str, file_keys: &BTreeMap<String, String>) -> ConfigError {
+    use clap::error::{ContextKind, ContextValue};
+    let flag = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(s)) => s.split([' ', '=']).next().unwrap_or_default().to_string(),
+        _ => return ConfigError::Clap(e),
+    };
+    let Some(key) = file_keys.get(&flag) else { return ConfigError::Clap(e) };
+    let value = match e.get(ContextKind::InvalidValue) {
+        Some(ContextValue::String(v)) => format!(" {v:?}"),
+        _ => String::new(),
+    };
+    let why = match std::error::Error::source(&e) {
+        Some(source) => source.to_string(),
+        None => e.kind().to_string(),
+    };
+    ConfigError::File { path: path.into(), why: format!("key `{key}`: invalid value{value}: {why}") }
 }
 
 /// Hides credentials a URI might carry (user info, secret-looking query

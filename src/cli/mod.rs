@@ -109,7 +109,7 @@ pub fn offline(loaded: &config::Loaded) -> Option<i32> {
             match man.render(&mut std::io::stdout()) {
                 Ok(()) => Some(0),
                 Err(e) => {
-                    eprintln!("compactd: error: writing the man page: {e}");
+                    crate::logging::eprint_line(&format!("compactd: error: writing the man page: {e}"));
                     Some(1)
                 }
             }

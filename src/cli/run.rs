@@ -214,7 +214,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     };
     let shutdown = CancellationToken::new();
     let clock = SystemClock::shared();
-    let wake = crate::wake::Wakeup::new();
+    let wake = crate::wake::Wakeup::bounded(clock.clone());
     let health = std::sync::Arc::new(crate::metrics::Health::new(clock.clone(), cfg.session_timeout));
     let namenode = [("tree", &store), ("data", &data)]
         .into_iter()
@@ -285,6 +285,7 @@ fn split_commands(values: &[String]) -> anyhow::Result<(Option<String>, std::col
     let mut default = None;
     let mut named = std::collections::BTreeMap::new();
     for v in values {
+        layouts::limits::check_template("a --command template", v)?;
         match v.split_once('=') {
             Some((name, template)) if crate::tasks::valid_command_name(name) => {
                 if named.insert(name.to_string(), template.to_string()).is_some() {

@@ -44,18 +44,25 @@ pub struct SubmitArgs {
     pub schema: Name,
     #[arg(long, value_parser = Name::parse)]
     pub table: Name,
-    /// A partition to compact (repeatable); none: every partition folder of the table on the data backend.
+    /// A partition to compact (repeatable, at most 100000); none: every
+    /// partition folder of the table on the data backend. Names starting
+    /// with `_` or `.` are reserved (`_compactd/` is compactd's own).
     #[arg(long = "partition", value_parser = Name::parse)]
     pub partitions: Vec<Name>,
-    /// Run as N shards instead of partitions (command executor).
+    /// Run as N shards instead of partitions (command executor; at most 100000).
     #[arg(long, conflicts_with = "partitions")]
     pub shards: Option<u32>,
     /// Rounds of a repeat task (0: until stopped).
     #[arg(long, requires = "interval")]
     pub repeat: Option<u32>,
     /// Pause between rounds of a repeat task.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, requires = "repeat")]
     pub interval: Option<Duration>,
+    /// The data backend holding the table (as `run --data`). When known,
+    /// a merge of `--partition`s that are not folders there is refused here
+    /// (otherwise the task's manager fails it).
+    #[arg(long, env = "COMPACTD_DATA")]
+    pub data: Option<String>,
     /// Manager node (default: the live node the ring picks).
     #[arg(long, value_parser = NodeId::parse)]
     pub manager: Option<NodeId>,
@@ -103,6 +110,18 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     }
     if let Some(rounds) = args.repeat {
         spec.repeat = Some(Repeat { rounds, interval: args.interval.unwrap_or_default() });
+    }
+    let command_task = spec.executor.as_ref().is_some_and(|e| e.kind == ExecutorKind::Command);
+    if let (Some(data), false, false) = (&args.data, spec.partitions.is_empty(), command_task) {
+        // Limits first: no listing for a request that is refused anyway.
+        layouts::limits::check_partitions(&spec.partitions)?;
+        let data = Store::open_data_with_options(&store::RootUri::parse(data)?, store.options())
+            .await
+            .with_context(|| format!("--data {data}"))?;
+        let dir = tasks::table_dir(&spec.db, &spec.schema, &spec.table);
+        if let Some(why) = tasks::missing_partitions(&data, &dir, &spec.partitions).await? {
+            anyhow::bail!("{why} (a command task whose partitions are not folders: --command-name)");
+        }
     }
     let placed = tasks::submit_placed(&store, spec, wall_ms()).await?;
     // The view submit read gives the manager's address: no second read.

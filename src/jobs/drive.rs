@@ -274,6 +274,9 @@ impl Driver<'_> {
                 self.record(step, placed.id, self.wall_ms, report).await
             }
             Err(TaskError::Invalid(problem)) => self.finish(step, StepState::Failed, None, Some(problem), report).await,
+            Err(e @ TaskError::Limit(_)) => {
+                self.finish(step, StepState::Failed, None, Some(e.to_string()), report).await
+            }
             // No live node, a store error: the claim is ours, the next round
             // (or the next monitor, after the grace) submits again.
             Err(source) => Err(JobError::Task {

@@ -175,6 +175,15 @@ fn step_problem(s: &StepSpec) -> Option<String> {
     if s.sharding == Some(0) {
         return Some("sharding must be at least 1".into());
     }
+    let limits = [
+        s.sharding.map(|n| layouts::limits::check_units("shards", n.into())),
+        Some(layouts::limits::check_partitions(&s.partitions)),
+        Some(layouts::limits::check_params(&s.params)),
+        s.command.as_deref().map(|t| layouts::limits::check_template("the `command` template", t)),
+    ];
+    if let Some(Err(e)) = limits.into_iter().flatten().find(Result::is_err) {
+        return Some(e.to_string());
+    }
     let mut deps = BTreeSet::new();
     if let Some(d) = s.dependent_steps.iter().find(|d| !deps.insert(*d)) {
         return Some(format!("lists dependent step \"{d}\" twice"));

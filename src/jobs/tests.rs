@@ -137,6 +137,14 @@ async fn validation_names_the_steps_and_writes_nothing() {
             "parameter name",
         ),
         (r#"{"jobName":"x","steps":[]}"#, "at least one step"),
+        (
+            r#"{"jobName":"x","steps":[{"stepName":"c","kind":"command","command":"x","sharding":100000000}]}"#,
+            "100000000 shards is over the limit of 100000",
+        ),
+        (
+            r#"{"jobName":"x","steps":[{"stepName":"c","kind":"compact","db":"d","schema":"s","table":"t","partitions":["_compactd"]}]}"#,
+            "\"_compactd\" is reserved",
+        ),
     ] {
         let msg = define::apply(&store, &parse(bad), &me(), "t", T0).await.unwrap_err().to_string();
         assert!(msg.contains(want), "{msg}");

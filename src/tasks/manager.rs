@@ -164,8 +164,10 @@ pub struct TaskManager {
     info: Option<TaskInfo>,
     units: Vec<Unit>,
     runs: Vec<UnitRun>,
-    /// Set by `load` when a merge task found no partition to compact.
-    nothing_found: Option<String>,
+    /// Set by `load` when the task cannot run at all (it then fails with
+    /// this as its error): a merge task found no partition to compact, or
+    /// named partitions that are not there, or its info is over a limit.
+    cannot_run: Option<String>,
     /// Units that failed for good and are not yet written to the task info.
     /// With the last attempt's error, recorded in the unit's `Failed.*` file.
     unrecorded_failed: std::collections::BTreeMap<u32, String>,
@@ -180,7 +182,7 @@ impl TaskManager {
             units: vec![],
             runs: vec![],
             unrecorded_failed: Default::default(),
-            nothing_found: None,
+            cannot_run: None,
         }
     }
 
@@ -223,7 +225,7 @@ impl TaskManager {
         if self.info.is_none() {
             self.load(ctx, state, &dir).await?;
         }
-        if let Some(why) = self.nothing_found.take() {
+        if let Some(why) = self.cannot_run.take() {
             tracing::warn!(task = %self.id, "{why}");
             self.info().run.error = Some(why);
             return self.finish(ctx, TaskState::Failed).await;
@@ -258,25 +260,46 @@ impl TaskManager {
 
     async fn load(&mut self, ctx: &mut Ctx<'_>, state: TaskState, dir: &TaskDir) -> Result<(), TaskError> {
         let mut info = tasks::read_info(ctx.store, &self.id).await?;
+        // Over a limit (written by an older or foreign writer): refused
+        // before anything is allocated for its units.
+        if let Err(e) = layouts::limits::check_run(&info.run) {
+            self.cannot_run = Some(format!("refused: {e}"));
+            self.info = Some(info);
+            return Ok(());
+        }
         let command = !info.run.executor.as_ref().map(|e| e.kind).unwrap_or(ctx.cfg.executor).is_builtin_merge();
         self.units = if let Some(n) = info.run.shards {
             (0..n).map(|index| Unit::Shard(Shard { index, total: n })).collect()
         } else if !info.run.partitions.is_empty() {
+            if !command {
+                // A merge of a folder that is not there would "succeed"
+                // having merged nothing.
+                self.cannot_run = tasks::missing_partitions(
+                    ctx.data,
+                    &tasks::table_dir(&info.db_name, &info.schema_name, &info.table_name),
+                    &info.run.partitions,
+                )
+                .await?;
+            }
             info.run.partitions.iter().cloned().map(Unit::Partition).collect()
         } else if let Some(p) = &info.partition_name {
             vec![Unit::Partition(p.clone())]
         } else {
-            let found = discover(ctx.data, &info).await?;
+            let found = tasks::discover(ctx.data, &info).await?;
             if found.is_empty() && command {
                 vec![Unit::Whole]
             } else if found.is_empty() {
                 // Nothing to compact is not success: ops submitted a table
                 // that is missing or empty, or the wrong --data.
                 let dir = format!("{}/{}/{}/", info.db_name, info.schema_name, info.table_name);
-                self.nothing_found = Some(format!(
+                self.cannot_run = Some(format!(
                     "no partition folders under {dir} on the data backend {}: is the table name or --data right?",
                     ctx.data.uri()
                 ));
+                vec![]
+            } else if let Err(e) = layouts::limits::check_units("partitions", found.len() as u64) {
+                let dir = format!("{}/{}/{}/", info.db_name, info.schema_name, info.table_name);
+                self.cannot_run = Some(format!("refused: {dir} on the data backend holds {e}"));
                 vec![]
             } else {
                 // Remember what was discovered: a later manager must run the
@@ -750,22 +773,6 @@ impl TaskManager {
         }
         Ok(Flow::Finished(state))
     }
-}
-
-/// The partitions of a table on the data backend: the folders
-/// `<db>/<schema>/<table>/<partition>/`, sorted; names that do not validate
-/// or start with `_` or `.` are skipped.
-pub async fn discover(data: &Store, info: &TaskInfo) -> store::Result<Vec<Name>> {
-    let dir = format!("{}/{}/{}/", info.db_name, info.schema_name, info.table_name);
-    let mut out: Vec<Name> = data
-        .list(&dir)
-        .await?
-        .into_iter()
-        .filter(|e| e.is_dir && !e.name().starts_with('_') && !e.name().starts_with('.'))
-        .filter_map(|e| Name::parse(e.name()).ok())
-        .collect();
-    out.sort();
-    Ok(out)
 }
 
 /// A job step's task (the monitor drives the job when it ends).

@@ -39,6 +39,8 @@ pub enum TaskError {
     Finished { task: TaskId, state: TaskState },
     #[error("invalid request: {0}")]
     Invalid(String),
+    #[error("refused: {0}")]
+    Limit(#[from] layouts::limits::LimitError),
 }
 
 /// Repeat settings: `rounds` rounds (0: until stopped), `interval` between
@@ -117,6 +119,7 @@ pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Resul
     if spec.shards.is_some() && !spec.partitions.is_empty() {
         return Err(TaskError::Invalid("a task has partitions or shards, not both".into()));
     }
+    check_spec(&spec)?;
     let lease = crate::cluster::election::newest_lease(store).await?;
     let members: Vec<NodeId> = lease.iter().flat_map(|l| l.members.iter().map(|m| m.node.clone())).collect();
     let manager = match spec.manager.clone() {
@@ -152,6 +155,15 @@ pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Resul
             ..RunInfo::default()
         },
     };
+    // Readers refuse a file over the cap unread: a task info over it would
+    // be a task nobody can run.
+    let size = formats::encode(&info).len();
+    if size > formats::MAX_FILE_BYTES {
+        return Err(TaskError::Invalid(format!(
+            "the task info would be {size} bytes, over the {}-byte file limit (name fewer partitions)",
+            formats::MAX_FILE_BYTES
+        )));
+    }
     // Another submit in the same millisecond for the same manager: take the
     // next id instead of overwriting.
     loop {
@@ -168,6 +180,63 @@ pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Resul
     store.create(&v2::task_status(&id, TaskState::Init), Vec::new()).await?;
     stamp_manager(store, "submit", &manager, wall_ms).await;
     Ok(Placed { id, manager, view: lease })
+}
+
+/// The limits of [`layouts::limits`] on what a task asks for.
+fn check_spec(spec: &TaskSpec) -> Result<(), layouts::limits::LimitError> {
+    use layouts::limits;
+    if let Some(n) = spec.shards {
+        limits::check_units("shards", n.into())?;
+    }
+    limits::check_partitions(&spec.partitions)?;
+    limits::check_params(&spec.params)?;
+    if let Some(t) = spec.executor.as_ref().and_then(|e| e.command.as_deref()) {
+        limits::check_template("the command template", t)?;
+    }
+    Ok(())
+}
+
+/// The partitions of a table on the data backend: the folders
+/// `<db>/<schema>/<table>/<partition>/`, sorted; names that do not validate
+/// or start with `_` or `.` are skipped.
+pub async fn discover(data: &Store, info: &TaskInfo) -> store::Result<Vec<Name>> {
+    partition_folders(data, &table_dir(&info.db_name, &info.schema_name, &info.table_name)).await
+}
+
+/// `<db>/<schema>/<table>/` on the data backend.
+pub fn table_dir(db: &Name, schema: &Name, table: &Name) -> String {
+    format!("{db}/{schema}/{table}/")
+}
+
+async fn partition_folders(data: &Store, dir: &str) -> store::Result<Vec<Name>> {
+    let mut out: Vec<Name> = data
+        .list(dir)
+        .await?
+        .into_iter()
+        .filter(|e| e.is_dir && !layouts::limits::reserved_partition(e.name()))
+        .filter_map(|e| Name::parse(e.name()).ok())
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Why a merge of `partitions` of the table at `dir` ([`table_dir`]) cannot
+/// run: the folders of those that are not on the data backend (`None`: all
+/// there). Asked by `submit` when it is given the data backend, and by the
+/// manager of a merge task before it starts.
+pub async fn missing_partitions(data: &Store, dir: &str, partitions: &[Name]) -> store::Result<Option<String>> {
+    let found = partition_folders(data, dir).await?;
+    let missing: Vec<String> =
+        partitions.iter().filter(|p| found.binary_search(p).is_err()).map(|p| format!("{dir}{p}/")).collect();
+    Ok((!missing.is_empty()).then(|| {
+        let more = missing.len().saturating_sub(5);
+        let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
+        format!(
+            "no partition folder {}{tail} on the data backend {}: is the partition name or --data right?",
+            missing[..missing.len().min(5)].join(", "),
+            data.uri()
+        )
+    }))
 }
 
 /// One subtask as `status` shows it.
