@@ -1,8 +1,9 @@
 //! The `compactd run` loop: start-up checks, then one [`Node::tick`] (a
 //! poll) per interval until the shutdown token fires, then a clean leave.
 //! Between polls, pokes ([`crate::wake`]) run [`Node::tick_woken`]: a burst
-//! of pokes is one woken tick, and woken ticks start at least
-//! [`MIN_WOKEN_GAP`] apart, which bounds what a flood can cost.
+//! of pokes is one woken tick, woken ticks start at least [`MIN_WOKEN_GAP`]
+//! apart, and the listener's [`Wakeup`] lets through at most a few a second
+//! (its rate bound): that is what bounds what a flood can cost.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
