@@ -483,7 +483,7 @@ mod tests {
             addr: None,
         };
         store.put(&v2::heartbeat(&hb.node), formats::encode(&hb)).await.unwrap();
-        crate::wake::stamp_at(&store, "cli", &hb.node, 1).await.unwrap();
+        crate::serve::wake::stamp_at(&store, "cli", &hb.node, 1).await.unwrap();
         assert!(check_tree(&store).await.unwrap().is_empty(), "a heartbeat and an inbox stamp are fine");
         store.put("Compaction_V2/Registry/Inbox/n3", b"garbage".to_vec()).await.unwrap();
         store.put("Compaction_V2/Registry/Nodes/n2", b"{\"node\":".to_vec()).await.unwrap();

@@ -14,11 +14,7 @@
 //! | [`tasks`] | compaction tasks: the client API and tree readers ([`tasks`]), the per-task [`tasks::manager`], the per-node [`tasks::worker`], and [`tasks::placement`] (consistent hashing) |
 //! | [`executor`] | running one subtask: the `command` executor and the built-in crash-safe merges: [`executor::merge`] (the shared staged-outputs + create-once commit protocol, and newline-delimited files) and [`executor::parquet`] (Parquet files, Arrow's `parquet` crate) |
 //! | [`jobs`] | versioned job definitions, exactly-once triggers, the DAG driver |
-//! | [`wake`] | wake-ups between nodes: pokes are hints that make a node look at the tree now instead of at its next poll ([`wake::Wakeup`] receives and coalesces, [`wake::Poker`] sends) |
-//! | [`http`] | the node's listener (`run --listen`): pokes, `/metrics`, `/healthz`, `/readyz`, the status page |
-//! | [`metrics`] | the node's Prometheus registry and its [`metrics::Health`] (what `/healthz`, `/readyz` and the watchdog judge) |
-//! | [`status`] | the read-only cluster view the status page renders (from the tree, any node) |
-//! | [`systemd`] | `Type=notify`: READY=1 once joined, watchdog pings while live |
+//! | [`serve`] | the node's face to operators and to other nodes: [`serve::wake`] (pokes are hints that make a node look at the tree now: [`serve::wake::Wakeup`] receives, rate-bounds and coalesces, [`serve::wake::Poker`] sends), [`serve::http`] (the listener: pokes, `/metrics`, `/healthz`, `/readyz`, the status page, and its limits against hostile clients), [`serve::metrics`] (the Prometheus registry and [`serve::metrics::Health`]), [`serve::status`] (the read-only cluster view the status page renders), [`serve::systemd`] (`Type=notify`) |
 //! | [`node`] | one node: a tick that runs its heartbeat, election, monitor, manager and worker duties ([`node::Node`]), and the [`node::daemon`] loop with its shutdown |
 //! | [`check`] | `compactd check`: every anomaly of the tree with its path |
 //! | [`cli`] | the command line (the only place that uses `anyhow`) |
@@ -32,16 +28,12 @@ pub mod cli;
 pub mod clock;
 pub mod cluster;
 pub mod executor;
-pub mod http;
 pub mod jobs;
 pub mod logging;
-pub mod metrics;
 pub mod monitor;
 pub mod node;
-pub mod status;
-pub mod systemd;
+pub mod serve;
 pub mod tasks;
-pub mod wake;
 pub use store;
 
 pub use check::Anomaly;

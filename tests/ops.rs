@@ -396,7 +396,7 @@ fn the_status_page_shows_nodes_tasks_and_a_jobs_dag_in_a_real_browser() {
     let rows = c.nodes();
     let monitor = monitor_of(&rows).unwrap();
     let (who, addr) = nodes.iter().find(|(n, _)| **n != monitor).unwrap();
-    std::thread::sleep(compactd::http::VIEW_TTL);
+    std::thread::sleep(compactd::serve::http::VIEW_TTL);
     let url = format!("http://{addr}/");
     let dom = browser(&["--dump-dom"], &url);
     for n in ["n1", "n2", "n3"] {

@@ -21,8 +21,8 @@ use serde_json::Value;
 const PARTITIONS: usize = 3;
 
 /// The rate bound on woken ticks.
-const WOKEN_PER_SECOND: u32 = compactd::wake::WOKEN_PER_SECOND;
-const WOKEN_BURST: u32 = compactd::wake::WOKEN_BURST;
+const WOKEN_PER_SECOND: u32 = compactd::serve::wake::WOKEN_PER_SECOND;
+const WOKEN_BURST: u32 = compactd::serve::wake::WOKEN_BURST;
 
 fn fixture(name: &str) -> String {
     format!("{}/fixtures/jobs/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -323,7 +323,7 @@ fn the_listener_holds_a_bounded_number_of_connections() {
     let rows = c.wait_nodes(Duration::from_secs(20), "n1 alive", |r| alive(r).len() == 1);
     let addr = rows[0]["addr"].as_str().unwrap().to_string();
     let mut idle: Vec<std::net::TcpStream> =
-        (0..compactd::http::MAX_CONNECTIONS).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+        (0..compactd::serve::http::MAX_CONNECTIONS).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
     // Every slot is taken once the node has accepted them all.
     std::thread::sleep(Duration::from_millis(300));
     let mut extra = std::net::TcpStream::connect(&addr).unwrap();

@@ -9,11 +9,11 @@ pub struct NodesArgs {
     pub json: bool,
 }
 
-/// One row of `compactd nodes --json`: see [`crate::status::NodeRow`].
-pub use crate::status::{newest_lease, NodeRow};
+/// One row of `compactd nodes --json`: see [`crate::serve::status::NodeRow`].
+pub use crate::serve::status::{newest_lease, NodeRow};
 
 pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
-    let rows = crate::status::nodes(&store).await?;
+    let rows = crate::serve::status::nodes(&store).await?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);

@@ -214,14 +214,17 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     };
     let shutdown = CancellationToken::new();
     let clock = SystemClock::shared();
-    let wake = crate::wake::Wakeup::bounded(clock.clone());
-    let health = std::sync::Arc::new(crate::metrics::Health::new(clock.clone(), cfg.session_timeout));
+    let wake = crate::serve::wake::Wakeup::bounded(clock.clone());
+    let health = std::sync::Arc::new(crate::serve::metrics::Health::new(clock.clone(), cfg.session_timeout));
     let namenode = [("tree", &store), ("data", &data)]
         .into_iter()
         .filter_map(|(role, s)| s.namenode_rpcs().map(|r| (role, r)))
         .collect();
-    let metrics =
-        crate::metrics::Metrics::new(health, matches!(args.listen, Listen::On(_)).then(|| wake.clone()), namenode);
+    let metrics = crate::serve::metrics::Metrics::new(
+        health,
+        matches!(args.listen, Listen::On(_)).then(|| wake.clone()),
+        namenode,
+    );
     // The backend requests of this node: counted for its status (by kind)
     // and for /metrics (OpenDAL's layer: by operation, with latency), once
     // on each store.
@@ -232,11 +235,11 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     let (wakeups, server) = match args.listen {
         Listen::Off => (None, None),
         Listen::On(addr) => {
-            let l = crate::http::bind(addr, args.advertise.clone())
+            let l = crate::serve::http::bind(addr, args.advertise.clone())
                 .await
                 .map_err(|e| anyhow::anyhow!("--listen {addr}: {e} (pick another address, or --listen off)"))?;
             tracing::info!(listen = %l.local, advertise = %l.advertise, "listening for wake-ups, metrics and the status page");
-            let state = crate::http::HttpState {
+            let state = crate::serve::http::HttpState {
                 node: cfg.id.to_string(),
                 addr: Some(l.advertise.clone()),
                 wake: wake.clone(),
@@ -246,7 +249,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
                 metrics: Some(metrics.clone()),
                 view_cache: Default::default(),
             };
-            let server = tokio::spawn(crate::http::serve(l.listener, state, shutdown.clone()));
+            let server = tokio::spawn(crate::serve::http::serve(l.listener, state, shutdown.clone()));
             (Some(crate::node::daemon::Wakeups { wake, addr: l.advertise }), Some(server))
         }
     };

@@ -125,9 +125,9 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     }
     let placed = tasks::submit_placed(&store, spec, wall_ms()).await?;
     // The view submit read gives the manager's address: no second read.
-    let mut pokes = crate::wake::Pokes::default();
+    let mut pokes = crate::serve::wake::Pokes::default();
     pokes.work(&placed.manager);
-    crate::wake::poke_in_view(&store, placed.view.as_ref(), &pokes, crate::clock::SystemClock::shared()).await;
+    crate::serve::wake::poke_in_view(&store, placed.view.as_ref(), &pokes, crate::clock::SystemClock::shared()).await;
     let id = placed.id;
     if args.json {
         println!("{}", serde_json::json!({ "id": id }));
@@ -465,7 +465,7 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
 
 /// Wakes `node` to look at its folder now (a hint: it polls anyway).
 async fn poke_work(store: &Store, node: &NodeId) {
-    let mut p = crate::wake::Pokes::default();
+    let mut p = crate::serve::wake::Pokes::default();
     p.work(node);
-    crate::wake::poke_now(store, &p, crate::clock::SystemClock::shared()).await;
+    crate::serve::wake::poke_now(store, &p, crate::clock::SystemClock::shared()).await;
 }

@@ -142,7 +142,7 @@ pub struct Running {
 }
 
 /// Called once when an executor's child has ended and its output is read:
-/// the worker uses it to wake its node (see [`crate::wake`]).
+/// the worker uses it to wake its node (see [`crate::serve::wake`]).
 pub type OnExit = Box<dyn FnOnce() + Send + 'static>;
 
 /// The process groups of a node's live executors, shared with the daemon

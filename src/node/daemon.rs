@@ -1,6 +1,6 @@
 //! The `compactd run` loop: start-up checks, then one [`Node::tick`] (a
 //! poll) per interval until the shutdown token fires, then a clean leave.
-//! Between polls, pokes ([`crate::wake`]) run [`Node::tick_woken`]: a burst
+//! Between polls, pokes ([`crate::serve::wake`]) run [`Node::tick_woken`]: a burst
 //! of pokes is one woken tick, woken ticks start at least [`MIN_WOKEN_GAP`]
 //! apart, and the listener's [`Wakeup`] lets through at most a few a second
 //! (its rate bound): that is what bounds what a flood can cost.
@@ -14,11 +14,11 @@ use store::Store;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
-use crate::metrics::Metrics;
 use crate::node::{Node, NodeConfig};
-use crate::systemd::Notifier;
+use crate::serve::metrics::Metrics;
+use crate::serve::systemd::Notifier;
+use crate::serve::wake::{Wakeup, Woken, MIN_WOKEN_GAP};
 use crate::tasks::worker::WorkConfig;
-use crate::wake::{Wakeup, Woken, MIN_WOKEN_GAP};
 
 /// The wake-up side of a daemon: what its listener feeds, and the address
 /// its heartbeat advertises.

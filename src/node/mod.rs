@@ -25,9 +25,9 @@ use crate::clock::{Deadline, SharedClock};
 use crate::cluster::election::{Election, Step};
 use crate::cluster::events::EventConsumer;
 use crate::monitor::{Monitor, MonitorError};
+use crate::serve::wake::{Poker, Pokes, Scope, Wakeup, Woken};
 use crate::tasks::manager::{Ctx, Flow, FolderCache, TaskManager};
 use crate::tasks::worker::{list_node, WorkConfig, Worker};
-use crate::wake::{Poker, Pokes, Scope, Wakeup, Woken};
 
 /// Fraction of the session after the start of the last successful
 /// heartbeat at which the session guard kills the node's executors
@@ -39,7 +39,7 @@ pub const GUARD_FRACTION: f64 = 0.8;
 /// net under a writer that died between its write and its poke or stamp.
 pub const FULL_LIST_EVERY: u32 = 60;
 
-/// What an idle node knows of its inbox ([`crate::wake::stamp`]).
+/// What an idle node knows of its inbox ([`crate::serve::wake::stamp`]).
 #[derive(Debug, Default)]
 struct InboxWatch {
     /// The stamp's bytes when last read (`Some(None)`: no stamp); `None`
@@ -137,7 +137,7 @@ pub struct Node {
     inbox: InboxWatch,
     /// This incarnation's join marker is written (`Registry/Joins/`).
     join_marked: bool,
-    metrics: Option<Arc<crate::metrics::Metrics>>,
+    metrics: Option<Arc<crate::serve::metrics::Metrics>>,
 }
 
 impl Node {
@@ -173,7 +173,7 @@ impl Node {
 
     /// Records what this node does into `metrics` (its worker's executors,
     /// the monitor's sweep and event log).
-    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Node {
+    pub fn with_metrics(mut self, metrics: Arc<crate::serve::metrics::Metrics>) -> Node {
         if let Some(w) = self.work.as_mut() {
             w.worker.set_metrics(metrics.clone());
         }
@@ -294,8 +294,12 @@ impl Node {
     }
 
     /// What this node stamps other nodes' inboxes with.
-    fn stamper(&self) -> crate::wake::Inbox {
-        crate::wake::Inbox { store: self.store.clone(), from: self.cfg.id.to_string(), clock: self.clock.clone() }
+    fn stamper(&self) -> crate::serve::wake::Inbox {
+        crate::serve::wake::Inbox {
+            store: self.store.clone(),
+            from: self.cfg.id.to_string(),
+            clock: self.clock.clone(),
+        }
     }
 
     /// A poll tick that also serves pokes that arrived since the last tick
@@ -331,7 +335,7 @@ impl Node {
         if self.poker.is_none() {
             // In-process (no listener, no wake-ups): every node it wrote for
             // finds out from its stamp.
-            crate::wake::stamp_all(&inbox, &pokes.work_nodes()).await;
+            crate::serve::wake::stamp_all(&inbox, &pokes.work_nodes()).await;
             return busy;
         }
         if woken.is_some() && !self.election.is_leader() && pokes.resolve(self.election.view()).unknown > 0 {
@@ -343,7 +347,7 @@ impl Node {
         }
         if let Some(p) = &self.poker {
             let unsent = p.send(&pokes, self.election.view());
-            crate::wake::stamp_all(&inbox, &unsent).await;
+            crate::serve::wake::stamp_all(&inbox, &unsent).await;
         }
         busy
     }

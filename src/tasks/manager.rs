@@ -26,10 +26,10 @@ use layouts::{v2, Name, NodeId, SubtaskState, TaskId, TaskState};
 use store::{Created, Store};
 
 use crate::clock::Deadline;
+use crate::serve::wake::Pokes;
 use crate::tasks::placement::Ring;
 use crate::tasks::worker::{list_node, NodeFolder, WorkConfig};
 use crate::tasks::{self, TaskDir, TaskError};
-use crate::wake::Pokes;
 
 /// Subtasks a manager dispatches per round (the rest in the next tick,
 /// which the manager asks for by waking its own node).

@@ -19,8 +19,8 @@ use store::Store;
 
 use crate::clock::Deadline;
 use crate::executor::{self, ExecRequest, Running};
+use crate::serve::wake::{Pokes, Scope, Wakeup};
 use crate::tasks::manager::WRITE_CONCURRENCY;
-use crate::wake::{Pokes, Scope, Wakeup};
 
 /// Settings of the task layer, from `compactd run`.
 #[derive(Debug, Clone)]
@@ -158,7 +158,7 @@ pub struct Worker {
     wake: Option<Arc<Wakeup>>,
     /// Managers to wake: a result of theirs was written.
     pokes: Pokes,
-    metrics: Option<Arc<crate::metrics::Metrics>>,
+    metrics: Option<Arc<crate::serve::metrics::Metrics>>,
     /// Its live executors' process groups (for the session guard).
     groups: executor::Groups,
 }
@@ -183,7 +183,7 @@ impl Worker {
     }
 
     /// Records executor starts, ends and durations into `metrics`.
-    pub fn set_metrics(&mut self, metrics: Arc<crate::metrics::Metrics>) {
+    pub fn set_metrics(&mut self, metrics: Arc<crate::serve::metrics::Metrics>) {
         self.metrics = Some(metrics);
     }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use sd_notify::NotifyState;
 
-use crate::metrics::Health;
+use crate::serve::metrics::Health;
 
 #[derive(Debug)]
 pub struct Notifier {

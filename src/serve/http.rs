@@ -1,6 +1,6 @@
 //! The node's HTTP face (`run --listen`): wake-up pokes and read-only
 //! status. Nothing served here changes the tree or the node's decisions: a
-//! poke only makes the node look at the tree sooner (see [`crate::wake`]).
+//! poke only makes the node look at the tree sooner (see [`crate::serve::wake`]).
 //!
 //! Routes (README "The node's listener" lists them for ops):
 //! - `POST /v1/poke?scope=work|monitor` → `202 Accepted`, body ignored;
@@ -47,9 +47,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
-use crate::metrics::Metrics;
-use crate::status;
-use crate::wake::{Scope, Wakeup};
+use crate::serve::metrics::Metrics;
+use crate::serve::status;
+use crate::serve::wake::{Scope, Wakeup};
 
 /// How long the overview (`/`, `/api/cluster`) is served from cache.
 pub const VIEW_TTL: Duration = Duration::from_secs(1);
@@ -94,7 +94,7 @@ async fn metrics(State(s): State<HttpState>) -> Response {
     }
 }
 
-fn verdict(v: Option<crate::metrics::Verdict>) -> Response {
+fn verdict(v: Option<crate::serve::metrics::Verdict>) -> Response {
     match v {
         Some(v) if v.ok => text(StatusCode::OK, format!("ok: {}\n", v.reason)),
         Some(v) => text(StatusCode::SERVICE_UNAVAILABLE, format!("unhealthy: {}\n", v.reason)),

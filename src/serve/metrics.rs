@@ -25,7 +25,7 @@ use prometheus_client::registry::{Registry, Unit};
 use store::layers::PrometheusClientLayer;
 
 use crate::clock::SharedClock;
-use crate::wake::Wakeup;
+use crate::serve::wake::Wakeup;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ExecutorLabel {

@@ -2,7 +2,7 @@
 //!
 //! Whoever writes a file another node must act on pokes that node right
 //! after the write (a `POST /v1/poke` to the `addr` its heartbeat
-//! advertises, see [`crate::http`]). A poke carries no state beyond a
+//! advertises, see [`crate::serve::http`]). A poke carries no state beyond a
 //! [`Scope`]: the receiver re-reads the tree exactly as in a poll. So a lost,
 //! late, duplicated, reordered or forged poke costs at most one extra tick
 //! (one listing of the node's folder, or one job drive on the monitor), never
