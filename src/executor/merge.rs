@@ -338,7 +338,7 @@ async fn read_commit(store: &Store, job: &MergeJob) -> Result<Option<Commit>, Me
         Ok(c) => return validate(job, c).map(Some),
         Err(e) => e,
     };
-    use store::fs_create::{Quarantine, TORN_GRACE};
+    use store::fs::{Quarantine, TORN_GRACE};
     match store.quarantine_torn(&path, is_torn_commit, TORN_GRACE, job.now).await? {
         Quarantine::Removed => {
             tracing::warn!(path, "moved a torn merge commit away (left by a crashed older compactd)");

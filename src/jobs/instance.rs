@@ -130,22 +130,22 @@ pub async fn trigger(
                 // it), so once its writer is surely gone it is moved away and
                 // created again.
                 let now = std::time::UNIX_EPOCH + Duration::from_millis(wall_ms);
-                match store.quarantine_torn(&path, is_torn_instance, store::fs_create::TORN_GRACE, now).await? {
-                    store::fs_create::Quarantine::TooYoung { age } => {
+                match store.quarantine_torn(&path, is_torn_instance, store::fs::TORN_GRACE, now).await? {
+                    store::fs::Quarantine::TooYoung { age } => {
                         return Err(JobError::Malformed {
                             path,
                             problem: format!(
                                 "{problem}; it is {}s old: if it was left by a crashed older compactd, `trigger` \
                                  re-creates it once it is {}s old",
                                 age.as_secs(),
-                                store::fs_create::TORN_GRACE.as_secs()
+                                store::fs::TORN_GRACE.as_secs()
                             ),
                         })
                     }
-                    store::fs_create::Quarantine::Removed => {
+                    store::fs::Quarantine::Removed => {
                         tracing::warn!(path, "moved a torn job instance file away (left by a crashed older compactd)");
                     }
-                    store::fs_create::Quarantine::NotTorn => {}
+                    store::fs::Quarantine::NotTorn => {}
                 }
                 repaired = true;
             }

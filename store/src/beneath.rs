@@ -317,7 +317,7 @@ impl Beneath {
         // for a test that places a crash at this file).
         let tmp = cstr(&format!(
             "{PUT_PREFIX}{}.{}.{}.{}",
-            crate::fs_create::host_tag(),
+            crate::fs::host_tag(),
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed),
             name.chars().take(100).collect::<String>()
@@ -456,7 +456,7 @@ impl Beneath {
     /// Removes temp files of writes in `dir` left by crashed processes of
     /// this host (their pid is gone); returns how many.
     pub(crate) fn sweep_stale_puts(&self, dir: &str) -> io::Result<usize> {
-        let prefix = format!("{PUT_PREFIX}{}.", crate::fs_create::host_tag());
+        let prefix = format!("{PUT_PREFIX}{}.", crate::fs::host_tag());
         let mut removed = 0;
         for (e, _) in self.list(dir)? {
             let Some(rest) = e.name().strip_prefix(&prefix) else { continue };
@@ -510,8 +510,8 @@ impl Beneath {
         is_torn: &dyn Fn(&[u8]) -> bool,
         grace: std::time::Duration,
         now: std::time::SystemTime,
-    ) -> io::Result<crate::fs_create::Quarantine> {
-        use crate::fs_create::Quarantine;
+    ) -> io::Result<crate::fs::Quarantine> {
+        use crate::fs::Quarantine;
         use std::os::unix::fs::MetadataExt;
         let (parts, name) = Self::split(path)?;
         let Some(dir) = self.open_dir(&parts, false, path)? else { return Ok(Quarantine::NotTorn) };

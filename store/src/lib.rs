@@ -21,7 +21,7 @@
 //!   said `ConditionNotMatch` or (S3 under contention) `Conflict`.
 
 mod beneath;
-pub mod fs_create;
+pub mod fs;
 pub mod hdfs;
 pub mod layers;
 mod memory;
@@ -234,8 +234,8 @@ impl Store {
                 let tmp = format!("{}/{FS_TMP_DIR}", root.trim_end_matches('/'));
                 let op = Operator::new(opendal::services::Fs::default().root(&root))
                     .map_err(fail)?
-                    .layer(fs_create::FsCreateLayer::new(&root));
-                match fs_create::sweep_stale_temps(std::path::Path::new(&tmp)) {
+                    .layer(fs::FsCreateLayer::new(&root));
+                match fs::sweep_stale_temps(std::path::Path::new(&tmp)) {
                     Ok(0) => {}
                     Ok(n) => {
                         tracing::info!(removed = n, dir = %tmp, "removed temp files an older version's crashed writes left")
@@ -703,16 +703,16 @@ impl Store {
     /// no-follow, the judged inode is the one removed), since
     /// only a crashed writer of an older compactd on fs leaves one. On other
     /// backends a file that does not parse was put there by someone else and
-    /// is left alone ([`fs_create::Quarantine::NotTorn`]).
+    /// is left alone ([`fs::Quarantine::NotTorn`]).
     pub async fn quarantine_torn(
         &self,
         path: &str,
         is_torn: fn(&[u8]) -> bool,
         grace: std::time::Duration,
         now: std::time::SystemTime,
-    ) -> Result<fs_create::Quarantine> {
+    ) -> Result<fs::Quarantine> {
         let RootUri::Fs { root } = &self.uri else {
-            return Ok(fs_create::Quarantine::NotTorn);
+            return Ok(fs::Quarantine::NotTorn);
         };
         // The tree and data roots alike: resolved without following links.
         let fs = beneath::Beneath::new(root.clone());
@@ -732,7 +732,7 @@ impl Store {
     /// Marks the folder `dir` (ending in `/`) as one whose subfolders are
     /// unrelated, short-lived trees, creating it if missing. On fs that sets
     /// ext4's "top of a directory hierarchy" attribute (`chattr +T`; see
-    /// [`fs_create::spread_children`] for why a node's folder wants it);
+    /// [`fs::spread_children`] for why a node's folder wants it);
     /// on other backends, and on file systems without the attribute, it does
     /// nothing. Best effort: `true` when the attribute is set.
     pub async fn spread_children(&self, dir: &str) -> bool {
@@ -741,7 +741,7 @@ impl Store {
             return false;
         }
         let (root, p) = (root.clone(), root.join(dir.trim_end_matches('/')));
-        match tokio::task::spawn_blocking(move || fs_create::spread_children(&root, &p)).await {
+        match tokio::task::spawn_blocking(move || fs::spread_children(&root, &p)).await {
             Ok(Ok(set)) => set,
             Ok(Err(e)) => {
                 tracing::debug!(dir, error = %e, "could not mark the folder for spread subfolders");

@@ -83,7 +83,7 @@ async fn fs_creates_racing_on_os_threads_have_one_winner_with_its_content() {
 
 #[tokio::test]
 async fn a_torn_file_is_quarantined_after_its_grace_and_a_valid_one_never() {
-    use fs_create::Quarantine;
+    use fs::Quarantine;
     use std::time::{Duration, SystemTime};
     let dir = tempfile::tempdir().unwrap();
     let s = fs_store(dir.path()).await;
@@ -157,7 +157,7 @@ async fn a_data_store_over_fs_never_follows_links() {
     assert!(s.read("t/../../outside/secret").await.is_err(), "`..` is refused");
     // Temps of crashed writers of this host are swept, others kept.
     std::fs::create_dir_all(root.join("u")).unwrap();
-    let host = fs_create::host_tag();
+    let host = fs::host_tag();
     for n in [format!(".compactd-put.{host}.0.1.x"), ".compactd-put.otherhost.0.1.x".to_string()] {
         std::fs::write(root.join("u").join(n), b"").unwrap();
     }
@@ -196,7 +196,7 @@ async fn fs_puts_lists_and_deletes_of_the_tree_are_whole_and_leave_no_temps() {
     s.put("t/a/x", b"two".to_vec()).await.unwrap();
     assert_eq!(std::fs::read(dir.path().join("t/a/x")).unwrap(), b"two");
     // A streamed write larger than the put buffer: spilled, then published.
-    let big: Vec<u8> = (0..(fs_create::PUT_BUFFER_FOR_TESTS + 12_345)).map(|i| (i % 251) as u8).collect();
+    let big: Vec<u8> = (0..(fs::PUT_BUFFER_FOR_TESTS + 12_345)).map(|i| (i % 251) as u8).collect();
     let mut w = s.writer("t/big").await.unwrap();
     for part in big.chunks(3 * 1024 * 1024) {
         w.write(Bytes::copy_from_slice(part)).await.unwrap();
@@ -206,14 +206,14 @@ async fn fs_puts_lists_and_deletes_of_the_tree_are_whole_and_leave_no_temps() {
     assert_eq!(std::fs::read(dir.path().join("t/big")).unwrap(), big);
     // A writer dropped before close leaves neither the name nor a temp.
     let mut w = s.writer("t/dropped").await.unwrap();
-    w.write(Bytes::from(vec![7u8; fs_create::PUT_BUFFER_FOR_TESTS + 1])).await.unwrap();
+    w.write(Bytes::from(vec![7u8; fs::PUT_BUFFER_FOR_TESTS + 1])).await.unwrap();
     drop(w);
     assert!(!dir.path().join("t/dropped").exists());
     assert!(temps(dir.path()).is_empty(), "no temp file left: {:?}", temps(dir.path()));
 
     // More entries than one listing chunk, recursive and not; a symbolic
     // link to a folder is listed as an entry and never walked into.
-    let n = fs_create::LIST_CHUNK + 100;
+    let n = fs::LIST_CHUNK + 100;
     for i in 0..n {
         std::fs::create_dir_all(dir.path().join(format!("t/many/s{i:05}"))).unwrap();
         std::fs::write(dir.path().join(format!("t/many/s{i:05}/f")), b"x").unwrap();
@@ -231,7 +231,7 @@ async fn fs_puts_lists_and_deletes_of_the_tree_are_whole_and_leave_no_temps() {
 
     // Temps beside targets are never listed; a dead process's is removed by
     // the listing that comes across it, a live one's and another host's kept.
-    let host = fs_create::host_tag();
+    let host = fs::host_tag();
     let dead = format!(".compactd-put.{host}.0.3.x");
     let live = format!(".compactd-create.{host}.{}.4.y", std::process::id());
     let other = ".compactd-put.some-other-host.0.5.z".to_string();
@@ -276,7 +276,7 @@ async fn memory_basics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_repairers_and_creators_of_a_torn_name_have_one_winner() {
-    use fs_create::Quarantine;
+    use fs::Quarantine;
     use std::time::{Duration, SystemTime};
     let dir = tempfile::tempdir().unwrap();
     let s = fs_store(dir.path()).await;
@@ -332,7 +332,7 @@ async fn a_spread_folder_gets_the_orlov_attribute_where_the_file_system_has_one(
     assert!(folder.is_dir(), "the folder is created");
     assert_eq!(
         set,
-        fs_create::attr_flags(&std::fs::File::open(&folder).unwrap()).is_some_and(|f| f & fs_create::FS_TOPDIR_FL != 0),
+        fs::attr_flags(&std::fs::File::open(&folder).unwrap()).is_some_and(|f| f & fs::FS_TOPDIR_FL != 0),
         "reported as it is"
     );
     if is_ext4(dir.path()) {

@@ -422,7 +422,7 @@ fn temp_name(path: &str) -> String {
         .collect();
     let name = format!(
         "{TEMP_PREFIX}{}.{}.{}.{hint}",
-        crate::fs_create::host_tag(),
+        crate::fs::host_tag(),
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     );
