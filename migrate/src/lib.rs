@@ -444,7 +444,7 @@ async fn pass(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<Repo
 }
 
 /// On fs, a killed upgrader can leave the hidden temp file of a create or
-/// put beside its target (`store::fs_create`): never listed, but a file an
+/// put beside its target (`store::fs`): never listed, but a file an
 /// operator finds with `ls -a` and a backup copies. A listing removes the
 /// temps of dead processes of this host, so the pass walks the folders it
 /// writes once, before it marks the upgrade complete: a completed tree holds

@@ -12,7 +12,7 @@
 //!   check-then-write.
 //! - On fs, creates are complete-or-absent: the content is staged in a synced
 //!   temp file and published with `link(2)`, which fails if the name exists
-//!   ([`fs_create`]); a name, once visible, holds its whole content, even after
+//!   ([`fs`]); a name, once visible, holds its whole content, even after
 //!   a crash of the writer or a power loss. Replaces go through a temp file
 //!   and a rename (readers see the old or the new file, never a mix).
 //! - On HDFS, writes are staged, completed and published with one `rename2`
