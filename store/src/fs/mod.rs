@@ -18,7 +18,7 @@
 //!    links, `renameat2(RENAME_NOREPLACE)` does the same);
 //! 3. the parent folder is `fsync`ed after a successful publish (and after
 //!    creating any missing folder on the way; concurrent syncs of one folder
-//!    by this process share one `fsync`, see [`sync_dir`]), because the protocol relies on a
+//!    by this process share one `fsync`, see `durable::sync_dir`), because the protocol relies on a
 //!    created name surviving a power loss: a lease, an offline declaration or a
 //!    merge commit that vanished after a crash of the machine could be won a
 //!    second time;
