@@ -121,7 +121,7 @@ pub enum ExecutorArg {
 }
 
 fn parse_compression_arg(s: &str) -> Result<String, String> {
-    crate::executor::parquet::parse_compression(s).map(|_| s.to_string())
+    crate::executor::merge::parquet::parse_compression(s).map(|_| s.to_string())
 }
 
 /// Parses `500ms`, `10s`, `1h`, `1h30m`.

@@ -391,7 +391,7 @@ pub struct MergeArgs {
     #[arg(long, value_enum, default_value = "lines")]
     pub format: MergeFormat,
     /// Codec of Parquet outputs.
-    #[arg(long, default_value = "zstd", value_parser = crate::executor::parquet::parse_compression)]
+    #[arg(long, default_value = "zstd", value_parser = crate::executor::merge::parquet::parse_compression)]
     pub compression: parquet::basic::Compression,
     /// Scheduler root whose --fence-dir must still exist right before the commit.
     #[arg(long, requires = "fence_dir")]
@@ -439,7 +439,7 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         format: match args.format {
             MergeFormat::Lines => crate::executor::merge::Format::Lines,
             MergeFormat::Parquet => crate::executor::merge::Format::Parquet(
-                crate::executor::parquet::ParquetOptions::for_target(args.target_size, args.compression),
+                crate::executor::merge::parquet::ParquetOptions::for_target(args.target_size, args.compression),
             ),
         },
     };

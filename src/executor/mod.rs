@@ -15,7 +15,7 @@
 //! environment as `COMPACTD_DB`, …, `COMPACTD_PARAM_<NAME>`.
 
 pub mod merge;
-pub mod parquet;
+
 pub mod reaper;
 
 use std::collections::BTreeMap;

@@ -49,7 +49,7 @@ use serde::Serialize;
 use store::{Created, Store};
 
 use super::define;
-use super::instance::{list_instances, read_steps, Seen, StepFiles};
+use super::instance::{list_instances, read_steps, task_params, Seen, StepFiles};
 use super::{JobError, MARKER_PARAM};
 use crate::tasks::{self, TaskError, TaskSpec};
 
@@ -334,18 +334,6 @@ async fn find_task(store: &Store, marker: &str, since_ms: u64) -> Result<Option<
         }
     }
     Ok(None)
-}
-
-/// The parameters of a step's task: the step definition's, overridden by the
-/// request's; `job`, `trigger`, `step` unless set; and the marker.
-pub fn task_params(inst: &JobInstance, def: &StepDefinition) -> BTreeMap<String, String> {
-    let mut p = def.body.params.clone();
-    p.extend(inst.params.clone());
-    p.entry("job".into()).or_insert_with(|| inst.job.to_string());
-    p.entry("trigger".into()).or_insert_with(|| inst.trigger.to_string());
-    p.entry("step".into()).or_insert_with(|| def.name.to_string());
-    p.insert(MARKER_PARAM.into(), format!("{}/{}/{}", inst.job, inst.trigger, def.name));
-    p
 }
 
 /// The main task of a step.

@@ -21,7 +21,7 @@ use store::{Created, Store};
 
 use super::define::{self, read_json};
 use super::spec::valid_param_name;
-use super::JobError;
+use super::{JobError, MARKER_PARAM};
 
 /// Outcome of [`trigger`].
 #[derive(Debug, Clone, Serialize)]
@@ -351,7 +351,7 @@ pub(crate) async fn view_of(store: &Store, inst: &JobInstance, with_tasks: bool)
     for s in &inst.steps {
         let f = files.get(&s.name).cloned().unwrap_or_default();
         let def = define::step_version(store, &inst.job, &s.name, s.version).await.ok();
-        let params = def.as_ref().map(|d| super::drive::task_params(inst, d)).unwrap_or_default();
+        let params = def.as_ref().map(|d| task_params(inst, d)).unwrap_or_default();
         let task = f.task.get().map(|t| t.task).or(f.end.get().and_then(|e| e.task));
         let mut v = StepView {
             name: s.name.clone(),
@@ -424,4 +424,16 @@ pub async fn views(store: &Store, job: Option<&Name>) -> Result<Vec<JobView>, Jo
     }
     out.sort_by(|a, b| (a.created_wall_ms, &a.job, &a.trigger).cmp(&(b.created_wall_ms, &b.job, &b.trigger)));
     Ok(out)
+}
+
+/// The parameters of a step's task: the step definition's, overridden by the
+/// request's; `job`, `trigger`, `step` unless set; and the marker.
+pub fn task_params(inst: &JobInstance, def: &layouts::jobs::StepDefinition) -> BTreeMap<String, String> {
+    let mut p = def.body.params.clone();
+    p.extend(inst.params.clone());
+    p.entry("job".into()).or_insert_with(|| inst.job.to_string());
+    p.entry("trigger".into()).or_insert_with(|| inst.trigger.to_string());
+    p.entry("step".into()).or_insert_with(|| def.name.to_string());
+    p.insert(MARKER_PARAM.into(), format!("{}/{}/{}", inst.job, inst.trigger, def.name));
+    p
 }

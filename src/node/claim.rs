@@ -28,8 +28,14 @@ use layouts::formats::{self, Heartbeat, OwnerClaim};
 use layouts::{v2, NodeId};
 use store::{Created, Store};
 
-use super::daemon::DaemonError;
 use super::NodeConfig;
+
+/// Why this process may not run under its node id.
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    #[error("node id {node} is in use by another process (pid {pid} on host {host}): {how}; pick another --node-id")]
+    InUse { node: String, pid: String, host: String, how: String },
+}
 
 /// This process's claim, to delete on a clean leave.
 #[derive(Debug, Clone)]
@@ -43,7 +49,7 @@ impl Claim {
     /// After this process rejoined (the monitor declared it offline: it
     /// stalled past its session), another process may have claimed the id
     /// meanwhile; then this one must go. One listing, only on a rejoin.
-    pub async fn superseded(&self, store: &Store) -> Option<DaemonError> {
+    pub async fn superseded(&self, store: &Store) -> Option<ClaimError> {
         let listed = store.list(v2::OWNERS).await.ok()?;
         let newer = listed
             .iter()
@@ -75,7 +81,7 @@ fn pid_exists(pid: u32) -> bool {
 }
 
 /// Claims `cfg.id` for this process; see the module doc.
-pub async fn claim(store: &Store, cfg: &NodeConfig, wall_ms: u64) -> Result<Option<Claim>, DaemonError> {
+pub async fn claim(store: &Store, cfg: &NodeConfig, wall_ms: u64) -> Result<Option<Claim>, ClaimError> {
     let me = OwnerClaim {
         node: cfg.id.clone(),
         host: this_host(),
@@ -125,19 +131,19 @@ async fn read_claim(store: &Store, node: &NodeId, generation: u64) -> Option<Own
     formats::decode::<OwnerClaim>(&bytes).ok()
 }
 
-fn in_use(node: &NodeId, other: Option<&OwnerClaim>, how: &str) -> DaemonError {
+fn in_use(node: &NodeId, other: Option<&OwnerClaim>, how: &str) -> ClaimError {
     let (pid, host) = match other {
         Some(c) => (c.pid.to_string(), c.host.clone()),
         None => ("?".into(), "?".into()),
     };
-    DaemonError::NodeIdInUse { node: node.to_string(), pid, host, how: how.to_string() }
+    ClaimError::InUse { node: node.to_string(), pid, host, how: how.to_string() }
 }
 
 /// Returns once the owner of `generation` is gone; refuses if it is alive.
 /// Generation 0 (no claim yet: a first start, or a process of a version
 /// before claims): a heartbeat of the id, if any, is watched for one and a
 /// half of its intervals, as those versions did.
-async fn wait_until_gone(store: &Store, cfg: &NodeConfig, generation: u64) -> Result<(), DaemonError> {
+async fn wait_until_gone(store: &Store, cfg: &NodeConfig, generation: u64) -> Result<(), ClaimError> {
     let owner = if generation > 0 { read_claim(store, &cfg.id, generation).await } else { None };
     if let Some(o) = &owner {
         if o.host == this_host() && o.pid != std::process::id() && !pid_exists(o.pid) {

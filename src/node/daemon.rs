@@ -31,8 +31,8 @@ pub struct Wakeups {
 pub enum DaemonError {
     #[error(transparent)]
     Store(#[from] store::StoreError),
-    #[error("node id {node} is in use by another process (pid {pid} on host {host}): {how}; pick another --node-id")]
-    NodeIdInUse { node: String, pid: String, host: String, how: String },
+    #[error(transparent)]
+    NodeIdInUse(#[from] super::claim::ClaimError),
     #[error("invalid configuration: {0}")]
     Config(String),
 }
@@ -142,7 +142,7 @@ pub async fn run(
         };
         let end = clock.mono();
         if let Some(m) = &metrics {
-            m.after_tick(&node, end.saturating_sub(started));
+            m.after_tick(&node.tick_report(), end.saturating_sub(started));
             m.health.ticked(end, node.last_beat_ok(), node.is_member());
             notifier.after_tick(&m.health, end);
         }
@@ -158,7 +158,7 @@ pub async fn run(
                 // Leave without touching what the new owner now writes: no
                 // clean leave (it would delete the heartbeat and the claim).
                 tracing::error!("{err}");
-                return Err(err);
+                return Err(err.into());
             }
         }
         // The daemon loop is where a process waits on real time; everything

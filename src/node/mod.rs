@@ -227,6 +227,21 @@ impl Node {
         &self.cfg.id
     }
 
+    /// What the metrics registry records after a tick.
+    pub fn tick_report(&self) -> crate::serve::metrics::TickReport {
+        let s = self.stats();
+        crate::serve::metrics::TickReport {
+            incarnation: s.incarnation,
+            fenced_actions: s.fenced_actions,
+            rejoins: s.rejoins,
+            is_monitor: self.is_monitor(),
+            epoch: self.view().map(|v| v.epoch).unwrap_or(0),
+            running: self.running_subtasks(),
+            events_kept: self.monitor_events_kept(),
+            members: self.view().map(|v| (v.members.len(), v.offline.len())),
+        }
+    }
+
     pub fn stats(&self) -> &NodeStats {
         &self.stats
     }

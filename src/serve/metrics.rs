@@ -227,6 +227,23 @@ impl Collector for OnScrape {
     }
 }
 
+/// What a node reports after each tick: a plain value, so that the
+/// registry never reads the node itself (the node builds it).
+#[derive(Debug, Clone, Default)]
+pub struct TickReport {
+    pub incarnation: u64,
+    pub fenced_actions: u64,
+    pub rejoins: u64,
+    pub is_monitor: bool,
+    /// The newest epoch in the node's view (0: none yet).
+    pub epoch: u64,
+    pub running: usize,
+    /// Monitor only: change events kept in the log.
+    pub events_kept: Option<usize>,
+    /// Monitor only: members alive and declared offline in its view.
+    pub members: Option<(usize, usize)>,
+}
+
 /// Node-wide counters copied from [`crate::node::NodeStats`] (deltas).
 #[derive(Debug, Default)]
 struct Seen {
@@ -382,14 +399,13 @@ impl Metrics {
     }
 
     /// After each tick of the daemon loop.
-    pub fn after_tick(&self, node: &crate::node::Node, took: Duration) {
-        let s = node.stats();
+    pub fn after_tick(&self, s: &TickReport, took: Duration) {
         self.ticks.inc();
         self.tick_seconds.observe(took.as_secs_f64());
         self.incarnation.set(s.incarnation as i64);
-        self.is_monitor.set(node.is_monitor() as i64);
-        self.epoch.set(node.view().map(|v| v.epoch).unwrap_or(0) as i64);
-        self.running.set(node.running_subtasks() as i64);
+        self.is_monitor.set(s.is_monitor as i64);
+        self.epoch.set(s.epoch as i64);
+        self.running.set(s.running as i64);
         {
             let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
             self.fenced.inc_by(s.fenced_actions.saturating_sub(seen.fenced));
@@ -397,13 +413,13 @@ impl Metrics {
             seen.fenced = s.fenced_actions;
             seen.rejoins = s.rejoins;
         }
-        if node.is_monitor() {
-            if let Some(n) = node.monitor_events_kept() {
+        if s.is_monitor {
+            if let Some(n) = s.events_kept {
                 self.cluster_events.set(n as i64);
             }
-            if let Some(v) = node.view() {
-                self.cluster_nodes.get_or_create(&StateLabel { state: "alive".into() }).set(v.members.len() as i64);
-                self.cluster_nodes.get_or_create(&StateLabel { state: "offline".into() }).set(v.offline.len() as i64);
+            if let Some((alive, offline)) = s.members {
+                self.cluster_nodes.get_or_create(&StateLabel { state: "alive".into() }).set(alive as i64);
+                self.cluster_nodes.get_or_create(&StateLabel { state: "offline".into() }).set(offline as i64);
             }
         } else {
             // Only the monitor knows the cluster; others export nothing here

@@ -42,14 +42,7 @@ const MAX_DISPATCH_PER_ROUND: usize = 256;
 /// place at the manager's next tick, which the worker's poke triggers).
 pub const DISPATCH_WINDOW: usize = 256;
 
-/// Requests a manager has in flight at once when it writes many
-/// independent files (subtask infos, outcomes): the order rules that matter
-/// are per unit, which each future keeps. On a disk each unit's recording
-/// is a synced create and a folder removal, several milliseconds that are
-/// spent waiting for the device: 64 at once collect a 2,000-subtask task
-/// about 10 % faster than 16 did (bench/dispatch.py, alternating runs);
-/// on tmpfs and object stores it makes no measurable difference.
-pub const WRITE_CONCURRENCY: usize = 64;
+use super::WRITE_CONCURRENCY;
 
 /// Node folders listed during one tick, shared by every task of the node,
 /// and the subtask folders of the whole cluster (one recursive listing of

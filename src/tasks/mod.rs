@@ -23,6 +23,15 @@ use store::{Created, Store};
 
 use crate::tasks::placement::Ring;
 
+/// Requests a manager has in flight at once when it writes many
+/// independent files (subtask infos, outcomes): the order rules that matter
+/// are per unit, which each future keeps. On a disk each unit's recording
+/// is a synced create and a folder removal, several milliseconds that are
+/// spent waiting for the device: 64 at once collect a 2,000-subtask task
+/// about 10 % faster than 16 did (bench/dispatch.py, alternating runs);
+/// on tmpfs and object stores it makes no measurable difference.
+pub const WRITE_CONCURRENCY: usize = 64;
+
 #[derive(Debug, thiserror::Error)]
 pub enum TaskError {
     #[error(transparent)]

@@ -20,7 +20,7 @@ use store::Store;
 use crate::clock::Deadline;
 use crate::executor::{self, ExecRequest, Running};
 use crate::serve::wake::{Pokes, Scope, Wakeup};
-use crate::tasks::manager::WRITE_CONCURRENCY;
+use crate::tasks::WRITE_CONCURRENCY;
 
 /// Settings of the task layer, from `compactd run`.
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! The built-in `parquet` executor's staging: rewrites a partition's small
 //! Parquet files into files of about the target size, re-encoded (zstd by
 //! default) with row groups of a bounded size. The commit, roll-forward and
-//! fencing are [`super::merge`]'s, shared with the text merge.
+//! fencing are [`super`]'s, shared with the text merge.
 //!
 //! What is an input: a regular file directly in the partition whose name ends
 //! in `.parquet`, does not start with `_` or `.` (Hive/Spark: metadata and
@@ -50,7 +50,7 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::properties::WriterProperties;
 use store::{Store, StoreWriter};
 
-use super::merge::{MergeError, MergeJob, Output, Staged};
+use super::{MergeError, MergeJob, Output, Staged};
 
 /// Rows per decoded batch.
 pub const BATCH_ROWS: usize = 8192;
@@ -232,7 +232,7 @@ async fn open(
 /// fewer than two files are small.
 pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging: &str) -> Result<Staged, MergeError> {
     let threshold = small_threshold(job.target_size);
-    let candidates: Vec<(String, u64)> = super::merge::data_files(store, &job.dir)
+    let candidates: Vec<(String, u64)> = super::data_files(store, &job.dir)
         .await?
         .into_iter()
         .filter(|(p, len)| p.ends_with(".parquet") && *len < threshold)
@@ -365,7 +365,7 @@ pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging
         // A staged output that lost rows must never be committed.
         return Err(job.broken(format!("staged {rows_out} rows for {rows_in} read; nothing was committed")));
     }
-    staged.stats = super::merge::stats(files_in, staged.outputs.len() as u64, bytes_in, bytes_out, rows_in, rows_out);
+    staged.stats = super::stats(files_in, staged.outputs.len() as u64, bytes_in, bytes_out, rows_in, rows_out);
     Ok(staged)
 }
 

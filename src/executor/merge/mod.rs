@@ -1,8 +1,8 @@
 //! The built-in merge executors' shared protocol: compact one partition
 //! folder on the data backend by rewriting its small files into larger ones,
 //! crash-safely. Two formats stage outputs: [`Format::Lines`] (concatenates
-//! newline-delimited files, here) and [`Format::Parquet`] (re-encodes Parquet
-//! files, [`super::parquet`]); everything after staging is common.
+//! newline-delimited files, [`lines`]) and [`Format::Parquet`] (re-encodes Parquet
+//! files, [`parquet`]); everything after staging is common.
 //!
 //! Crash safety (a SIGKILL at any point, then a rerun, leaves the old files or
 //! the merged ones, never both, never neither):
@@ -24,12 +24,15 @@
 //! newline gets one so that its last line does not run into the next file's
 //! first.
 
+pub mod lines;
+pub mod parquet;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use store::{Created, Store};
 
-use super::parquet::ParquetOptions;
+use parquet::ParquetOptions;
 
 pub const META_DIR: &str = "_compactd/";
 
@@ -67,7 +70,7 @@ pub struct MergeJob {
 pub enum Format {
     /// Newline-delimited text: outputs concatenate inputs.
     Lines,
-    /// Parquet: outputs re-encode the inputs' rows ([`super::parquet`]).
+    /// Parquet: outputs re-encode the inputs' rows ([`parquet`]).
     Parquet(ParquetOptions),
 }
 
@@ -196,8 +199,8 @@ pub async fn run_with_stats(store: &Store, job: &MergeJob) -> Result<(Outcome, B
     }
     let staging = job.staging_dir(job.attempt);
     let staged = match &job.format {
-        Format::Lines => stage_lines(store, job, &staging).await,
-        Format::Parquet(opts) => super::parquet::stage(store, job, opts, &staging).await,
+        Format::Lines => lines::stage(store, job, &staging).await,
+        Format::Parquet(opts) => parquet::stage(store, job, opts, &staging).await,
     };
     let staged = match staged {
         Ok(s) => s,
@@ -252,52 +255,6 @@ pub async fn run_with_stats(store: &Store, job: &MergeJob) -> Result<(Outcome, B
             Ok((Outcome::RolledForward { by_attempt: winner.attempt }, winner.stats))
         }
     }
-}
-
-/// Stages the concatenation of small text files, in greedy groups in name
-/// order of at most the target size (a group of one file is left alone).
-async fn stage_lines(store: &Store, job: &MergeJob, staging: &str) -> Result<Staged, MergeError> {
-    let small: Vec<(String, u64)> =
-        data_files(store, &job.dir).await?.into_iter().filter(|(_, len)| *len < job.target_size).collect();
-    let mut groups: Vec<Vec<(String, u64)>> = vec![];
-    let mut size = 0;
-    for f in small {
-        if groups.is_empty() || size + f.1 > job.target_size {
-            groups.push(vec![]);
-            size = 0;
-        }
-        size += f.1;
-        groups.last_mut().expect("pushed above").push(f);
-    }
-    groups.retain(|g| g.len() > 1);
-    let mut staged = Staged::default();
-    let (mut bytes_in, mut bytes_out, mut rows) = (0u64, 0u64, 0u64);
-    for (k, group) in groups.iter().enumerate() {
-        let mut buf = Vec::with_capacity(group.iter().map(|f| f.1 as usize + 1).sum());
-        for (path, _) in group {
-            let bytes =
-                store.read(path).await?.ok_or_else(|| job.broken(format!("input {path} vanished while staging")))?;
-            bytes_in += bytes.len() as u64;
-            buf.extend_from_slice(&bytes);
-            if !bytes.is_empty() && !bytes.ends_with(b"\n") {
-                buf.push(b'\n');
-            }
-        }
-        rows += buf.iter().filter(|b| **b == b'\n').count() as u64;
-        bytes_out += buf.len() as u64;
-        let path = format!("{staging}{k}");
-        store.put(&path, buf).await?;
-        staged.outputs.push(Output {
-            staged: path,
-            final_path: format!("{}compacted-{}-r{}-{k}", job.dir, job.task, job.round),
-            inputs: group.iter().map(|f| f.0.clone()).collect(),
-        });
-    }
-    if !staged.outputs.is_empty() {
-        let files_in = groups.iter().map(Vec::len).sum::<usize>() as u64;
-        staged.stats = stats(files_in, staged.outputs.len() as u64, bytes_in, bytes_out, rows, rows);
-    }
-    Ok(staged)
 }
 
 /// The figures every merge reports.

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""The house's shape, held by CI (issue 29): run from the repository root.
+
+Fails (exit 1, naming each offence) when
+- a Rust source file of a crate (`src/`, `*/src/`) has more than 800 lines:
+  past that a file holds two concepts (test files are not held to it yet:
+  three pass it, see the last closing note);
+- `src/` has a flat `.rs` file beyond the allowed few: features grow in
+  their concept's folder;
+- modules of one crate import each other in a circle. A module is a file
+  (`a/b.rs` and `a/b/mod.rs` are `a::b`); a reference is any `crate::x::y`
+  path or `use super::…` in it, resolved to the deepest module that exists.
+  References between a module and its own submodules do not count (a folder
+  is one concept); a circle among the rest means one side owns something of
+  the other's.
+"""
+import os
+import re
+import sys
+
+MAX_LINES = 800
+FLAT_ALLOWED = {"lib.rs", "main.rs", "check.rs", "clock.rs", "logging.rs"}
+CRATES = ["src", "store/src", "layouts/src", "migrate/src", "sim/src", "clock/src"]
+
+problems = []
+
+for top in CRATES:
+    for dirpath, _, files in os.walk(top):
+        for f in files:
+            if f.endswith(".rs"):
+                p = os.path.join(dirpath, f)
+                with open(p, encoding="utf-8") as fh:
+                    n = sum(1 for _ in fh)
+                if n > MAX_LINES:
+                    problems.append(f"{p}: {n} lines (at most {MAX_LINES}: split it by concept)")
+
+flat = sorted(f for f in os.listdir("src") if f.endswith(".rs"))
+extra = [f for f in flat if f not in FLAT_ALLOWED]
+if extra:
+    problems.append(f"src/ has flat files beyond {sorted(FLAT_ALLOWED)}: {extra} (put them in their concept's folder)")
+
+
+def modules(root):
+    """Module path (tuple) -> file, for one crate's src/."""
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            if not f.endswith(".rs"):
+                continue
+            rel = os.path.relpath(os.path.join(dirpath, f), root)[:-3].split(os.sep)
+            if rel[-1] in ("mod", "lib", "main"):
+                rel = rel[:-1]
+            out[tuple(rel)] = os.path.join(dirpath, f)
+    return out
+
+
+PATH = re.compile(r"\b(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
+USE_GROUP = re.compile(r"use\s+(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^;]*)\}", re.S)
+
+
+def refs(text, me, is_mod_file):
+    """Module paths referenced from a file's text."""
+    text = re.sub(r"//[^\n]*", "", text)
+    found = []
+    base_super = me if is_mod_file else me[:-1]
+
+    def resolve(kind, segs):
+        if kind == "crate":
+            return tuple(segs)
+        # `super` of a/b.rs is a; of a/b/mod.rs (module a::b) is a too.
+        parent = me[:-1]
+        while segs and segs[0] == "super":
+            parent = parent[:-1]
+            segs = segs[1:]
+        return parent + tuple(segs)
+
+    for m in PATH.finditer(text):
+        segs = [s for s in m.group(2).split("::") if s]
+        found.append(resolve(m.group(1), segs))
+    for m in USE_GROUP.finditer(text):
+        segs = [s for s in m.group(2).split("::") if s]
+        for item in re.split(r"[,\s]+", m.group(3)):
+            item = item.split("::")[0].strip("{} ")
+            if item and item != "self" and re.match(r"^[a-z_][a-z0-9_]*$", item):
+                found.append(resolve(m.group(1), segs + [item]))
+    return found
+
+
+for root in CRATES:
+    if not os.path.isdir(root):
+        continue
+    mods = modules(root)
+    edges = {m: set() for m in mods}
+    for me, path in mods.items():
+        is_mod = path.endswith(("mod.rs", "lib.rs", "main.rs"))
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        for target in refs(text, me, is_mod):
+            while target and target not in mods:
+                target = target[:-1]
+            if not target or target == me:
+                continue
+            # A module and its own submodules are one concept.
+            if target[: len(me)] == me or me[: len(target)] == target:
+                continue
+            edges[me].add(target)
+    # Strongly connected components (Tarjan).
+    index, low, on, stack, sccs, counter = {}, {}, set(), [], [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                sccs.append(comp)
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    for comp in sccs:
+        names = sorted("::".join(c) or "(root)" for c in comp)
+        detail = "; ".join(
+            f"{'::'.join(a)} -> {'::'.join(b)}" for a in sorted(comp) for b in sorted(edges[a]) if b in comp
+        )
+        problems.append(f"{root}: import circle among {names} ({detail})")
+
+for p in problems:
+    print(f"shape: {p}")
+if problems:
+    sys.exit(1)
+print("shape: ok (file sizes, flat files in src/, no import circles)")
