@@ -122,7 +122,7 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, ConfigError> {
         None => Some(PathBuf::from(DEFAULT_PATH)).filter(|p| p.exists()),
     };
     let Some(path) = path else {
-        let cli = Cli::from_arg_matches(&first)?;
+        let cli = with_defaults_marked(Cli::from_arg_matches(&first)?, &first);
         return Ok(Loaded { cli, file: None, matches: first, from_file: vec![] });
     };
     let shown = path.display().to_string();
@@ -166,8 +166,18 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, ConfigError> {
     let mut all = argv;
     all.extend(extra);
     let matches = cmd.try_get_matches_from(&all).map_err(|e| blame_file(e, &shown, &file_keys))?;
-    let cli = Cli::from_arg_matches(&matches)?;
+    let cli = with_defaults_marked(Cli::from_arg_matches(&matches)?, &matches);
     Ok(Loaded { cli, file: Some(path), matches, from_file })
+}
+
+/// Notes which settings nobody chose (not a flag, the environment or the
+/// file), where the command treats a default differently from a choice.
+fn with_defaults_marked(mut cli: Cli, m: &ArgMatches) -> Cli {
+    if let super::Command::Run(args) = &mut cli.command {
+        let run = m.subcommand_matches("run");
+        args.listen_defaulted = run.and_then(|r| source_of(r, "listen")) == Some(ValueSource::DefaultValue);
+    }
+    cli
 }
 
 /// A parse error about a value the file gave: named by the file and its

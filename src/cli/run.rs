@@ -81,6 +81,10 @@ pub struct RunArgs {
     /// node only polls; others' pokes to it are skipped).
     #[arg(long, env = "COMPACTD_LISTEN", default_value = "0.0.0.0:7471", value_parser = parse_listen)]
     pub listen: Listen,
+    /// `--listen` was left at its default: if that port is taken (a second
+    /// node on this host), the node takes a free one and says so.
+    #[arg(skip)]
+    pub listen_defaulted: bool,
     /// HOST:PORT other nodes and the CLI dial to poke this node (default:
     /// the bound address, or this host's name and the bound port when
     /// listening on every interface).
@@ -235,9 +239,26 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     let (wakeups, server) = match args.listen {
         Listen::Off => (None, None),
         Listen::On(addr) => {
-            let l = crate::serve::http::bind(addr, args.advertise.clone())
-                .await
-                .map_err(|e| anyhow::anyhow!("--listen {addr}: {e} (pick another address, or --listen off)"))?;
+            let l = match crate::serve::http::bind(addr, args.advertise.clone()).await {
+                // Several nodes started on one host with the defaults (the
+                // README's three-node example): the port is a hint carried
+                // in the heartbeat, so any free one serves; a port someone
+                // chose stays a hard requirement (firewalls name it).
+                Err(e) if args.listen_defaulted && e.kind() == std::io::ErrorKind::AddrInUse => {
+                    let any = std::net::SocketAddr::new(addr.ip(), 0);
+                    let l = crate::serve::http::bind(any, args.advertise.clone())
+                        .await
+                        .map_err(|e| anyhow::anyhow!("--listen {any}: {e} (pick another address, or --listen off)"))?;
+                    tracing::warn!(
+                        taken = %addr, listen = %l.local,
+                        "the default listening port is taken (another node on this host?): listening on a free port \
+                         instead; set --listen to choose one"
+                    );
+                    l
+                }
+                other => other
+                    .map_err(|e| anyhow::anyhow!("--listen {addr}: {e} (pick another address, or --listen off)"))?,
+            };
             tracing::info!(listen = %l.local, advertise = %l.advertise, "listening for wake-ups, metrics and the status page");
             let state = crate::serve::http::HttpState {
                 node: cfg.id.to_string(),

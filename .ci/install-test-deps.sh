@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs everything the tests need on a fresh machine, once (each step is
+# idempotent and quick when already done): the loopback S3 server's venv
+# (moto), the Parquet judges' venv (pyarrow, DuckDB, hdfs-native), the HDFS
+# launcher (Hadoop's MiniDFSCluster, built with Maven; needs Java 17), and
+# Debian's chromium and jq (the status page's browser test, the README's
+# examples). README.md's test block is this script and the test command;
+# .ci/run calls it too.
+#
+# Usage: bash .ci/install-test-deps.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+echo "== install: loopback S3 server (moto) for the S3 tests"
+bash .ci/install-s3-server.sh
+
+echo "== install: pyarrow and DuckDB, which judge the Parquet executor's output (tests/parquet.rs)"
+bash .ci/install-parquet-tools.sh
+
+echo "== install: the real HDFS the HDFS tests start (Hadoop's MiniDFSCluster launcher, built with Maven)"
+bash .ci/install-hdfs.sh
+
+echo "== install: Debian's chromium (tests/ops.rs) and jq (README's examples, tests/readme.rs)"
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v jq >/dev/null 2>&1 || missing+=(jq)
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "install-test-deps: need ${missing[*]}: run as root, or: sudo apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+chromium --version
+jq --version
