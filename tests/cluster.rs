@@ -240,8 +240,13 @@ fn sigterm_leaves_cleanly_and_hands_over_at_once() {
         alive(r).len() == 3 && monitor_of(r).is_some()
     });
     let m = monitor_of(&rows).unwrap();
+    // A stamp in its inbox, as a writer that could not poke it leaves one.
+    let inbox = cluster.fs_path().join("Compaction_V2/Registry/Inbox").join(&m);
+    std::fs::create_dir_all(inbox.parent().unwrap()).unwrap();
+    std::fs::write(&inbox, br#"{"from":"cli","wall_ms":1,"seq":1,"pid":1}"#).unwrap();
     let t = Instant::now();
     assert_eq!(cluster.terminate(&m), Some(0));
+    assert!(!inbox.exists(), "a node that left keeps its inbox stamp");
     cluster.wait_nodes(Duration::from_secs(10), "a new monitor and two members", |r| {
         monitor_of(r).is_some_and(|x| x != m) && alive(r).len() == 2 && !r.iter().any(|x| x["id"] == m.as_str())
     });

@@ -27,7 +27,12 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 /// The daemon's end: the reaper process and the pipe to it.
 pub(super) struct Reaper {
     child: Child,
+    /// Non-blocking: the daemon never waits on the reaper (a stopped or
+    /// slow reaper must not stall the thread that starts executors, which
+    /// holds their registry's lock).
     pipe: Option<ChildStdin>,
+    /// Messages the pipe had no room for yet, written before the next one.
+    pending: Vec<u8>,
 }
 
 impl Reaper {
@@ -42,7 +47,16 @@ impl Reaper {
         }
         let mut child = cmd.spawn()?;
         let pipe = child.stdin.take();
-        let mut r = Reaper { child, pipe };
+        if let Some(p) = &pipe {
+            use std::os::fd::AsRawFd;
+            let fd = p.as_raw_fd();
+            // SAFETY: flags of a descriptor this process owns.
+            unsafe {
+                let flags = libc::fcntl(fd, libc::F_GETFL);
+                libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+            }
+        }
+        let mut r = Reaper { child, pipe, pending: Vec::new() };
         for g in live {
             r.send('+', *g)?;
         }
@@ -50,12 +64,23 @@ impl Reaper {
         Ok(r)
     }
 
-    /// One message; `Err` if the reaper is gone.
+    /// One message; `Err` if the reaper is gone. Never blocks: what the
+    /// pipe has no room for waits in memory for the next message (a few
+    /// bytes per executor started or ended while the reaper is stopped).
     pub(super) fn send(&mut self, op: char, pgid: i32) -> std::io::Result<()> {
         let pipe = self.pipe.as_mut().ok_or_else(|| std::io::Error::other("the pipe to the reaper is closed"))?;
-        // Far below PIPE_BUF: each message is written whole, and the reaper
-        // reads as fast as a daemon starts executors.
-        pipe.write_all(format!("{op}{pgid}\n").as_bytes())
+        self.pending.extend_from_slice(format!("{op}{pgid}\n").as_bytes());
+        while !self.pending.is_empty() {
+            match pipe.write(&self.pending) {
+                Ok(n) => {
+                    self.pending.drain(..n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 }
 
@@ -64,7 +89,16 @@ impl Drop for Reaper {
         // End of the pipe: the reaper kills what is still registered (after a
         // clean shutdown, nothing) and exits; wait so that no zombie is left.
         drop(self.pipe.take());
-        let _ = self.child.wait();
+        // A stopped reaper must not hold the daemon's exit: wait a moment,
+        // then leave it (it reads the end of the pipe when it runs again).
+        for _ in 0..100 {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            // Exit path of the daemon, on real time.
+            #[allow(clippy::disallowed_methods)]
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }
 

@@ -378,6 +378,9 @@ impl Monitor {
         if let Some(Ok(bytes)) = store.read_or_bad(&hb_path).await? {
             if formats::decode::<Heartbeat>(&bytes).is_ok_and(|hb| hb.incarnation == rec.incarnation) {
                 store.delete(&hb_path).await?;
+                // Nobody reads an offline node's inbox stamp; a restart
+                // under the id reads its folder in full anyway.
+                store.delete(&v2::inbox(&rec.node)).await?;
             }
         }
         rec.cleaned = true;

@@ -678,6 +678,11 @@ impl Node {
         if let Err(e) = self.store.delete(&v2::heartbeat(&self.cfg.id)).await {
             tracing::warn!("removing the heartbeat failed: {e}");
         }
+        // A departed node's inbox stamp is read by nobody: one file less per
+        // node that ever ran (a later write into its folder stamps anew).
+        if let Err(e) = self.store.delete(&v2::inbox(&self.cfg.id)).await {
+            tracing::warn!("removing the inbox stamp failed: {e}");
+        }
     }
 }
 
