@@ -177,26 +177,22 @@ impl Cluster {
         output_within(&mut cmd, COMMAND_LIMIT)
     }
 
+    /// `nodes --json`. Before the first node made the tree (`nodes` refuses
+    /// a root without one), no rows.
     pub fn nodes(&self) -> Vec<Value> {
         let out = self.compactd(&["nodes", "--json"]);
+        if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no compactd tree") {
+            return vec![];
+        }
         assert!(out.status.success(), "nodes failed: {}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("nodes --json is a JSON array")
     }
 
-    /// Polls `nodes --json` until `ok` holds or `timeout` passes. A poll
-    /// before the first node made the tree (`nodes` refuses a root without
-    /// one) counts as no rows.
+    /// Polls `nodes --json` until `ok` holds or `timeout` passes.
     pub fn wait_nodes(&self, timeout: Duration, what: &str, ok: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         let start = Instant::now();
         loop {
-            let out = self.compactd(&["nodes", "--json"]);
-            let rows = if out.status.success() {
-                serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("nodes --json is a JSON array")
-            } else if String::from_utf8_lossy(&out.stderr).contains("no compactd tree") {
-                vec![]
-            } else {
-                panic!("nodes failed: {}", String::from_utf8_lossy(&out.stderr));
-            };
+            let rows = self.nodes();
             if ok(&rows) {
                 return rows;
             }
