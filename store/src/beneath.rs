@@ -642,3 +642,46 @@ impl Drop for PutFile {
         }
     }
 }
+
+impl crate::Store {
+    /// Runs a no-follow fs operation off the async threads.
+    pub(crate) async fn fs_data<T: Send + 'static>(
+        &self,
+        op: &'static str,
+        path: &str,
+        f: impl FnOnce(&Beneath) -> std::io::Result<T> + Send + 'static,
+    ) -> crate::Result<T> {
+        let b = self.beneath.clone().expect("fs_data on a data store");
+        let task = tokio::task::spawn_blocking(move || f(&b));
+        // Content moves (reads, writes, puts) take as long as they are large,
+        // and run in executors bounded by their command timeout; everything
+        // else is a metadata call that a hung file system (NFS) must not
+        // hold forever: past the request timeout the caller gets an error
+        // (the blocking call itself cannot be interrupted and ends when the
+        // file system answers).
+        let content = matches!(op, "read" | "read range" | "write" | "put" | "create");
+        let done = match self.options.timeout.filter(|_| !content) {
+            Some(t) => match tokio::time::timeout(t, task).await {
+                Ok(r) => r,
+                Err(_) => {
+                    let e = opendal::Error::new(
+                        opendal::ErrorKind::Unexpected,
+                        format!("no answer from the file system in {t:?}"),
+                    )
+                    .set_temporary();
+                    return Err(self.err(op, path, e));
+                }
+            },
+            None => task.await,
+        };
+        done.expect("fs task does not panic").map_err(|e| {
+            let kind = match e.kind() {
+                std::io::ErrorKind::NotFound => opendal::ErrorKind::NotFound,
+                std::io::ErrorKind::PermissionDenied => opendal::ErrorKind::PermissionDenied,
+                std::io::ErrorKind::NotADirectory => opendal::ErrorKind::NotADirectory,
+                _ => opendal::ErrorKind::Unexpected,
+            };
+            self.err(op, path, opendal::Error::new(kind, e.to_string()))
+        })
+    }
+}

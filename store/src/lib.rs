@@ -315,25 +315,6 @@ impl Store {
         Ok(store)
     }
 
-    /// Runs a no-follow fs operation off the async threads.
-    async fn fs_data<T: Send + 'static>(
-        &self,
-        op: &'static str,
-        path: &str,
-        f: impl FnOnce(&beneath::Beneath) -> std::io::Result<T> + Send + 'static,
-    ) -> Result<T> {
-        let b = self.beneath.clone().expect("fs_data on a data store");
-        tokio::task::spawn_blocking(move || f(&b)).await.expect("fs task does not panic").map_err(|e| {
-            let kind = match e.kind() {
-                std::io::ErrorKind::NotFound => ErrorKind::NotFound,
-                std::io::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
-                std::io::ErrorKind::NotADirectory => ErrorKind::NotADirectory,
-                _ => ErrorKind::Unexpected,
-            };
-            self.err(op, path, opendal::Error::new(kind, e.to_string()))
-        })
-    }
-
     /// Builds a store over one in-memory operator, shared by every clone:
     /// several in-process nodes can use it as one cluster backend.
     pub async fn memory() -> Store {

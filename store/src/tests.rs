@@ -390,3 +390,25 @@ async fn fs_reads_of_the_tree_refuse_what_is_not_a_small_regular_file() {
     // A link to a regular file is read like the file.
     assert_eq!(&s.read("t/link-to-small").await.unwrap().unwrap()[..], b"{}");
 }
+
+/// A data store over fs whose file system stops answering (a hung NFS
+/// server): a metadata call ends with an error at the request timeout
+/// instead of holding its caller (the manager's tick) forever; content
+/// moves are not cut short (they run in executors with their own limit).
+#[tokio::test]
+async fn a_hung_metadata_call_of_a_data_store_over_fs_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = StoreOptions { timeout: Some(std::time::Duration::from_millis(100)), retries: 0 };
+    let s = Store::open_data_with_options(&RootUri::Fs { root: dir.path().to_path_buf() }, &opts).await.unwrap();
+    let hang = |_: &beneath::Beneath| {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        Ok(())
+    };
+    let t = std::time::Instant::now();
+    let err = s.fs_data("list", "t/", hang).await.unwrap_err();
+    assert!(t.elapsed() < std::time::Duration::from_secs(1), "{:?}", t.elapsed());
+    assert!(err.to_string().contains("no answer from the file system"), "{err}");
+    let t = std::time::Instant::now();
+    s.fs_data("read", "t/x", hang).await.unwrap();
+    assert!(t.elapsed() >= std::time::Duration::from_millis(1500));
+}
