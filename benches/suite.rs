@@ -122,7 +122,7 @@ async fn limit_loop(store: Store, node: String, n: u64, list_every: u64) -> stor
         store.read(&format!("{dir}TaskInfo.pc.db")).await?; // worker: start
         store.put(&format!("{dir}Status.Running"), mark.clone()).await?;
         store.put(&format!("{dir}Status.Success"), ok.clone()).await?; // worker: finish
-        store.create(&format!("{task}Done.r1.u{i}"), Vec::new()).await?; // manager: record the outcome
+        store.create(&format!("{task}Outcomes/Done.r1.u{i}"), Vec::new()).await?; // manager: record the outcome
         store.delete_all(&dir).await?; // manager: collect
     }
     Ok(())

@@ -400,7 +400,16 @@ async fn check_task_dir(store: &Store, dir: &Entry, subtask: bool, out: &mut Vec
         } else if !subtask && v2::parse_reassign_request(name).is_some() {
             read_json::<formats::ReassignRequest>(store, &f, "reassign request", out).await?;
         } else if !subtask && v2::parse_unit_outcome(name).is_some() {
+            // Written here by versions before `Outcomes/`.
             read_empty_or::<formats::UnitOutcome>(store, &f, "unit outcome", out).await?;
+        } else if !subtask && f.is_dir && name == v2::OUTCOMES_DIR {
+            for o in list(store, &f.path, out).await? {
+                if v2::parse_unit_outcome(o.name()).is_some() {
+                    read_empty_or::<formats::UnitOutcome>(store, &o, "unit outcome", out).await?;
+                } else {
+                    out.push(Anomaly::new(&o.path, "unexpected entry in a task's Outcomes/"));
+                }
+            }
         } else if subtask && name == v2::OUTPUT {
             read_any(store, &f, "executor output", out).await?;
         } else {

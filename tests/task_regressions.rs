@@ -306,7 +306,7 @@ async fn a_stale_managers_task_info_write_does_not_erase_recorded_outcomes() {
     let mut recorded = vec![];
     for _ in 0..200 {
         sim.round().await;
-        let dir = tasks::read_dir(&sim.store, &id).await.unwrap();
+        let dir = tasks::read_dir_with_outcomes(&sim.store, &id).await.unwrap();
         if dir.state == Some(TaskState::Running) && stale.is_none() {
             stale = sim.store.read(&v2::task_info(&id)).await.unwrap();
         }
@@ -363,6 +363,42 @@ async fn empty_subtask_folders_of_finished_tasks_are_swept() {
     sim.assert_done_once(&id, 2).await;
 }
 
+/// Issue 29: outcome files made a task folder's listing, which its manager
+/// does every round, grow with the task's units (a 10,000-unit task put
+/// 10,000 names in it). They now live in `Outcomes/`: the task folder keeps
+/// its few files, and the outcomes are all there.
+#[tokio::test]
+async fn a_task_folder_listing_does_not_grow_with_its_units() {
+    let mut sim = Sim::new(2, fast, noop_work()).await;
+    sim.settle().await;
+    let id = sim.submit(60, "n1").await;
+    sim.finish(&[id], 900).await;
+    sim.assert_done_once(&id, 60).await;
+    let top: Vec<String> = sim.store.list(&v2::task_dir(&id)).await.unwrap().into_iter().map(|e| e.path).collect();
+    assert!(top.len() <= 6, "the task folder holds {} entries: {top:#?}", top.len());
+    assert_eq!(sim.store.list(&v2::outcomes_dir(&id)).await.unwrap().len(), 60);
+}
+
+/// A tree written before `Outcomes/`: outcomes in the task folder itself
+/// are still read and found where they are; new ones go to `Outcomes/`.
+#[tokio::test]
+async fn outcomes_an_older_version_left_in_the_task_folder_are_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&RootUri::Fs { root: dir.path().to_path_buf() }).await.unwrap();
+    let id = TaskId::parse("aaaaffff.16176931.56000000.0").unwrap();
+    store.create(&v2::legacy_unit_outcome(&id, 1, 0, true), Vec::new()).await.unwrap();
+    store.create(&v2::unit_outcome(&id, 1, 1, false), b"{\"error\": \"x\"}".to_vec()).await.unwrap();
+    let top = tasks::read_dir(&store, &id).await.unwrap();
+    assert_eq!(top.outcomes, vec![(true, 1, 0)], "one LIST shows the old-place outcomes only");
+    assert!(top.has_outcomes_dir);
+    let mut all = tasks::read_dir_with_outcomes(&store, &id).await.unwrap();
+    all.outcomes.sort();
+    assert_eq!(all.outcomes, vec![(false, 1, 1), (true, 1, 0)]);
+    assert_eq!(all.outcome_path(&id, true, 1, 0), v2::legacy_unit_outcome(&id, 1, 0, true));
+    assert_eq!(all.outcome_path(&id, false, 1, 1), v2::unit_outcome(&id, 1, 1, false));
+    assert_eq!(all.counts(1), (1, 1));
+}
+
 /// Found by the chaos test: attempt numbers restarted at 1 under a new
 /// manager. A unit whose folder was deleted (its node went offline) but not
 /// yet re-dispatched when its manager died was dispatched by the next
@@ -402,7 +438,7 @@ async fn attempts_after_manager_change(restart: bool) {
     // Units on n1 and n2 finish; n3's stay dispatched.
     let on_n3 = loop {
         sim.round().await;
-        let dir = tasks::read_dir(&sim.store, &id).await.unwrap();
+        let dir = tasks::read_dir_with_outcomes(&sim.store, &id).await.unwrap();
         let folders: Vec<String> =
             sim.store.list(&format!("{}n3/", v2::TASK_ASSIGNED)).await.unwrap().into_iter().map(|e| e.path).collect();
         if !folders.is_empty() && dir.outcomes.len() + folders.len() == 12 {

@@ -55,6 +55,7 @@ pub const REASSIGN_PREFIX: &str = "Reassign.";
 pub const DONE_PREFIX: &str = "Done.";
 pub const FAILED_PREFIX: &str = "Failed.";
 pub const OUTPUT: &str = "Output";
+pub const OUTCOMES_DIR: &str = "Outcomes";
 
 /// Every top-level folder of the v2 tree; anything else below `Compaction_V2/`
 /// is reported by `compactd check`.
@@ -102,11 +103,25 @@ pub fn stop_request(task: &TaskId) -> String {
     format!("{SCHEDULER}{task}/{STOP}")
 }
 
-/// `Scheduler/<task>/Done.r<round>.u<unit>` (or `Failed.…`): a unit's
-/// outcome, created once by its manager (a stale manager cannot undo it).
+/// `Scheduler/<task>/Outcomes/Done.r<round>.u<unit>` (or `Failed.…`): a
+/// unit's outcome, created once by its manager (a stale manager cannot undo
+/// it). In a folder of their own so that the task folder, which a manager
+/// lists every round, does not grow with the task's units.
 pub fn unit_outcome(task: &TaskId, round: u32, unit: u32, ok: bool) -> String {
     let kind = if ok { DONE_PREFIX } else { FAILED_PREFIX };
+    format!("{SCHEDULER}{task}/{OUTCOMES_DIR}/{kind}r{round}.u{unit}")
+}
+
+/// Where versions before `Outcomes/` wrote an outcome: in the task folder
+/// itself. Still read (and deleted with its round) where a tree has them.
+pub fn legacy_unit_outcome(task: &TaskId, round: u32, unit: u32, ok: bool) -> String {
+    let kind = if ok { DONE_PREFIX } else { FAILED_PREFIX };
     format!("{SCHEDULER}{task}/{kind}r{round}.u{unit}")
+}
+
+/// `Scheduler/<task>/Outcomes/`.
+pub fn outcomes_dir(task: &TaskId) -> String {
+    format!("{SCHEDULER}{task}/{OUTCOMES_DIR}/")
 }
 
 /// Parses an outcome file name into (ok, round, unit).

@@ -158,7 +158,7 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     let mut pause = Duration::from_millis(25);
     let mut waited = Duration::ZERO;
     loop {
-        let dir = tasks::read_dir(&store, &id).await?;
+        let dir = tasks::read_dir_with_outcomes(&store, &id).await?;
         let info = tasks::read_info(&store, &id).await?;
         let state = dir.state.unwrap_or(TaskState::Init);
         let r = tasks::result_counts(&dir, &info);

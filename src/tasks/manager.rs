@@ -305,6 +305,8 @@ impl TaskManager {
         self.runs = vec![UnitRun::new(); self.units.len()];
         let round = info.run.round;
         // What this round has recorded: its outcome files.
+        let mut dir = dir.clone();
+        tasks::read_outcomes(ctx.store, &self.id, &mut dir).await?;
         for (ok, r, u) in &dir.outcomes {
             if let Some(run) = self.runs.get_mut(*u as usize).filter(|_| *r == round) {
                 run.state = if *ok { UnitState::Done } else { UnitState::Failed };
@@ -314,7 +316,7 @@ impl TaskManager {
             self.rebuild(ctx, round).await?;
             // Outcomes again, listed *after* the folders: a unit recorded and
             // its folder deleted (by an old manager) in between is seen here.
-            let fresh = tasks::read_dir(ctx.store, &self.id).await?;
+            let fresh = tasks::read_dir_with_outcomes(ctx.store, &self.id).await?;
             for (ok, r, u) in &fresh.outcomes {
                 if let Some(run) = self.runs.get_mut(*u as usize).filter(|_| *r == round) {
                     run.state = if *ok { UnitState::Done } else { UnitState::Failed };
@@ -388,8 +390,16 @@ impl TaskManager {
 
     async fn start_round(&mut self, ctx: &mut Ctx<'_>, round: u32) -> Result<(), TaskError> {
         tracing::debug!(task = %self.id, round, "start round");
-        let old_outcomes: Vec<(bool, u32)> =
-            (0..self.units.len() as u32).flat_map(|u| [(true, u), (false, u)]).collect();
+        // The previous round's outcome files, as they are (one or two
+        // LISTs, then one delete each: fewer requests than a blind delete of
+        // both names of every unit).
+        let old = tasks::read_dir_with_outcomes(ctx.store, &self.id).await?;
+        let old_outcomes: Vec<String> = old
+            .outcomes
+            .iter()
+            .filter(|(_, r, _)| round > 1 && *r == round - 1)
+            .map(|(ok, r, u)| old.outcome_path(&self.id, *ok, *r, *u))
+            .collect();
         let wall = ctx.wall_ms;
         let info = self.info();
         info.run.round = round;
@@ -404,10 +414,8 @@ impl TaskManager {
         self.runs = vec![UnitRun::new(); self.units.len()];
         // The previous round's outcome files are summarized in the info:
         // drop them so that the task folder does not grow with rounds.
-        if round > 1 {
-            for (ok, u) in old_outcomes {
-                let _ = ctx.store.delete(&v2::unit_outcome(&self.id, round - 1, u, ok)).await;
-            }
+        for path in old_outcomes {
+            let _ = ctx.store.delete(&path).await;
         }
         Ok(())
     }

@@ -310,8 +310,16 @@ pub struct TaskDir {
     pub has_info: bool,
     /// Reassign requests: (unit, target node if named).
     pub reassign: Vec<u32>,
-    /// Unit outcome files: (ok, round, unit).
+    /// Unit outcome files: (ok, round, unit). Those in `Outcomes/` only
+    /// after [`read_outcomes`]; those an older version left in the task
+    /// folder itself are in `legacy` too.
     pub outcomes: Vec<(bool, u32, u32)>,
+    /// Outcomes found in the task folder itself (written before `Outcomes/`).
+    pub legacy: std::collections::BTreeSet<(bool, u32, u32)>,
+    /// The listing showed an `Outcomes/` folder.
+    pub has_outcomes_dir: bool,
+    /// [`read_outcomes`] listed it.
+    pub outcomes_read: bool,
 }
 
 impl TaskDir {
@@ -326,6 +334,16 @@ impl TaskDir {
 impl TaskDir {
     pub fn term(&self) -> u64 {
         self.terms.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Where the outcome file of `(ok, round, unit)` is: in `Outcomes/`, or
+    /// in the task folder if an older version wrote it there.
+    pub fn outcome_path(&self, id: &TaskId, ok: bool, round: u32, unit: u32) -> String {
+        if self.legacy.contains(&(ok, round, unit)) {
+            v2::legacy_unit_outcome(id, round, unit, ok)
+        } else {
+            v2::unit_outcome(id, round, unit, ok)
+        }
     }
 }
 
@@ -344,17 +362,46 @@ impl TaskDir {
             self.reassign.push(u);
         } else if let Some(o) = v2::parse_unit_outcome(name) {
             self.outcomes.push(o);
+            self.legacy.insert(o);
+        } else if name == v2::OUTCOMES_DIR {
+            self.has_outcomes_dir = true;
         }
         self.state = self.markers.iter().copied().max_by_key(|s| s.rank());
     }
 }
 
-/// Reads a task folder with one LIST.
+/// Reads a task folder with one LIST: its markers, terms and requests. The
+/// outcome files are in `Outcomes/` ([`read_outcomes`]), so that this
+/// listing, which a manager does every round, stays small however many
+/// units the task has.
 pub async fn read_dir(store: &Store, id: &TaskId) -> store::Result<TaskDir> {
     let mut d = TaskDir::default();
     for e in store.list(&v2::task_dir(id)).await? {
         d.note(e.name());
     }
+    Ok(d)
+}
+
+/// Adds the outcome files of `Outcomes/` to `dir`: one more LIST, only when
+/// the folder exists and was not read yet.
+pub async fn read_outcomes(store: &Store, id: &TaskId, dir: &mut TaskDir) -> store::Result<()> {
+    if dir.has_outcomes_dir && !dir.outcomes_read {
+        for e in store.list(&v2::outcomes_dir(id)).await? {
+            if let Some(o) = v2::parse_unit_outcome(e.name()).filter(|_| !e.is_dir) {
+                if !dir.legacy.contains(&o) {
+                    dir.outcomes.push(o);
+                }
+            }
+        }
+    }
+    dir.outcomes_read = true;
+    Ok(())
+}
+
+/// [`read_dir`] and [`read_outcomes`].
+pub async fn read_dir_with_outcomes(store: &Store, id: &TaskId) -> store::Result<TaskDir> {
+    let mut d = read_dir(store, id).await?;
+    read_outcomes(store, id, &mut d).await?;
     Ok(d)
 }
 
@@ -449,7 +496,7 @@ pub fn result_counts(dir: &TaskDir, info: &TaskInfo) -> ResultStatus {
 }
 
 pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError> {
-    let dir = read_dir(store, id).await?;
+    let dir = read_dir_with_outcomes(store, id).await?;
     if !dir.has_info {
         return Err(TaskError::NotFound(*id));
     }
@@ -480,7 +527,7 @@ pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError>
 async fn round_failures(store: &Store, id: &TaskId, dir: &TaskDir, round: u32) -> store::Result<Vec<UnitFailure>> {
     let mut out = vec![];
     for (_, r, u) in dir.outcomes.iter().filter(|(ok, r, _)| !*ok && *r == round) {
-        let b = store.read_or_bad(&v2::unit_outcome(id, *r, *u, false)).await?.and_then(Result::ok).unwrap_or_default();
+        let b = store.read_or_bad(&dir.outcome_path(id, false, *r, *u)).await?.and_then(Result::ok).unwrap_or_default();
         let error = formats::decode::<formats::UnitOutcome>(&b).ok().and_then(|o| o.error);
         out.push(UnitFailure { unit: *u, error });
     }
@@ -495,7 +542,7 @@ async fn round_stats(store: &Store, id: &TaskId, dir: &TaskDir, round: u32) -> s
         .outcomes
         .iter()
         .filter(|(ok, r, _)| *ok && *r == round)
-        .map(|(ok, r, u)| v2::unit_outcome(id, *r, *u, *ok))
+        .map(|(ok, r, u)| dir.outcome_path(id, *ok, *r, *u))
         .collect();
     // Owned paths moved into each read: a closure over borrowed ones makes
     // the future not provably Send (the HTTP handlers need it to be).
@@ -620,7 +667,7 @@ pub async fn list_page(store: &Store, query: &TaskQuery) -> store::Result<TaskPa
 }
 
 async fn summary(store: &Store, id: TaskId, dir: Option<TaskDir>) -> Result<TaskSummary, String> {
-    let dir = match dir {
+    let mut dir = match dir {
         Some(d) => d,
         None => read_dir(store, &id).await.map_err(|e| e.to_string())?,
     };
@@ -633,6 +680,9 @@ async fn summary(store: &Store, id: TaskId, dir: Option<TaskDir>) -> Result<Task
     }
     let info = read_info(store, &id).await.map_err(|e| e.to_string())?;
     let manager = read_term(store, &id, dir.term()).await.ok().flatten().map(|t| t.node.to_string());
+    if info.run.counted_round < info.run.round {
+        read_outcomes(store, &id, &mut dir).await.map_err(|e| e.to_string())?;
+    }
     let counts = result_counts(&dir, &info);
     Ok(TaskSummary {
         id,
