@@ -1,0 +1,345 @@
+//! The read-only view of a whole cluster that any node's status page (`/`)
+//! and its JSON API (`/api/…`) serve, read from the tree.
+//!
+//! Owns: what the page shows and how it is read ([`collect`]), and its HTML
+//! ([`render_index`], [`render_task`], [`render_job`], in `html.rs`). Invariants: nothing
+//! here writes; every value from the tree reaches HTML through [`esc`];
+//! what one view reads is bounded ([`Limits`]) whatever the size of the
+//! tree; an unreadable part is listed in `problems` and skipped, never a
+//! failed page. The page needs no network: no script, no CDN asset, the
+//! style inline.
+
+use std::collections::BTreeMap;
+
+use futures::StreamExt;
+use layouts::formats::{self, Event, EventKind, Heartbeat};
+use layouts::{v2, Name, NodeId, TaskId, TaskState};
+use serde::Serialize;
+use store::Store;
+
+mod html;
+pub use html::{dag_svg, esc, render_error, render_index, render_job, render_task};
+
+use crate::jobs::instance::JobView;
+use crate::tasks::{self, SubtaskStatus};
+
+/// One node as `compactd nodes` and the page show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeRow {
+    pub id: String,
+    pub alive: bool,
+    pub monitor: bool,
+    pub incarnation: Option<u64>,
+    pub beat: Option<u64>,
+    pub last_beat_wall_ms: Option<u64>,
+    pub session_timeout_ms: Option<u64>,
+    pub heartbeat_ms: Option<u64>,
+    pub pid: Option<u32>,
+    pub version: Option<String>,
+    pub fenced_actions: u64,
+    pub event_cursor: u64,
+    pub addr: Option<String>,
+    pub declared_offline: bool,
+}
+
+pub use crate::cluster::election::newest_lease;
+
+/// Every node with a heartbeat or in the member view. A node is `alive`
+/// only with a heartbeat present and its incarnation in the view; `monitor`
+/// only with a heartbeat and an unreleased lease.
+pub async fn nodes(store: &Store) -> store::Result<Vec<NodeRow>> {
+    let lease = newest_lease(store).await?;
+    nodes_with(store, lease.as_ref()).await
+}
+
+async fn nodes_with(store: &Store, lease: Option<&formats::Lease>) -> store::Result<Vec<NodeRow>> {
+    let (beats, _) = crate::cluster::liveness::read_heartbeats(store).await?;
+    let mut ids: BTreeMap<NodeId, Option<&Heartbeat>> = beats.iter().map(|(k, v)| (k.clone(), Some(v))).collect();
+    for m in lease.iter().flat_map(|l| l.members.iter()) {
+        ids.entry(m.node.clone()).or_insert(None);
+    }
+    let rows = ids
+        .into_iter()
+        .map(|(id, hb)| {
+            let member = lease.and_then(|l| l.members.iter().find(|m| m.node == id));
+            let incarnation = hb.map(|h| h.incarnation).or(member.map(|m| m.incarnation));
+            let alive = hb.is_some() && member.is_some_and(|m| Some(m.incarnation) == incarnation);
+            let declared_offline =
+                lease.is_some_and(|l| l.offline.iter().any(|m| m.node == id && Some(m.incarnation) == incarnation));
+            NodeRow {
+                monitor: hb.is_some() && lease.is_some_and(|l| l.holder == id && !l.released),
+                alive,
+                incarnation,
+                beat: hb.map(|h| h.beat),
+                last_beat_wall_ms: hb.map(|h| h.wall_ms),
+                session_timeout_ms: hb.map(|h| h.session_timeout_ms),
+                heartbeat_ms: hb.map(|h| h.heartbeat_ms),
+                pid: hb.map(|h| h.pid),
+                version: hb.map(|h| h.version.clone()),
+                fenced_actions: hb.map(|h| h.fenced_actions).unwrap_or(0),
+                event_cursor: hb.map(|h| h.event_cursor).unwrap_or(0),
+                addr: hb.and_then(|h| h.addr.clone()),
+                declared_offline,
+                id: id.to_string(),
+            }
+        })
+        .collect();
+    Ok(rows)
+}
+
+/// How much one view reads at most.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Newest tasks under `Scheduler/` shown (3 GETs each).
+    pub tasks: usize,
+    /// Job instances shown (running first).
+    pub jobs: usize,
+    /// Newest change events shown (1 GET each).
+    pub events: usize,
+    /// Archived tasks shown (from the newest archives only).
+    pub history: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { tasks: 100, jobs: 30, events: 30, history: 30 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct MonitorRow {
+    pub holder: String,
+    pub epoch: u64,
+    pub renewal: u64,
+    pub released: bool,
+    pub wall_ms: u64,
+}
+
+/// One task on the overview.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskRow {
+    pub id: String,
+    pub state: TaskState,
+    pub table: String,
+    pub manager: Option<String>,
+    pub round: u32,
+    /// Units of a round: partitions, or shards.
+    pub units: u64,
+    pub success: u64,
+    pub failed: u64,
+    pub stop_requested: bool,
+    pub started_wall_ms: Option<u64>,
+    pub finished_wall_ms: Option<u64>,
+    pub error: Option<String>,
+    /// Outstanding subtasks (node, state, attempt).
+    pub subtasks: Vec<SubtaskStatus>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EventRow {
+    pub seq: u64,
+    pub epoch: u64,
+    pub by: String,
+    pub wall_ms: u64,
+    pub what: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct HistoryRow {
+    pub id: String,
+    pub state: TaskState,
+    pub table: String,
+    pub success: u64,
+    pub failed: u64,
+    pub archived_wall_ms: u64,
+}
+
+/// The whole cluster as one node reads it from the tree.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterView {
+    pub served_by: String,
+    pub generated_wall_ms: u64,
+    pub monitor: Option<MonitorRow>,
+    pub nodes: Vec<NodeRow>,
+    /// Tasks under `Scheduler/` (all of them; `tasks` holds the newest).
+    pub tasks_total: usize,
+    pub tasks: Vec<TaskRow>,
+    pub jobs: Vec<JobView>,
+    pub events: Vec<EventRow>,
+    pub history: Vec<HistoryRow>,
+    /// What could not be read (path and why); skipped.
+    pub problems: Vec<String>,
+}
+
+fn describe(kind: &EventKind) -> String {
+    match kind {
+        EventKind::NodeJoined { node, incarnation } => format!("{node} joined (incarnation {incarnation})"),
+        EventKind::NodeOffline { node, incarnation } => {
+            format!("{node} declared offline (incarnation {incarnation})")
+        }
+        EventKind::NodeLeft { node, incarnation } => format!("{node} left (incarnation {incarnation})"),
+        EventKind::MonitorElected { node } => format!("{node} elected monitor"),
+        EventKind::Unknown => "an event of a newer version".into(),
+    }
+}
+
+/// Outstanding subtasks of every task, from one recursive listing of
+/// `TaskAssigned/` (no per-subtask read: the page shows node, state, attempt).
+async fn all_subtasks(store: &Store) -> store::Result<BTreeMap<TaskId, Vec<SubtaskStatus>>> {
+    let mut out: BTreeMap<TaskId, Vec<SubtaskStatus>> = BTreeMap::new();
+    for (task, s) in tasks::list_subtasks(store, None).await? {
+        out.entry(task).or_default().push(s);
+    }
+    Ok(out)
+}
+
+/// At most `limit` job instances, read from one listing: the running ones
+/// first, then ended ones (latest trigger keys first: keys are usually
+/// dates); newest first by creation time.
+async fn job_views(store: &Store, limit: usize) -> Result<Vec<JobView>, crate::jobs::JobError> {
+    let mut all = crate::jobs::instance::list_instances(store).await?;
+    all.sort_by(|a, b| (a.2, &b.1, &b.0).cmp(&(b.2, &a.1, &a.0)));
+    let mut out = vec![];
+    for (job, trigger, _) in all.into_iter().take(limit) {
+        match crate::jobs::instance::view(store, &job, &trigger, false).await {
+            Ok(v) => out.push(v),
+            // Removed meanwhile, or unreadable (`check` reports it).
+            Err(crate::jobs::JobError::NoInstance { .. } | crate::jobs::JobError::Malformed { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    out.sort_by_key(|j| std::cmp::Reverse(j.created_wall_ms));
+    Ok(out)
+}
+
+async fn task_row(store: &Store, id: TaskId, subtasks: Vec<SubtaskStatus>) -> Result<TaskRow, String> {
+    let mut dir = tasks::read_dir(store, &id).await.map_err(|e| e.to_string())?;
+    if !dir.has_info {
+        return Err(format!("{}: no TaskInfo yet", v2::task_dir(&id)));
+    }
+    let info = tasks::read_info(store, &id).await.map_err(|e| e.to_string())?;
+    // A finished task's counts are in its info; a running one's in its
+    // outcome files.
+    if info.run.counted_round < info.run.round {
+        tasks::read_outcomes(store, &id, &mut dir).await.map_err(|e| e.to_string())?;
+    }
+    let manager = tasks::read_term(store, &id, dir.term()).await.ok().flatten().map(|t| t.node.to_string());
+    let r = tasks::result_counts(&dir, &info);
+    // Partitions or shards; a task on a table without partitions runs one
+    // unit (and the outstanding subtasks show what runs now).
+    let planned = info.run.shards.map(u64::from).unwrap_or(info.run.partitions.len() as u64);
+    let units = planned.max(r.success + r.failed + subtasks.len() as u64);
+    Ok(TaskRow {
+        id: id.to_string(),
+        state: dir.state.unwrap_or(TaskState::Init),
+        table: format!("{}.{}.{}", info.db_name, info.schema_name, info.table_name),
+        manager,
+        round: info.run.round,
+        units,
+        success: r.success,
+        failed: r.failed,
+        stop_requested: dir.stop,
+        started_wall_ms: info.run.started_wall_ms,
+        finished_wall_ms: info.run.finished_wall_ms,
+        error: info.run.error.clone(),
+        subtasks,
+    })
+}
+
+/// Reads the cluster view; `served_by` names the node serving it.
+pub async fn collect(store: &Store, served_by: &str, wall_ms: u64, limits: Limits) -> store::Result<ClusterView> {
+    let mut problems = vec![];
+    let lease = newest_lease(store).await?;
+    let nodes = nodes_with(store, lease.as_ref()).await?;
+    let monitor = lease.as_ref().map(|l| MonitorRow {
+        holder: l.holder.to_string(),
+        epoch: l.epoch,
+        renewal: l.renewal,
+        released: l.released,
+        wall_ms: l.wall_ms,
+    });
+    // Task ids carry their creation time: newest first.
+    let mut ids = tasks::list_ids(store).await?;
+    let tasks_total = ids.len();
+    ids.sort_by_key(|id| std::cmp::Reverse((id.unix_ms, id.seq)));
+    ids.truncate(limits.tasks);
+    let mut subs = all_subtasks(store).await?;
+    let rows: Vec<Result<TaskRow, String>> = futures::stream::iter(ids.into_iter().map(|id| {
+        let s = subs.remove(&id).unwrap_or_default();
+        task_row(store, id, s)
+    }))
+    .buffered(8)
+    .collect()
+    .await;
+    let mut task_rows = vec![];
+    for r in rows {
+        match r {
+            Ok(t) => task_rows.push(t),
+            Err(e) => problems.push(e),
+        }
+    }
+    let jobs = match job_views(store, limits.jobs).await {
+        Ok(v) => v,
+        Err(e) => {
+            problems.push(format!("job instances: {e}"));
+            vec![]
+        }
+    };
+    let seqs = crate::cluster::events::list_seqs(store).await?;
+    let newest: Vec<u64> = seqs.iter().rev().take(limits.events).copied().collect();
+    let mut events = vec![];
+    for seq in newest {
+        let path = v2::event(seq);
+        // Gone meanwhile: purged.
+        if let Some(b) = store.read_or_bad(&path).await? {
+            match b.map_err(|e| e.to_string()).and_then(|b| formats::decode::<Event>(&b).map_err(|e| e.to_string())) {
+                Ok(e) => events.push(EventRow {
+                    seq: e.seq,
+                    epoch: e.epoch,
+                    by: e.by.to_string(),
+                    wall_ms: e.wall_ms,
+                    what: describe(&e.kind),
+                }),
+                Err(err) => problems.push(format!("{path}: {err}")),
+            }
+        }
+    }
+    let (mut archived, bad) = crate::monitor::tasks::read_history_newest(store, limits.history).await?;
+    problems.extend(bad.iter().map(|a| a.to_string()));
+    archived.sort_by_key(|a| std::cmp::Reverse(a.archived_wall_ms));
+    let history = archived
+        .into_iter()
+        .take(limits.history)
+        .map(|a| HistoryRow {
+            id: a.info.id.to_string(),
+            state: a.state,
+            table: format!("{}.{}.{}", a.info.db_name, a.info.schema_name, a.info.table_name),
+            success: a.info.result.success_count,
+            failed: a.info.result.failed_count,
+            archived_wall_ms: a.archived_wall_ms,
+        })
+        .collect();
+    Ok(ClusterView {
+        served_by: served_by.to_string(),
+        generated_wall_ms: wall_ms,
+        monitor,
+        nodes,
+        tasks_total,
+        tasks: task_rows,
+        jobs,
+        events,
+        history,
+        problems,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// HTML
+// ---------------------------------------------------------------------------
+
+/// Parses `/jobs/<job>/<trigger>` segments.
+pub fn job_names(job: &str, trigger: &str) -> Result<(Name, Name), String> {
+    let j = Name::parse(job).map_err(|e| format!("job name {job:?}: {e}"))?;
+    let t = Name::parse(trigger).map_err(|e| format!("trigger {trigger:?}: {e}"))?;
+    Ok((j, t))
+}
