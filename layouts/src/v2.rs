@@ -311,7 +311,15 @@ mod tests {
             "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Manager.00000000000000000003"
         );
         assert_eq!(parse_manager_term("Manager.00000000000000000003"), Some(3));
-        assert_eq!(unit_outcome(&t, 2, 7, true), "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Done.r2.u7");
+        assert_eq!(
+            unit_outcome(&t, 2, 7, true),
+            "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Outcomes/Done.r2.u7"
+        );
+        assert_eq!(
+            legacy_unit_outcome(&t, 2, 7, false),
+            "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Failed.r2.u7"
+        );
+        assert_eq!(outcomes_dir(&t), "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Outcomes/");
         assert_eq!(parse_unit_outcome("Done.r2.u7"), Some((true, 2, 7)));
         assert_eq!(parse_unit_outcome("Failed.r1.u0"), Some((false, 1, 0)));
         assert_eq!(parse_unit_outcome("Done.r1"), None);
