@@ -2,6 +2,7 @@
 //! path. Read-only. The daemon uses the same rules to skip what it cannot
 //! read.
 
+use bytes::Bytes;
 use layouts::formats::{self, Event, Lease, OfflineRecord, TaskInfo};
 use layouts::{v2, NodeId, SubtaskState, TaskId, TaskState};
 use serde::Serialize;
@@ -40,29 +41,26 @@ async fn list(store: &Store, dir: &str, out: &mut Vec<Anomaly>) -> store::Result
     }
 }
 
-/// Reads a file that must be empty (a marker, a lock).
-async fn read_empty(store: &Store, e: &Entry, what: &str, out: &mut Vec<Anomaly>) -> store::Result<()> {
-    if e.is_dir {
-        out.push(Anomaly::new(&e.path, format!("a folder stands where a {what} (an empty file) is expected")));
-        return Ok(());
-    }
-    match store.read_or_bad(&e.path).await? {
-        Some(Err(bad)) => out.push(Anomaly::new(&e.path, format!("not a valid {what}: {bad}"))),
-        Some(Ok(b)) if !b.is_empty() => {
-            out.push(Anomaly::new(&e.path, format!("a {what} is an empty file; this one holds {} bytes", b.len())))
-        }
-        _ => {}
-    }
-    Ok(())
-}
-
-/// Reads a file of free-form content (an executor's output): only what
-/// stands there is checked.
-async fn read_any(store: &Store, e: &Entry, what: &str, out: &mut Vec<Anomaly>) -> store::Result<()> {
+/// The bytes of a file `check` reads; `None` if it is gone, or if a folder
+/// or a bad file stands there (reported).
+async fn read_bytes(store: &Store, e: &Entry, what: &str, out: &mut Vec<Anomaly>) -> store::Result<Option<Bytes>> {
     if e.is_dir {
         out.push(Anomaly::new(&e.path, format!("a folder stands where a {what} file is expected")));
-    } else if let Some(Err(bad)) = store.read_or_bad(&e.path).await? {
-        out.push(Anomaly::new(&e.path, format!("not a valid {what}: {bad}")));
+        return Ok(None);
+    }
+    match store.read_or_bad(&e.path).await? {
+        Some(Err(bad)) => {
+            out.push(Anomaly::new(&e.path, format!("not a valid {what}: {bad}")));
+            Ok(None)
+        }
+        found => Ok(found.and_then(Result::ok)),
+    }
+}
+
+/// Reads a file that must be empty (a marker, a lock).
+async fn read_empty(store: &Store, e: &Entry, what: &str, out: &mut Vec<Anomaly>) -> store::Result<()> {
+    if let Some(b) = read_bytes(store, e, what, out).await?.filter(|b| !b.is_empty()) {
+        out.push(Anomaly::new(&e.path, format!("a {what} is an empty file; this one holds {} bytes", b.len())));
     }
     Ok(())
 }
@@ -75,18 +73,10 @@ async fn read_empty_or<T: for<'de> serde::Deserialize<'de>>(
     what: &str,
     out: &mut Vec<Anomaly>,
 ) -> store::Result<()> {
-    if e.is_dir {
-        out.push(Anomaly::new(&e.path, format!("a folder stands where a {what} file is expected")));
-        return Ok(());
-    }
-    match store.read_or_bad(&e.path).await? {
-        Some(Err(bad)) => out.push(Anomaly::new(&e.path, format!("not a valid {what}: {bad}"))),
-        Some(Ok(b)) if !b.is_empty() => {
-            if let Err(err) = formats::decode::<T>(&b) {
-                out.push(Anomaly::new(&e.path, format!("not a valid {what}: {err}")));
-            }
+    if let Some(b) = read_bytes(store, e, what, out).await?.filter(|b| !b.is_empty()) {
+        if let Err(err) = formats::decode::<T>(&b) {
+            out.push(Anomaly::new(&e.path, format!("not a valid {what}: {err}")));
         }
-        _ => {}
     }
     Ok(())
 }
@@ -266,17 +256,8 @@ async fn read_json<T: for<'de> serde::Deserialize<'de>>(
     what: &str,
     out: &mut Vec<Anomaly>,
 ) -> store::Result<Option<T>> {
-    if e.is_dir {
-        out.push(Anomaly::new(&e.path, format!("a folder stands where a {what} file is expected")));
+    let Some(bytes) = read_bytes(store, e, what, out).await? else {
         return Ok(None);
-    }
-    let bytes = match store.read_or_bad(&e.path).await? {
-        None => return Ok(None),
-        Some(Ok(bytes)) => bytes,
-        Some(Err(bad)) => {
-            out.push(Anomaly::new(&e.path, format!("not a valid {what}: {bad}")));
-            return Ok(None);
-        }
     };
     match formats::decode::<T>(&bytes) {
         Ok(v) => Ok(Some(v)),
@@ -411,7 +392,7 @@ async fn check_task_dir(store: &Store, dir: &Entry, subtask: bool, out: &mut Vec
                 }
             }
         } else if subtask && name == v2::OUTPUT {
-            read_any(store, &f, "executor output", out).await?;
+            read_bytes(store, &f, "executor output", out).await?;
         } else {
             out.push(Anomaly::new(&f.path, "unexpected entry in a task folder"));
         }
