@@ -158,10 +158,10 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     let mut pause = Duration::from_millis(25);
     let mut waited = Duration::ZERO;
     loop {
-        let dir = tasks::read_dir_with_outcomes(&store, &id).await?;
+        let mut dir = tasks::read_dir(&store, &id).await?;
         let info = tasks::read_info(&store, &id).await?;
         let state = dir.state.unwrap_or(TaskState::Init);
-        let r = tasks::result_counts(&dir, &info);
+        let r = tasks::read_counts(&store, &id, &mut dir, &info).await?;
         let line = format!("{id}: {state} round {} success {} failed {}", info.run.round, r.success, r.failed);
         match &bar {
             Some(b) => {

@@ -495,6 +495,20 @@ pub fn result_counts(dir: &TaskDir, info: &TaskInfo) -> ResultStatus {
     ResultStatus { success, failed }
 }
 
+/// [`result_counts`], listing `Outcomes/` only when the counts need it: a
+/// finished task's are in its info, a running one's in its outcome files.
+pub async fn read_counts(
+    store: &Store,
+    id: &TaskId,
+    dir: &mut TaskDir,
+    info: &TaskInfo,
+) -> store::Result<ResultStatus> {
+    if info.run.counted_round < info.run.round {
+        read_outcomes(store, id, dir).await?;
+    }
+    Ok(result_counts(dir, info))
+}
+
 pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError> {
     let dir = read_dir_with_outcomes(store, id).await?;
     if !dir.has_info {
@@ -680,10 +694,7 @@ async fn summary(store: &Store, id: TaskId, dir: Option<TaskDir>) -> Result<Task
     }
     let info = read_info(store, &id).await.map_err(|e| e.to_string())?;
     let manager = read_term(store, &id, dir.term()).await.ok().flatten().map(|t| t.node.to_string());
-    if info.run.counted_round < info.run.round {
-        read_outcomes(store, &id, &mut dir).await.map_err(|e| e.to_string())?;
-    }
-    let counts = result_counts(&dir, &info);
+    let counts = read_counts(store, &id, &mut dir, &info).await.map_err(|e| e.to_string())?;
     Ok(TaskSummary {
         id,
         state: dir.state,

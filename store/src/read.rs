@@ -115,14 +115,8 @@ impl Store {
             return Ok(self.fs_data("read", path, move |fs| fs.read(&p)).await?.map(Bytes::from));
         }
         let bad = |why: BadFile| StoreError::BadFile { backend: self.uri.to_string(), path: path.to_string(), why };
-        let Some(limit) = self.read_limit else {
-            return match self.op.read(path).await {
-                Ok(buf) => Ok(Some(buf.to_bytes())),
-                Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-                Err(e) if e.kind() == ErrorKind::IsADirectory => Err(bad(BadFile::NotAFile("folder".into()))),
-                Err(e) => Err(self.err("read", path, e)),
-            };
-        };
+        // A data store reads whole objects of any size.
+        let limit = self.read_limit.unwrap_or(u64::MAX);
         // One unbounded request (a GET without a range: no 416 for an empty
         // object, no "too little data" for a short one), consumed until it
         // ends or passes the limit; dropping the stream closes it.

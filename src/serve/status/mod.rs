@@ -218,13 +218,8 @@ async fn task_row(store: &Store, id: TaskId, subtasks: Vec<SubtaskStatus>) -> Re
         return Err(format!("{}: no TaskInfo yet", v2::task_dir(&id)));
     }
     let info = tasks::read_info(store, &id).await.map_err(|e| e.to_string())?;
-    // A finished task's counts are in its info; a running one's in its
-    // outcome files.
-    if info.run.counted_round < info.run.round {
-        tasks::read_outcomes(store, &id, &mut dir).await.map_err(|e| e.to_string())?;
-    }
+    let r = tasks::read_counts(store, &id, &mut dir, &info).await.map_err(|e| e.to_string())?;
     let manager = tasks::read_term(store, &id, dir.term()).await.ok().flatten().map(|t| t.node.to_string());
-    let r = tasks::result_counts(&dir, &info);
     // Partitions or shards; a task on a table without partitions runs one
     // unit (and the outstanding subtasks show what runs now).
     let planned = info.run.shards.map(u64::from).unwrap_or(info.run.partitions.len() as u64);
