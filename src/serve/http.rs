@@ -56,6 +56,9 @@ pub const VIEW_TTL: Duration = Duration::from_secs(1);
 
 /// Connections open at once.
 pub const MAX_CONNECTIONS: usize = 1024;
+/// Connections the kernel holds for the node before it accepts them (its
+/// `somaxconn` caps this).
+pub const ACCEPT_BACKLOG: u32 = MAX_CONNECTIONS as u32;
 /// Largest request body an extractor would accept.
 pub const BODY_LIMIT: usize = 1024;
 
@@ -271,7 +274,15 @@ pub struct Listener {
 /// Binds `listen`; `advertise` defaults to the bound address, or to this
 /// host's name with the bound port when bound to every interface.
 pub async fn bind(listen: SocketAddr, advertise: Option<String>) -> std::io::Result<Listener> {
-    let listener = tokio::net::TcpListener::bind(listen).await?;
+    let socket = if listen.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    // As std's bind does, so that a restarted node binds while its old
+    // connections linger in TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    socket.bind(listen)?;
+    // A burst of pokes (every node of a large cluster at once) waits in
+    // the accept queue instead of being dropped to a 1 s SYN retry: the
+    // default backlog here was 128, the kernel caps it at somaxconn.
+    let listener = socket.listen(ACCEPT_BACKLOG)?;
     let local = listener.local_addr()?;
     let advertise = advertise.unwrap_or_else(|| {
         if local.ip().is_unspecified() {
