@@ -155,7 +155,7 @@ fn flood(addr: &str, n: usize, conns: usize) -> (usize, usize) {
         .map(|t| {
             let addr = addr.to_string();
             std::thread::spawn(move || {
-                let mut s = std::net::TcpStream::connect(&addr).unwrap();
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
                 let mine = n / conns;
                 let mut w = s.try_clone().unwrap();
                 // Spread over a second: ten bursts, 100 ms apart.
@@ -341,11 +341,11 @@ fn the_listener_holds_a_bounded_number_of_connections() {
     for round in 1..=3 {
         let start = Instant::now();
         let mut idle: Vec<std::net::TcpStream> =
-            (0..MAX_CONNECTIONS).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+            (0..MAX_CONNECTIONS).map(|_| std::net::TcpStream::connect(addr).unwrap()).collect();
         // Every slot is taken once the node has accepted them all; until
         // then the extra one queues behind them anyway.
         std::thread::sleep(Duration::from_millis(300));
-        let mut extra = std::net::TcpStream::connect(&addr).unwrap();
+        let mut extra = std::net::TcpStream::connect(addr).unwrap();
         extra.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
         extra.write_all(poke).unwrap();
         let early = extra.read(&mut buf);
