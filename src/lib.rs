@@ -14,6 +14,7 @@
 //! | [`tasks`] | compaction tasks: the client API and tree readers ([`tasks`]), the per-task [`tasks::manager`], the per-node [`tasks::worker`], and [`tasks::placement`] (consistent hashing) |
 //! | [`executor`] | running one subtask: the `command` executor and the built-in crash-safe merges: [`executor::merge`] (the shared staged-outputs + create-once commit protocol) with its two formats, [`executor::merge::lines`] (newline-delimited files) and [`executor::merge::parquet`] (Parquet files, Arrow's `parquet` crate), which never import each other |
 //! | [`jobs`] | versioned job definitions, exactly-once triggers, the DAG driver |
+//! | [`schedule`] | calendar time: [`schedule::Cron`] (cron patterns in a time zone, the daylight-saving and catch-up rules) and [`schedule::Windows`] (daily local windows); pure functions of a given wall instant |
 //! | [`serve`] | the node's face to operators and to other nodes: [`serve::wake`] (pokes are hints that make a node look at the tree now: [`serve::wake::Wakeup`] receives, rate-bounds and coalesces, [`serve::wake::Poker`] sends), [`serve::http`] (the listener: pokes, `/metrics`, `/healthz`, `/readyz`, the status page, and its limits against hostile clients), [`serve::metrics`] (the Prometheus registry and [`serve::metrics::Health`]), [`serve::status`] (the read-only cluster view the status page renders), [`serve::systemd`] (`Type=notify`) |
 //! | [`node`] | one node: a tick that runs its heartbeat, election, monitor, manager and worker duties ([`node::Node`]), and the [`node::daemon`] loop with its shutdown |
 //! | [`check`] | `compactd check`: every anomaly of the tree with its path |
@@ -32,6 +33,7 @@ pub mod jobs;
 pub mod logging;
 pub mod monitor;
 pub mod node;
+pub mod schedule;
 pub mod serve;
 pub mod tasks;
 pub use store;
