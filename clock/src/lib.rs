@@ -73,6 +73,14 @@ impl ManualClock {
         self.mono_ns.fetch_add(d.as_nanos() as u64, Ordering::SeqCst);
         self.wall_ms.fetch_add(d.as_millis() as u64, Ordering::SeqCst);
     }
+
+    /// Steps the wall clock alone (as NTP does), monotonic time unmoved:
+    /// calendar schedules are tested on chosen dates and across days of
+    /// downtime without ticking through them, and without the jump
+    /// expiring any session (those run on monotonic time).
+    pub fn set_wall_ms(&self, wall_ms: u64) {
+        self.wall_ms.store(wall_ms, Ordering::SeqCst);
+    }
 }
 
 impl Clock for ManualClock {

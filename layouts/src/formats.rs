@@ -45,6 +45,14 @@ pub struct RepeatInfo {
     /// Interval between rounds, in milliseconds.
     #[serde(rename = "repeatInterval", default)]
     pub repeat_interval: u64,
+    /// A cron repeat task: rounds start at this 5-field pattern's fire
+    /// instants (instead of `repeatInterval` after the previous round).
+    /// Absent in the seed's format and in files of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// The IANA time zone of `cron`; absent: UTC.
+    #[serde(rename = "timeZone", default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
 }
 
 /// `ResultInfo` of the seed's task info.
@@ -171,9 +179,14 @@ pub struct RunInfo {
     /// Current round (main task), 0 before the first dispatch.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub round: u32,
-    /// Wall time at which the next round of a repeat task is due.
+    /// Wall time at which the next round of a repeat task is due (for a
+    /// cron task still in `Init`: its first round).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_round_at_ms: Option<u64>,
+    /// A cron repeat task: the fire instant the current round stands for
+    /// (the latest one when it started); the next round is due after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fired_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_wall_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

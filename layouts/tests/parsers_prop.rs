@@ -200,7 +200,7 @@ fn task_info() -> impl Strategy<Value = TaskInfo> {
             state: state.as_str().to_string(),
             repeat_flag: flags[0],
             sub_task_flag: flags[1],
-            repeat: RepeatInfo { repeat_count: rc, repeat_interval: ri },
+            repeat: RepeatInfo { repeat_count: rc, repeat_interval: ri, ..RepeatInfo::default() },
             result: ResultInfo { success_count: ok, failed_count: failed },
             db_name: db,
             schema_name: schema,

@@ -10,6 +10,7 @@ use layouts::{v2, Name, NodeId, TaskId, TaskState};
 use store::Store;
 
 use crate::cli::run::parse_duration;
+use crate::schedule::Cron;
 use crate::tasks::{self, Repeat, TaskSpec};
 
 use crate::clock::wall_now_ms as wall_ms;
@@ -20,6 +21,15 @@ fn parse_command_name(s: &str) -> Result<String, String> {
     } else {
         Err(format!("{s:?}: a command name is letters, digits, '_', '-', '.', starting with a letter"))
     }
+}
+
+/// The pattern alone (its zone is --tz's): refused before the tree is opened.
+fn parse_cron(s: &str) -> Result<String, String> {
+    Cron::parse(s, tasks::repeat::DEFAULT_ZONE).map(|_| s.to_string()).map_err(|e| e.to_string())
+}
+
+fn parse_zone(s: &str) -> Result<String, String> {
+    crate::schedule::check_zone(s).map(|_| s.to_string()).map_err(|e| e.to_string())
 }
 
 fn parse_kv(s: &str) -> Result<(String, String), String> {
@@ -52,12 +62,19 @@ pub struct SubmitArgs {
     /// Run as N shards instead of partitions (command executor; at most 100000).
     #[arg(long, conflicts_with = "partitions")]
     pub shards: Option<u32>,
-    /// Rounds of a repeat task (0: until stopped).
-    #[arg(long, requires = "interval")]
+    /// Rounds of a repeat task (0: until stopped); with --interval or --cron.
+    #[arg(long, requires = "when")]
     pub repeat: Option<u32>,
     /// Pause between rounds of a repeat task.
-    #[arg(long, value_parser = parse_duration, requires = "repeat")]
+    #[arg(long, value_parser = parse_duration, requires = "repeat", group = "when")]
     pub interval: Option<Duration>,
+    /// Start the rounds of a repeat task at this 5-field cron schedule's
+    /// fire instants ("0 2 * * *"); missed ones run once.
+    #[arg(long, value_name = "EXPR", requires = "repeat", group = "when", value_parser = parse_cron)]
+    pub cron: Option<String>,
+    /// IANA time zone of --cron ("Europe/Berlin").
+    #[arg(long, value_name = "ZONE", requires = "cron", default_value = tasks::repeat::DEFAULT_ZONE, value_parser = parse_zone)]
+    pub tz: String,
     /// The data backend holding the table (as `run --data`). When known,
     /// a merge of `--partition`s that are not folders there is refused here
     /// (otherwise the task's manager fails it).
@@ -109,7 +126,8 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
         });
     }
     if let Some(rounds) = args.repeat {
-        spec.repeat = Some(Repeat { rounds, interval: args.interval.unwrap_or_default() });
+        let cron = args.cron.map(|c| Cron::parse(&c, &args.tz)).transpose()?;
+        spec.repeat = Some(Repeat { rounds, interval: args.interval.unwrap_or_default(), cron });
     }
     let command_task = spec.executor.as_ref().is_some_and(|e| e.kind == ExecutorKind::Command);
     if let (Some(data), false, false) = (&args.data, spec.partitions.is_empty(), command_task) {

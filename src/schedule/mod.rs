@@ -77,6 +77,12 @@ pub(crate) fn zone(tz: &str) -> Result<TimeZone, ScheduleError> {
     TimeZoneDatabase::bundled().get(tz).map_err(|_| bad())
 }
 
+/// Checks an IANA zone name (a command-line flag is checked before the
+/// tree is opened).
+pub fn check_zone(tz: &str) -> Result<(), ScheduleError> {
+    zone(tz).map(|_| ())
+}
+
 /// The whole second at or before `wall_ms`: fire instants are whole
 /// minutes, so searching from it loses nothing and keeps croner off the
 /// sub-second part.

@@ -223,7 +223,10 @@ impl TaskManager {
             self.info().run.error = Some(why);
             return self.finish(ctx, TaskState::Failed).await;
         }
-        if state == TaskState::Init {
+        // A cron task waits in Init for its first fire instant.
+        let first_due = self.info.as_ref().and_then(|i| i.run.next_round_at_ms);
+        let waiting = state == TaskState::Init && first_due.is_some_and(|due| ctx.wall_ms < due);
+        if state == TaskState::Init && !waiting {
             self.start_round(ctx, 1).await?;
             ctx.store.create(&v2::task_status(&self.id, TaskState::Running), Vec::new()).await?;
             ctx.store.delete(&v2::task_status(&self.id, TaskState::Init)).await?;
@@ -234,6 +237,9 @@ impl TaskManager {
         }
         self.handle_reassign(ctx, &dir).await?;
         let info = self.info.as_ref().expect("loaded");
+        if waiting {
+            return Ok(Flow::Continue);
+        }
         if let Some(due) = info.run.next_round_at_ms {
             if ctx.wall_ms < due {
                 return Ok(Flow::Continue);
@@ -253,6 +259,7 @@ impl TaskManager {
 
     async fn load(&mut self, ctx: &mut Ctx<'_>, state: TaskState, dir: &TaskDir) -> Result<(), TaskError> {
         let mut info = tasks::read_info(ctx.store, &self.id).await?;
+        tasks::repeat::stored_cron(&info)?;
         // Over a limit (written by an older or foreign writer): refused
         // before anything is allocated for its units.
         if let Err(e) = layouts::limits::check_run(&info.run) {
@@ -401,9 +408,11 @@ impl TaskManager {
             .map(|(ok, r, u)| old.outcome_path(&self.id, *ok, *r, *u))
             .collect();
         let wall = ctx.wall_ms;
+        let fired = tasks::repeat::round_fire(self.info(), wall)?;
         let info = self.info();
         info.run.round = round;
         info.run.next_round_at_ms = None;
+        info.run.fired_ms = fired;
         info.run.done_units.clear();
         info.run.failed_units.clear();
 
@@ -730,10 +739,11 @@ impl TaskManager {
         info.run.done_units = done;
         info.run.failed_units = failed.clone();
         let more = info.repeat_flag && (info.repeat.repeat_count == 0 || info.run.round < info.repeat.repeat_count);
-        if failed.is_empty() && more {
-            info.run.next_round_at_ms = Some(ctx.wall_ms + info.repeat.repeat_interval);
+        let next = if more { tasks::repeat::next_round_at(&info, ctx.wall_ms)? } else { None };
+        if let (true, Some(next)) = (failed.is_empty(), next) {
+            info.run.next_round_at_ms = Some(next);
             ctx.store.put(&v2::task_info(&self.id), formats::encode(&info)).await?;
-            tracing::info!(task = %self.id, round = info.run.round, "round finished; next round after the interval");
+            tracing::info!(task = %self.id, round = info.run.round, next, "round finished; the next is due");
             self.info = Some(info);
             return Ok(Flow::Continue);
         }

@@ -11,10 +11,10 @@
 
 pub mod manager;
 pub mod placement;
+pub mod repeat;
 pub mod worker;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use layouts::formats::{self, ExecutorSpec, ManagePointer, ManagerTerm, ResultInfo, RunInfo, StopRequest, TaskInfo};
 use layouts::{v2, IdGenerator, Name, NodeId, SubtaskState, TaskId, TaskState};
@@ -22,6 +22,7 @@ use serde::Serialize;
 use store::{Created, Store};
 
 use crate::tasks::placement::Ring;
+pub use crate::tasks::repeat::Repeat;
 
 /// Requests a manager has in flight at once when it writes many
 /// independent files (subtask infos, outcomes): the order rules that matter
@@ -50,14 +51,6 @@ pub enum TaskError {
     Invalid(String),
     #[error("refused: {0}")]
     Limit(#[from] layouts::limits::LimitError),
-}
-
-/// Repeat settings: `rounds` rounds (0: until stopped), `interval` between
-/// the end of one round and the start of the next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Repeat {
-    pub rounds: u32,
-    pub interval: Duration,
 }
 
 /// What to run.
@@ -139,16 +132,12 @@ pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Resul
             .ok_or(TaskError::NoLiveNode)?,
     };
     let mut ids = IdGenerator::new(&manager);
-    let (repeat_flag, repeat) = match spec.repeat {
-        Some(r) => {
-            (true, formats::RepeatInfo { repeat_count: r.rounds, repeat_interval: r.interval.as_millis() as u64 })
-        }
-        None => (false, formats::RepeatInfo::default()),
-    };
+    let repeat = spec.repeat.as_ref().map(Repeat::info).unwrap_or_default();
+    let first_round_at = spec.repeat.as_ref().and_then(|r| r.first_round_at(wall_ms));
     let mut info = TaskInfo {
         id: ids.next(wall_ms),
         state: TaskState::Init.as_str().into(),
-        repeat_flag,
+        repeat_flag: spec.repeat.is_some(),
         sub_task_flag: false,
         repeat,
         result: ResultInfo::default(),
@@ -161,6 +150,7 @@ pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Resul
             shards: spec.shards,
             executor: spec.executor,
             params: spec.params,
+            next_round_at_ms: first_round_at,
             ..RunInfo::default()
         },
     };

@@ -377,6 +377,7 @@ pub fn parse_task_info(bytes: &[u8]) -> Result<V1TaskInfo, V1Error> {
         repeat: RepeatInfo {
             repeat_count: number("repeatCount", get("repeatCount"))?,
             repeat_interval: number("repeatInterval", get("repeatInterval"))?,
+            ..RepeatInfo::default()
         },
         result: ResultInfo {
             success_count: number("successCount", get("successCount"))?,
