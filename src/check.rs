@@ -358,7 +358,10 @@ async fn check_task_dir(store: &Store, dir: &Entry, subtask: bool, out: &mut Vec
         let name = f.name();
         if name == v2::TASK_INFO {
             has_info = true;
-            read_json::<TaskInfo>(store, &f, "task info", out).await?;
+            let info = read_json::<TaskInfo>(store, &f, "task info", out).await?;
+            if let Some(Err(e)) = info.map(|i| crate::tasks::repeat::stored_cron(&i)) {
+                out.push(Anomaly::new(&f.path, e.to_string()));
+            }
         } else if name.starts_with(layouts::state::STATUS_PREFIX) {
             let parsed = if subtask {
                 SubtaskState::from_file_name(name).map(|s| s.as_str())

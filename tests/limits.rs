@@ -3,7 +3,8 @@
 //!
 //! - `submit` refuses, before writing anything, a task over a limit of
 //!   `layouts::limits` (shards, partitions, params, template), a reserved
-//!   partition name (`_compactd`), `--interval` without `--repeat`, and,
+//!   partition name (`_compactd`), `--interval` or `--cron` without
+//!   `--repeat` (or both), a bad cron pattern or zone, and,
 //!   when it is given the data backend, a `--partition` whose folder is not
 //!   there, each with the limit or the folder in the message;
 //! - a manager that reads a task info over a limit written by another
@@ -93,6 +94,10 @@ fn submit_refuses_what_is_over_a_limit_naming_the_limit() {
         (vec!["--command-name", "x", "--param", &big_value], 1, vec!["param \"k\"", "4096 bytes"]),
         (many_params.clone(), 1, vec!["101 params", "limit of 100"]),
         (vec!["--interval", "1s"], 2, vec!["--repeat"]),
+        (vec!["--cron", "0 2 * * *"], 2, vec!["--repeat"]),
+        (vec!["--repeat", "1", "--cron", "0 2 * * *", "--interval", "1s"], 2, vec!["--cron", "--interval"]),
+        (vec!["--repeat", "1", "--cron", "0 2 * *"], 2, vec!["\"0 2 * *\"", "5"]),
+        (vec!["--repeat", "1", "--cron", "0 2 * * *", "--tz", "Mars/Olympus"], 2, vec!["\"Mars/Olympus\""]),
         (vec!["--partition", "nosuch", "--data", &data_uri], 1, vec!["db/s/t/nosuch/", "data backend"]),
         (vec!["--partition", "dt=0", "--partition", "nosuch2", "--data", &data_uri], 1, vec!["db/s/t/nosuch2/"]),
     ];
