@@ -273,6 +273,14 @@ pub struct JobDefinition {
     /// Who logged it (host and pid), for humans.
     #[serde(default)]
     pub by: String,
+    /// A 5-field cron pattern: the monitor triggers an instance (trigger
+    /// `cron-<fire instant, unix ms>`) at each fire instant. Absent in
+    /// files of older versions, which older readers ignore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// The IANA time zone of `schedule`; absent: UTC.
+    #[serde(rename = "timeZone", default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
 }
 
 /// One step of an instance: the pinned step version and its dependencies.

@@ -230,10 +230,23 @@ pub async fn trigger(store: Store, args: TriggerArgs) -> anyhow::Result<i32> {
 }
 
 pub async fn list(store: Store, args: JobsArgs) -> anyhow::Result<i32> {
-    let views = instance::views(&store, args.job.as_ref()).await?;
+    let mut views = instance::views(&store, args.job.as_ref()).await?;
+    let mut schedules = jobs::cron::views(&store, now_ms()).await?;
+    schedules.retain(|s| args.job.as_ref().is_none_or(|j| *j == s.job));
+    for v in &mut views {
+        v.schedule = schedules.iter().find(|s| s.job == v.job).cloned();
+    }
     if args.json {
         print_json(&views)?;
         return Ok(0);
+    }
+    if !schedules.is_empty() {
+        println!("{:<24} {:<20} {:<20} NEXT FIRE", "SCHEDULED JOB", "SCHEDULE", "TIME ZONE");
+        for s in &schedules {
+            let next = s.problem.clone().unwrap_or_else(|| when(s.next_fire_ms));
+            println!("{:<24} {:<20} {:<20} {next}", s.job.as_str(), s.schedule, s.time_zone);
+        }
+        println!();
     }
     println!(
         "{:<24} {:<20} {:<10} {:>7} {:>9} {:<25} FINISHED",
@@ -256,7 +269,10 @@ pub async fn list(store: Store, args: JobsArgs) -> anyhow::Result<i32> {
 }
 
 pub async fn show(store: Store, args: JobArgs) -> anyhow::Result<i32> {
-    let v = instance::view(&store, &args.job, &args.trigger, true).await?;
+    let mut v = instance::view(&store, &args.job, &args.trigger, true).await?;
+    if let Ok(Some(def)) = define::current(&store, &args.job).await {
+        v.schedule = def.schedule.is_some().then(|| jobs::cron::view(&def, now_ms()));
+    }
     if args.json {
         print_json(&v)?;
         return Ok(0);
@@ -270,6 +286,10 @@ pub async fn show(store: Store, args: JobArgs) -> anyhow::Result<i32> {
         when(Some(v.created_wall_ms)),
         when(v.finished_wall_ms)
     );
+    if let Some(s) = &v.schedule {
+        let next = s.problem.clone().unwrap_or_else(|| format!("next fire {}", when(s.next_fire_ms)));
+        println!("schedule {:?} in {}: {next}", s.schedule, s.time_zone);
+    }
     println!("{:<20} {:<10} {:<30} {:<25} {:<25} AFTER", "STEP", "STATE", "TASK", "STARTED", "FINISHED");
     for s in &v.steps {
         let deps: Vec<&str> = s.dependent_steps.iter().map(Name::as_str).collect();

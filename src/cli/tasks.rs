@@ -25,7 +25,7 @@ fn parse_command_name(s: &str) -> Result<String, String> {
 
 /// The pattern alone (its zone is --tz's): refused before the tree is opened.
 fn parse_cron(s: &str) -> Result<String, String> {
-    Cron::parse(s, tasks::repeat::DEFAULT_ZONE).map(|_| s.to_string()).map_err(|e| e.to_string())
+    Cron::parse(s, crate::schedule::DEFAULT_ZONE).map(|_| s.to_string()).map_err(|e| e.to_string())
 }
 
 fn parse_zone(s: &str) -> Result<String, String> {
@@ -73,7 +73,7 @@ pub struct SubmitArgs {
     #[arg(long, value_name = "EXPR", requires = "repeat", group = "when", value_parser = parse_cron)]
     pub cron: Option<String>,
     /// IANA time zone of --cron ("Europe/Berlin").
-    #[arg(long, value_name = "ZONE", requires = "cron", default_value = tasks::repeat::DEFAULT_ZONE, value_parser = parse_zone)]
+    #[arg(long, value_name = "ZONE", requires = "cron", default_value = crate::schedule::DEFAULT_ZONE, value_parser = parse_zone)]
     pub tz: String,
     /// The data backend holding the table (as `run --data`). When known,
     /// a merge of `--partition`s that are not folders there is refused here

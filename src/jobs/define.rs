@@ -120,7 +120,14 @@ pub async fn assemble(store: &Store, def: &JobDefinition) -> Result<JobSpec, Job
         spec.version = Some(s.version);
         steps.push(spec);
     }
-    Ok(JobSpec { job_name: def.name.clone(), steps, code: Some(def.code), version: Some(def.version) })
+    Ok(JobSpec {
+        job_name: def.name.clone(),
+        steps,
+        schedule: def.schedule.clone(),
+        time_zone: def.time_zone.clone(),
+        code: Some(def.code),
+        version: Some(def.version),
+    })
 }
 
 /// `define show JOB [--version N]`.
@@ -337,7 +344,12 @@ pub async fn apply(store: &Store, spec: &JobSpec, who: &NodeId, by: &str, wall_m
         }
     };
 
-    if let Some(d) = cur.as_ref().filter(|d| d.steps == refs && d.relations_version == rel.version) {
+    let same = |d: &&JobDefinition| {
+        d.steps == refs
+            && d.relations_version == rel.version
+            && (&d.schedule, &d.time_zone) == (&spec.schedule, &spec.time_zone)
+    };
+    if let Some(d) = cur.as_ref().filter(same) {
         remove_stale_step_mains(store, job, &refs).await?;
         return Ok(Applied {
             job: job.clone(),
@@ -357,6 +369,8 @@ pub async fn apply(store: &Store, spec: &JobSpec, who: &NodeId, by: &str, wall_m
         relations_version: rel.version,
         wall_ms,
         by: by.to_string(),
+        schedule: spec.schedule.clone(),
+        time_zone: spec.time_zone.clone(),
     };
     let first = job_versions.last().map_or(1, |v| v + 1);
     def.version = create_next(

@@ -73,6 +73,11 @@ pub struct DriveReport {
     pub jobs_finished: Vec<String>,
     /// Problems with single instances (the round goes on with the others).
     pub errors: Vec<String>,
+    /// `job/trigger` of the instances the job schedules triggered.
+    pub triggered: Vec<String>,
+    /// The next fire instant of any schedule (when schedules were looked at).
+    #[serde(skip)]
+    pub next_fire_ms: Option<u64>,
     /// Managers of the tasks submitted (to wake).
     #[serde(skip)]
     pub managers: Vec<layouts::NodeId>,
@@ -82,8 +87,25 @@ pub struct DriveReport {
 /// crash-safe: it can be stopped at any point and run again, by this node or
 /// another. Called by the monitor once per round; `me` is the driving node.
 pub async fn drive(store: &Store, me: &NodeId, wall_ms: u64) -> Result<DriveReport, JobError> {
+    drive_round(store, me, wall_ms, false).await
+}
+
+/// [`drive`], and with `schedules` first the due fire instants of the job
+/// schedules ([`super::cron::fire_due`]), from the same listing of
+/// instances; the instances they create are driven in this round.
+pub async fn drive_round(store: &Store, me: &NodeId, wall_ms: u64, schedules: bool) -> Result<DriveReport, JobError> {
     let mut report = DriveReport::default();
-    for (job, trigger, ended) in list_instances(store).await? {
+    let mut instances = list_instances(store).await?;
+    if schedules {
+        let fired = super::cron::fire_due(store, me, wall_ms, &instances).await?;
+        report.errors = fired.errors;
+        report.next_fire_ms = fired.next_fire_ms;
+        for (job, trigger) in fired.created {
+            report.triggered.push(format!("{job}/{trigger}"));
+            instances.push((job, trigger, false));
+        }
+    }
+    for (job, trigger, ended) in instances {
         if ended {
             continue;
         }

@@ -313,6 +313,23 @@ pub struct TaskView {
     pub params: BTreeMap<String, String>,
 }
 
+/// What `compactd jobs` / `job` show of a job's schedule
+/// ([`super::cron::view`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct ScheduleView {
+    #[serde(rename = "jobName")]
+    pub job: Name,
+    pub schedule: String,
+    #[serde(rename = "timeZone")]
+    pub time_zone: String,
+    /// The next fire instant after now (unix ms); `None` if the stored
+    /// schedule does not parse (`problem` says why).
+    #[serde(rename = "nextFireMs")]
+    pub next_fire_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
 /// `compactd job JOB KEY` (seed 002's Job).
 #[derive(Debug, Clone, Serialize)]
 pub struct JobView {
@@ -326,6 +343,10 @@ pub struct JobView {
     pub created_wall_ms: u64,
     pub finished_wall_ms: Option<u64>,
     pub steps: Vec<StepView>,
+    /// The job's schedule and next fire instant, if its current definition
+    /// has one (filled in by the views that show it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleView>,
 }
 
 /// The view of one instance; with `tasks`, each step's task status too.
@@ -406,6 +427,7 @@ pub(crate) async fn view_of(store: &Store, inst: &JobInstance, with_tasks: bool)
         created_wall_ms: inst.created_wall_ms,
         finished_wall_ms: end.map(|e| e.finished_wall_ms),
         steps,
+        schedule: None,
     })
 }
 

@@ -9,6 +9,9 @@
 //! - [`drive`]: advances every running instance one round: submits the
 //!   main tasks of ready steps, records their outcomes, skips the
 //!   dependents of failures, finishes jobs. Called by the monitor.
+//! - [`cron`]: job schedules: the drive triggers an instance per fire
+//!   instant of a job's cron schedule, exactly once, running missed ones
+//!   once.
 //!
 //! Versions in flight: an instance pins the definition versions it started
 //! with (job version, each step's version, the relations); the drive reads
@@ -17,16 +20,19 @@
 //! running job (seed 000's rule for online processes). The tree and the
 //! write orders are in `layouts/JOBS.md`.
 
+pub mod cron;
 pub mod define;
 pub mod drive;
 pub mod instance;
 pub mod spec;
 
 #[cfg(test)]
+mod cron_tests;
+#[cfg(test)]
 mod tests;
 
 pub use define::{apply, Applied, VersionRow};
-pub use drive::{drive, DriveReport};
+pub use drive::{drive, drive_round, DriveReport};
 pub use instance::{trigger, JobView, StepView, Triggered};
 pub use spec::{JobSpec, StepSpec};
 

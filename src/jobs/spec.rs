@@ -12,6 +12,10 @@
 //! }
 //! ```
 //!
+//! A job may carry a schedule: `"schedule": "0 2 * * *"` (5-field cron) and
+//! `"timeZone": "Europe/Berlin"` (IANA; default UTC) make the monitor
+//! trigger it at each fire instant ([`crate::jobs::cron`]).
+//!
 //! Validation refuses, naming the steps: duplicate step names, a dependency on
 //! an unknown step, a cycle (a step depending on itself included), a
 //! `compact` step without `db`/`schema`/`table` or with `sharding`/`command`,
@@ -26,6 +30,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use serde::{Deserialize, Serialize};
 
 use super::JobError;
+use crate::schedule::{Cron, DEFAULT_ZONE};
 
 /// A job definition as written by ops (and printed by `define show`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +39,13 @@ pub struct JobSpec {
     #[serde(rename = "jobName")]
     pub job_name: Name,
     pub steps: Vec<StepSpec>,
+    /// A 5-field cron pattern: the monitor triggers an instance at each
+    /// fire instant (see [`crate::jobs::cron`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// The IANA time zone of `schedule` (default UTC).
+    #[serde(rename = "timeZone", default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
     /// Printed by `define show`; ignored by `apply`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<u64>,
@@ -138,6 +150,9 @@ pub fn validate(spec: &JobSpec) -> Result<Vec<Name>, JobError> {
     if spec.steps.is_empty() {
         return Err(JobError::Invalid { job, problem: "a job needs at least one step".into() });
     }
+    if let Err(problem) = check_schedule(spec.schedule.as_deref(), spec.time_zone.as_deref()) {
+        return Err(JobError::Invalid { job, problem });
+    }
     let mut seen = BTreeSet::new();
     let mut dups = BTreeSet::new();
     for s in &spec.steps {
@@ -166,6 +181,15 @@ pub fn validate(spec: &JobSpec) -> Result<Vec<Name>, JobError> {
         }
     }
     order(&job, spec.steps.iter().map(|s| (&s.step_name, &s.dependent_steps)))
+}
+
+/// A definition's schedule keys; the problem names the key.
+fn check_schedule(schedule: Option<&str>, tz: Option<&str>) -> Result<(), String> {
+    match (schedule, tz) {
+        (None, None) => Ok(()),
+        (None, Some(z)) => Err(format!("\"timeZone\" {z:?} without a \"schedule\"")),
+        (Some(s), z) => Cron::parse(s, z.unwrap_or(DEFAULT_ZONE)).map(|_| ()).map_err(|e| format!("\"schedule\": {e}")),
+    }
 }
 
 fn step_problem(s: &StepSpec) -> Option<String> {

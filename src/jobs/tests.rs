@@ -21,21 +21,21 @@ const REPORT: &str = include_str!("../../fixtures/jobs/report.json");
 
 const T0: u64 = 1_700_000_000_000;
 
-fn n(s: &str) -> Name {
+pub(super) fn n(s: &str) -> Name {
     Name::parse(s).unwrap()
 }
 
-fn me() -> NodeId {
+pub(super) fn me() -> NodeId {
     NodeId::parse("n1").unwrap()
 }
 
-fn parse(json: &str) -> JobSpec {
+pub(super) fn parse(json: &str) -> JobSpec {
     spec::parse("test.json", json.as_bytes()).unwrap()
 }
 
 /// A monitor lease with `n1` as the only member, so that `submit` finds a
 /// live manager.
-async fn with_member(store: &Store) {
+pub(super) async fn with_member(store: &Store) {
     let lease = Lease {
         epoch: 1,
         holder: me(),

@@ -94,6 +94,9 @@ pub struct Node {
     /// Job instances were running at the last drive.
     jobs_active: bool,
     next_jobs_at: Duration,
+    /// When the job drive next looks at the job schedules: a sweep
+    /// interval after it last did, or the next fire instant if sooner.
+    next_schedules_at: Duration,
     /// Wake-ups: this node's own (its executors poke it), the sender of its
     /// pokes, and the address its heartbeat advertises. None in-process.
     wake: Option<Arc<Wakeup>>,
@@ -128,6 +131,7 @@ impl Node {
             previous_view: None,
             jobs_active: false,
             next_jobs_at: Duration::ZERO,
+            next_schedules_at: Duration::ZERO,
             wake: None,
             poker: None,
             addr: None,
@@ -544,17 +548,25 @@ impl Node {
             return;
         }
         let wall = self.clock.wall_ms();
-        match crate::jobs::drive(&self.store, &self.cfg.id, wall).await {
+        let schedules = now >= self.next_schedules_at;
+        match crate::jobs::drive_round(&self.store, &self.cfg.id, wall, schedules).await {
             Ok(report) => {
                 self.jobs_active = report.instances > 0;
                 report.managers.iter().for_each(|m| self.pokes.work(m));
                 for e in report.errors {
                     tracing::warn!("job drive: {e}");
                 }
+                if schedules {
+                    let to_fire = report.next_fire_ms.map(|f| Duration::from_millis(f.saturating_sub(wall)));
+                    self.next_schedules_at = now + to_fire.map_or(sweep, |d| d.min(sweep));
+                }
             }
-            Err(e) => tracing::warn!("job drive failed: {e}"),
+            Err(e) => {
+                tracing::warn!("job drive failed: {e}");
+                self.next_schedules_at = self.next_schedules_at.max(now + sweep);
+            }
         }
-        self.next_jobs_at = now + sweep;
+        self.next_jobs_at = (now + sweep).min(self.next_schedules_at);
     }
 
     async fn start_monitor(&mut self, now: Duration, _why: Option<&str>) {

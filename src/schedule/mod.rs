@@ -51,6 +51,9 @@ use jiff::Timestamp;
 
 pub use window::Windows;
 
+/// The zone of a schedule or window given without one.
+pub const DEFAULT_ZONE: &str = "UTC";
+
 /// How far back a schedule that never fired looks for a fire instant: one
 /// minute, the pattern's resolution, so a schedule created (or a node that
 /// looks) a few seconds after a fire instant still takes it.

@@ -15,10 +15,7 @@ use layouts::formats::{RepeatInfo, TaskInfo};
 use layouts::v2;
 
 use super::TaskError;
-use crate::schedule::Cron;
-
-/// The zone of a cron schedule stored without one.
-pub const DEFAULT_ZONE: &str = "UTC";
+use crate::schedule::{Cron, DEFAULT_ZONE};
 
 /// Repeat settings: `rounds` rounds (0: until stopped), started `interval`
 /// after the end of the previous round, or at the fire instants of `cron`.
