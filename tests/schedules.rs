@@ -1,13 +1,20 @@
-//! Cron repeat tasks on an in-process node under the [`ManualClock`]: the
-//! first round waits for the first fire instant, rounds follow the
-//! schedule across Europe/Berlin's 2026 daylight-saving switches, and a
-//! node that missed three days of fire instants runs one round, not three.
+//! Cron schedules on an in-process node under the [`ManualClock`]:
+//! - repeat tasks: the first round waits for the first fire instant,
+//!   rounds follow the schedule across Europe/Berlin's 2026 daylight-saving
+//!   switches, and a node that missed three days of fire instants runs one
+//!   round, not three;
+//! - job schedules: the monitor triggers a scheduled job at its fire
+//!   instant, not up to a sweep interval later.
+//!
 //! The wall clock is stepped alone ([`ManualClock::set_wall_ms`]) so that
 //! days pass without ticking through them and without expiring a session.
+//! The DST and catch-up rules of job schedules are unit-tested in
+//! `src/jobs/cron_tests.rs`.
 
 use std::time::Duration;
 
 use compactd::clock::{Clock, SharedClock};
+use compactd::jobs;
 use compactd::node::{Node, NodeConfig};
 use compactd::schedule::Cron;
 use compactd::tasks::worker::WorkConfig;
@@ -27,7 +34,7 @@ struct One {
 }
 
 impl One {
-    async fn new() -> One {
+    async fn new(sweep: Duration) -> One {
         let mut cluster = sim::Cluster::new(Duration::from_millis(100));
         let store = Store::memory().await;
         let id = NodeId::parse("n1").unwrap();
@@ -35,7 +42,7 @@ impl One {
         cfg.heartbeat = Duration::from_millis(200);
         cfg.session_timeout = Duration::from_millis(1500);
         cfg.lease = Duration::from_millis(1500);
-        let work = WorkConfig { executor: ExecutorKind::Noop, sweep: Duration::from_secs(1), ..WorkConfig::default() };
+        let work = WorkConfig { executor: ExecutorKind::Noop, sweep, ..WorkConfig::default() };
         let clock: SharedClock = cluster.shared_clock();
         let node = Node::new(cfg, store.clone(), clock).with_work(work, Store::memory().await);
         cluster.push(node, ());
@@ -75,7 +82,7 @@ impl One {
 
 #[tokio::test]
 async fn cron_rounds_follow_the_schedule_across_dst_and_catch_up_once() {
-    let mut one = One::new().await;
+    let mut one = One::new(Duration::from_secs(1)).await;
     one.cluster.clock.set_wall_ms(at("2026-03-28T12:00:00Z"));
     let mut spec = TaskSpec::table(Name::parse("db").unwrap(), Name::parse("s").unwrap(), Name::parse("t").unwrap());
     spec.shards = Some(2);
@@ -121,4 +128,32 @@ async fn cron_rounds_follow_the_schedule_across_dst_and_catch_up_once() {
     tasks::stop(&one.store, &id, "test", one.cluster.clock.wall_ms()).await.unwrap();
     one.cluster.rounds(30).await;
     assert_eq!(one.run(&id).await.0, TaskState::Cancel);
+}
+
+#[tokio::test]
+async fn the_monitor_triggers_a_scheduled_job_at_its_fire_instant() {
+    // The default sweep (60 s): the node looks at the schedules again at
+    // the next fire instant, not only a sweep later.
+    let mut one = One::new(WorkConfig::default().sweep).await;
+    let fire = at("2026-06-02T02:00:00Z");
+    one.cluster.clock.set_wall_ms(fire - 70_000);
+    let json = r#"{"jobName":"nightly","schedule":"0 4 * * *","timeZone":"Europe/Berlin",
+                   "steps":[{"stepName":"a","kind":"command","commandName":"ok"}]}"#;
+    let spec = jobs::spec::parse("nightly.json", json.as_bytes()).unwrap();
+    let me = NodeId::parse("cli").unwrap();
+    jobs::define::apply(&one.store, &spec, &me, "test", one.cluster.clock.wall_ms()).await.unwrap();
+    let job = Name::parse("nightly").unwrap();
+    let trigger = jobs::cron::trigger_name(fire);
+    for _ in 0..one.cluster.rounds_for(Duration::from_secs(80)) {
+        one.cluster.round().await;
+        let created = jobs::instance::read_instance(&one.store, &job, &trigger).await.unwrap();
+        if let Some(inst) = created {
+            let late = inst.created_wall_ms - fire;
+            assert!(inst.created_wall_ms >= fire && late <= 500, "created {late} ms after the fire instant");
+            let all = jobs::instance::list_instances(&one.store).await.unwrap();
+            assert_eq!(all.len(), 1, "{all:?}");
+            return;
+        }
+    }
+    panic!("no instance {trigger} after its fire instant");
 }
