@@ -113,7 +113,10 @@ async fn check_job_definitions(store: &Store, out: &mut Vec<Anomaly>) -> store::
             let logged = |dir: &Entry| !dir.is_dir;
             match f.name() {
                 paths::JOB_FILE => {
-                    read_json::<JobDefinition>(store, &f, "job definition", out).await?;
+                    let def = read_json::<JobDefinition>(store, &f, "job definition", out).await?;
+                    if let Some(Err(e)) = def.as_ref().and_then(crate::jobs::cron::cron_of) {
+                        out.push(Anomaly::new(&f.path, format!("the job's schedule: {e}")));
+                    }
                 }
                 paths::RELATIONS => {
                     read_json::<Relations>(store, &f, "relations definition", out).await?;

@@ -157,3 +157,32 @@ async fn the_monitor_triggers_a_scheduled_job_at_its_fire_instant() {
     }
     panic!("no instance {trigger} after its fire instant");
 }
+
+#[tokio::test]
+async fn a_bad_stored_cron_is_a_malformed_task_not_a_panic() {
+    let mut one = One::new(Duration::from_secs(1)).await;
+    let mut spec = TaskSpec::table(Name::parse("db").unwrap(), Name::parse("s").unwrap(), Name::parse("t").unwrap());
+    spec.shards = Some(1);
+    spec.executor =
+        Some(ExecutorSpec { kind: ExecutorKind::Noop, command: None, command_name: None, timeout_ms: None });
+    let cron = Cron::parse("0 2 * * *", "UTC").unwrap();
+    spec.repeat = Some(Repeat { rounds: 0, interval: Duration::ZERO, cron: Some(cron) });
+    let id = tasks::submit(&one.store, spec, one.cluster.clock.wall_ms()).await.unwrap();
+    // Rewritten by a foreign writer: a zone that does not exist.
+    let path = layouts::v2::task_info(&id);
+    let text = String::from_utf8(one.store.read(&path).await.unwrap().unwrap().to_vec()).unwrap();
+    assert!(text.contains("\"timeZone\": \"UTC\""), "{text}");
+    one.store
+        .put(&path, text.replace("\"timeZone\": \"UTC\"", "\"timeZone\": \"Mars/Olympus\"").into_bytes())
+        .await
+        .unwrap();
+    one.cluster.clock.set_wall_ms(at("2030-01-01T02:00:00Z"));
+    one.cluster.rounds(30).await;
+    let (state, run) = one.run(&id).await;
+    assert_eq!((state, run.round), (TaskState::Init, 0), "a task whose schedule does not parse does not run");
+    let anomalies = compactd::check::check_tree(&one.store).await.unwrap();
+    assert!(
+        anomalies.iter().any(|a| a.path == path && a.problem.contains("\"Mars/Olympus\"")),
+        "check names the file and the zone: {anomalies:?}"
+    );
+}

@@ -159,4 +159,6 @@ async fn only_a_round_that_looks_at_schedules_fires_and_a_bad_stored_one_is_repo
     let r = drive_round(&store, &me(), clock.wall_ms(), true).await.unwrap();
     assert!(r.triggered.is_empty());
     assert!(r.errors.iter().any(|e| e.contains(&path) && e.contains("\"0 2 * *\"")), "{:?}", r.errors);
+    let anomalies = crate::check::check_tree(&store).await.unwrap();
+    assert!(anomalies.iter().any(|a| a.path == path && a.problem.contains("\"0 2 * *\"")), "{anomalies:?}");
 }
