@@ -103,6 +103,8 @@ async fn cron_rounds_follow_the_schedule_across_dst_and_catch_up_once() {
     one.cluster.rounds(30).await;
     assert_eq!(one.run(&id).await.0, TaskState::Init);
     assert_eq!(one.run(&id).await.1.next_round_at_ms, Some(gap));
+    let status = tasks::status(&one.store, &id).await.unwrap();
+    assert_eq!((status.next_round_at_ms, status.repeat.cron.as_deref()), (Some(gap), Some("30 2 * * *")));
     one.cluster.clock.set_wall_ms(gap - 5_000);
     one.cluster.rounds(30).await; // 3 s: still before it
     assert_eq!(one.run(&id).await.0, TaskState::Init);

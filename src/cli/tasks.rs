@@ -239,6 +239,16 @@ pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
     if s.stop_requested && !s.state.is_terminal() {
         println!("stop requested");
     }
+    if let (Some(next), false) = (s.next_round_at_ms, s.state.is_terminal()) {
+        let at = humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(next));
+        match &s.repeat.cron {
+            Some(c) => {
+                let tz = s.repeat.time_zone.as_deref().unwrap_or(crate::schedule::DEFAULT_ZONE);
+                println!("next round {at} (schedule {c:?} in {tz})");
+            }
+            None => println!("next round {at}"),
+        }
+    }
     if let Some(e) = &s.error {
         println!("error: {e}");
     }

@@ -275,6 +275,11 @@ pub struct TaskStatus {
     pub failures: Vec<UnitFailure>,
     /// Why the task failed as a whole, if it did (e.g. no partitions found).
     pub error: Option<String>,
+    /// A repeat task between rounds (or a cron task before its first): when
+    /// the next round is due.
+    pub next_round_at_ms: Option<u64>,
+    /// A cron repeat task's schedule and zone.
+    pub repeat: formats::RepeatInfo,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -524,6 +529,8 @@ pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError>
         stats: round_stats(store, id, &dir, info.run.round).await?,
         failures: round_failures(store, id, &dir, info.run.round).await?,
         error: info.run.error.clone(),
+        next_round_at_ms: info.run.next_round_at_ms,
+        repeat: info.repeat.clone(),
     })
 }
 
