@@ -704,6 +704,27 @@ pub async fn manager_of(store: &Store, id: &TaskId) -> Option<NodeId> {
 
 /// Asks the task's manager to stop it (the manager cancels its running
 /// subtasks and marks the task `Cancel`).
+/// The task whose parameter `param` is `marker`, submitted at or after
+/// `since_ms`, if a complete one (with a status marker) exists: how a
+/// driver that claimed a submission and crashed before recording the task
+/// id finds it (job steps, planner decisions).
+pub async fn find_marked(store: &Store, param: &str, marker: &str, since_ms: u64) -> store::Result<Option<TaskId>> {
+    let mut ids: Vec<TaskId> = list_ids(store).await?.into_iter().filter(|id| id.unix_ms >= since_ms).collect();
+    ids.sort();
+    for id in ids {
+        let Ok(info) = read_info(store, &id).await else {
+            continue;
+        };
+        if info.run.params.get(param).map(String::as_str) != Some(marker) {
+            continue;
+        }
+        if read_dir(store, &id).await?.state.is_some() {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
+}
+
 pub async fn stop(store: &Store, id: &TaskId, by: &str, wall_ms: u64) -> Result<(), TaskError> {
     let dir = read_dir(store, id).await?;
     if !dir.has_info {
