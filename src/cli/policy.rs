@@ -56,7 +56,7 @@ pub struct PlanArgs {
     #[arg(long, required = true)]
     pub dry_run: bool,
     /// The data backend (`run --data`) whose tables the policies match.
-    #[arg(long, env = "COMPACTD_DATA")]
+    #[arg(long, env = "COMPACTD_DATA", default_value = "./data")]
     pub data: String,
     #[arg(long)]
     pub json: bool,
