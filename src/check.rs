@@ -98,7 +98,87 @@ pub async fn check_tree(store: &Store) -> store::Result<Vec<Anomaly>> {
     check_job_definitions(store, &mut out).await?;
     check_archives(store, &mut out).await?;
     check_upgrade(store, &mut out).await?;
+    check_policies(store, &mut out).await?;
+    check_tables(store, &mut out).await?;
     Ok(out)
+}
+
+/// Policies: every main copy, logged version, pause and pass record parses.
+async fn check_policies(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
+    use layouts::policies::{self as paths, LastPass, PolicyDefinition, PolicyPause};
+    for p in list(store, paths::POLICIES, out).await? {
+        if !p.is_dir {
+            out.push(Anomaly::new(&p.path, "a file stands where a policy's folder is expected"));
+            continue;
+        }
+        for f in list(store, &p.path, out).await? {
+            match (f.name(), f.is_dir) {
+                (paths::POLICY_FILE, false) => {
+                    read_json::<PolicyDefinition>(store, &f, "policy definition", out).await?;
+                }
+                (paths::PAUSED, false) => {
+                    read_json::<PolicyPause>(store, &f, "policy pause record", out).await?;
+                }
+                (paths::LAST_PASS, false) => {
+                    read_json::<LastPass>(store, &f, "planner pass record", out).await?;
+                }
+                (paths::POLICY_LOG, true) => {
+                    for v in list(store, &f.path, out).await? {
+                        if paths::parse_version(v.name()).is_none() || v.is_dir {
+                            out.push(Anomaly::new(&v.path, "not a logged policy version (20 digits)"));
+                        } else {
+                            read_json::<PolicyDefinition>(store, &v, "logged policy definition", out).await?;
+                        }
+                    }
+                }
+                _ => out.push(Anomaly::new(&f.path, "unexpected entry in a policy folder")),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The planner's per-table files: `Summary` and `Decisions/`.
+async fn check_tables(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
+    use layouts::policies::{self as paths, DecisionClaim, DecisionFile, DecisionTask, TableSummary};
+    for db in list(store, paths::TABLES, out).await? {
+        for schema in if db.is_dir { list(store, &db.path, out).await? } else { vec![] } {
+            for table in if schema.is_dir { list(store, &schema.path, out).await? } else { vec![] } {
+                if !table.is_dir {
+                    out.push(Anomaly::new(&table.path, "a file stands where a table's folder is expected"));
+                    continue;
+                }
+                for f in list(store, &table.path, out).await? {
+                    match (f.name(), f.is_dir) {
+                        (paths::SUMMARY, false) => {
+                            read_json::<TableSummary>(store, &f, "table summary", out).await?;
+                        }
+                        (paths::DECISIONS, true) => {
+                            for d in list(store, &f.path, out).await? {
+                                match paths::parse_decision(d.name()) {
+                                    Some((_, _, DecisionFile::Claim)) if !d.is_dir => {
+                                        read_json::<DecisionClaim>(store, &d, "planner decision", out).await?;
+                                    }
+                                    Some((_, _, DecisionFile::Task)) if !d.is_dir => {
+                                        read_json::<DecisionTask>(store, &d, "planner decision's task", out).await?;
+                                    }
+                                    _ => out.push(Anomaly::new(&d.path, "not a planner decision file")),
+                                }
+                            }
+                        }
+                        _ => out.push(Anomaly::new(&f.path, "unexpected entry in a table's planner folder")),
+                    }
+                }
+            }
+            if !schema.is_dir {
+                out.push(Anomaly::new(&schema.path, "a file stands where a schema's folder is expected"));
+            }
+        }
+        if !db.is_dir {
+            out.push(Anomaly::new(&db.path, "a file stands where a database's folder is expected"));
+        }
+    }
+    Ok(())
 }
 
 /// Job definitions: the main copies and every logged version must parse.

@@ -68,6 +68,12 @@ fn fill(line: &str) -> String {
         ("<step>", "s1".into()),
         ("<version: 20 digits>", format!("{:020}", 1)),
         ("<version>", format!("{:020}", 1)),
+        ("<policy>", "ghostpolicy".into()),
+        ("<db>", "db".into()),
+        ("<schema>", "public".into()),
+        ("<table>", "ghosttable".into()),
+        ("<partition>", "p1".into()),
+        ("<seq: 10 digits>", format!("{:010}", 1)),
     ];
     let mut s = line.to_string();
     for (from, to) in subs {

@@ -17,6 +17,7 @@ pub mod id;
 pub mod jobs;
 pub mod limits;
 pub mod name;
+pub mod policies;
 pub mod state;
 pub mod v1;
 pub mod v2;

@@ -59,7 +59,8 @@ pub const OUTCOMES_DIR: &str = "Outcomes";
 
 /// Every top-level folder of the v2 tree; anything else below `Compaction_V2/`
 /// is reported by `compactd check`.
-pub const TOP_LEVEL: &[&str] = &["Scheduler/", "TaskAssigned/", "TaskUpgradeLock/", "Registry/", "Election/", "Jobs/"];
+pub const TOP_LEVEL: &[&str] =
+    &["Scheduler/", "TaskAssigned/", "TaskUpgradeLock/", "Registry/", "Election/", "Jobs/", "Policies/", "Tables/"];
 
 pub fn task_dir(task: &TaskId) -> String {
     format!("{SCHEDULER}{task}/")

@@ -4,6 +4,7 @@ pub mod check;
 pub mod config;
 pub mod jobs;
 pub mod nodes;
+pub mod policy;
 pub mod run;
 pub mod tasks;
 pub mod upgrade;
@@ -69,6 +70,12 @@ pub enum Command {
     Jobs(jobs::JobsArgs),
     /// Show one job instance with its steps and tasks.
     Job(jobs::JobArgs),
+    /// Table policies: apply, list, show, pause, resume.
+    Policy(policy::PolicyArgs),
+    /// The tables the policies keep compact, as the planner last saw them.
+    Tables(policy::TablesArgs),
+    /// What the planner would submit now, and why (`--dry-run`).
+    Plan(policy::PlanArgs),
     /// (internal) the merge executor, run by workers as a child process.
     #[command(name = "__merge", hide = true)]
     Merge(tasks::MergeArgs),
@@ -125,7 +132,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         // Only commands that set a cluster up may create its root: a typo in
         // --root must not leave a new empty tree behind.
         let creates = match &cli.command {
-            Command::Run(_) | Command::Merge(_) | Command::Define(_) => true,
+            Command::Run(_) | Command::Merge(_) | Command::Define(_) | Command::Policy(_) => true,
             Command::Upgrade(a) => a.generate_fixture.is_some(),
             _ => false,
         };
@@ -155,6 +162,8 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             | Command::History(_)
             | Command::Jobs(_)
             | Command::Job(_)
+            | Command::Tables(_)
+            | Command::Plan(_)
     );
     if reads && store.list(layouts::v2::ROOT).await?.is_empty() {
         anyhow::bail!(
@@ -179,6 +188,9 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Jobs(args) => jobs::list(store, args).await,
         Command::Job(args) => jobs::show(store, args).await,
         Command::Upgrade(args) => upgrade::run(store, args).await,
+        Command::Policy(args) => policy::policy(store, args).await,
+        Command::Tables(args) => policy::tables(store, args).await,
+        Command::Plan(args) => policy::plan(store, args).await,
         Command::Config(_) | Command::Completions { .. } | Command::Man | Command::Reaper => {
             unreachable!("handled by `offline` before any backend is opened")
         }

@@ -73,6 +73,13 @@ pub struct RunArgs {
     /// How often the monitor sweeps the task tree (manager failover safety net, archiving, garbage).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub sweep: Duration,
+    /// Time between two passes of the policy planner over the tables (the
+    /// monitor's duty; see `compactd policy`).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub plan_interval: Duration,
+    /// Backend requests the policy planner may spend per monitor round.
+    #[arg(long, default_value_t = 200)]
+    pub plan_budget: u64,
     /// Start even if a v1 → v2 upgrade of this root is unfinished.
     #[arg(long)]
     pub allow_unfinished_upgrade: bool,
@@ -137,16 +144,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Parses `1048576`, `64KiB`, `128MiB`, `1GiB`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mul) = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)]
-        .iter()
-        .find_map(|(suffix, m)| s.strip_suffix(suffix).map(|n| (n, *m)))
-        .unwrap_or((s, 1));
-    let n: u64 = num.trim().parse().map_err(|_| format!("{s:?} is not a size (write 1048576, 64KiB, 128MiB, 1GiB)"))?;
-    n.checked_mul(mul).filter(|v| *v > 0).ok_or_else(|| "size must be positive and fit in 64 bits".into())
-}
+pub use layouts::formats::parse_size;
 
 fn default_node_id() -> String {
     let host = hostname::get().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "node".into());
@@ -215,6 +213,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         retries: args.retries,
         history_retention: args.history_retention,
         sweep: args.sweep,
+        planner: crate::policy::PlannerConfig { interval: args.plan_interval, budget: args.plan_budget.max(1) },
     };
     let shutdown = CancellationToken::new();
     let clock = SystemClock::shared();

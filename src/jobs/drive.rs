@@ -270,7 +270,7 @@ impl Driver<'_> {
 
     /// A claim without a recorded task.
     async fn recover(&self, step: &Name, claim: &StepClaim, report: &mut DriveReport) -> Result<StepState, JobError> {
-        if let Some(id) = find_task(self.store, &claim.marker, claim.wall_ms).await? {
+        if let Some(id) = tasks::find_marked(self.store, MARKER_PARAM, &claim.marker, claim.wall_ms).await? {
             return self.record(step, id, id.unix_ms, report).await;
         }
         let mine = claim.by == self.me.as_str();
@@ -337,25 +337,6 @@ impl Driver<'_> {
         }
         Ok(StepState::Running)
     }
-}
-
-/// The task with `marker` submitted at or after `since_ms`, if a complete one
-/// (with a status marker) exists.
-async fn find_task(store: &Store, marker: &str, since_ms: u64) -> Result<Option<TaskId>, JobError> {
-    let mut ids: Vec<TaskId> = tasks::list_ids(store).await?.into_iter().filter(|id| id.unix_ms >= since_ms).collect();
-    ids.sort();
-    for id in ids {
-        let Ok(info) = tasks::read_info(store, &id).await else {
-            continue;
-        };
-        if info.run.params.get(MARKER_PARAM).map(String::as_str) != Some(marker) {
-            continue;
-        }
-        if tasks::read_dir(store, &id).await?.state.is_some() {
-            return Ok(Some(id));
-        }
-    }
-    Ok(None)
 }
 
 /// The main task of a step.

@@ -209,7 +209,9 @@ impl Node {
         if let Some(m) = &self.metrics {
             worker.set_metrics(m.clone());
         }
+        let planner = crate::policy::Planner::new(cfg.planner.clone(), self.cfg.id.clone());
         self.work = Some(Work {
+            planner,
             cfg,
             data,
             worker,
@@ -243,6 +245,7 @@ impl Node {
             running: self.running_subtasks(),
             events_kept: self.monitor_events_kept(),
             members: self.view().map(|v| (v.members.len(), v.offline.len())),
+            policies: self.work.as_ref().map(|w| w.planner.figures()).unwrap_or_default(),
         }
     }
 
@@ -569,6 +572,28 @@ impl Node {
         self.next_jobs_at = (now + sweep).min(self.next_schedules_at);
     }
 
+    /// The monitor's policy planner: one round per monitor round, fenced.
+    async fn plan_policies(&mut self, now: Duration) {
+        if self.monitor.is_none() || self.work.is_none() {
+            return;
+        }
+        if self.monitor_duty_allowed(now, "policy planning").await.is_none() {
+            return;
+        }
+        let wall = self.clock.wall_ms();
+        let Some(work) = self.work.as_mut() else { return };
+        let report = work.planner.round(&self.store, &work.data, now, wall).await;
+        for m in &report.managers {
+            self.pokes.work(m);
+        }
+        for s in &report.submitted {
+            tracing::info!("planner submitted {s}");
+        }
+        for e in &report.errors {
+            tracing::warn!("planner: {e}");
+        }
+    }
+
     async fn start_monitor(&mut self, now: Duration, _why: Option<&str>) {
         let wall = self.clock.wall_ms();
         let previous = self.previous_view.clone();
@@ -620,6 +645,7 @@ impl Node {
                 self.next_scan_at = now + self.cfg.heartbeat;
                 self.sweep_tasks(now, offline, deadline).await;
                 self.drive_jobs(now).await;
+                self.plan_policies(now).await;
             }
             Err(e) => self.monitor_failed(e),
         }

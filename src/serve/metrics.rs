@@ -41,6 +41,11 @@ pub struct FinishedLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabel {
+    pub policy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabel {
     pub state: String,
 }
@@ -242,6 +247,9 @@ pub struct TickReport {
     pub events_kept: Option<usize>,
     /// Monitor only: members alive and declared offline in its view.
     pub members: Option<(usize, usize)>,
+    /// The policy planner: per policy, the last complete pass's figures
+    /// and this node's decisions so far (monotonic).
+    pub policies: Vec<(String, crate::policy::planner::PolicyCounts, u64)>,
 }
 
 /// Node-wide counters copied from [`crate::node::NodeStats`] (deltas).
@@ -249,6 +257,7 @@ pub struct TickReport {
 struct Seen {
     fenced: u64,
     rejoins: u64,
+    decisions: std::collections::BTreeMap<String, u64>,
 }
 
 /// Every metric of one node.
@@ -271,6 +280,8 @@ pub struct Metrics {
     cluster_nodes: Family<StateLabel, Gauge>,
     cluster_tasks: Family<StateLabel, Gauge>,
     cluster_events: Gauge,
+    policy_decisions: Family<PolicyLabel, Counter>,
+    policy_gauges: [(&'static str, Family<PolicyLabel, Gauge>); 4],
     seen: Mutex<Seen>,
 }
 
@@ -356,6 +367,23 @@ impl Metrics {
             "Monitor only: change events kept in the event log, as of the last purge",
             cluster_events.clone(),
         );
+        let policy_decisions = Family::<PolicyLabel, Counter>::default();
+        r.register(
+            "compactd_policy_decisions",
+            "Partitions this node's planner submitted a compaction for, per policy",
+            policy_decisions.clone(),
+        );
+        let policy_gauges = [
+            ("tables", "Monitor only: tables the policy owns, as of the planner's last pass"),
+            ("small_files", "Monitor only: small files in the policy's tables, as of the last pass"),
+            ("due_partitions", "Monitor only: partitions due but not submitted (at a cap), as of the last pass"),
+            ("in_flight", "Monitor only: the policy's partitions being compacted, as of the last pass"),
+        ]
+        .map(|(name, help)| {
+            let f = Family::<PolicyLabel, Gauge>::default();
+            r.register(format!("compactd_policy_{name}"), help, f.clone());
+            (name, f)
+        });
         r.register_collector(Box::new(OnScrape { health: health.clone(), wake, namenode }));
         // The backend layer registers the opendal_* families; it is applied
         // to the tree store and the data store. Its `root` label would be a
@@ -382,6 +410,8 @@ impl Metrics {
             cluster_nodes,
             cluster_tasks,
             cluster_events,
+            policy_decisions,
+            policy_gauges,
             seen: Mutex::new(Seen::default()),
         })
     }
@@ -412,6 +442,29 @@ impl Metrics {
             self.rejoins.inc_by(s.rejoins.saturating_sub(seen.rejoins));
             seen.fenced = s.fenced_actions;
             seen.rejoins = s.rejoins;
+            for (policy, _, n) in &s.policies {
+                let before = seen.decisions.insert(policy.clone(), *n).unwrap_or(0);
+                self.policy_decisions
+                    .get_or_create(&PolicyLabel { policy: policy.clone() })
+                    .inc_by(n.saturating_sub(before));
+            }
+        }
+        for (_, f) in &self.policy_gauges {
+            f.clear();
+        }
+        if s.is_monitor {
+            for (policy, c, _) in &s.policies {
+                let label = PolicyLabel { policy: policy.clone() };
+                for (name, f) in &self.policy_gauges {
+                    let v = match *name {
+                        "tables" => c.tables,
+                        "small_files" => c.small_files,
+                        "due_partitions" => c.due_partitions,
+                        _ => c.in_flight,
+                    };
+                    f.get_or_create(&label).set(v as i64);
+                }
+            }
         }
         if s.is_monitor {
             if let Some(n) = s.events_kept {

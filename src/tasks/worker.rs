@@ -52,6 +52,8 @@ pub struct WorkConfig {
     pub history_retention: Duration,
     /// How often the monitor sweeps the task tree.
     pub sweep: Duration,
+    /// The policy planner's pass interval and per-round request budget.
+    pub planner: crate::policy::PlannerConfig,
 }
 
 impl Default for WorkConfig {
@@ -71,6 +73,7 @@ impl Default for WorkConfig {
             retries: 3,
             history_retention: Duration::from_secs(24 * 3600),
             sweep: Duration::from_secs(60),
+            planner: crate::policy::PlannerConfig::default(),
         }
     }
 }
@@ -506,7 +509,14 @@ async fn prepare(
         vars,
         params: info.run.params.clone(),
         data_uri: cfg.data_uri.clone(),
-        target_size: cfg.target_size,
+        // A policy's task carries its own target size.
+        target_size: info
+            .run
+            .params
+            .get(crate::policy::planner::TARGET_SIZE_PARAM)
+            .and_then(|v| v.parse().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(cfg.target_size),
         compression: cfg.parquet_compression.clone(),
         fence: Some((cfg.root_uri.clone(), v2::subtask_dir(me, sub))),
         run_as: cfg.run_as.clone(),

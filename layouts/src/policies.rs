@@ -1,0 +1,272 @@
+//! The policies tree: table policies (what to keep compact, and how) and
+//! the planner's per-table state. See README.md beside this crate
+//! ("Policies and the planner").
+//!
+//! ```text
+//! Compaction_V2/Policies/<policy>/Policy                main copy (JSON, PolicyDefinition)
+//! Compaction_V2/Policies/<policy>/Log/<version, 20 digits>   logged versions (immutable)
+//! Compaction_V2/Policies/<policy>/Paused                present while paused (JSON, PolicyPause)
+//! Compaction_V2/Policies/<policy>/LastPass              the schedule's last fire planned (JSON, LastPass)
+//! Compaction_V2/Tables/<db>/<schema>/<table>/Summary    the planner's view of the table (JSON, TableSummary)
+//! Compaction_V2/Tables/<db>/<schema>/<table>/Decisions/<partition>.<seq, 10 digits>.Claim   created once
+//! Compaction_V2/Tables/<db>/<schema>/<table>/Decisions/<partition>.<seq, 10 digits>.Task    created once
+//! ```
+//!
+//! A decision to compact a partition is the atomic create of its next
+//! `.Claim` (sequence numbers per partition, from 1); the task submitted
+//! for it carries the claim's marker as a parameter, and `.Task` records
+//! its id. A new decision for a partition is only taken once the newest
+//! one's task has ended, so a partition is never compacted by two planner
+//! tasks at once, and two planners (a fenced monitor and its successor)
+//! cannot both take the same decision: the create picks one.
+
+use serde::{Deserialize, Serialize};
+
+use crate::id::TaskId;
+use crate::name::Name;
+
+pub const POLICIES: &str = "Compaction_V2/Policies/";
+pub const TABLES: &str = "Compaction_V2/Tables/";
+pub const POLICY_FILE: &str = "Policy";
+pub const POLICY_LOG: &str = "Log";
+pub const PAUSED: &str = "Paused";
+pub const LAST_PASS: &str = "LastPass";
+pub const SUMMARY: &str = "Summary";
+pub const DECISIONS: &str = "Decisions";
+pub const CLAIM_SUFFIX: &str = "Claim";
+pub const TASK_SUFFIX: &str = "Task";
+/// Parameter every planner task carries: `<db>/<schema>/<table>/<partition>#<seq>`.
+pub const MARKER_PARAM: &str = "compactd_policy_decision";
+/// Longest partition name the planner takes decisions for: the decision
+/// file names add a sequence number and a suffix to it, and a file name
+/// is at most 255 bytes.
+pub const MAX_PLANNED_PARTITION_BYTES: usize = 230;
+
+pub fn policy_dir(policy: &Name) -> String {
+    format!("{POLICIES}{policy}/")
+}
+
+pub fn policy_main(policy: &Name) -> String {
+    format!("{POLICIES}{policy}/{POLICY_FILE}")
+}
+
+pub fn policy_log_dir(policy: &Name) -> String {
+    format!("{POLICIES}{policy}/{POLICY_LOG}/")
+}
+
+pub fn policy_log(policy: &Name, version: u64) -> String {
+    format!("{POLICIES}{policy}/{POLICY_LOG}/{version:020}")
+}
+
+pub fn parse_version(file_name: &str) -> Option<u64> {
+    (file_name.len() == 20 && file_name.bytes().all(|b| b.is_ascii_digit())).then(|| file_name.parse().ok())?
+}
+
+pub fn policy_paused(policy: &Name) -> String {
+    format!("{POLICIES}{policy}/{PAUSED}")
+}
+
+pub fn policy_last_pass(policy: &Name) -> String {
+    format!("{POLICIES}{policy}/{LAST_PASS}")
+}
+
+pub fn table_dir(db: &Name, schema: &Name, table: &Name) -> String {
+    format!("{TABLES}{db}/{schema}/{table}/")
+}
+
+pub fn table_summary(db: &Name, schema: &Name, table: &Name) -> String {
+    format!("{TABLES}{db}/{schema}/{table}/{SUMMARY}")
+}
+
+pub fn decisions_dir(db: &Name, schema: &Name, table: &Name) -> String {
+    format!("{TABLES}{db}/{schema}/{table}/{DECISIONS}/")
+}
+
+/// Which file of a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DecisionFile {
+    Claim,
+    Task,
+}
+
+impl DecisionFile {
+    fn suffix(self) -> &'static str {
+        match self {
+            DecisionFile::Claim => CLAIM_SUFFIX,
+            DecisionFile::Task => TASK_SUFFIX,
+        }
+    }
+}
+
+pub fn decision(db: &Name, schema: &Name, table: &Name, partition: &Name, seq: u64, file: DecisionFile) -> String {
+    format!("{}{partition}.{seq:010}.{}", decisions_dir(db, schema, table), file.suffix())
+}
+
+/// `<partition>.<seq>.<Claim|Task>` → its parts (the partition may hold dots).
+pub fn parse_decision(file_name: &str) -> Option<(Name, u64, DecisionFile)> {
+    let (rest, suffix) = file_name.rsplit_once('.')?;
+    let file = match suffix {
+        CLAIM_SUFFIX => DecisionFile::Claim,
+        TASK_SUFFIX => DecisionFile::Task,
+        _ => return None,
+    };
+    let (partition, seq) = rest.rsplit_once('.')?;
+    if seq.len() != 10 || !seq.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((Name::parse(partition).ok()?, seq.parse().ok()?, file))
+}
+
+/// The marker of a decision's task.
+pub fn marker(db: &Name, schema: &Name, table: &Name, partition: &Name, seq: u64) -> String {
+    format!("{db}/{schema}/{table}/{partition}#{seq}")
+}
+
+/// `Policies/<policy>/Policy` and its logged versions: a policy as applied
+/// (the TOML file's keys, checked and with defaults filled in).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct PolicyDefinition {
+    pub name: Name,
+    pub version: u64,
+    /// `<db>/<schema>/<table>` patterns (`*` and `?` within one segment).
+    pub tables: Vec<String>,
+    /// `merge`, `parquet`, or the name of a command nodes define
+    /// (`run --command NAME=…`).
+    pub executor: String,
+    pub target_size: u64,
+    /// Files under this size count as small.
+    pub small_file_size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_small_files: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_small_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_small_age_ms: Option<u64>,
+    /// A cron expression: the policy's partitions are planned once per
+    /// fire, not continuously.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    pub time_zone: String,
+    /// Daily windows (`HH:MM-HH:MM`, local time) in which work may start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<String>,
+    pub min_interval_ms: u64,
+    pub weight: u32,
+    pub max_units_per_table: u32,
+    pub wall_ms: u64,
+    pub by: String,
+}
+
+/// `Policies/<policy>/Paused`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyPause {
+    pub by: String,
+    pub wall_ms: u64,
+}
+
+/// `Policies/<policy>/LastPass`: the newest schedule fire the planner has
+/// planned (a new monitor does not plan it again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastPass {
+    pub fire_ms: u64,
+    pub by: String,
+}
+
+/// `Decisions/<partition>.<seq>.Claim`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionClaim {
+    pub policy: Name,
+    pub policy_version: u64,
+    pub by: String,
+    pub wall_ms: u64,
+    /// The value of the [`MARKER_PARAM`] parameter of the submitted task.
+    pub marker: String,
+    /// Why the partition was due.
+    pub why: String,
+}
+
+/// `Decisions/<partition>.<seq>.Task`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionTask {
+    pub task: TaskId,
+    pub by: String,
+    pub wall_ms: u64,
+}
+
+/// `Tables/<db>/<schema>/<table>/Summary`: what the planner saw at its last
+/// visit, rewritten only when something in it changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableSummary {
+    pub db: String,
+    pub schema: String,
+    pub table: String,
+    pub policy: String,
+    pub policy_version: u64,
+    /// When the listing this summary was made from was taken.
+    pub checked_wall_ms: u64,
+    pub partitions: u64,
+    pub files: u64,
+    pub bytes: u64,
+    pub small_files: u64,
+    pub small_bytes: u64,
+    /// Planner tasks not ended yet.
+    pub in_flight: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_compaction_wall_ms: Option<u64>,
+    /// Why the table's partitions are or are not being submitted (paused,
+    /// outside its windows, waiting for the schedule, at its cap…).
+    pub state: String,
+    /// The partitions with small files, most small files first (at most
+    /// [`MAX_SUMMARY_PARTITIONS`]).
+    #[serde(default)]
+    pub detail: Vec<PartitionSummary>,
+}
+
+/// At most this many partitions are detailed in a [`TableSummary`].
+pub const MAX_SUMMARY_PARTITIONS: usize = 2000;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartitionSummary {
+    pub partition: String,
+    pub files: u64,
+    pub small_files: u64,
+    pub small_bytes: u64,
+    /// When the planner first saw a small file here that is still there
+    /// (its own clock: writers' clocks and file times are not trusted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub small_since_wall_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_compaction_wall_ms: Option<u64>,
+    /// The newest decision's sequence number (0: none yet).
+    pub seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskId>,
+    pub in_flight: bool,
+    pub due: bool,
+    pub why: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decision_names_round_trip_with_dots_in_the_partition() {
+        let n = |s: &str| Name::parse(s).unwrap();
+        let p = decision(&n("db"), &n("s"), &n("t"), &n("dt=2026.11.25"), 7, DecisionFile::Task);
+        assert_eq!(p, "Compaction_V2/Tables/db/s/t/Decisions/dt=2026.11.25.0000000007.Task");
+        let name = p.rsplit('/').next().unwrap();
+        assert_eq!(parse_decision(name), Some((n("dt=2026.11.25"), 7, DecisionFile::Task)));
+        assert_eq!(parse_decision("p.7.Task"), None);
+        assert_eq!(parse_decision("p.0000000007.End"), None);
+        assert_eq!(parse_version("00000000000000000003"), Some(3));
+        assert_eq!(parse_version("3"), None);
+    }
+}

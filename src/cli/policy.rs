@@ -1,0 +1,190 @@
+//! `compactd policy …`, `compactd tables`, `compactd plan --dry-run`: table
+//! policies and what the planner makes of them (see `crate::policy`).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use layouts::Name;
+use serde::Serialize;
+use store::Store;
+
+use crate::clock::wall_now_ms;
+use crate::policy::{define, spec, view};
+
+#[derive(Debug, clap::Args)]
+pub struct PolicyArgs {
+    #[command(subcommand)]
+    pub command: PolicyCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum PolicyCommand {
+    /// Register a policy from a TOML file; logs a new version if it changed.
+    Apply {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the policies with their version and state.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a policy (the current definition, or a logged version).
+    Show {
+        policy: Name,
+        #[arg(long)]
+        version: Option<u64>,
+    },
+    /// Stop submitting for the policy's tables (running tasks finish).
+    Pause { policy: Name },
+    /// Submit again for a paused policy's tables.
+    Resume { policy: Name },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TablesArgs {
+    /// One JSON array, one object per table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// Judge every table now without writing anything (the only mode: the
+    /// planner itself runs in the monitor).
+    #[arg(long, required = true)]
+    pub dry_run: bool,
+    /// The data backend (`run --data`) whose tables the policies match.
+    #[arg(long, env = "COMPACTD_DATA", default_value = "./data")]
+    pub data: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn print_json<T: Serialize>(v: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+fn who() -> String {
+    let host = hostname::get().ok().and_then(|h| h.into_string().ok()).unwrap_or_default();
+    format!("{host}_{}", std::process::id())
+}
+
+pub async fn policy(store: Store, args: PolicyArgs) -> anyhow::Result<i32> {
+    match args.command {
+        PolicyCommand::Apply { file, json } => {
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let def = spec::parse(&file.display().to_string(), &text)?;
+            let applied = define::apply(&store, def, &who(), wall_now_ms()).await?;
+            if json {
+                print_json(&applied)?;
+            } else if applied.changed {
+                println!("policy {} version {}", applied.policy, applied.version);
+            } else {
+                println!("policy {} unchanged (version {})", applied.policy, applied.version);
+            }
+        }
+        PolicyCommand::List { json } => {
+            let mut bad = vec![];
+            let rows = define::list(&store, &mut bad).await?;
+            for e in &bad {
+                crate::logging::eprint_line(&format!("compactd: skipping: {e}"));
+            }
+            if json {
+                print_json(&rows)?;
+            } else {
+                println!("{:<20} {:>7} {:<7} {:<10} TABLES", "POLICY", "VERSION", "STATE", "EXECUTOR");
+                for r in rows {
+                    let d = &r.definition;
+                    println!(
+                        "{:<20} {:>7} {:<7} {:<10} {}",
+                        d.name.as_str(),
+                        d.version,
+                        if r.paused { "paused" } else { "active" },
+                        d.executor,
+                        d.tables.join(" ")
+                    );
+                }
+            }
+            if !bad.is_empty() {
+                return Ok(1);
+            }
+        }
+        PolicyCommand::Show { policy, version } => {
+            let def = match version {
+                Some(v) => define::version(&store, &policy, v).await?,
+                None => define::current(&store, &policy)
+                    .await?
+                    .ok_or_else(|| crate::policy::PolicyError::NotFound { policy: policy.to_string() })?,
+            };
+            let paused = define::is_paused(&store, &policy).await?;
+            print_json(&define::PolicyRow { definition: def, paused })?;
+        }
+        PolicyCommand::Pause { policy } => {
+            define::pause(&store, &policy, &who(), wall_now_ms()).await?;
+            println!("policy {policy} paused");
+        }
+        PolicyCommand::Resume { policy } => {
+            define::resume(&store, &policy).await?;
+            println!("policy {policy} resumed");
+        }
+    }
+    Ok(0)
+}
+
+pub async fn tables(store: Store, args: TablesArgs) -> anyhow::Result<i32> {
+    let mut bad = vec![];
+    let rows = view::tables(&store, &mut bad).await?;
+    for e in &bad {
+        crate::logging::eprint_line(&format!("compactd: skipping: {e}"));
+    }
+    if args.json {
+        print_json(&rows)?;
+    } else {
+        println!(
+            "{:<32} {:<16} {:>10} {:>11} {:>9} {:<20} STATE",
+            "TABLE", "POLICY", "PARTITIONS", "SMALL FILES", "IN FLIGHT", "LAST COMPACTION"
+        );
+        for t in &rows {
+            let s = &t.summary;
+            let last = s
+                .last_compaction_wall_ms
+                .map(|ms| {
+                    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+                        .to_string()
+                })
+                .unwrap_or_else(|| "-".into());
+            let state = if t.paused { "policy paused".to_string() } else { s.state.clone() };
+            println!(
+                "{:<32} {:<16} {:>10} {:>11} {:>9} {:<20} {}",
+                t.table, s.policy, s.partitions, s.small_files, s.in_flight, last, state
+            );
+        }
+    }
+    Ok(if bad.is_empty() { 0 } else { 1 })
+}
+
+pub async fn plan(store: Store, args: PlanArgs) -> anyhow::Result<i32> {
+    let uri = store::RootUri::parse(&args.data)?;
+    let data = store::Store::open_data_with_options(&uri, store.options()).await?;
+    let dry = view::plan(&store, &data, wall_now_ms()).await?;
+    if args.json {
+        print_json(&dry)?;
+    } else {
+        if dry.would_submit.is_empty() {
+            println!("nothing would be submitted now");
+        }
+        for s in &dry.would_submit {
+            println!("would submit {s}");
+        }
+        for s in &dry.not_visited {
+            println!("not planned now: {s}");
+        }
+        for e in &dry.errors {
+            crate::logging::eprint_line(&format!("compactd: {e}"));
+        }
+    }
+    Ok(if dry.errors.is_empty() { 0 } else { 1 })
+}

@@ -1,0 +1,135 @@
+//! Table policies: compaction that runs itself (issue 27).
+//!
+//! - [`spec`]: the policy file (TOML) an operator writes, checked;
+//! - [`define`]: policies in the tree, versioned like job definitions
+//!   (apply, list, show, pause, resume);
+//! - [`planner`]: the monitor's duty that finds due partitions and submits
+//!   their tasks exactly once;
+//! - [`view`]: the tables as the planner last saw them (`compactd tables`,
+//!   the status page) and `plan --dry-run`.
+//!
+//! Which policy owns a table: of every policy's patterns that match
+//! `<db>/<schema>/<table>`, the most specific ([`spec::specificity`]: more
+//! literal characters, then fewer wildcards); a tie goes to the policy
+//! whose name sorts first. A paused policy still owns its tables (they are
+//! not handed to a less specific one while it is paused). The tree and its
+//! formats are in `layouts::policies`.
+
+pub mod define;
+pub mod planner;
+pub mod spec;
+pub mod view;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use layouts::policies::PolicyDefinition;
+use layouts::Name;
+use store::Store;
+
+pub use define::{Applied, PolicyRow};
+pub use planner::{Planner, PlannerConfig};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("{path}: not a valid policy: {problem}")]
+    File { path: String, problem: String },
+    #[error("{path}: {problem}")]
+    Malformed { path: String, problem: String },
+    #[error("policy {policy:?} is not defined (`compactd policy list` shows the policies)")]
+    NotFound { policy: String },
+    #[error("policy {policy:?} has no logged version {version}")]
+    VersionNotFound { policy: String, version: u64 },
+}
+
+/// A table and the policy that owns it.
+#[derive(Debug, Clone)]
+pub struct Owned {
+    pub db: Name,
+    pub schema: Name,
+    pub table: Name,
+    pub policy: Arc<PolicyDefinition>,
+    pub paused: bool,
+    /// The pattern that won.
+    pub pattern: String,
+}
+
+/// The tables on the data backend that some policy matches, each with its
+/// owner. Listings: the data root, then each matching database and schema.
+pub async fn assign(data: &Store, rows: &[PolicyRow]) -> Result<Vec<Owned>, PolicyError> {
+    let pats: Vec<(Arc<PolicyDefinition>, bool, &str)> = rows
+        .iter()
+        .flat_map(|r| {
+            let d = Arc::new(r.definition.clone());
+            r.definition.tables.iter().map(move |t| (d.clone(), r.paused, t.as_str()))
+        })
+        .collect();
+    if pats.is_empty() {
+        return Ok(vec![]);
+    }
+    // Does some pattern match these first segments (db, then db/schema)?
+    let any =
+        |names: &[&str]| pats.iter().any(|(_, _, p)| p.split('/').zip(names).all(|(seg, name)| spec::glob(seg, name)));
+    let mut out = vec![];
+    for db in folders(data, "").await? {
+        if !any(&[db.as_str()]) {
+            continue;
+        }
+        for schema in folders(data, &format!("{db}/")).await? {
+            if !any(&[db.as_str(), schema.as_str()]) {
+                continue;
+            }
+            for table in folders(data, &format!("{db}/{schema}/")).await? {
+                let mut best: Option<(&Arc<PolicyDefinition>, bool, &str)> = None;
+                for (d, paused, p) in &pats {
+                    if !spec::matches(p, db.as_str(), schema.as_str(), table.as_str()) {
+                        continue;
+                    }
+                    let better = match best {
+                        None => true,
+                        Some((bd, _, bp)) => {
+                            (spec::specificity(p), std::cmp::Reverse(&d.name))
+                                > (spec::specificity(bp), std::cmp::Reverse(&bd.name))
+                        }
+                    };
+                    if better {
+                        best = Some((d, *paused, p));
+                    }
+                }
+                if let Some((d, paused, p)) = best {
+                    out.push(Owned {
+                        db: db.clone(),
+                        schema: schema.clone(),
+                        table: table.clone(),
+                        policy: d.clone(),
+                        paused,
+                        pattern: p.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Folder names under `dir` on the data backend that are names and not
+/// hidden or reserved (`_…`, `.…`).
+async fn folders(data: &Store, dir: &str) -> Result<Vec<Name>, PolicyError> {
+    Ok(data
+        .list(dir)
+        .await?
+        .into_iter()
+        .filter(|e| e.is_dir && !e.name().starts_with(['_', '.']))
+        .filter_map(|e| Name::parse(e.name()).ok())
+        .collect())
+}
+
+/// Policies by name (the planner's and the views' lookup).
+pub fn by_name(rows: &[PolicyRow]) -> BTreeMap<&str, &PolicyRow> {
+    rows.iter().map(|r| (r.definition.name.as_str(), r)).collect()
+}
+
+#[cfg(test)]
+mod tests;

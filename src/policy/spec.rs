@@ -1,0 +1,258 @@
+//! A policy file (TOML) as an operator writes it, checked into a
+//! [`PolicyDefinition`]. Unknown keys, bad values, a bad cron or zone are
+//! refused naming the file, the line and the key.
+//!
+//! ```toml
+//! name = "warehouse"
+//! tables = ["db/public/*"]      # <db>/<schema>/<table>, `*` and `?` within a segment
+//! executor = "merge"            # merge | parquet | a command name nodes define
+//! min-small-files = 4           # due at 4 small files (or min-small-bytes, max-small-age)
+//! ```
+
+use layouts::policies::PolicyDefinition;
+use layouts::Name;
+use serde::Deserialize;
+
+use super::PolicyError;
+use crate::schedule::{Cron, Windows};
+
+/// The file's keys; every one but `name` and `tables` has a default.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+struct PolicyFile {
+    name: String,
+    tables: Vec<String>,
+    #[serde(default = "default_executor")]
+    executor: String,
+    target_size: Option<Size>,
+    small_file_size: Option<Size>,
+    min_small_files: Option<u64>,
+    min_small_bytes: Option<Size>,
+    max_small_age: Option<String>,
+    schedule: Option<String>,
+    time_zone: Option<String>,
+    #[serde(default)]
+    windows: Vec<String>,
+    min_interval: Option<String>,
+    weight: Option<u32>,
+    max_units_per_table: Option<u32>,
+}
+
+/// A size: bytes, or a string with a unit (`"128MiB"`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Size {
+    Bytes(u64),
+    Text(String),
+}
+
+fn default_executor() -> String {
+    "merge".into()
+}
+
+pub const DEFAULT_TARGET_SIZE: u64 = 128 << 20;
+pub const DEFAULT_MIN_INTERVAL_MS: u64 = 10 * 60 * 1000;
+pub const DEFAULT_MAX_UNITS_PER_TABLE: u32 = 2;
+
+/// Parses and checks a policy file; `path` names it in errors.
+pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
+    let bad = |problem: String| PolicyError::File { path: path.to_string(), problem };
+    let f: PolicyFile = toml::from_str(text).map_err(|e| bad(e.to_string().trim_end().to_string()))?;
+    // Errors found after parsing name the key and the line it is on.
+    let at = |key: &str| line_of(text, key).map(|l| format!("line {l}, key `{key}`")).unwrap_or(format!("key `{key}`"));
+    let name = Name::parse(&f.name).map_err(|e| bad(format!("{}: {e}", at("name"))))?;
+    if f.tables.is_empty() {
+        return Err(bad(format!("{}: name at least one `<db>/<schema>/<table>` pattern", at("tables"))));
+    }
+    for t in &f.tables {
+        check_pattern(t).map_err(|p| bad(format!("{}: {t:?}: {p}", at("tables"))))?;
+    }
+    check_executor(&f.executor).map_err(|p| bad(format!("{}: {p}", at("executor"))))?;
+    let size = |key: &str, v: &Option<Size>| -> Result<Option<u64>, PolicyError> {
+        match v {
+            None => Ok(None),
+            Some(Size::Bytes(0)) => Err(bad(format!("{}: must be positive", at(key)))),
+            Some(Size::Bytes(n)) => Ok(Some(*n)),
+            Some(Size::Text(s)) => {
+                layouts::formats::parse_size(s).map(Some).map_err(|p| bad(format!("{}: {p}", at(key))))
+            }
+        }
+    };
+    let duration = |key: &str, v: &Option<String>| -> Result<Option<u64>, PolicyError> {
+        v.as_deref()
+            .map(|s| {
+                humantime::parse_duration(s)
+                    .map(|d| d.as_millis() as u64)
+                    .map_err(|e| bad(format!("{}: {s:?} is not a duration ({e}; write 30s, 10m, 6h)", at(key))))
+            })
+            .transpose()
+    };
+    let target_size = size("target-size", &f.target_size)?.unwrap_or(DEFAULT_TARGET_SIZE);
+    let small_file_size = size("small-file-size", &f.small_file_size)?.unwrap_or(target_size / 2).max(1);
+    if small_file_size > target_size {
+        return Err(bad(format!("{}: over the target size ({target_size} bytes)", at("small-file-size"))));
+    }
+    let min_small_bytes = size("min-small-bytes", &f.min_small_bytes)?;
+    let max_small_age_ms = duration("max-small-age", &f.max_small_age)?;
+    if f.min_small_files.is_none() && min_small_bytes.is_none() && max_small_age_ms.is_none() {
+        return Err(bad("say when a partition is due: min-small-files, min-small-bytes or max-small-age".into()));
+    }
+    if f.min_small_files.is_some_and(|n| n < 2) {
+        return Err(bad(format!("{}: at least 2 (one file is not merged)", at("min-small-files"))));
+    }
+    let time_zone = f.time_zone.clone().unwrap_or_else(|| "UTC".into());
+    if let Some(expr) = &f.schedule {
+        Cron::parse(expr, &time_zone).map_err(|e| bad(format!("{}: {e}", at("schedule"))))?;
+    } else if f.time_zone.is_some() {
+        Cron::parse("0 0 * * *", &time_zone).map_err(|e| bad(format!("{}: {e}", at("time-zone"))))?;
+    }
+    Windows::parse(&f.windows, &time_zone).map_err(|e| bad(format!("{}: {e}", at("windows"))))?;
+    let weight = f.weight.unwrap_or(1);
+    if weight == 0 {
+        return Err(bad(format!("{}: at least 1", at("weight"))));
+    }
+    let max_units_per_table = f.max_units_per_table.unwrap_or(DEFAULT_MAX_UNITS_PER_TABLE);
+    if max_units_per_table == 0 {
+        return Err(bad(format!("{}: at least 1 (pause the policy to stop it)", at("max-units-per-table"))));
+    }
+    Ok(PolicyDefinition {
+        name,
+        version: 0,
+        tables: f.tables,
+        executor: f.executor,
+        target_size,
+        small_file_size,
+        min_small_files: f.min_small_files,
+        min_small_bytes,
+        max_small_age_ms,
+        schedule: f.schedule,
+        time_zone,
+        windows: f.windows,
+        min_interval_ms: duration("min-interval", &f.min_interval)?.unwrap_or(DEFAULT_MIN_INTERVAL_MS),
+        weight,
+        max_units_per_table,
+        wall_ms: 0,
+        by: String::new(),
+    })
+}
+
+/// The 1-based line where `key` is set at the top level of the file.
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| l.trim_start().strip_prefix(key).is_some_and(|r| r.trim_start().starts_with('=')))
+        .map(|i| i + 1)
+}
+
+fn check_pattern(p: &str) -> Result<(), String> {
+    let parts: Vec<&str> = p.split('/').collect();
+    if parts.len() != 3 {
+        return Err("a pattern is `<db>/<schema>/<table>` (three segments)".into());
+    }
+    for seg in parts {
+        if seg.is_empty() || seg == "." || seg == ".." || seg.chars().any(|c| c.is_control() || c == '\\') {
+            return Err(format!("segment {seg:?} is not a name or a glob of one"));
+        }
+    }
+    Ok(())
+}
+
+fn check_executor(e: &str) -> Result<(), String> {
+    if e == "merge" || e == "parquet" || crate::tasks::valid_command_name(e) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{e:?} is not an executor: merge, parquet, or the name of a command nodes define (`run --command NAME=…`)"
+        ))
+    }
+}
+
+/// Does `pattern` (`*` any run, `?` one character, per segment) match
+/// `<db>/<schema>/<table>`?
+pub fn matches(pattern: &str, db: &str, schema: &str, table: &str) -> bool {
+    let p: Vec<&str> = pattern.split('/').collect();
+    p.len() == 3 && glob(p[0], db) && glob(p[1], schema) && glob(p[2], table)
+}
+
+/// How specific a pattern is: more literal characters win, then fewer
+/// wildcards (`db/public/orders` > `db/public/ord*` > `db/public/*` > `*/*/*`).
+pub fn specificity(pattern: &str) -> (usize, std::cmp::Reverse<usize>) {
+    let wild = pattern.chars().filter(|c| *c == '*' || *c == '?').count();
+    (pattern.chars().count() - wild - pattern.matches('/').count(), std::cmp::Reverse(wild))
+}
+
+/// One segment's glob: `*` any run, `?` one character.
+pub(crate) fn glob(p: &str, s: &str) -> bool {
+    let (p, s): (Vec<char>, Vec<char>) = (p.chars().collect(), s.chars().collect());
+    // Iterative match with backtracking to the last `*`.
+    let (mut pi, mut si, mut star, mut mark) = (0, 0, None, 0);
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == s[si]) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = si;
+            pi += 1;
+        } else if let Some(st) = star {
+            pi = st + 1;
+            mark += 1;
+            si = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_minimal_file_of_the_issue_is_accepted_with_defaults() {
+        let text = "name = \"warehouse\"\ntables = [\"db/public/*\"]\nexecutor = \"merge\"\nmin-small-files = 4\n";
+        let p = parse("w.toml", text).unwrap();
+        assert_eq!(p.name.as_str(), "warehouse");
+        assert_eq!(p.min_small_files, Some(4));
+        assert_eq!((p.target_size, p.small_file_size), (DEFAULT_TARGET_SIZE, DEFAULT_TARGET_SIZE / 2));
+        assert_eq!((p.weight, p.max_units_per_table, p.time_zone.as_str()), (1, 2, "UTC"));
+    }
+
+    #[test]
+    fn bad_files_are_refused_naming_the_file_line_and_key() {
+        let e = parse("w.toml", "name = \"w\"\ntables = [\"a/b/c\"]\nmin-small-files = 4\nsmall-files = 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("w.toml") && e.contains("line 4") && e.contains("small-files"), "{e}");
+        let e = parse("w.toml", "name = \"w\"\ntables = [\"a/b/c\"]\nmin-small-files = 4\nschedule = \"0 25 * * *\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("w.toml") && e.contains("line 4, key `schedule`"), "{e}");
+        let e = parse("w.toml", "name = \"w\"\ntables = [\"a/b/c\"]\nexecutor = \"no such\"\nmin-small-files = 4\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 3, key `executor`"), "{e}");
+        let e = parse("w.toml", "name = \"w\"\ntables = [\"a/b\"]\nmin-small-files = 4\n").unwrap_err().to_string();
+        assert!(e.contains("line 2, key `tables`"), "{e}");
+        let e = parse("w.toml", "name = \"w\"\ntables = [\"a/b/c\"]\n").unwrap_err().to_string();
+        assert!(e.contains("say when a partition is due"), "{e}");
+        let e =
+            parse("w.toml", "name = \"w\"\ntables = [\"a/b/c\"]\nmin-small-files = 4\ntime-zone = \"Mars/Olympus\"\n")
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("line 4, key `time-zone`"), "{e}");
+    }
+
+    #[test]
+    fn patterns_match_per_segment_and_the_most_specific_wins() {
+        assert!(matches("db/public/*", "db", "public", "orders"));
+        assert!(!matches("db/public/*", "db", "private", "orders"));
+        assert!(matches("*/*/ord?rs", "x", "y", "orders"));
+        assert!(!matches("*/*/ord?rs", "x", "y", "ordrs"));
+        assert!(matches("db/*/*_raw", "db", "s", "events_raw"));
+        assert!(!matches("db/*/*_raw", "db", "s", "events_raw2"));
+        let mut ps = ["*/*/*", "db/public/orders", "db/public/*", "db/public/ord*"];
+        ps.sort_by_key(|p| std::cmp::Reverse(specificity(p)));
+        assert_eq!(ps, ["db/public/orders", "db/public/ord*", "db/public/*", "*/*/*"]);
+    }
+}

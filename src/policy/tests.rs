@@ -1,0 +1,263 @@
+//! The planner on memory stores: decisions exactly once (two planners, a
+//! crash between the steps of a decision), pause, fair share, windows and
+//! schedules. Task execution is simulated by writing `Status.Done`.
+
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use layouts::formats::{self, Lease, Member};
+use layouts::policies::{self as paths, DecisionFile};
+use layouts::{v2, Name, NodeId, TaskId, TaskState};
+use store::Store;
+
+use super::*;
+use crate::tasks;
+
+/// 2026-11-25T01:00:00Z.
+const T0: u64 = 1_795_568_400_000;
+const HOUR: u64 = 3_600_000;
+
+fn n(s: &str) -> Name {
+    Name::parse(s).unwrap()
+}
+
+fn node(s: &str) -> NodeId {
+    NodeId::parse(s).unwrap()
+}
+
+async fn with_member(store: &Store) {
+    let lease = Lease {
+        epoch: 1,
+        holder: node("n1"),
+        holder_incarnation: 1,
+        renewal: 1,
+        lease_ms: 1500,
+        wall_ms: T0,
+        members: vec![Member {
+            node: node("n1"),
+            incarnation: 1,
+            session_timeout_ms: 1500,
+            commands: vec![],
+            addr: None,
+        }],
+        offline: vec![],
+        last_event: 0,
+        released: false,
+    };
+    store.create(&v2::lease(1), formats::encode(&lease)).await.unwrap();
+}
+
+async fn stores() -> (Store, Store) {
+    let (tree, data) = (Store::memory().await, Store::memory().await);
+    with_member(&tree).await;
+    (tree, data)
+}
+
+/// `files` small files in `<db>/public/<table>/<partition>/`.
+async fn write(data: &Store, table: &str, partition: &str, files: usize) {
+    for i in 0..files {
+        let path = format!("db/public/{table}/{partition}/f{i:04}.txt");
+        data.put(&path, format!("row {i}\n")).await.unwrap();
+    }
+}
+
+async fn apply(store: &Store, extra: &str) {
+    let text = format!(
+        "name = \"warehouse\"\ntables = [\"db/public/*\"]\nmin-small-files = 4\nmin-interval = \"0s\"\n{extra}"
+    );
+    let def = spec::parse("w.toml", &text).unwrap();
+    define::apply(store, def, "test", T0).await.unwrap();
+}
+
+fn planner(id: &str) -> Planner {
+    Planner::new(PlannerConfig { interval: Duration::ZERO, budget: 10_000 }, node(id))
+}
+
+/// Runs rounds until a pass ends.
+async fn pass(p: &mut Planner, tree: &Store, data: &Store, wall_ms: u64) -> planner::PlanReport {
+    let mut all = planner::PlanReport::default();
+    for i in 0..100u64 {
+        let r = p.round(tree, data, Duration::from_secs(i), wall_ms).await;
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+        all.submitted.extend(r.submitted);
+        if r.pass_ended {
+            return all;
+        }
+    }
+    panic!("the pass did not end");
+}
+
+async fn task_ids(tree: &Store) -> Vec<TaskId> {
+    let mut v = tasks::list_ids(tree).await.unwrap();
+    v.sort();
+    v
+}
+
+async fn finish(tree: &Store, id: &TaskId) {
+    tree.create(&v2::task_status(id, TaskState::Done), Vec::new()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_due_partition_is_submitted_once_and_again_only_after_its_task_ended() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    write(&data, "t1", "p1", 5).await;
+    write(&data, "t1", "p2", 3).await;
+    let mut p = planner("n1");
+    let r = pass(&mut p, &tree, &data, T0).await;
+    assert_eq!(r.submitted.len(), 1, "{:?}", r.submitted);
+    assert!(r.submitted[0].starts_with("db/public/t1/p1 "), "{:?}", r.submitted);
+    let ids = task_ids(&tree).await;
+    let info = tasks::read_info(&tree, &ids[0]).await.unwrap();
+    assert_eq!(info.run.partitions, vec![n("p1")]);
+    assert_eq!(info.run.params.get(paths::MARKER_PARAM).map(String::as_str), Some("db/public/t1/p1#1"));
+    // Still running: never submitted again, whatever the small files.
+    write(&data, "t1", "p1", 9).await;
+    assert!(pass(&mut p, &tree, &data, T0 + 1000).await.submitted.is_empty());
+    finish(&tree, &ids[0]).await;
+    let r = pass(&mut p, &tree, &data, T0 + 2000).await;
+    assert_eq!(r.submitted.len(), 1, "{:?}", r.submitted);
+    assert_eq!(task_ids(&tree).await.len(), 2);
+    // The first decision's files are removed at the visit after the second.
+    assert!(pass(&mut p, &tree, &data, T0 + 3000).await.submitted.is_empty());
+    let decisions: Vec<String> = tree
+        .list(&paths::decisions_dir(&n("db"), &n("public"), &n("t1")))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name().to_string())
+        .collect();
+    assert!(decisions.iter().all(|d| d.contains(".0000000002.")), "{decisions:?}");
+    let views = view::tables(&tree, &mut vec![]).await.unwrap();
+    assert_eq!(views.len(), 1);
+    assert_eq!((views[0].summary.small_files, views[0].summary.in_flight), (12, 1));
+}
+
+#[tokio::test]
+async fn two_planners_at_once_take_each_decision_once() {
+    let (tree, data) = stores().await;
+    apply(&tree, "max-units-per-table = 8").await;
+    for part in ["p1", "p2", "p3", "p4"] {
+        write(&data, "t1", part, 4).await;
+    }
+    let (mut a, mut b) = (planner("n1"), planner("n2"));
+    let (ra, rb) = futures::join!(pass(&mut a, &tree, &data, T0), pass(&mut b, &tree, &data, T0));
+    assert_eq!(ra.submitted.len() + rb.submitted.len(), 4, "{:?} {:?}", ra.submitted, rb.submitted);
+    assert_eq!(task_ids(&tree).await.len(), 4);
+}
+
+#[tokio::test]
+async fn a_decision_whose_author_died_after_submitting_is_recorded_not_doubled() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    write(&data, "t1", "p1", 4).await;
+    pass(&mut planner("n1"), &tree, &data, T0).await;
+    // As if n1 died between the submit and the `.Task` record.
+    let task = paths::decision(&n("db"), &n("public"), &n("t1"), &n("p1"), 1, DecisionFile::Task);
+    tree.delete(&task).await.unwrap();
+    tree.delete(&paths::table_summary(&n("db"), &n("public"), &n("t1"))).await.unwrap();
+    let r = pass(&mut planner("n2"), &tree, &data, T0 + 1000).await;
+    assert!(r.submitted.is_empty(), "{:?}", r.submitted);
+    assert_eq!(task_ids(&tree).await.len(), 1);
+    assert!(tree.exists(&task).await.unwrap(), "the found task is recorded");
+}
+
+#[tokio::test]
+async fn a_decision_whose_author_died_before_submitting_is_submitted_once_after_the_grace() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    write(&data, "t1", "p1", 4).await;
+    let claim = paths::DecisionClaim {
+        policy: n("warehouse"),
+        policy_version: 1,
+        by: "n1".into(),
+        wall_ms: T0,
+        marker: "db/public/t1/p1#1".into(),
+        why: "test".into(),
+    };
+    let path = paths::decision(&n("db"), &n("public"), &n("t1"), &n("p1"), 1, DecisionFile::Claim);
+    tree.create(&path, formats::encode(&claim)).await.unwrap();
+    // Within the grace, n1 may still be submitting: n2 waits.
+    assert!(pass(&mut planner("n2"), &tree, &data, T0 + 1000).await.submitted.is_empty());
+    assert!(task_ids(&tree).await.is_empty());
+    let later = T0 + crate::jobs::drive::CLAIM_GRACE_MS + 1;
+    assert_eq!(pass(&mut planner("n2"), &tree, &data, later).await.submitted.len(), 1);
+    assert!(pass(&mut planner("n3"), &tree, &data, later + 1).await.submitted.is_empty());
+    assert_eq!(task_ids(&tree).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_paused_policy_submits_nothing_until_resumed() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    write(&data, "t1", "p1", 4).await;
+    define::pause(&tree, &n("warehouse"), "test", T0).await.unwrap();
+    let mut p = planner("n1");
+    assert!(pass(&mut p, &tree, &data, T0).await.submitted.is_empty());
+    define::resume(&tree, &n("warehouse")).await.unwrap();
+    assert_eq!(pass(&mut p, &tree, &data, T0).await.submitted.len(), 1);
+}
+
+#[tokio::test]
+async fn a_table_with_a_huge_backlog_takes_its_cap_not_every_slot() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    for i in 0..100 {
+        write(&data, "big", &format!("p{i:03}"), 4).await;
+    }
+    for t in ["a", "b", "c", "d", "e"] {
+        write(&data, t, "p1", 4).await;
+    }
+    let r = pass(&mut planner("n1"), &tree, &data, T0).await;
+    let per = |t: &str| r.submitted.iter().filter(|s| s.starts_with(&format!("db/public/{t}/"))).count();
+    assert_eq!(per("big"), 2, "{:?}", r.submitted);
+    for t in ["a", "b", "c", "d", "e"] {
+        assert_eq!(per(t), 1, "{t}: {:?}", r.submitted);
+    }
+}
+
+#[tokio::test]
+async fn the_most_specific_pattern_owns_a_table_even_while_paused() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    let text = "name = \"orders\"\ntables = [\"db/public/orders\"]\nmin-small-files = 2\nmin-interval = \"0s\"\n";
+    define::apply(&tree, spec::parse("o.toml", text).unwrap(), "test", T0).await.unwrap();
+    define::pause(&tree, &n("orders"), "test", T0).await.unwrap();
+    write(&data, "orders", "p1", 4).await;
+    write(&data, "events", "p1", 4).await;
+    let r = pass(&mut planner("n1"), &tree, &data, T0).await;
+    assert_eq!(r.submitted.len(), 1, "{:?}", r.submitted);
+    assert!(r.submitted[0].starts_with("db/public/events/"), "{:?}", r.submitted);
+}
+
+#[tokio::test]
+async fn windows_and_schedules_gate_the_planner() {
+    let (tree, data) = stores().await;
+    // 02:00-03:00 UTC only, and once per day at 02:00.
+    apply(&tree, "windows = [\"02:00-03:00\"]\nschedule = \"0 2 * * *\"\n").await;
+    write(&data, "t1", "p1", 4).await;
+    let mut p = planner("n1");
+    assert!(pass(&mut p, &tree, &data, T0).await.submitted.is_empty(), "01:00: outside the window");
+    assert_eq!(pass(&mut p, &tree, &data, T0 + HOUR + 30_000).await.submitted.len(), 1, "02:00:30: fired");
+    let ids = task_ids(&tree).await;
+    finish(&tree, &ids[0]).await;
+    write(&data, "t1", "p2", 4).await;
+    // A new monitor the same night: the fire was planned (LastPass).
+    assert!(pass(&mut planner("n2"), &tree, &data, T0 + HOUR + 600_000).await.submitted.is_empty());
+    // The next night, after two days down: one pass, both due partitions.
+    let r = pass(&mut planner("n2"), &tree, &data, T0 + 49 * HOUR + 60_000).await;
+    assert_eq!(r.submitted.len(), 2, "{:?}", r.submitted);
+}
+
+#[tokio::test]
+async fn dry_run_judges_without_writing() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    write(&data, "t1", "p1", 4).await;
+    let before: Vec<String> = tree.list_stream("", true).map_ok(|e| e.path).try_collect().await.unwrap();
+    let dry = view::plan(&tree, &data, T0).await.unwrap();
+    assert_eq!(dry.would_submit.len(), 1, "{dry:?}");
+    assert!(dry.would_submit[0].starts_with("db/public/t1/p1: 4 small files >= 4"), "{dry:?}");
+    let after: Vec<String> = tree.list_stream("", true).map_ok(|e| e.path).try_collect().await.unwrap();
+    assert_eq!(before, after);
+}

@@ -1,0 +1,60 @@
+//! The tables as the planner last saw them (`compactd tables`, the status
+//! page), and what it would submit now (`compactd plan --dry-run`).
+
+use futures::TryStreamExt;
+use layouts::policies::{self as paths, TableSummary};
+use serde::Serialize;
+use store::Store;
+
+use super::define::{self, read_json};
+use super::planner::{dry_run, DryRun};
+use super::PolicyError;
+
+/// One table of `compactd tables`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableView {
+    /// `<db>/<schema>/<table>`.
+    pub table: String,
+    pub paused: bool,
+    #[serde(flatten)]
+    pub summary: TableSummary,
+}
+
+/// Every table summary in the tree, by name; unreadable ones in `bad`.
+pub async fn tables(store: &Store, bad: &mut Vec<PolicyError>) -> Result<Vec<TableView>, PolicyError> {
+    let mut bad_rows = vec![];
+    let paused: std::collections::BTreeMap<String, bool> = define::list(store, &mut bad_rows)
+        .await?
+        .into_iter()
+        .map(|r| (r.definition.name.to_string(), r.paused))
+        .collect();
+    bad.extend(bad_rows);
+    let mut paths_found = vec![];
+    let mut s = store.list_stream(paths::TABLES, true);
+    while let Some(e) = s.try_next().await? {
+        // <db>/<schema>/<table>/Summary, not the decisions below it.
+        let Some(rel) = e.path.strip_prefix(paths::TABLES) else { continue };
+        if rel.split('/').count() == 4 && rel.ends_with(&format!("/{}", paths::SUMMARY)) {
+            paths_found.push(e.path);
+        }
+    }
+    let mut out = vec![];
+    for p in paths_found {
+        match read_json::<TableSummary>(store, &p).await {
+            Ok(Some(summary)) => out.push(TableView {
+                table: format!("{}/{}/{}", summary.db, summary.schema, summary.table),
+                paused: paused.get(&summary.policy).copied().unwrap_or(false),
+                summary,
+            }),
+            Ok(None) => {}
+            Err(e) => bad.push(e),
+        }
+    }
+    out.sort_by(|a, b| a.table.cmp(&b.table));
+    Ok(out)
+}
+
+/// What the planner would submit now, and why (nothing is written).
+pub async fn plan(store: &Store, data: &Store, wall_ms: u64) -> Result<DryRun, PolicyError> {
+    dry_run(store, data, wall_ms).await
+}
