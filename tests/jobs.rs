@@ -9,6 +9,9 @@
 //!   executor, each step starting only after its dependencies succeeded; a
 //!   failing step fails its job and skips its dependents; a job running
 //!   while its definition changes finishes with the version it started with.
+//! - A scheduled definition: refused with a bad pattern, listed by `jobs`
+//!   with its next fire instant (the firing itself is tested under the
+//!   manual clock in `src/jobs/cron_tests.rs` and `tests/schedules.rs`).
 // Real processes, real backends and wall-clock seeds: real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -163,6 +166,32 @@ fn definitions_through_the_cli() {
     // `check` knows the Jobs/ folder.
     let out = c.compactd(&["check"]);
     assert!(!String::from_utf8_lossy(&out.stdout).contains("Jobs"), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// A scheduled definition through the CLI: a bad schedule is refused naming
+/// the key and the pattern; `jobs` lists the job with its zone and next
+/// fire instant; `job --json` carries the schedule on an instance.
+#[test]
+fn a_schedule_through_the_cli() {
+    let c = Cluster::fs();
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    let text = std::fs::read_to_string(fixture("nightly.json")).unwrap();
+    std::fs::write(&bad, text.replace("30 2 * * *", "30 2 * *")).unwrap();
+    let out = c.compactd(&["define", "apply", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(r#""schedule": cron expression "30 2 * *""#), "{}", stderr(&out));
+    ok(&c.compactd(&["define", "apply", &fixture("nightly.json"), "--json"]), "apply");
+    let out = c.compactd(&["jobs"]);
+    let listed = String::from_utf8_lossy(&out.stdout);
+    let row = listed.lines().find(|l| l.starts_with("nightly ")).unwrap_or_else(|| panic!("{listed}"));
+    assert!(row.contains("30 2 * * *") && row.contains("Europe/Berlin") && row.contains(":30:00.000Z"), "{row}");
+    assert!(c.compactd(&["trigger", "nightly", "--trigger", "by-hand"]).status.success());
+    let job = ok(&c.compactd(&["job", "nightly", "by-hand", "--json"]), "job");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    let next = job["schedule"]["nextFireMs"].as_u64().unwrap_or_else(|| panic!("{job:#}"));
+    assert!(next > now && next <= now + 25 * 3_600_000, "next fire {next}, now {now}");
+    assert_eq!(job["schedule"]["timeZone"], "Europe/Berlin");
 }
 
 fn wait_job(c: &Cluster, job: &str, key: &str, timeout: Duration) -> Value {
