@@ -165,6 +165,17 @@ impl Cluster {
         }
     }
 
+    /// Waits for a node that is expected to die on its own (a crash shim):
+    /// its exit status; the test fails if it is still running after `limit`.
+    #[allow(dead_code)]
+    pub fn wait_exit(&mut self, node: &str, limit: Duration) -> std::process::ExitStatus {
+        let mut child = self.procs.remove(node).unwrap();
+        match wait_within(&mut child, limit) {
+            Some(status) => status,
+            None => panic!("{node} still runs after {limit:?}\n{}", self.logs_text()),
+        }
+    }
+
     pub fn is_running(&mut self, node: &str) -> bool {
         self.procs.get_mut(node).is_some_and(|c| c.try_wait().unwrap().is_none())
     }
