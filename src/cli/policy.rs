@@ -136,7 +136,7 @@ pub async fn policy(store: Store, args: PolicyArgs) -> anyhow::Result<i32> {
 
 pub async fn tables(store: Store, args: TablesArgs) -> anyhow::Result<i32> {
     let mut bad = vec![];
-    let rows = view::tables(&store, &mut bad).await?;
+    let rows = view::tables(&store, usize::MAX, &mut bad).await?;
     for e in &bad {
         crate::logging::eprint_line(&format!("compactd: skipping: {e}"));
     }

@@ -128,7 +128,7 @@ async fn a_due_partition_is_submitted_once_and_again_only_after_its_task_ended()
         .map(|e| e.name().to_string())
         .collect();
     assert!(decisions.iter().all(|d| d.contains(".0000000002.")), "{decisions:?}");
-    let views = view::tables(&tree, &mut vec![]).await.unwrap();
+    let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
     assert_eq!(views.len(), 1);
     assert_eq!((views[0].summary.small_files, views[0].summary.in_flight), (12, 1));
 }

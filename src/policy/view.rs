@@ -20,8 +20,9 @@ pub struct TableView {
     pub summary: TableSummary,
 }
 
-/// Every table summary in the tree, by name; unreadable ones in `bad`.
-pub async fn tables(store: &Store, bad: &mut Vec<PolicyError>) -> Result<Vec<TableView>, PolicyError> {
+/// The first `limit` table summaries in the tree, by name; unreadable ones
+/// in `bad`.
+pub async fn tables(store: &Store, limit: usize, bad: &mut Vec<PolicyError>) -> Result<Vec<TableView>, PolicyError> {
     let mut bad_rows = vec![];
     let paused: std::collections::BTreeMap<String, bool> = define::list(store, &mut bad_rows)
         .await?
@@ -38,6 +39,8 @@ pub async fn tables(store: &Store, bad: &mut Vec<PolicyError>) -> Result<Vec<Tab
             paths_found.push(e.path);
         }
     }
+    paths_found.sort();
+    paths_found.truncate(limit);
     let mut out = vec![];
     for p in paths_found {
         match read_json::<TableSummary>(store, &p).await {

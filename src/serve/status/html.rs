@@ -331,6 +331,33 @@ pub fn render_index(v: &ClusterView) -> String {
             lt = seg(j.trigger.as_str()),
         );
     }
+    b.push_str("<h2>Tables</h2>");
+    if v.tables.is_empty() {
+        b.push_str("<p class=\"muted\">No table policies (<code>compactd policy apply</code>).</p>");
+    } else {
+        b.push_str(
+            "<table id=\"tables\"><tr><th>table</th><th>policy</th><th>partitions</th><th>small files</th>\
+             <th>small bytes</th><th>in flight</th><th>last compaction</th><th>checked</th><th>state</th></tr>",
+        );
+        for t in &v.tables {
+            let s = &t.summary;
+            let state = if t.paused { "policy paused".to_string() } else { s.state.clone() };
+            let _ = write!(
+                b,
+                "<tr data-table=\"{name}\"><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&s.policy),
+                s.partitions,
+                s.small_files,
+                s.small_bytes,
+                s.in_flight,
+                esc(&time(s.last_compaction_wall_ms)),
+                esc(&time(Some(s.checked_wall_ms))),
+                esc(&state),
+                name = esc(&t.table),
+            );
+        }
+        b.push_str("</table>");
+    }
     b.push_str("<h2>Recent change events</h2><table id=\"events\"><tr><th>seq</th><th>time</th><th>epoch</th><th>by</th><th>event</th></tr>");
     for e in &v.events {
         let _ = write!(

@@ -98,11 +98,13 @@ pub struct Limits {
     pub events: usize,
     /// Archived tasks shown (from the newest archives only).
     pub history: usize,
+    /// Tables of the policies shown (1 GET each).
+    pub tables: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { tasks: 100, jobs: 30, events: 30, history: 30 }
+        Limits { tasks: 100, jobs: 30, events: 30, history: 30, tables: 100 }
     }
 }
 
@@ -167,6 +169,9 @@ pub struct ClusterView {
     pub jobs: Vec<JobView>,
     pub events: Vec<EventRow>,
     pub history: Vec<HistoryRow>,
+    /// The policies' tables as the planner last saw them (the first
+    /// [`Limits::tables`] by name).
+    pub tables: Vec<crate::policy::view::TableView>,
     /// What could not be read (path and why); skipped.
     pub problems: Vec<String>,
 }
@@ -314,6 +319,15 @@ pub async fn collect(store: &Store, served_by: &str, wall_ms: u64, limits: Limit
             archived_wall_ms: a.archived_wall_ms,
         })
         .collect();
+    let mut bad = vec![];
+    let tables = match crate::policy::view::tables(store, limits.tables, &mut bad).await {
+        Ok(t) => t,
+        Err(e) => {
+            problems.push(format!("tables: {e}"));
+            vec![]
+        }
+    };
+    problems.extend(bad.iter().map(|e| e.to_string()));
     Ok(ClusterView {
         served_by: served_by.to_string(),
         generated_wall_ms: wall_ms,
@@ -324,6 +338,7 @@ pub async fn collect(store: &Store, served_by: &str, wall_ms: u64, limits: Limit
         jobs,
         events,
         history,
+        tables,
         problems,
     })
 }
