@@ -58,6 +58,11 @@ pub struct RunArgs {
     /// Codec of the parquet executor's outputs: zstd (level 1), zstd:LEVEL, snappy, lz4, gzip, none.
     #[arg(long, default_value = "zstd", value_parser = parse_compression_arg)]
     pub parquet_compression: String,
+    /// Bytes per second the built-in executors (merge, parquet) of this node
+    /// may read plus write, all of them together, e.g. 200MiB; unlimited
+    /// when not set. Command executors are not limited.
+    #[arg(long, value_name = "BYTES_PER_SECOND", value_parser = parse_size)]
+    pub io_limit: Option<u64>,
     /// Subtasks this node runs at once.
     #[arg(long, default_value_t = 2)]
     pub max_running: usize,
@@ -215,6 +220,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         retries: args.retries,
         history_retention: args.history_retention,
         sweep: args.sweep,
+        io_limit: args.io_limit,
     };
     let shutdown = CancellationToken::new();
     let clock = SystemClock::shared();

@@ -1,0 +1,53 @@
+//! The daemon's and the child's sides over a real socketpair, on real time
+//! (the limit is bytes per real second).
+#![allow(clippy::disallowed_methods)]
+
+use std::time::{Duration, Instant};
+
+use super::*;
+
+const MIB: u64 = 1 << 20;
+
+fn pair(limit: &IoLimit) -> Throttle {
+    let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+    tokio::spawn(limit.clone().serve(ours));
+    Throttle::over(theirs)
+}
+
+/// Two children asking at once share the node's limit: together they wait
+/// at least (bytes − burst) / rate, and every byte is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn children_share_one_limit() {
+    let rate = 8 * MIB;
+    let mut limit = IoLimit::new(rate, crate::clock::SystemClock::shared());
+    let stats = std::sync::Arc::new(IoStats::default());
+    limit.count_into(stats.clone());
+    let (a, b) = (pair(&limit), pair(&limit));
+    let started = Instant::now();
+    let (ra, rb) = tokio::join!(a.take(5 * MIB + 17), b.take(5 * MIB));
+    ra.unwrap();
+    rb.unwrap();
+    let took = started.elapsed();
+    let burst = bucket::Bucket::burst_for(rate);
+    let least = Duration::from_secs_f64((10 * MIB + 17 - burst) as f64 / rate as f64);
+    assert!(took >= least, "granted 10 MiB in {took:?}, at least {least:?} expected");
+    assert_eq!(stats.bytes(), 10 * MIB + 17);
+    assert!(stats.waited() > Duration::ZERO);
+}
+
+#[tokio::test]
+async fn no_limit_asks_nothing() {
+    let t = Throttle::none();
+    assert!(!t.is_limited());
+    t.take(u64::MAX).await.unwrap();
+}
+
+/// A child whose daemon is gone fails its next ask instead of running on
+/// without a limit.
+#[tokio::test]
+async fn a_child_whose_daemon_is_gone_fails() {
+    let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+    drop(ours);
+    let err = Throttle::over(theirs).take(10).await.unwrap_err();
+    assert!(matches!(err, ThrottleError::Gone(_)), "{err}");
+}
