@@ -585,6 +585,36 @@ mod tests {
         assert_eq!(*fetched.lock().unwrap(), vec![0..len]);
     }
 
+    /// Every byte the merge reads (footers twice: checked, then decoded)
+    /// and writes goes through the node's limit.
+    #[tokio::test]
+    async fn a_merge_asks_the_limit_for_everything_it_reads_and_writes() {
+        let store = Store::memory().await;
+        for f in 0..3 {
+            store.put(&format!("db/s/t/p/part-{f}.parquet"), file(2000, 1000)).await.unwrap();
+        }
+        let mut limit = crate::executor::throttle::IoLimit::new(1 << 40, crate::clock::SystemClock::shared());
+        let stats = Arc::new(crate::executor::throttle::IoStats::default());
+        limit.count_into(stats.clone());
+        let job = MergeJob {
+            dir: "db/s/t/p/".into(),
+            task: "aaaaffff.16176931.56000000.0".into(),
+            round: 1,
+            attempt: 1,
+            target_size: 8 << 20,
+            delay_before_commit: std::time::Duration::ZERO,
+            fence: None,
+            now: std::time::UNIX_EPOCH,
+            format: super::super::Format::Parquet(ParquetOptions::for_target(8 << 20, Compression::UNCOMPRESSED)),
+            io: crate::executor::throttle::served(&limit),
+        };
+        let (outcome, figures) = super::super::run_with_stats(&store, &job).await.unwrap();
+        assert!(matches!(outcome, super::super::Outcome::Merged { inputs: 3, outputs: 1 }), "{outcome:?}");
+        let data = figures["bytes_in"] + figures["bytes_out"];
+        assert!(stats.bytes() >= data, "granted {} bytes for {data} read and written", stats.bytes());
+        assert!(stats.bytes() <= data + 3 * FOOTER_HINT as u64, "granted {} bytes for {data}", stats.bytes());
+    }
+
     #[test]
     fn compressions_parse_and_bad_ones_say_what_is_allowed() {
         assert_eq!(parse_compression("zstd").unwrap(), Compression::ZSTD(ZstdLevel::default()));

@@ -82,5 +82,13 @@ impl IoStats {
     }
 }
 
+/// A child's side served by `limit` in this process (tests of executors).
+#[cfg(test)]
+pub(crate) fn served(limit: &IoLimit) -> Throttle {
+    let (ours, theirs) = tokio::net::UnixStream::pair().expect("a socketpair");
+    tokio::spawn(limit.clone().serve(ours));
+    Throttle::over(theirs)
+}
+
 #[cfg(test)]
 mod tests;

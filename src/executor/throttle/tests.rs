@@ -8,12 +8,6 @@ use super::*;
 
 const MIB: u64 = 1 << 20;
 
-fn pair(limit: &IoLimit) -> Throttle {
-    let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
-    tokio::spawn(limit.clone().serve(ours));
-    Throttle::over(theirs)
-}
-
 /// Two children asking at once share the node's limit: together they wait
 /// at least (bytes − burst) / rate, and every byte is counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -22,7 +16,7 @@ async fn children_share_one_limit() {
     let mut limit = IoLimit::new(rate, crate::clock::SystemClock::shared());
     let stats = std::sync::Arc::new(IoStats::default());
     limit.count_into(stats.clone());
-    let (a, b) = (pair(&limit), pair(&limit));
+    let (a, b) = (served(&limit), served(&limit));
     let started = Instant::now();
     let (ra, rb) = tokio::join!(a.take(5 * MIB + 17), b.take(5 * MIB));
     ra.unwrap();
