@@ -352,6 +352,30 @@ mod tests {
         assert_eq!(d.as_deref(), Some("echo x=1 y"), "not a name before '=': a default template");
     }
 
+    /// `--io-limit` takes a size; the file's `io_limit` key goes through
+    /// the same parser; absent, no limit.
+    #[test]
+    fn the_io_limit_comes_from_the_flag_or_the_file() {
+        let io_limit = |argv: &[&str]| match crate::cli::config::load(argv.iter().map(Into::into).collect()) {
+            Ok(l) => match l.cli.command {
+                crate::cli::Command::Run(a) => Ok(a.io_limit),
+                other => panic!("{other:?}"),
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "io_limit = \"200MiB\"\n").unwrap();
+        let file = file.to_str().unwrap();
+        let none = dir.path().join("none.toml");
+        std::fs::write(&none, "").unwrap();
+        let none = none.to_str().unwrap();
+        assert_eq!(io_limit(&["compactd", "--config", none, "run"]).unwrap(), None);
+        assert_eq!(io_limit(&["compactd", "--config", none, "run", "--io-limit", "4MiB"]).unwrap(), Some(4 << 20));
+        assert_eq!(io_limit(&["compactd", "--config", file, "run"]).unwrap(), Some(200 << 20));
+        assert!(io_limit(&["compactd", "--config", none, "run", "--io-limit", "fast"]).is_err());
+    }
+
     #[test]
     fn sizes_and_durations() {
         assert_eq!(parse_size("128MiB").unwrap(), 128 << 20);

@@ -13,7 +13,29 @@ use super::{ThrottleError, CHUNK, FD_ENV};
 /// returns at once. Clones share the one socket, and asks from several
 /// tasks of the child take turns chunk by chunk.
 #[derive(Debug, Clone, Default)]
-pub struct Throttle(Option<Arc<tokio::sync::Mutex<tokio::net::UnixStream>>>);
+pub struct Throttle(Option<Arc<tokio::sync::Mutex<Socket>>>);
+
+#[derive(Debug)]
+struct Socket {
+    stream: tokio::net::UnixStream,
+    /// Asks sent whose grant was not read: a task cancelled while it
+    /// waited (an aborted decoder). The next ask reads those grants first,
+    /// so that no ask mistakes another's grant for its own.
+    unanswered: usize,
+}
+
+impl Socket {
+    fn new(stream: tokio::net::UnixStream) -> Arc<tokio::sync::Mutex<Socket>> {
+        Arc::new(tokio::sync::Mutex::new(Socket { stream, unanswered: 0 }))
+    }
+
+    async fn grant(&mut self) -> Result<(), ThrottleError> {
+        let mut granted = [0u8; 1];
+        self.stream.read_exact(&mut granted).await.map_err(ThrottleError::Gone)?;
+        self.unanswered -= 1;
+        Ok(())
+    }
+}
 
 impl Throttle {
     /// No limit.
@@ -44,13 +66,13 @@ impl Throttle {
         let std = std::os::unix::net::UnixStream::from(owned);
         std.set_nonblocking(true).map_err(|e| bad(e.to_string()))?;
         let s = tokio::net::UnixStream::from_std(std).map_err(|e| bad(e.to_string()))?;
-        Ok(Throttle(Some(Arc::new(tokio::sync::Mutex::new(s)))))
+        Ok(Throttle(Some(Socket::new(s))))
     }
 
     /// A limit asked over `socket` (the tests' own pair).
     #[cfg(test)]
     pub(super) fn over(socket: tokio::net::UnixStream) -> Throttle {
-        Throttle(Some(Arc::new(tokio::sync::Mutex::new(socket))))
+        Throttle(Some(Socket::new(socket)))
     }
 
     /// Whether a limit applies.
@@ -65,9 +87,12 @@ impl Throttle {
             let n = bytes.min(CHUNK);
             // Held for one chunk only: another task of this child asks next.
             let mut s = socket.lock().await;
-            s.write_all(&(n as u32).to_le_bytes()).await.map_err(ThrottleError::Gone)?;
-            let mut granted = [0u8; 1];
-            s.read_exact(&mut granted).await.map_err(ThrottleError::Gone)?;
+            while s.unanswered > 0 {
+                s.grant().await?;
+            }
+            s.stream.write_all(&(n as u32).to_le_bytes()).await.map_err(ThrottleError::Gone)?;
+            s.unanswered += 1;
+            s.grant().await?;
             bytes -= n;
         }
         Ok(())

@@ -45,3 +45,20 @@ async fn a_child_whose_daemon_is_gone_fails() {
     let err = Throttle::over(theirs).take(10).await.unwrap_err();
     assert!(matches!(err, ThrottleError::Gone(_)), "{err}");
 }
+
+/// An ask cancelled while it waits (an aborted task) leaves its grant on
+/// the socket: the next ask waits for that grant and then for its own.
+#[tokio::test]
+async fn a_cancelled_ask_does_not_hand_its_grant_to_the_next() {
+    let rate = 4 * MIB;
+    let limit = IoLimit::new(rate, crate::clock::SystemClock::shared());
+    let t = served(&limit);
+    // The burst (1 MiB) goes at once; the next chunk waits 250 ms.
+    t.take(MIB).await.unwrap();
+    let cancelled = tokio::time::timeout(Duration::from_millis(20), t.take(MIB)).await;
+    assert!(cancelled.is_err(), "the second chunk was granted within the burst");
+    let started = Instant::now();
+    t.take(MIB).await.unwrap();
+    // The cancelled chunk's grant at 250 ms, then this one's at 500 ms.
+    assert!(started.elapsed() >= Duration::from_millis(400), "granted after {:?}", started.elapsed());
+}
