@@ -2,6 +2,9 @@
 //! daemon's clock): a request takes its bytes at once, the balance may go
 //! below zero, and the request is granted when the balance is back to zero.
 //! Reserving up front serves requests in arrival order and needs no queue.
+//! (Not `governor`: its GCRA refuses a request larger than the burst instead
+//! of queueing it, and its waits read ambient time; this is a few lines on
+//! the daemon's own clock.)
 //!
 //! Invariant: bytes granted by time `t` (a request counts as granted once
 //! its wait has passed) are at most `burst + rate × t`, `t` counted from the

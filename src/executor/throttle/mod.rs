@@ -19,8 +19,9 @@
 //! - Over any span of `t` seconds the node grants at most
 //!   `burst + limit × t` bytes ([`bucket::Bucket`]; `burst` is a tenth of a
 //!   second of the limit, at least one chunk), however many children ask.
-//! - Data bytes count, read and written: the inputs of a merge and its
-//!   staged outputs. The small commit and listing requests do not, nor does
+//! - Data bytes count, read and written: every read of a merge's inputs
+//!   (footer checks included) and every write of its staged outputs. The
+//!   small commit and listing requests do not, nor does
 //!   a promotion (a rename, or S3's server-side copy: no bytes through
 //!   the node).
 //! - Without a limit nothing changes: no socket, no variable, no request.
