@@ -450,7 +450,7 @@ def render(meta, rs, up, out_json, out_md):
         w("")
         w(f"Command: `{im.get('command', 'bash bench/io_limit.sh')}`" +
           (f" ({im['date']}, commit {im['commit']}, {im.get('binary', 'release')} binary)" if im else "") +
-          f": one `compactd run --io-limit {mib(r['limit_bytes_per_s'])}MiB --max-running 2` node on fs merges "
+          f": one `compactd run --io-limit {r['limit_bytes_per_s'] / 2**20:g}MiB --max-running 2` node on fs merges "
           f"{r['partitions']} partitions of 32 × 1 MiB newline-delimited files (two `merge` executors at once); "
           "its `/metrics` is sampled every 0.25 s. Achieved = bytes granted (`compactd_io_limit_bytes_total`, read "
           f"plus written) over the first {r['span_s']:.0f} s after the first grant; the cross-check divides the "
