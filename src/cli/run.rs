@@ -58,6 +58,11 @@ pub struct RunArgs {
     /// Codec of the parquet executor's outputs: zstd (level 1), zstd:LEVEL, snappy, lz4, gzip, none.
     #[arg(long, default_value = "zstd", value_parser = parse_compression_arg)]
     pub parquet_compression: String,
+    /// Bytes per second the built-in executors (merge, parquet) of this node
+    /// may read plus write, all of them together, e.g. 200MiB; unlimited
+    /// when not set. Command executors are not limited.
+    #[arg(long, value_name = "BYTES_PER_SECOND", value_parser = parse_size)]
+    pub io_limit: Option<u64>,
     /// Subtasks this node runs at once.
     #[arg(long, default_value_t = 2)]
     pub max_running: usize,
@@ -214,6 +219,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         history_retention: args.history_retention,
         sweep: args.sweep,
         planner: crate::policy::PlannerConfig { interval: args.plan_interval, budget: args.plan_budget.max(1) },
+        io_limit: args.io_limit,
     };
     let shutdown = CancellationToken::new();
     let clock = SystemClock::shared();
@@ -343,6 +349,30 @@ mod tests {
         assert!(split_commands(&v(&["true", "false"])).is_err(), "two defaults");
         let (d, _) = split_commands(&v(&["echo x=1 y"])).unwrap();
         assert_eq!(d.as_deref(), Some("echo x=1 y"), "not a name before '=': a default template");
+    }
+
+    /// `--io-limit` takes a size; the file's `io_limit` key goes through
+    /// the same parser; absent, no limit.
+    #[test]
+    fn the_io_limit_comes_from_the_flag_or_the_file() {
+        let io_limit = |argv: &[&str]| match crate::cli::config::load(argv.iter().map(Into::into).collect()) {
+            Ok(l) => match l.cli.command {
+                crate::cli::Command::Run(a) => Ok(a.io_limit),
+                other => panic!("{other:?}"),
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "io_limit = \"200MiB\"\n").unwrap();
+        let file = file.to_str().unwrap();
+        let none = dir.path().join("none.toml");
+        std::fs::write(&none, "").unwrap();
+        let none = none.to_str().unwrap();
+        assert_eq!(io_limit(&["compactd", "--config", none, "run"]).unwrap(), None);
+        assert_eq!(io_limit(&["compactd", "--config", none, "run", "--io-limit", "4MiB"]).unwrap(), Some(4 << 20));
+        assert_eq!(io_limit(&["compactd", "--config", file, "run"]).unwrap(), Some(200 << 20));
+        assert!(io_limit(&["compactd", "--config", none, "run", "--io-limit", "fast"]).is_err());
     }
 
     #[test]

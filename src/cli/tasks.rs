@@ -470,6 +470,7 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
                 crate::executor::merge::parquet::ParquetOptions::for_target(args.target_size, args.compression),
             ),
         },
+        io: crate::executor::throttle::Throttle::from_env()?,
     };
     // Listed before the run: `_compactd/` links are removed by the run.
     let special = crate::executor::merge::special_entries(&data, &job.dir).await?;

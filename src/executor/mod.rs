@@ -9,6 +9,11 @@
 //! none could start) a child gets `PR_SET_PDEATHSIG` instead, which reaches
 //! only the child itself and costs a full fork of the daemon per executor.
 //!
+//! With `run --io-limit RATE` the built-in executors share one token
+//! bucket of RATE bytes per second (read plus written) held by the daemon:
+//! each gets a grant socket and asks before every read or write (see
+//! [`throttle`]). Command executors are not limited (their I/O is theirs).
+//!
 //! Template placeholders `{db} {schema} {table} {partition} {task} {subtask}
 //! {shard_index} {shard_total} {param.NAME}` are replaced by shell-quoted
 //! values (write them unquoted in the template); the same values are in the
@@ -17,6 +22,8 @@
 pub mod merge;
 
 pub mod reaper;
+
+pub mod throttle;
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -250,8 +257,15 @@ fn capture(
 }
 
 /// Starts an executor for `req`, listed in `groups` while it lives;
-/// `on_exit` runs once it has ended.
-pub fn spawn(req: &ExecRequest, now: Duration, groups: &Groups, on_exit: Option<OnExit>) -> std::io::Result<Running> {
+/// `on_exit` runs once it has ended. A built-in executor asks `io` (the
+/// node's limit, if any) before its reads and writes.
+pub fn spawn(
+    req: &ExecRequest,
+    now: Duration,
+    groups: &Groups,
+    io: Option<&throttle::IoLimit>,
+    on_exit: Option<OnExit>,
+) -> std::io::Result<Running> {
     let mut cmd = match req.kind {
         ExecutorKind::Noop => return Err(std::io::Error::other("the noop executor runs in process, not as a child")),
         ExecutorKind::Command => {
@@ -291,6 +305,9 @@ pub fn spawn(req: &ExecRequest, now: Duration, groups: &Groups, on_exit: Option<
         cmd.env(format!("COMPACTD_PARAM_{}", env_name(k)), v);
     }
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
+    if let (Some(io), ExecutorKind::Merge | ExecutorKind::Parquet) = (io, req.kind) {
+        io.attach(&mut cmd)?;
+    }
     // Drop to the configured user for commands: supplementary groups, then
     // the group, then the user (after setuid nothing else may change).
     let drop_to = match (req.kind, &req.run_as) {
@@ -513,7 +530,7 @@ mod tests {
             run_as: None,
         };
         let clock = crate::clock::SystemClock::shared();
-        let mut r = spawn(&req, clock.mono(), &Groups::default(), None).unwrap();
+        let mut r = spawn(&req, clock.mono(), &Groups::default(), None, None).unwrap();
         let f = loop {
             if let Some(f) = r.try_finish(clock.mono()) {
                 break f;
@@ -530,7 +547,7 @@ mod tests {
     async fn timeout_kills_the_whole_group() {
         let req = command("sleep 30 & sleep 30", Duration::from_millis(100));
         let clock = crate::clock::SystemClock::shared();
-        let mut r = spawn(&req, clock.mono(), &Groups::default(), None).unwrap();
+        let mut r = spawn(&req, clock.mono(), &Groups::default(), None, None).unwrap();
         let pgid = r.pid();
         let f = finished(&mut r, &clock).await;
         assert!(f.error.unwrap().contains("timed out"));
@@ -545,10 +562,10 @@ mod tests {
         let req = |cmd: &str| command(cmd, Duration::from_secs(60));
         let clock = crate::clock::SystemClock::shared();
         let groups = Groups::default();
-        let mut quick = spawn(&req("true"), clock.mono(), &groups, None).unwrap();
+        let mut quick = spawn(&req("true"), clock.mono(), &groups, None, None).unwrap();
         finished(&mut quick, &clock).await;
-        let mut a = spawn(&req("sleep 30 & sleep 30"), clock.mono(), &groups, None).unwrap();
-        let mut b = spawn(&req("sleep 30"), clock.mono(), &groups, None).unwrap();
+        let mut a = spawn(&req("sleep 30 & sleep 30"), clock.mono(), &groups, None, None).unwrap();
+        let mut b = spawn(&req("sleep 30"), clock.mono(), &groups, None, None).unwrap();
         let (ga, gb) = (a.pid(), b.pid());
         assert_eq!(groups.kill_all(), 2, "the ended executor is not listed");
         assert!(!finished(&mut a, &clock).await.success);

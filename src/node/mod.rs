@@ -203,6 +203,9 @@ impl Node {
     /// Enables the task layer: this node runs subtasks and manages tasks.
     pub fn with_work(mut self, cfg: WorkConfig, data: Store) -> Node {
         let mut worker = Worker::new(self.cfg.id.clone());
+        if let Some(rate) = cfg.io_limit {
+            worker.set_io_limit(crate::executor::throttle::IoLimit::new(rate, self.clock.clone()));
+        }
         if let Some(w) = &self.wake {
             worker.set_wakeup(w.clone());
         }

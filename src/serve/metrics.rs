@@ -25,6 +25,7 @@ use prometheus_client::registry::{Registry, Unit};
 use store::layers::PrometheusClientLayer;
 
 use crate::clock::SharedClock;
+use crate::executor::throttle::IoStats;
 use crate::serve::wake::Wakeup;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -163,6 +164,8 @@ struct OnScrape {
     wake: Option<Arc<Wakeup>>,
     /// On HDFS: the NameNode RPCs of the tree store and the data store.
     namenode: Vec<(&'static str, Arc<store::hdfs::NameNodeRpcs>)>,
+    /// What the node's I/O limit granted (zeros without one).
+    io: Arc<IoStats>,
 }
 
 impl Collector for OnScrape {
@@ -214,6 +217,22 @@ impl Collector for OnScrape {
                 v.encode(e)?;
             }
         }
+        let granted = ConstCounter::new(self.io.bytes());
+        let e = encoder.encode_descriptor(
+            "compactd_io_limit_bytes",
+            "Bytes the node's I/O limit (run --io-limit) granted its built-in executors, read and written",
+            None,
+            granted.metric_type(),
+        )?;
+        granted.encode(e)?;
+        let waited = ConstCounter::new(self.io.waited().as_secs_f64());
+        let e = encoder.encode_descriptor(
+            "compactd_io_limit_wait",
+            "Time the built-in executors waited for the node's I/O limit, summed over executors",
+            Some(&Unit::Seconds),
+            waited.metric_type(),
+        )?;
+        waited.encode(e)?;
         if !self.namenode.is_empty() {
             let mut e = encoder.encode_descriptor(
                 "compactd_namenode_rpcs",
@@ -282,6 +301,7 @@ pub struct Metrics {
     cluster_events: Gauge,
     policy_decisions: Family<PolicyLabel, Counter>,
     policy_gauges: [(&'static str, Family<PolicyLabel, Gauge>); 4],
+    io: Arc<IoStats>,
     seen: Mutex<Seen>,
 }
 
@@ -384,7 +404,8 @@ impl Metrics {
             r.register(format!("compactd_policy_{name}"), help, f.clone());
             (name, f)
         });
-        r.register_collector(Box::new(OnScrape { health: health.clone(), wake, namenode }));
+        let io = Arc::new(IoStats::default());
+        r.register_collector(Box::new(OnScrape { health: health.clone(), wake, namenode, io: io.clone() }));
         // The backend layer registers the opendal_* families; it is applied
         // to the tree store and the data store. Its `root` label would be a
         // path (and a new set of series per root): off.
@@ -412,8 +433,15 @@ impl Metrics {
             cluster_events,
             policy_decisions,
             policy_gauges,
+            io,
             seen: Mutex::new(Seen::default()),
         })
+    }
+
+    /// Where the node's I/O limit counts its grants
+    /// (`compactd_io_limit_bytes_total`, `compactd_io_limit_wait_seconds_total`).
+    pub fn io_stats(&self) -> Arc<IoStats> {
+        self.io.clone()
     }
 
     /// The layer that counts backend requests (apply it to each store once).

@@ -54,6 +54,9 @@ pub struct WorkConfig {
     pub sweep: Duration,
     /// The policy planner's pass interval and per-round request budget.
     pub planner: crate::policy::PlannerConfig,
+    /// Bytes per second the built-in executors may read plus write, all
+    /// together (`run --io-limit`); none: unlimited.
+    pub io_limit: Option<u64>,
 }
 
 impl Default for WorkConfig {
@@ -74,6 +77,7 @@ impl Default for WorkConfig {
             history_retention: Duration::from_secs(24 * 3600),
             sweep: Duration::from_secs(60),
             planner: crate::policy::PlannerConfig::default(),
+            io_limit: None,
         }
     }
 }
@@ -164,6 +168,8 @@ pub struct Worker {
     metrics: Option<Arc<crate::serve::metrics::Metrics>>,
     /// Its live executors' process groups (for the session guard).
     groups: executor::Groups,
+    /// The node's I/O limit of its built-in executors, if one is set.
+    io: Option<executor::throttle::IoLimit>,
 }
 
 impl Worker {
@@ -177,7 +183,16 @@ impl Worker {
             pokes: Pokes::default(),
             metrics: None,
             groups: Default::default(),
+            io: None,
         }
+    }
+
+    /// Limits the I/O of the built-in executors it starts from now on.
+    pub fn set_io_limit(&mut self, mut io: executor::throttle::IoLimit) {
+        if let Some(m) = &self.metrics {
+            io.count_into(m.io_stats());
+        }
+        self.io = Some(io);
     }
 
     /// The process groups of its live executors.
@@ -187,6 +202,9 @@ impl Worker {
 
     /// Records executor starts, ends and durations into `metrics`.
     pub fn set_metrics(&mut self, metrics: Arc<crate::serve::metrics::Metrics>) {
+        if let Some(io) = self.io.as_mut() {
+            io.count_into(metrics.io_stats());
+        }
         self.metrics = Some(metrics);
     }
 
@@ -368,7 +386,7 @@ impl Worker {
             return;
         }
         let on_exit = self.wake.clone().map(|w| Box::new(move || w.poke(Scope::Work)) as executor::OnExit);
-        match executor::spawn(req, now, &self.groups, on_exit) {
+        match executor::spawn(req, now, &self.groups, self.io.as_ref(), on_exit) {
             Ok(exec) => {
                 tracing::info!(subtask = %sub, pid = exec.pid(), ?kind, "subtask started");
                 self.running.insert(sub.to_string(), RunningSub { exec: Some(exec), kind, manager, started: now });

@@ -24,7 +24,8 @@ pub(super) async fn stage(store: &Store, job: &MergeJob, staging: &str) -> Resul
     let (mut bytes_in, mut bytes_out, mut rows) = (0u64, 0u64, 0u64);
     for (k, group) in groups.iter().enumerate() {
         let mut buf = Vec::with_capacity(group.iter().map(|f| f.1 as usize + 1).sum());
-        for (path, _) in group {
+        for (path, len) in group {
+            job.io.take(*len).await?;
             let bytes =
                 store.read(path).await?.ok_or_else(|| job.broken(format!("input {path} vanished while staging")))?;
             bytes_in += bytes.len() as u64;
@@ -36,6 +37,7 @@ pub(super) async fn stage(store: &Store, job: &MergeJob, staging: &str) -> Resul
         rows += buf.iter().filter(|b| **b == b'\n').count() as u64;
         bytes_out += buf.len() as u64;
         let path = format!("{staging}{k}");
+        job.io.take(buf.len() as u64).await?;
         store.put(&path, buf).await?;
         staged.outputs.push(Output {
             staged: path,

@@ -42,6 +42,8 @@ pub enum MergeError {
     Store(#[from] store::StoreError),
     #[error("partition {partition}: {problem}")]
     Broken { partition: String, problem: String },
+    #[error(transparent)]
+    Throttle(#[from] super::throttle::ThrottleError),
 }
 
 #[derive(Debug, Clone)]
@@ -63,6 +65,9 @@ pub struct MergeJob {
     pub now: std::time::SystemTime,
     /// What the partition's files are.
     pub format: Format,
+    /// The node's I/O limit, asked before each data read and write
+    /// (inputs and staged outputs; see [`super::throttle`]).
+    pub io: super::throttle::Throttle,
 }
 
 /// What a partition's data files are, and so how outputs are staged.
@@ -399,6 +404,7 @@ mod tests {
             fence: None,
             now: std::time::UNIX_EPOCH,
             format: Format::Lines,
+            io: Default::default(),
         }
     }
 

@@ -51,6 +51,7 @@ use parquet::file::properties::WriterProperties;
 use store::{Store, StoreWriter};
 
 use super::{MergeError, MergeJob, Output, Staged};
+use crate::executor::throttle::Throttle;
 
 /// Rows per decoded batch.
 pub const BATCH_ROWS: usize = 8192;
@@ -110,12 +111,15 @@ struct StoreReader {
     whole_max: u64,
     /// The ranges requested from the store, in order (a few per file).
     fetched: Arc<std::sync::Mutex<Vec<Range<u64>>>>,
+    /// Asked before every read.
+    io: Throttle,
 }
 
 impl StoreReader {
     async fn fetch(&mut self, range: Range<u64>) -> parquet::errors::Result<Bytes> {
         if self.whole.is_none() && self.len <= self.whole_max {
             self.fetched.lock().unwrap_or_else(|e| e.into_inner()).push(0..self.len);
+            self.io.take(self.len).await.map_err(external)?;
             let b = self.store.read_range(&self.path, 0, self.len).await.map_err(external)?;
             self.whole = Some(b.ok_or_else(|| ParquetError::General("vanished while being read".into()))?);
         }
@@ -129,6 +133,7 @@ impl StoreReader {
             return Err(ParquetError::EOF(format!("range {range:?} is past the end ({} bytes)", self.len)));
         }
         self.fetched.lock().unwrap_or_else(|e| e.into_inner()).push(range.clone());
+        self.io.take(range.end - range.start).await.map_err(external)?;
         self.store
             .read_range(&self.path, range.start, range.end - range.start)
             .await
@@ -137,7 +142,7 @@ impl StoreReader {
     }
 }
 
-fn external(e: store::StoreError) -> ParquetError {
+fn external(e: impl std::error::Error + Send + Sync + 'static) -> ParquetError {
     ParquetError::External(Box::new(e))
 }
 
@@ -189,12 +194,17 @@ impl AsyncFileReader for StoreReader {
     }
 }
 
-/// The staged output being written, through the store.
-struct StoreSink(Option<StoreWriter>);
+/// The staged output being written, through the store, asking the node's
+/// limit before every write.
+struct StoreSink(Option<StoreWriter>, Throttle);
 
 impl AsyncFileWriter for StoreSink {
     fn write(&mut self, bs: Bytes) -> BoxFuture<'_, parquet::errors::Result<()>> {
-        async move { self.0.as_mut().expect("open").write(bs).await.map_err(external) }.boxed()
+        async move {
+            self.1.take(bs.len() as u64).await.map_err(external)?;
+            self.0.as_mut().expect("open").write(bs).await.map_err(external)
+        }
+        .boxed()
     }
 
     fn complete(&mut self) -> BoxFuture<'_, parquet::errors::Result<()>> {
@@ -215,6 +225,7 @@ async fn open(
     path: &str,
     len: u64,
     whole: bool,
+    io: &Throttle,
 ) -> Result<(StoreReader, ArrowReaderMetadata), ParquetError> {
     let mut r = StoreReader {
         store: store.clone(),
@@ -223,6 +234,7 @@ async fn open(
         whole: None,
         whole_max: if whole { WHOLE_READ } else { 0 },
         fetched: Default::default(),
+        io: io.clone(),
     };
     let meta = ArrowReaderMetadata::load_async(&mut r, ArrowReaderOptions::new()).await?;
     Ok((r, meta))
@@ -245,7 +257,7 @@ pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging
     // fails the unit before anything is written.
     let mut footers = futures::stream::iter(candidates.iter().cloned())
         .map(|(path, len)| async move {
-            let schema = open(store, &path, len, false).await.map(|(_, m)| m.schema().clone());
+            let schema = open(store, &path, len, false, &job.io).await.map(|(_, m)| m.schema().clone());
             (path, schema)
         })
         .buffered(FOOTERS_AHEAD);
@@ -325,7 +337,7 @@ pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging
             }
             let k = staged.outputs.len();
             let path = format!("{staging}{k}");
-            let sink = StoreSink(Some(store.writer(&path).await?));
+            let sink = StoreSink(Some(store.writer(&path).await?), job.io.clone());
             let w = AsyncArrowWriter::try_new(sink, schema.clone(), Some(props.clone()))
                 .map_err(|e| job.broken(format!("cannot start {path}: {e}")))?;
             let out = Output {
@@ -379,7 +391,7 @@ type Decoded = Result<Option<arrow_array::RecordBatch>, MergeError>;
 /// Decodes the inputs in order into `tx`; stops when the receiver is gone.
 async fn decode_all(store: Store, job: MergeJob, inputs: Vec<Input>, tx: tokio::sync::mpsc::Sender<Decoded>) {
     for (path, len) in inputs {
-        let batches = match open(&store, &path, len, true).await {
+        let batches = match open(&store, &path, len, true, &job.io).await {
             Ok((reader, meta)) => ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta)
                 .with_batch_size(BATCH_ROWS)
                 .build()
@@ -536,7 +548,7 @@ mod tests {
         let len = bytes.len() as u64;
         assert!(len > 2 * WHOLE_READ, "{len}");
         store.put("t/p/big.parquet", bytes).await.unwrap();
-        let (reader, meta) = open(&store, "t/p/big.parquet", len, true).await.unwrap();
+        let (reader, meta) = open(&store, "t/p/big.parquet", len, true, &Throttle::none()).await.unwrap();
         let fetched = reader.fetched.clone();
         assert_eq!(meta.metadata().num_row_groups(), 4);
         // The footer: one read at the end of the file.
@@ -564,13 +576,43 @@ mod tests {
         let bytes = file(1000, 500);
         let len = bytes.len() as u64;
         store.put("t/p/small.parquet", bytes).await.unwrap();
-        let (reader, meta) = open(&store, "t/p/small.parquet", len, true).await.unwrap();
+        let (reader, meta) = open(&store, "t/p/small.parquet", len, true, &Throttle::none()).await.unwrap();
         let fetched = reader.fetched.clone();
         let mut batches = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta).build().unwrap();
         while let Some(b) = batches.next().await {
             b.unwrap();
         }
         assert_eq!(*fetched.lock().unwrap(), vec![0..len]);
+    }
+
+    /// Every byte the merge reads (footers twice: checked, then decoded)
+    /// and writes goes through the node's limit.
+    #[tokio::test]
+    async fn a_merge_asks_the_limit_for_everything_it_reads_and_writes() {
+        let store = Store::memory().await;
+        for f in 0..3 {
+            store.put(&format!("db/s/t/p/part-{f}.parquet"), file(2000, 1000)).await.unwrap();
+        }
+        let mut limit = crate::executor::throttle::IoLimit::new(1 << 40, crate::clock::SystemClock::shared());
+        let stats = Arc::new(crate::executor::throttle::IoStats::default());
+        limit.count_into(stats.clone());
+        let job = MergeJob {
+            dir: "db/s/t/p/".into(),
+            task: "aaaaffff.16176931.56000000.0".into(),
+            round: 1,
+            attempt: 1,
+            target_size: 8 << 20,
+            delay_before_commit: std::time::Duration::ZERO,
+            fence: None,
+            now: std::time::UNIX_EPOCH,
+            format: super::super::Format::Parquet(ParquetOptions::for_target(8 << 20, Compression::UNCOMPRESSED)),
+            io: crate::executor::throttle::served(&limit),
+        };
+        let (outcome, figures) = super::super::run_with_stats(&store, &job).await.unwrap();
+        assert!(matches!(outcome, super::super::Outcome::Merged { inputs: 3, outputs: 1 }), "{outcome:?}");
+        let data = figures["bytes_in"] + figures["bytes_out"];
+        assert!(stats.bytes() >= data, "granted {} bytes for {data} read and written", stats.bytes());
+        assert!(stats.bytes() <= data + 3 * FOOTER_HINT as u64, "granted {} bytes for {data}", stats.bytes());
     }
 
     #[test]
