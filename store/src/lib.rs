@@ -24,6 +24,7 @@ mod beneath;
 pub mod fs;
 pub mod hdfs;
 pub mod layers;
+mod list;
 mod memory;
 mod read;
 #[cfg(feature = "testing")]
@@ -32,8 +33,6 @@ mod uri;
 mod writer;
 
 use bytes::Bytes;
-use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
 use opendal::{ErrorKind, Operator};
 
 use memory::MemVersions;
@@ -587,75 +586,6 @@ impl Store {
     /// True if `path` exists (one stat).
     pub async fn exists(&self, path: &str) -> Result<bool> {
         Ok(self.stat(path).await?.is_some())
-    }
-
-    /// Lists the direct children of folder `dir` (which ends in `/`), sorted
-    /// by path. A missing folder lists as empty.
-    pub async fn list(&self, dir: &str) -> Result<Vec<Entry>> {
-        if self.beneath.is_some() {
-            let d = dir.to_string();
-            let all = self.fs_data("list", dir, move |fs| fs.list(&d)).await?;
-            return Ok(all.into_iter().map(|(e, _)| e).filter(|e| !e.path.starts_with(FS_TMP_DIR)).collect());
-        }
-        let mut out: Vec<Entry> = self.list_stream(dir, false).try_collect().await?;
-        out.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(out)
-    }
-
-    /// Streams the entries below `dir` page by page, without holding the
-    /// whole listing in memory. With `recursive`, only objects are yielded.
-    pub fn list_stream<'a>(&'a self, dir: &'a str, recursive: bool) -> BoxStream<'a, Result<Entry>> {
-        self.list_stream_with(dir, recursive, false)
-    }
-
-    /// A recursive listing that also yields the folders the backend has
-    /// (fs keeps empty ones; object stores have none), for sweeps that must
-    /// find folders left empty by a crash.
-    pub fn list_tree<'a>(&'a self, dir: &'a str) -> BoxStream<'a, Result<Entry>> {
-        self.list_stream_with(dir, true, true)
-    }
-
-    fn list_stream_with<'a>(&'a self, dir: &'a str, recursive: bool, dirs: bool) -> BoxStream<'a, Result<Entry>> {
-        if self.beneath.is_some() {
-            // No-follow, folder by folder (a data store's folders are small).
-            let d = dir.to_string();
-            return futures::stream::once(async move {
-                let all = self.fs_data("list", dir, move |fs| fs.walk(&d, recursive)).await?;
-                Ok::<_, StoreError>(futures::stream::iter(all.into_iter().map(Ok)))
-            })
-            .try_flatten()
-            .boxed();
-        }
-        let dir_owned = dir.to_string();
-        // S3's and HDFS's listings carry every object's size.
-        let sized = matches!(self.uri, RootUri::S3 { .. } | RootUri::Hdfs { .. });
-        futures::stream::once(async move {
-            match self.op.lister_with(dir).recursive(recursive).await {
-                Ok(l) => Ok(l.map_err(move |e| self.err("list", dir, e)).boxed()),
-                Err(e) if e.kind() == ErrorKind::NotFound => Ok(futures::stream::empty().boxed()),
-                Err(e) => Err(self.err("list", dir, e)),
-            }
-        })
-        .try_flatten()
-        .try_filter_map(move |e| {
-            let path = e.path().to_string();
-            let keep =
-                path != dir_owned && !path.starts_with(FS_TMP_DIR) && !(recursive && !dirs && path.ends_with('/'));
-            let is_dir = path.ends_with('/');
-            let meta = e.metadata();
-            let len = (sized && !is_dir).then(|| meta.content_length());
-            let version = if is_dir {
-                None
-            } else if let Some(v) = &self.versions {
-                v.get(&path)
-            } else if let Some(etag) = meta.etag() {
-                Some(etag.to_string())
-            } else {
-                meta.last_modified().map(|t| format!("{t}/{}", meta.content_length()))
-            };
-            futures::future::ready(Ok(keep.then_some(Entry { is_dir, path, special: None, len, version })))
-        })
-        .boxed()
     }
 
     /// On a data store over fs: removes the temp files of writes in `dir`

@@ -4,6 +4,7 @@
 #![allow(clippy::disallowed_methods)] // file ages against the real clock
 
 use super::*;
+use futures::TryStreamExt;
 
 async fn fs_store(dir: &std::path::Path) -> Store {
     Store::open(&RootUri::Fs { root: dir.to_path_buf() }).await.unwrap()
