@@ -19,16 +19,33 @@ pub mod define;
 pub mod planner;
 pub mod spec;
 pub mod view;
+mod visit;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use layouts::policies::PolicyDefinition;
-use layouts::Name;
+use layouts::{Name, NodeId};
 use store::Store;
 
 pub use define::{Applied, PolicyRow};
 pub use planner::{Planner, PlannerConfig};
+
+/// Parameter carrying a planner task's target size to the built-in executors.
+pub const TARGET_SIZE_PARAM: &str = "compactd_target_size";
+
+/// What one round did.
+#[derive(Debug, Default)]
+pub struct PlanReport {
+    pub tables_visited: u64,
+    pub requests: u64,
+    /// `<db>/<schema>/<table>/<partition> <task>` per submission.
+    pub submitted: Vec<String>,
+    /// Managers of submitted tasks, to poke.
+    pub managers: Vec<NodeId>,
+    pub errors: Vec<String>,
+    pub pass_ended: bool,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {

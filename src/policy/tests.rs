@@ -2,6 +2,7 @@
 //! crash between the steps of a decision), pause, fair share, windows and
 //! schedules. Task execution is simulated by writing `Status.Done`.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::TryStreamExt;
@@ -74,8 +75,8 @@ fn planner(id: &str) -> Planner {
 }
 
 /// Runs rounds until a pass ends.
-async fn pass(p: &mut Planner, tree: &Store, data: &Store, wall_ms: u64) -> planner::PlanReport {
-    let mut all = planner::PlanReport::default();
+async fn pass(p: &mut Planner, tree: &Store, data: &Store, wall_ms: u64) -> PlanReport {
+    let mut all = PlanReport::default();
     for i in 0..100u64 {
         let r = p.round(tree, data, Duration::from_secs(i), wall_ms).await;
         assert!(r.errors.is_empty(), "{:?}", r.errors);
@@ -260,4 +261,125 @@ async fn dry_run_judges_without_writing() {
     assert!(dry.would_submit[0].starts_with("db/public/t1/p1: 4 small files >= 4"), "{dry:?}");
     let after: Vec<String> = tree.list_stream("", true).map_ok(|e| e.path).try_collect().await.unwrap();
     assert_eq!(before, after);
+}
+
+/// Runs one round; asserts it had no errors.
+async fn round(p: &mut Planner, tree: &Store, data: &Store, i: u64, wall_ms: u64) -> PlanReport {
+    let r = p.round(tree, data, Duration::from_secs(i), wall_ms).await;
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    r
+}
+
+#[tokio::test]
+async fn a_policy_paused_while_its_pass_goes_on_submits_nothing_from_the_next_round() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    for t in ["t1", "t2", "t3"] {
+        write(&data, t, "p1", 4).await;
+    }
+    // A budget of one request: each round visits at most one table.
+    let mut p = Planner::new(PlannerConfig { interval: Duration::ZERO, budget: 1 }, node("n1"));
+    let mut submitted = vec![];
+    let mut i = 0;
+    while submitted.is_empty() {
+        submitted = round(&mut p, &tree, &data, i, T0).await.submitted;
+        i += 1;
+        assert!(i < 10, "nothing submitted");
+    }
+    assert_eq!(submitted.len(), 1, "{submitted:?}");
+    define::pause(&tree, &n("warehouse"), "test", T0).await.unwrap();
+    let r = round(&mut p, &tree, &data, i, T0).await;
+    assert!(r.submitted.is_empty(), "{:?}", r.submitted);
+    assert!(r.pass_ended, "the paused policy's tables left the pass");
+    assert_eq!(task_ids(&tree).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_table_listed_over_several_rounds_is_judged_whole_within_each_rounds_budget() {
+    let (tree, data) = stores().await;
+    apply(&tree, "max-units-per-table = 8").await;
+    assert!(data.lists_from_key());
+    // 2,500 files: three listing pages, one a round at a budget of 2.
+    for part in ["p1", "p2", "p3", "p4", "p5"] {
+        write(&data, "big", part, 500).await;
+    }
+    let mut p = Planner::new(PlannerConfig { interval: Duration::ZERO, budget: 2 }, node("n1"));
+    let (mut rounds, mut submitted) = (0, vec![]);
+    loop {
+        let r = round(&mut p, &tree, &data, rounds, T0).await;
+        rounds += 1;
+        if rounds > 1 && submitted.is_empty() && !r.pass_ended {
+            // A round that only lists: its recheck and at most its budget.
+            assert!(r.requests <= 1 + 2, "a listing round spent {} requests", r.requests);
+        }
+        submitted.extend(r.submitted);
+        if r.pass_ended {
+            break;
+        }
+        assert!(rounds < 20, "the pass did not end");
+    }
+    assert!(rounds >= 3, "the listing went on over rounds ({rounds})");
+    assert_eq!(submitted.len(), 5, "{submitted:?}");
+    let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
+    assert_eq!((views[0].summary.files, views[0].summary.partitions), (2500, 5));
+}
+
+/// Fair share, simulated: each round is one planner pass, then `slots`
+/// workers run the oldest unfinished tasks (a task's compaction removes its
+/// partition's small files), and every small table gets a new due
+/// partition. Returns, per small table's partition, the round its task
+/// finished in.
+async fn finishing_rounds(big_backlog: usize, slots: usize, rounds: u64) -> BTreeMap<String, u64> {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    for i in 0..big_backlog {
+        write(&data, "big", &format!("p{i:03}"), 4).await;
+    }
+    let small: Vec<String> = (1..=9).map(|i| format!("s{i}")).collect();
+    let mut p = planner("n1");
+    let mut done = BTreeMap::new();
+    for r in 0..rounds {
+        for t in &small {
+            write(&data, t, &format!("r{r:02}"), 4).await;
+        }
+        pass(&mut p, &tree, &data, T0 + r * 1000).await;
+        let mut open = vec![];
+        for id in task_ids(&tree).await {
+            if !tree.exists(&v2::task_status(&id, TaskState::Done)).await.unwrap() {
+                open.push(id);
+            }
+        }
+        for id in open.into_iter().take(slots) {
+            let info = tasks::read_info(&tree, &id).await.unwrap();
+            let marker = info.run.params[paths::MARKER_PARAM].clone();
+            let (table_part, _) = marker.rsplit_once('#').unwrap();
+            for e in data.list_stream(&format!("{table_part}/"), true).try_collect::<Vec<_>>().await.unwrap() {
+                data.delete(&e.path).await.unwrap();
+            }
+            finish(&tree, &id).await;
+            if !table_part.starts_with("db/public/big/") {
+                done.insert(table_part.to_string(), r);
+            }
+        }
+    }
+    done
+}
+
+#[tokio::test]
+async fn a_table_with_100x_the_backlog_delays_no_other_table_by_more_than_one_round() {
+    // 9 small tables gain a due partition each round; 12 workers.
+    let (slots, rounds) = (12, 8);
+    let alone = finishing_rounds(1, slots, rounds).await;
+    let beside = finishing_rounds(100, slots, rounds).await;
+    let mut worst = 0;
+    for (part, r) in &alone {
+        let with_big = beside.get(part).copied().unwrap_or(rounds);
+        worst = worst.max(with_big.saturating_sub(*r));
+        assert!(with_big <= r + 1, "{part}: round {r} alone, {with_big} beside the backlog");
+    }
+    eprintln!(
+        "fair share: {} small partitions; worst extra delay beside a 100x backlog: {worst} round(s)",
+        alone.len()
+    );
+    assert!(alone.len() >= 9 * (rounds as usize - 1), "{alone:?}");
 }

@@ -531,7 +531,7 @@ async fn prepare(
         target_size: info
             .run
             .params
-            .get(crate::policy::planner::TARGET_SIZE_PARAM)
+            .get(crate::policy::TARGET_SIZE_PARAM)
             .and_then(|v| v.parse().ok())
             .filter(|n| *n > 0)
             .unwrap_or(cfg.target_size),

@@ -1,0 +1,499 @@
+//! One visit of a table by the planner: its partitions as listed on the
+//! data backend (resumable across rounds where the backend lists from a
+//! key, see [`TableCursor`]), its `Decisions/` and `Summary`; judging each
+//! partition, taking decisions exactly once (see the module doc of
+//! [`super::planner`]) and writing the summary when it changed.
+//!
+//! A visit counts the backend requests it makes in `requests` (a listing
+//! page is 1,000 entries on S3), so the round can hold its budget.
+
+use std::collections::BTreeMap;
+
+use futures::TryStreamExt;
+use layouts::formats::{encode, ExecutorKind, ExecutorSpec};
+use layouts::policies::{
+    self as paths, DecisionClaim, DecisionFile, DecisionTask, PartitionSummary, PolicyDefinition, TableSummary,
+};
+use layouts::{Name, NodeId, TaskId, TaskState};
+use store::{Created, Store};
+
+use super::define::read_json;
+use super::{Owned, PlanReport, PolicyError, TARGET_SIZE_PARAM};
+use crate::tasks::{self, TaskError, TaskSpec};
+
+/// Entries in one listing page on S3 (and what a page is counted as
+/// elsewhere).
+const PAGE: u64 = 1000;
+
+/// One partition as listed.
+#[derive(Default)]
+pub(super) struct Listed {
+    files: u64,
+    bytes: u64,
+    small_files: u64,
+    small_bytes: u64,
+}
+
+/// The newest decision of a partition, from the `Decisions/` listing.
+#[derive(Default, Clone, Copy)]
+struct Newest {
+    seq: u64,
+    claim: bool,
+    task: bool,
+}
+
+/// Where a table's listing stopped when a round's budget ran out: the
+/// partitions tallied so far and the last key listed. The next round lists
+/// on after that key (S3's `start-after`), so a table with more files than
+/// a round's budget takes several rounds instead of one over budget.
+#[derive(Default)]
+pub(super) struct TableCursor {
+    listed: BTreeMap<Name, Listed>,
+    after: Option<String>,
+}
+
+pub(super) enum Listing {
+    Done(BTreeMap<Name, Listed>),
+    /// The budget ran out first: go on from here next round.
+    More(TableCursor),
+}
+
+impl Listing {
+    /// The partitions tallied: all of them from a listing without a budget.
+    pub fn tallied(self) -> BTreeMap<Name, Listed> {
+        match self {
+            Listing::Done(listed) => listed,
+            Listing::More(cursor) => cursor.listed,
+        }
+    }
+}
+
+pub(super) struct Visit<'a> {
+    pub store: &'a Store,
+    pub data: &'a Store,
+    pub me: &'a NodeId,
+    pub wall_ms: u64,
+    pub item: &'a Owned,
+    pub requests: u64,
+    pub decisions: u64,
+    /// `plan --dry-run`: judge, write nothing.
+    pub dry: bool,
+}
+
+impl Visit<'_> {
+    /// Judges the table from its complete listing, takes its decisions and
+    /// writes its summary when it changed.
+    pub async fn table(
+        &mut self,
+        listed: BTreeMap<Name, Listed>,
+        report: &mut PlanReport,
+    ) -> Result<TableSummary, PolicyError> {
+        let o = self.item;
+        let p = &*o.policy;
+        let (newest, stale) = self.list_decisions().await?;
+        let summary_path = paths::table_summary(&o.db, &o.schema, &o.table);
+        self.requests += 1;
+        let prev: TableSummary = read_json(self.store, &summary_path).await.ok().flatten().unwrap_or_default();
+        let prev_detail: BTreeMap<&str, &PartitionSummary> =
+            prev.detail.iter().map(|d| (d.partition.as_str(), d)).collect();
+        let mut names: Vec<&Name> = listed.keys().chain(newest.keys()).collect();
+        names.sort();
+        names.dedup();
+        let mut detail = vec![];
+        let mut last_compaction = prev.last_compaction_wall_ms;
+        for name in names {
+            let l = listed.get(name);
+            let n = newest.get(name).copied().unwrap_or_default();
+            let before = prev_detail.get(name.as_str()).copied();
+            let (files, small_files, small_bytes) =
+                l.map(|l| (l.files, l.small_files, l.small_bytes)).unwrap_or_default();
+            let mut d = PartitionSummary {
+                partition: name.to_string(),
+                files,
+                small_files,
+                small_bytes,
+                small_since_wall_ms: (small_files > 0)
+                    .then(|| before.and_then(|b| b.small_since_wall_ms).unwrap_or(self.wall_ms)),
+                last_compaction_wall_ms: before.and_then(|b| b.last_compaction_wall_ms),
+                seq: n.seq,
+                task: before.filter(|b| b.seq == n.seq).and_then(|b| b.task),
+                in_flight: false,
+                due: false,
+                why: String::new(),
+            };
+            if n.seq > 0 {
+                self.follow(name, n, before, &mut d, report).await?;
+            }
+            if let Some(t) = d.last_compaction_wall_ms {
+                last_compaction = Some(last_compaction.map_or(t, |l: u64| l.max(t)));
+            }
+            self.judge(p, &mut d);
+            if d.small_files > 0 || d.in_flight {
+                detail.push(d);
+            }
+        }
+        // Fair share: at most the cap in flight per table, most small files first.
+        let in_flight = detail.iter().filter(|d| d.in_flight).count() as u64;
+        let mut room = u64::from(p.max_units_per_table).saturating_sub(in_flight);
+        let mut due: Vec<usize> = (0..detail.len()).filter(|i| detail[*i].due).collect();
+        due.sort_by(|a, b| detail[*b].small_files.cmp(&detail[*a].small_files).then(a.cmp(b)));
+        let mut state = if due.is_empty() { "nothing due".to_string() } else { String::new() };
+        for i in due {
+            if room == 0 {
+                detail[i].why =
+                    format!("{} (waiting: the table is at its cap of {})", detail[i].why, p.max_units_per_table);
+                state = format!("at its cap of {} partitions at once", p.max_units_per_table);
+                continue;
+            }
+            if self.decide(&mut detail[i], report).await? {
+                room -= 1;
+            }
+        }
+        if state.is_empty() {
+            state = "submitting".into();
+        }
+        for path in stale.into_iter().filter(|_| !self.dry) {
+            // The older decisions of a partition: their tasks have ended.
+            self.requests += 1;
+            if let Err(e) = self.store.delete(&path).await {
+                report.errors.push(format!("removing {path}: {e}"));
+            }
+        }
+        detail.sort_by(|a, b| b.small_files.cmp(&a.small_files).then_with(|| a.partition.cmp(&b.partition)));
+        detail.truncate(layouts::policies::MAX_SUMMARY_PARTITIONS);
+        let summary = TableSummary {
+            db: o.db.to_string(),
+            schema: o.schema.to_string(),
+            table: o.table.to_string(),
+            policy: p.name.to_string(),
+            policy_version: p.version,
+            checked_wall_ms: self.wall_ms,
+            partitions: listed.len() as u64,
+            files: listed.values().map(|l| l.files).sum(),
+            bytes: listed.values().map(|l| l.bytes).sum(),
+            small_files: listed.values().map(|l| l.small_files).sum(),
+            small_bytes: listed.values().map(|l| l.small_bytes).sum(),
+            in_flight: detail.iter().filter(|d| d.in_flight).count() as u64,
+            last_compaction_wall_ms: last_compaction,
+            state,
+            detail,
+        };
+        let unchanged = TableSummary { checked_wall_ms: prev.checked_wall_ms, ..summary.clone() } == prev;
+        if !unchanged && !self.dry {
+            self.requests += 1;
+            self.store.put(&summary_path, encode(&summary)).await?;
+        }
+        Ok(summary)
+    }
+
+    /// The table's partitions on the data backend, from `from` on: one
+    /// streamed recursive listing; only regular files directly in a
+    /// partition folder count. With a `budget` (in requests), where the
+    /// backend resumes listings after a key, stops once that many pages are
+    /// listed and returns where it stopped.
+    pub async fn list_data(&mut self, from: TableCursor, budget: Option<u64>) -> Result<Listing, PolicyError> {
+        let o = self.item;
+        let dir = tasks::table_dir(&o.db, &o.schema, &o.table);
+        let small = o.policy.small_file_size;
+        let TableCursor { listed: mut out, after } = from;
+        let stop_at = budget.filter(|_| self.data.lists_from_key()).map(|b| b.max(1) * PAGE);
+        let mut entries = 0u64;
+        let mut stream = self.data.list_stream_after(&dir, after.as_deref());
+        while let Some(e) = stream.try_next().await? {
+            entries += 1;
+            tally(&mut out, &dir, small, &e);
+            if stop_at.is_some_and(|s| entries >= s) {
+                self.requests += entries.div_ceil(PAGE);
+                return Ok(Listing::More(TableCursor { listed: out, after: Some(e.path) }));
+            }
+        }
+        self.requests += 1 + entries / PAGE;
+        Ok(Listing::Done(out))
+    }
+
+    /// Each partition's newest decision, and the files of older ones.
+    async fn list_decisions(&mut self) -> Result<(BTreeMap<Name, Newest>, Vec<String>), PolicyError> {
+        let o = self.item;
+        self.requests += 1;
+        let mut newest: BTreeMap<Name, Newest> = BTreeMap::new();
+        let mut all = vec![];
+        for e in self.store.list(&paths::decisions_dir(&o.db, &o.schema, &o.table)).await? {
+            let Some((part, seq, file)) = paths::parse_decision(e.name()) else { continue };
+            let n = newest.entry(part.clone()).or_default();
+            if seq > n.seq {
+                *n = Newest { seq, claim: false, task: false };
+            }
+            if seq == n.seq {
+                match file {
+                    DecisionFile::Claim => n.claim = true,
+                    DecisionFile::Task => n.task = true,
+                }
+            }
+            all.push((part, seq, e.path));
+        }
+        let stale = all
+            .into_iter()
+            .filter(|(p, seq, _)| newest.get(p).is_some_and(|n| *seq < n.seq))
+            .map(|(_, _, p)| p)
+            .collect();
+        Ok((newest, stale))
+    }
+
+    /// Brings the partition's newest decision forward: is its task still
+    /// running, and when did it start?
+    async fn follow(
+        &mut self,
+        name: &Name,
+        n: Newest,
+        before: Option<&PartitionSummary>,
+        d: &mut PartitionSummary,
+        report: &mut PlanReport,
+    ) -> Result<(), PolicyError> {
+        let o = self.item;
+        let path = |f| paths::decision(&o.db, &o.schema, &o.table, name, n.seq, f);
+        // Seen ended at this sequence number: nothing to read.
+        if let Some(b) = before.filter(|b| b.seq == n.seq && !b.in_flight && b.task.is_some()) {
+            d.last_compaction_wall_ms = b.last_compaction_wall_ms;
+            return Ok(());
+        }
+        if !n.task {
+            if !n.claim {
+                return Ok(());
+            }
+            self.requests += 1;
+            let Some(claim) = read_json::<DecisionClaim>(self.store, &path(DecisionFile::Claim)).await? else {
+                return Ok(());
+            };
+            d.in_flight = true;
+            d.last_compaction_wall_ms = Some(claim.wall_ms);
+            d.why = "being submitted".into();
+            self.recover(name, n.seq, &claim, d, report).await?;
+            return Ok(());
+        }
+        let task = match d.task {
+            Some(t) => t,
+            None => {
+                self.requests += 1;
+                match read_json::<DecisionTask>(self.store, &path(DecisionFile::Task)).await? {
+                    Some(t) => {
+                        d.last_compaction_wall_ms = Some(t.wall_ms);
+                        t.task
+                    }
+                    None => return Ok(()),
+                }
+            }
+        };
+        d.task = Some(task);
+        self.requests += 1;
+        let dir = tasks::read_dir(self.store, &task).await?;
+        let ended = matches!(dir.state, Some(TaskState::Done | TaskState::Failed | TaskState::Cancel))
+            || (dir.state.is_none() && !dir.has_info && dir.terms.is_empty());
+        d.in_flight = !ended;
+        if d.in_flight {
+            d.why = format!("being compacted by task {task}");
+        }
+        Ok(())
+    }
+
+    /// A claim without a recorded task (see the module doc).
+    async fn recover(
+        &mut self,
+        name: &Name,
+        seq: u64,
+        claim: &DecisionClaim,
+        d: &mut PartitionSummary,
+        report: &mut PlanReport,
+    ) -> Result<(), PolicyError> {
+        self.requests += 2;
+        if let Some(id) = tasks::find_marked(self.store, paths::MARKER_PARAM, &claim.marker, claim.wall_ms).await? {
+            return self.record(name, seq, id, d).await;
+        }
+        let mine = claim.by == self.me.as_str();
+        if self.dry {
+            return Ok(());
+        }
+        if mine || self.wall_ms >= claim.wall_ms.saturating_add(crate::jobs::drive::CLAIM_GRACE_MS) {
+            self.submit(name, seq, claim, d, report).await?;
+        }
+        Ok(())
+    }
+
+    /// Sets why the partition is or is not due.
+    fn judge(&self, p: &PolicyDefinition, d: &mut PartitionSummary) {
+        if d.in_flight {
+            return;
+        }
+        if d.small_files < 2 {
+            d.why = format!("{} small file(s): nothing to merge", d.small_files);
+            return;
+        }
+        let mut reasons = vec![];
+        if let Some(n) = p.min_small_files.filter(|n| d.small_files >= *n) {
+            reasons.push(format!("{} small files >= {n}", d.small_files));
+        }
+        if let Some(b) = p.min_small_bytes.filter(|b| d.small_bytes >= *b) {
+            reasons.push(format!("{} small bytes >= {b}", d.small_bytes));
+        }
+        if let (Some(age), Some(since)) = (p.max_small_age_ms, d.small_since_wall_ms) {
+            if self.wall_ms >= since.saturating_add(age) {
+                reasons.push(format!("small files for {} s >= {} s", (self.wall_ms - since) / 1000, age / 1000));
+            }
+        }
+        if reasons.is_empty() {
+            d.why = format!("{} small files, {} bytes: under the thresholds", d.small_files, d.small_bytes);
+            return;
+        }
+        if let Some(last) = d.last_compaction_wall_ms {
+            let next = last.saturating_add(p.min_interval_ms);
+            if self.wall_ms < next {
+                d.why = format!(
+                    "{}; waiting for min-interval ({} s left)",
+                    reasons.join(", "),
+                    (next - self.wall_ms).div_ceil(1000)
+                );
+                return;
+            }
+        }
+        d.due = true;
+        d.why = reasons.join(", ");
+    }
+
+    /// Takes the partition's next decision; true if it is now in flight.
+    async fn decide(&mut self, d: &mut PartitionSummary, report: &mut PlanReport) -> Result<bool, PolicyError> {
+        let o = self.item;
+        let Ok(name) = Name::parse(&d.partition) else { return Ok(false) };
+        let seq = d.seq + 1;
+        let claim = DecisionClaim {
+            policy: o.policy.name.clone(),
+            policy_version: o.policy.version,
+            by: self.me.to_string(),
+            wall_ms: self.wall_ms,
+            marker: paths::marker(&o.db, &o.schema, &o.table, &name, seq),
+            why: d.why.clone(),
+        };
+        if self.dry {
+            report.submitted.push(format!("{}/{}/{}/{name}: {}", o.db, o.schema, o.table, d.why));
+            d.why = format!("would submit: {}", d.why);
+            d.due = false;
+            return Ok(true);
+        }
+        self.requests += 1;
+        let path = paths::decision(&o.db, &o.schema, &o.table, &name, seq, DecisionFile::Claim);
+        d.seq = seq;
+        d.task = None;
+        d.in_flight = true;
+        d.due = false;
+        d.last_compaction_wall_ms = Some(self.wall_ms);
+        if self.store.create(&path, encode(&claim)).await? == Created::Exists {
+            // Another planner took this decision: it submits.
+            d.why = "being submitted by another planner".into();
+            return Ok(true);
+        }
+        self.submit(&name, seq, &claim, d, report).await?;
+        Ok(d.in_flight)
+    }
+
+    async fn submit(
+        &mut self,
+        name: &Name,
+        seq: u64,
+        claim: &DecisionClaim,
+        d: &mut PartitionSummary,
+        report: &mut PlanReport,
+    ) -> Result<(), PolicyError> {
+        let o = self.item;
+        let mut spec = TaskSpec::table(o.db.clone(), o.schema.clone(), o.table.clone());
+        spec.partitions = vec![name.clone()];
+        spec.executor = Some(executor_of(&o.policy));
+        spec.params.insert(paths::MARKER_PARAM.into(), claim.marker.clone());
+        spec.params.insert(TARGET_SIZE_PARAM.into(), o.policy.target_size.to_string());
+        self.requests += 6;
+        match tasks::submit_placed(self.store, spec, self.wall_ms).await {
+            Ok(placed) => {
+                report.managers.push(placed.manager);
+                report.submitted.push(format!("{}/{}/{}/{name} {}", o.db, o.schema, o.table, placed.id));
+                self.decisions += 1;
+                self.record(name, seq, placed.id, d).await
+            }
+            Err(TaskError::Invalid(problem)) => self.give_up(name, seq, problem, d).await,
+            Err(e @ TaskError::Limit(_)) => self.give_up(name, seq, e.to_string(), d).await,
+            // No live node, a store error: the claim is ours; the next
+            // visit submits again.
+            Err(e) => {
+                d.why = format!("submitting failed, retried next visit: {e}");
+                Ok(())
+            }
+        }
+    }
+
+    async fn record(&mut self, name: &Name, seq: u64, id: TaskId, d: &mut PartitionSummary) -> Result<(), PolicyError> {
+        let o = self.item;
+        let t = DecisionTask { task: id, by: self.me.to_string(), wall_ms: self.wall_ms };
+        let path = paths::decision(&o.db, &o.schema, &o.table, name, seq, DecisionFile::Task);
+        self.requests += 1;
+        if self.store.create(&path, encode(&t)).await? == Created::Exists {
+            if let Ok(Some(other)) = read_json::<DecisionTask>(self.store, &path).await {
+                if other.task != id {
+                    tracing::warn!(partition = %name, duplicate = %id, kept = %other.task, "stopping a duplicate planner task");
+                    let _ = tasks::stop(self.store, &id, "planner: duplicate", self.wall_ms).await;
+                }
+                d.task = Some(other.task);
+            }
+        } else {
+            d.task = Some(id);
+        }
+        d.in_flight = true;
+        d.why = format!("being compacted by task {}", d.task.map(|t| t.to_string()).unwrap_or_default());
+        Ok(())
+    }
+
+    /// A task that can never be submitted: the claim goes, the reason stays
+    /// in the summary, and the partition is judged again next pass.
+    async fn give_up(
+        &mut self,
+        name: &Name,
+        seq: u64,
+        problem: String,
+        d: &mut PartitionSummary,
+    ) -> Result<(), PolicyError> {
+        let o = self.item;
+        tracing::warn!(table = %format!("{}/{}/{}", o.db, o.schema, o.table), partition = %name, "planner cannot submit: {problem}");
+        self.requests += 1;
+        self.store.delete(&paths::decision(&o.db, &o.schema, &o.table, name, seq, DecisionFile::Claim)).await?;
+        d.seq = seq - 1;
+        d.in_flight = false;
+        d.why = format!("cannot submit: {problem}");
+        Ok(())
+    }
+}
+
+/// Counts one listed entry of table folder `dir` in its partition.
+fn tally(out: &mut BTreeMap<Name, Listed>, dir: &str, small: u64, e: &store::Entry) {
+    let Some(rel) = e.path.strip_prefix(dir) else { return };
+    let Some((part, file)) = rel.split_once('/') else { return };
+    if file.contains('/') || file.starts_with(['_', '.']) || e.special.is_some() || e.is_dir {
+        return;
+    }
+    if layouts::limits::reserved_partition(part) || part.len() > paths::MAX_PLANNED_PARTITION_BYTES {
+        return;
+    }
+    let Ok(part) = Name::parse(part) else { return };
+    let len = e.len.unwrap_or(0);
+    let l = out.entry(part).or_default();
+    l.files += 1;
+    l.bytes += len;
+    if len < small {
+        l.small_files += 1;
+        l.small_bytes += len;
+    }
+}
+
+/// The executor a policy names.
+pub fn executor_of(p: &PolicyDefinition) -> ExecutorSpec {
+    let (kind, command_name) = match p.executor.as_str() {
+        "merge" => (ExecutorKind::Merge, None),
+        "parquet" => (ExecutorKind::Parquet, None),
+        name => (ExecutorKind::Command, Some(name.to_string())),
+    };
+    ExecutorSpec { kind, command: None, command_name, timeout_ms: None }
+}
