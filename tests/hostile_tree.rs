@@ -8,7 +8,10 @@
 //! On each such tree, on the fs backend:
 //!
 //! - `check`, `nodes`, `list` and `status` exit within 20 s with a peak RSS
-//!   under 100 MiB; `check` exits 1 and names every bad path;
+//!   under 100 MiB, without a panic; `check` exits 1 and names every bad
+//!   path; `nodes`, `list` and `status` name on stderr each bad entry they
+//!   read (see [`hostile`] for which names those are) and keep their exit
+//!   codes (0, 0, and 1 for a task whose info is unreadable);
 //! - three daemons keep electing a monitor (past a bad lease, a new epoch),
 //!   all three are seen alive, and an unrelated task runs to `Done`.
 // Real processes on real time.
@@ -213,12 +216,31 @@ fn hostile(kind: Kind) {
         .filter(|f| !free_form(f) && !out.contains(&format!("Compaction_V2/{f}")))
         .collect();
     assert!(missed.is_empty(), "{kind:?}: check does not name {missed:#?}\n{out}");
-    for args in [&["nodes"][..], &["list"], &["status", TASK]] {
+    // What each command reads of the bad names, and so must name:
+    // - `nodes`: the leases (`Election/Lease.*`, newest first until one
+    //   reads) and every heartbeat (`Registry/Nodes/*`); nothing else.
+    // - `list`: each task's `TaskInfo.pc.db` (the task is then skipped, so
+    //   its manager term is not read); the task folders that are files are
+    //   not folders, so not tasks, and are never read.
+    // - `status TASK`: the task's `TaskInfo.pc.db`, and it stops there (exit
+    //   1): its terms, outcomes and subtask infos are not read.
+    let info = format!("Scheduler/{TASK}/TaskInfo.pc.db");
+    let lease = format!("Election/Lease.{:020}", 1);
+    let reads: [(&[&str], i32, Vec<&str>); 3] = [
+        (&["nodes"], 0, vec![lease.as_str(), "Registry/Nodes/ghost"]),
+        (&["list"], 0, vec![info.as_str()]),
+        (&["status", TASK], 1, vec![info.as_str()]),
+    ];
+    for (args, want, named) in reads {
         let (code, out, rss) = measured(&cluster.root, args, limit);
-        assert!(code.is_some(), "{kind:?}: {args:?} died\n{out}");
+        assert_eq!(code, Some(want), "{kind:?}: {args:?}\n{out}");
         assert!(!out.contains("panicked"), "{kind:?}: {args:?}\n{out}");
         eprintln!("{kind:?}: {args:?} peak RSS {rss} KiB");
         assert!(rss < 100 * 1024, "{kind:?}: {args:?} peaked at {rss} KiB");
+        for f in named {
+            assert!(files.iter().any(|x| x == f), "{f} is not a name of the listing");
+            assert!(out.contains(&format!("Compaction_V2/{f}")), "{kind:?}: {args:?} does not name {f}\n{out}");
+        }
     }
 
     // Three daemons: election, heartbeats and an unrelated task go on.
