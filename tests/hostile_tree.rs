@@ -3,12 +3,16 @@
 //! here: every file name of the tree listings in `layouts/README.md` and
 //! `layouts/JOBS.md`, with its placeholders filled in ([`names`]), gets each
 //! kind of bad entry ([`Kind`]): garbage bytes, a 2 GiB sparse file, a
-//! folder, a FIFO, a link to `/dev/zero`, a link loop; and every folder a
-//! listing implies (a task's, a subtask's, a job's) gets a file in its place.
-//! On each such tree, on the fs backend:
+//! folder, a FIFO, a link to `/dev/zero`, a link loop; and every folder the
+//! listings imply below a name from data (a task's, its `Outcomes/`, a
+//! subtask's, a node's, a job's, a policy's, a table's `Decisions/`…) gets a
+//! file in its place ([`folders`]). On each such tree, on the fs backend:
 //!
 //! - `check`, `nodes`, `list` and `status` exit within 20 s with a peak RSS
-//!   under 100 MiB; `check` exits 1 and names every bad path;
+//!   under 100 MiB, without a panic; `check` exits 1 and names every bad
+//!   path; `nodes`, `list` and `status` name on stderr each bad entry they
+//!   read (see [`hostile`] for which names those are) and keep their exit
+//!   codes (0, 0, and 1 for a task whose info is unreadable);
 //! - three daemons keep electing a monitor (past a bad lease, a new epoch),
 //!   all three are seen alive, and an unrelated task runs to `Done`.
 // Real processes on real time.
@@ -24,10 +28,9 @@ use std::time::{Duration, Instant};
 use common::cluster::{alive, monitor_of, Cluster, BIN};
 use serde_json::Value;
 
-/// The task every bad task file belongs to, and the one whose folders are
-/// files.
+/// The task every bad task file belongs to (the folder cases use tasks of
+/// their own, [`folders`]).
 const TASK: &str = "aaaaffff.16176931.56000000.0";
-const FOLDER_TASK: &str = "aaaaffff.16176931.56000000.1";
 const NODES: [&str; 3] = ["h1", "h2", "h3"];
 
 #[derive(Debug, Clone, Copy)]
@@ -83,6 +86,23 @@ fn fill(line: &str) -> String {
     s
 }
 
+/// Fills the placeholders of the `k`-th folder case with names of its own,
+/// so that no folder case lies inside another or inside the file cases'
+/// folders: task `…56000000.<k+1>`, other names `folder<k>`. A node folder
+/// is a node that does not run; a subtask's is in a live node's folder (its
+/// worker meets the file).
+fn fill_folder(line: &str, k: usize) -> String {
+    let task = format!("aaaaffff.16176931.56000000.{}", k + 1);
+    let node = if line.ends_with("<NodeId>") { format!("ghostnode{k}") } else { NODES[1].to_string() };
+    let mut s = line.replace("<SubtaskId>", &format!("{task}.r1.u0.a1")).replace("<TaskId>", &task);
+    s = s.replace("<NodeId>", &node);
+    while let Some(start) = s.find('<') {
+        let end = s[start..].find('>').map(|e| start + e + 1).expect("a closed placeholder");
+        s.replace_range(start..end, &format!("folder{k}"));
+    }
+    s
+}
+
 /// The first fenced `text` block of a document: its tree listing.
 fn listing(doc: &str) -> Vec<String> {
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(doc)).unwrap();
@@ -108,32 +128,49 @@ fn listing(doc: &str) -> Vec<String> {
 }
 
 /// Every file name of the documented tree (relative to `Compaction_V2/`),
-/// and the folders those names imply for a task, a subtask and a job.
+/// with its placeholders, and the folders those names imply below a name
+/// from data ([`folders`]).
 fn names() -> (Vec<String>, Vec<String>) {
-    let mut files = BTreeSet::new();
+    let mut lines = BTreeSet::new();
     for line in listing("layouts/README.md") {
         // The root, the v2 folder itself, fs-only temp names, `Jobs/…`
         // (listed in JOBS.md) and folders.
         if line.ends_with('/') || line.starts_with('…') || line.starts_with("Jobs/") || line.starts_with('.') {
             continue;
         }
-        files.insert(fill(&line));
+        lines.insert(line);
     }
     for line in listing("layouts/JOBS.md") {
         if !line.ends_with('/') && !line.starts_with("Jobs") {
-            files.insert(format!("Jobs/{}", fill(&line)));
+            lines.insert(format!("Jobs/{line}"));
         }
     }
+    let files: BTreeSet<String> = lines.iter().map(|l| fill(l)).collect();
     assert!(files.len() >= 25, "the listings gave only {files:?}");
-    let folders = vec![
-        format!("Scheduler/{FOLDER_TASK}"),
-        format!("TaskAssigned/{}/{FOLDER_TASK}.r1.u0.a1", NODES[1]),
-        "TaskAssigned/ghostnode".to_string(),
-        "Jobs/Definitions/folderjob".to_string(),
-        "Jobs/Instances/folderjob".to_string(),
-        "Jobs/Instances/ghostjob/folder-trigger".to_string(),
-    ];
+    let folders = folders(&lines);
+    assert!(folders.len() >= 15, "the listings gave only the folders {folders:?}");
     (files.into_iter().collect(), folders)
+}
+
+/// Every folder that a listed file name implies and whose path holds a
+/// name from data (`Scheduler/<TaskId>`, `Scheduler/<TaskId>/Outcomes`,
+/// `TaskAssigned/<NodeId>`, `Policies/<policy>/Log`, …), each filled by
+/// [`fill_folder`]. The fixed folders above them (`Scheduler/`,
+/// `Registry/Nodes/`, `Election/`, …) are not: the file cases need them, and
+/// a cluster whose `Election/` is a file cannot elect at all (`check` names
+/// such a file like any folder it cannot list).
+fn folders(lines: &BTreeSet<String>) -> Vec<String> {
+    let mut folders = BTreeSet::new();
+    for line in lines {
+        let segs: Vec<&str> = line.split('/').collect();
+        for i in 1..segs.len() {
+            let folder = segs[..i].join("/");
+            if folder.contains('<') {
+                folders.insert(folder);
+            }
+        }
+    }
+    folders.iter().enumerate().map(|(k, f)| fill_folder(f, k)).collect()
 }
 
 fn place(path: &Path, kind: Kind) {
@@ -213,12 +250,31 @@ fn hostile(kind: Kind) {
         .filter(|f| !free_form(f) && !out.contains(&format!("Compaction_V2/{f}")))
         .collect();
     assert!(missed.is_empty(), "{kind:?}: check does not name {missed:#?}\n{out}");
-    for args in [&["nodes"][..], &["list"], &["status", TASK]] {
+    // What each command reads of the bad names, and so must name:
+    // - `nodes`: the leases (`Election/Lease.*`, newest first until one
+    //   reads) and every heartbeat (`Registry/Nodes/*`); nothing else.
+    // - `list`: each task's `TaskInfo.pc.db` (the task is then skipped, so
+    //   its manager term is not read); the task folders that are files are
+    //   not folders, so not tasks, and are never read.
+    // - `status TASK`: the task's `TaskInfo.pc.db`, and it stops there (exit
+    //   1): its terms, outcomes and subtask infos are not read.
+    let info = format!("Scheduler/{TASK}/TaskInfo.pc.db");
+    let lease = format!("Election/Lease.{:020}", 1);
+    let reads: [(&[&str], i32, Vec<&str>); 3] = [
+        (&["nodes"], 0, vec![lease.as_str(), "Registry/Nodes/ghost"]),
+        (&["list"], 0, vec![info.as_str()]),
+        (&["status", TASK], 1, vec![info.as_str()]),
+    ];
+    for (args, want, named) in reads {
         let (code, out, rss) = measured(&cluster.root, args, limit);
-        assert!(code.is_some(), "{kind:?}: {args:?} died\n{out}");
+        assert_eq!(code, Some(want), "{kind:?}: {args:?}\n{out}");
         assert!(!out.contains("panicked"), "{kind:?}: {args:?}\n{out}");
         eprintln!("{kind:?}: {args:?} peak RSS {rss} KiB");
         assert!(rss < 100 * 1024, "{kind:?}: {args:?} peaked at {rss} KiB");
+        for f in named {
+            assert!(files.iter().any(|x| x == f), "{f} is not a name of the listing");
+            assert!(out.contains(&format!("Compaction_V2/{f}")), "{kind:?}: {args:?} does not name {f}\n{out}");
+        }
     }
 
     // Three daemons: election, heartbeats and an unrelated task go on.

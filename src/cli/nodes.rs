@@ -12,13 +12,20 @@ pub struct NodesArgs {
 /// One row of `compactd nodes --json`: see [`crate::serve::status::NodeRow`].
 pub use crate::serve::status::{newest_lease, NodeRow};
 
+/// Prints the nodes; each lease or heartbeat entry that it passed over (a
+/// folder, a file that is not one) is named on stderr, one line each, and
+/// does not change the exit code (the rows are what could be read).
 pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
-    let rows = crate::serve::status::nodes(&store).await?;
+    let mut skipped = vec![];
+    let lease = crate::cluster::election::newest_lease_noting(&store, &mut skipped).await?;
+    let rows = crate::serve::status::nodes_with(&store, lease.as_ref(), &mut skipped).await?;
+    for a in &skipped {
+        crate::logging::eprint_line(&format!("compactd: skipping {a}"));
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);
     }
-    let lease = newest_lease(&store).await?;
     match &lease {
         Some(l) => println!("monitor: {} (epoch {}, renewal {})", l.holder, l.epoch, l.renewal),
         None => println!("monitor: none elected yet"),

@@ -223,6 +223,9 @@ pub struct StatusArgs {
 
 pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
     let s = tasks::status(&store, &args.task).await?;
+    for p in &s.skipped {
+        crate::logging::eprint_line(&format!("compactd: skipping {p}"));
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
         return Ok(0);

@@ -376,19 +376,37 @@ pub fn members(view: Option<&Lease>) -> &[Member] {
 /// The newest readable lease (the monitor's member view). Folders and
 /// unreadable files named like leases are skipped.
 pub async fn newest_lease(store: &Store) -> store::Result<Option<formats::Lease>> {
-    let mut epochs: Vec<u64> = store
+    newest_lease_noting(store, &mut Vec::new()).await
+}
+
+/// [`newest_lease`], noting in `skipped` each entry named like a lease that
+/// it passed over: a folder, or a file it read that is not a lease (bad,
+/// malformed, unreadable). Only entries newer than the lease it returns are
+/// looked at; `compactd nodes` names them.
+pub async fn newest_lease_noting(
+    store: &Store,
+    skipped: &mut Vec<crate::Anomaly>,
+) -> store::Result<Option<formats::Lease>> {
+    let mut epochs: Vec<(u64, bool)> = store
         .list(v2::ELECTION)
         .await?
         .iter()
-        .filter(|e| !e.is_dir)
-        .filter_map(|e| v2::parse_lease_name(e.name()))
+        .filter_map(|e| v2::parse_lease_name(e.name()).map(|epoch| (epoch, e.is_dir)))
         .collect();
     epochs.sort_unstable();
-    for epoch in epochs.into_iter().rev() {
-        if let Ok(Some(b)) = store.read(&v2::lease(epoch)).await {
-            if let Ok(l) = formats::decode::<formats::Lease>(&b) {
-                return Ok(Some(l));
-            }
+    for (epoch, is_dir) in epochs.into_iter().rev() {
+        let path = v2::lease(epoch);
+        if is_dir {
+            skipped.push(crate::Anomaly::new(&path, "a folder stands where a lease file is expected"));
+            continue;
+        }
+        match store.read(&path).await {
+            Ok(Some(b)) => match formats::decode::<formats::Lease>(&b) {
+                Ok(l) => return Ok(Some(l)),
+                Err(e) => skipped.push(crate::Anomaly::new(&path, format!("not a lease: {e}"))),
+            },
+            Ok(None) => {}
+            Err(e) => skipped.push(crate::Anomaly::new(&path, format!("not a lease: {e}"))),
         }
     }
     Ok(None)

@@ -48,7 +48,9 @@ pub struct TaskPage {
     pub total: usize,
     /// Of those, the ones in a wanted state (`total` without a state filter).
     pub matched: usize,
-    /// Rows that could not be read (the path and why); skipped.
+    /// Files that could not be read (the path and why): a task whose info
+    /// is unreadable is skipped; one whose newest manager term is unreadable
+    /// is shown without a manager.
     pub problems: Vec<String>,
 }
 
@@ -97,21 +99,25 @@ pub async fn list_page(store: &Store, query: &TaskQuery) -> store::Result<TaskPa
     if let Some(limit) = query.limit {
         found.truncate(limit);
     }
-    let rows: Vec<Result<TaskSummary, String>> =
+    let rows: Vec<Result<(TaskSummary, Option<String>), String>> =
         futures::stream::iter(found.into_iter().map(|(id, dir)| summary(store, id, dir)))
             .buffered(LIST_CONCURRENCY)
             .collect()
             .await;
     for r in rows {
         match r {
-            Ok(row) => page.rows.push(row),
+            Ok((row, skipped)) => {
+                page.rows.push(row);
+                page.problems.extend(skipped);
+            }
             Err(problem) => page.problems.push(problem),
         }
     }
     Ok(page)
 }
 
-async fn summary(store: &Store, id: TaskId, dir: Option<TaskDir>) -> Result<TaskSummary, String> {
+/// A task's row, and the file it skipped (an unreadable manager term) if any.
+async fn summary(store: &Store, id: TaskId, dir: Option<TaskDir>) -> Result<(TaskSummary, Option<String>), String> {
     let mut dir = match dir {
         Some(d) => d,
         None => read_dir(store, &id).await.map_err(|e| e.to_string())?,
@@ -124,9 +130,12 @@ async fn summary(store: &Store, id: TaskId, dir: Option<TaskDir>) -> Result<Task
         ));
     }
     let info = read_info(store, &id).await.map_err(|e| e.to_string())?;
-    let manager = read_term(store, &id, dir.term()).await.ok().flatten().map(|t| t.node.to_string());
+    let (manager, skipped) = match read_term(store, &id, dir.term()).await {
+        Ok(t) => (t.map(|t| t.node.to_string()), None),
+        Err(e) => (None, Some(format!("{e} (the task is shown without its manager)"))),
+    };
     let counts = read_counts(store, &id, &mut dir, &info).await.map_err(|e| e.to_string())?;
-    Ok(TaskSummary {
+    let row = TaskSummary {
         id,
         state: dir.state,
         table: format!("{}.{}.{}", info.db_name, info.schema_name, info.table_name),
@@ -134,7 +143,8 @@ async fn summary(store: &Store, id: TaskId, dir: Option<TaskDir>) -> Result<Task
         round: info.run.round,
         success: counts.success,
         failed: counts.failed,
-    })
+    };
+    Ok((row, skipped))
 }
 
 /// The task whose parameter `param` is `marker`, submitted at or after

@@ -283,6 +283,11 @@ pub struct TaskStatus {
     pub next_round_at_ms: Option<u64>,
     /// A cron repeat task's schedule and zone.
     pub repeat: formats::RepeatInfo,
+    /// Files read for this view that could not be used (the path and why):
+    /// a subtask's info (its partition and shard are then unknown), a unit
+    /// outcome (its error or counters are then missing). Absent when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -466,14 +471,29 @@ pub async fn list_subtasks(store: &Store, task: Option<&TaskId>) -> store::Resul
 /// Every subtask folder of `id` on any node, with its markers, partition
 /// and shard (one recursive LIST of `TaskAssigned/`, one read each).
 pub async fn find_subtasks(store: &Store, id: &TaskId) -> store::Result<Vec<SubtaskStatus>> {
+    find_subtasks_noting(store, id, &mut Vec::new()).await
+}
+
+/// [`find_subtasks`], noting in `skipped` each subtask info that is not one.
+async fn find_subtasks_noting(
+    store: &Store,
+    id: &TaskId,
+    skipped: &mut Vec<String>,
+) -> store::Result<Vec<SubtaskStatus>> {
     let mut out = vec![];
     for (_, mut s) in list_subtasks(store, Some(id)).await? {
         if let (Ok(n), Ok(name)) = (NodeId::parse(&s.node), Name::parse(&s.id)) {
-            if let Some(Ok(b)) = store.read_or_bad(&v2::subtask_info(&n, &name)).await? {
-                if let Ok(info) = formats::decode::<TaskInfo>(&b) {
-                    s.partition = info.partition_name.map(|p| p.to_string());
-                    s.shard = info.run.subtask.and_then(|m| m.shard).map(|s| s.index);
-                }
+            let path = v2::subtask_info(&n, &name);
+            match store.read_or_bad(&path).await? {
+                Some(Ok(b)) => match formats::decode::<TaskInfo>(&b) {
+                    Ok(info) => {
+                        s.partition = info.partition_name.map(|p| p.to_string());
+                        s.shard = info.run.subtask.and_then(|m| m.shard).map(|s| s.index);
+                    }
+                    Err(e) => skipped.push(format!("{path}: {e}")),
+                },
+                Some(Err(bad)) => skipped.push(format!("{path}: {bad}")),
+                None => {}
             }
         }
         out.push(s);
@@ -515,6 +535,10 @@ pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError>
     let info = read_info(store, id).await?;
     let term = dir.term();
     let manager = read_term(store, id, term).await?.map(|t| t.node.to_string());
+    let mut skipped = vec![];
+    let subtasks = find_subtasks_noting(store, id, &mut skipped).await?;
+    let stats = round_stats(store, id, &dir, info.run.round, &mut skipped).await?;
+    let failures = round_failures(store, id, &dir, info.run.round, &mut skipped).await?;
     Ok(TaskStatus {
         id: *id,
         state: dir.state.unwrap_or(TaskState::Init),
@@ -528,21 +552,45 @@ pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError>
         stop_requested: dir.stop,
         started_wall_ms: info.run.started_wall_ms,
         finished_wall_ms: info.run.finished_wall_ms,
-        subtasks: find_subtasks(store, id).await?,
-        stats: round_stats(store, id, &dir, info.run.round).await?,
-        failures: round_failures(store, id, &dir, info.run.round).await?,
+        subtasks,
+        stats,
+        failures,
         error: info.run.error.clone(),
         next_round_at_ms: info.run.next_round_at_ms,
         repeat: info.repeat.clone(),
+        skipped,
     })
 }
 
 /// This round's `Failed.*` outcome files with the error they hold.
-async fn round_failures(store: &Store, id: &TaskId, dir: &TaskDir, round: u32) -> store::Result<Vec<UnitFailure>> {
+async fn round_failures(
+    store: &Store,
+    id: &TaskId,
+    dir: &TaskDir,
+    round: u32,
+    skipped: &mut Vec<String>,
+) -> store::Result<Vec<UnitFailure>> {
     let mut out = vec![];
     for (_, r, u) in dir.outcomes.iter().filter(|(ok, r, _)| !*ok && *r == round) {
-        let b = store.read_or_bad(&dir.outcome_path(id, false, *r, *u)).await?.and_then(Result::ok).unwrap_or_default();
-        let error = formats::decode::<formats::UnitOutcome>(&b).ok().and_then(|o| o.error);
+        let path = dir.outcome_path(id, false, *r, *u);
+        let b = match store.read_or_bad(&path).await? {
+            Some(Ok(b)) => b,
+            Some(Err(bad)) => {
+                skipped.push(format!("{path}: {bad}"));
+                Default::default()
+            }
+            None => Default::default(),
+        };
+        // Empty: written by an older version, no error recorded.
+        let error = match formats::decode::<formats::UnitOutcome>(&b) {
+            Ok(o) => o.error,
+            Err(e) => {
+                if !b.is_empty() {
+                    skipped.push(format!("{path}: {e}"));
+                }
+                None
+            }
+        };
         out.push(UnitFailure { unit: *u, error });
     }
     Ok(out)
@@ -550,7 +598,13 @@ async fn round_failures(store: &Store, id: &TaskId, dir: &TaskDir, round: u32) -
 
 /// Sums the counters in this round's unit outcome files (empty files, the
 /// usual case, count nothing).
-async fn round_stats(store: &Store, id: &TaskId, dir: &TaskDir, round: u32) -> store::Result<BTreeMap<String, u64>> {
+async fn round_stats(
+    store: &Store,
+    id: &TaskId,
+    dir: &TaskDir,
+    round: u32,
+    skipped: &mut Vec<String>,
+) -> store::Result<BTreeMap<String, u64>> {
     use futures::{StreamExt, TryStreamExt};
     let paths: Vec<String> = dir
         .outcomes
@@ -560,17 +614,28 @@ async fn round_stats(store: &Store, id: &TaskId, dir: &TaskDir, round: u32) -> s
         .collect();
     // Owned paths moved into each read: a closure over borrowed ones makes
     // the future not provably Send (the HTTP handlers need it to be).
-    let files: Vec<Option<bytes::Bytes>> = futures::stream::iter(paths)
-        .map(|p| async move { store.read_or_bad(&p).await.map(|r| r.and_then(Result::ok)) })
+    let files: Vec<(String, Option<store::Result<bytes::Bytes>>)> = futures::stream::iter(paths)
+        .map(|p| async move { store.read_or_bad(&p).await.map(|r| (p, r)) })
         .buffer_unordered(16)
         .try_collect()
         .await?;
     let mut sum = BTreeMap::new();
-    for b in files.into_iter().flatten().filter(|b| !b.is_empty()) {
-        if let Ok(o) = formats::decode::<formats::UnitOutcome>(&b) {
-            for (k, v) in o.stats {
-                *sum.entry(k).or_insert(0u64) += v;
+    for (path, found) in files {
+        let b = match found {
+            Some(Ok(b)) if !b.is_empty() => b,
+            Some(Err(bad)) => {
+                skipped.push(format!("{path}: {bad}"));
+                continue;
             }
+            _ => continue,
+        };
+        match formats::decode::<formats::UnitOutcome>(&b) {
+            Ok(o) => {
+                for (k, v) in o.stats {
+                    *sum.entry(k).or_insert(0u64) += v;
+                }
+            }
+            Err(e) => skipped.push(format!("{path}: {e}")),
         }
     }
     Ok(sum)

@@ -7,8 +7,12 @@
 //!   [`MAX_STATE_BYTES`] bytes. A larger object is refused with
 //!   [`StoreError::BadFile`] naming the path and the limit, and no more
 //!   than one byte past the limit is ever fetched: on S3 and HDFS the read
-//!   is one ranged request of `limit + 1` bytes, on fs a `read(2)` loop that
-//!   stops there (a 2 GB sparse file or `/dev/zero` costs 4 MiB, not RAM).
+//!   is one ranged request of bytes `0..limit + 1` (a GET with a `Range`
+//!   header; on HDFS, DataNode reads of that range after one
+//!   `getBlockLocations`), on fs a `read(2)` loop that stops there (a 2 GB
+//!   sparse file or `/dev/zero` costs 4 MiB, not RAM). WebHDFS and memory
+//!   send one request without a range and stop reading past the limit (the
+//!   rest of the response is dropped unread).
 //! - Only regular files are opened. On fs the type is checked with `stat`
 //!   before `open`, and the file is opened non-blocking and checked again
 //!   with `fstat` (a FIFO swapped in between cannot hang the reader); a
@@ -28,9 +32,9 @@ use std::path::Path;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
-use opendal::ErrorKind;
+use opendal::{BytesRange, ErrorKind};
 
-use crate::{Result, Store, StoreError};
+use crate::{Result, RootUri, Store, StoreError};
 
 /// The largest state file compactd reads: 4 MiB (layouts' `MAX_FILE_BYTES`).
 pub const MAX_STATE_BYTES: u64 = 4 * 1024 * 1024;
@@ -105,6 +109,21 @@ pub(crate) fn read_regular(file: &Path, limit: Option<u64>) -> io::Result<Vec<u8
     Ok(buf)
 }
 
+/// Whether a ranged read failed only because the object is shorter than
+/// the range `0..limit + 1`, i.e. it was read to its end: S3 answers 416 for
+/// an empty object, OpenDAL's position reader (HDFS) reports the range
+/// unsatisfied at the end of the file, and its completeness check reports a
+/// response that ended cleanly short of the range ("reader got too little
+/// data"; a connection cut short is "http response got too little data",
+/// a transient error, and stays an error).
+fn ended_before_range(e: &opendal::Error) -> bool {
+    match e.kind() {
+        ErrorKind::RangeNotSatisfied => true,
+        ErrorKind::Unexpected => !e.is_temporary() && e.to_string().contains("reader got too little data"),
+        _ => false,
+    }
+}
+
 impl Store {
     /// Reads a whole object; `None` if it does not exist. On a tree store it
     /// is bounded by [`MAX_STATE_BYTES`] and refuses anything but a regular
@@ -117,9 +136,12 @@ impl Store {
         let bad = |why: BadFile| StoreError::BadFile { backend: self.uri.to_string(), path: path.to_string(), why };
         // A data store reads whole objects of any size.
         let limit = self.read_limit.unwrap_or(u64::MAX);
-        // One unbounded request (a GET without a range: no 416 for an empty
-        // object, no "too little data" for a short one), consumed until it
-        // ends or passes the limit; dropping the stream closes it.
+        // One request, consumed until it ends or passes the limit; dropping
+        // the stream closes it. A tree store on S3 or HDFS asks for the
+        // range `0..limit + 1` only, so a huge object is never sent; elsewhere
+        // (and for a data store) the request has no range.
+        let ranged = self.read_limit.is_some() && matches!(self.uri, RootUri::S3 { .. } | RootUri::Hdfs { .. });
+        let range: BytesRange = if ranged { (0..limit + 1).into() } else { (..).into() };
         let classify = |e: opendal::Error| match e.kind() {
             ErrorKind::IsADirectory => Err(bad(BadFile::NotAFile("folder".into()))),
             ErrorKind::Unsupported if e.to_string().contains(NOT_A_FILE) => {
@@ -132,14 +154,15 @@ impl Store {
         };
         let started = async {
             let reader = self.op.reader(path).await?;
-            reader.into_stream(..).await
+            reader.into_stream(range).await
         };
+        let mut out = bytes::BytesMut::new();
         let mut stream = match started.await {
             Ok(s) => s,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) if ranged && ended_before_range(&e) => return Ok(Some(out.freeze())),
             Err(e) => return classify(e),
         };
-        let mut out = bytes::BytesMut::new();
         loop {
             match stream.try_next().await {
                 Ok(Some(chunk)) => {
@@ -152,6 +175,7 @@ impl Store {
                 }
                 Ok(None) => return Ok(Some(out.freeze())),
                 Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+                Err(e) if ranged && ended_before_range(&e) => return Ok(Some(out.freeze())),
                 Err(e) => return classify(e),
             }
         }

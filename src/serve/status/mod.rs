@@ -49,11 +49,18 @@ pub use crate::cluster::election::newest_lease;
 /// only with a heartbeat and an unreleased lease.
 pub async fn nodes(store: &Store) -> store::Result<Vec<NodeRow>> {
     let lease = newest_lease(store).await?;
-    nodes_with(store, lease.as_ref()).await
+    nodes_with(store, lease.as_ref(), &mut Vec::new()).await
 }
 
-async fn nodes_with(store: &Store, lease: Option<&formats::Lease>) -> store::Result<Vec<NodeRow>> {
-    let (beats, _) = crate::cluster::liveness::read_heartbeats(store).await?;
+/// [`nodes`] in the member view `lease`, noting in `skipped` the entries of
+/// `Registry/Nodes/` that are not heartbeats (`compactd nodes` names them).
+pub async fn nodes_with(
+    store: &Store,
+    lease: Option<&formats::Lease>,
+    skipped: &mut Vec<crate::Anomaly>,
+) -> store::Result<Vec<NodeRow>> {
+    let (beats, bad) = crate::cluster::liveness::read_heartbeats(store).await?;
+    skipped.extend(bad);
     let mut ids: BTreeMap<NodeId, Option<&Heartbeat>> = beats.iter().map(|(k, v)| (k.clone(), Some(v))).collect();
     for m in lease.iter().flat_map(|l| l.members.iter()) {
         ids.entry(m.node.clone()).or_insert(None);
@@ -250,7 +257,7 @@ async fn task_row(store: &Store, id: TaskId, subtasks: Vec<SubtaskStatus>) -> Re
 pub async fn collect(store: &Store, served_by: &str, wall_ms: u64, limits: Limits) -> store::Result<ClusterView> {
     let mut problems = vec![];
     let lease = newest_lease(store).await?;
-    let nodes = nodes_with(store, lease.as_ref()).await?;
+    let nodes = nodes_with(store, lease.as_ref(), &mut Vec::new()).await?;
     let monitor = lease.as_ref().map(|l| MonitorRow {
         holder: l.holder.to_string(),
         epoch: l.epoch,
