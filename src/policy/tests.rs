@@ -383,3 +383,19 @@ async fn a_table_with_100x_the_backlog_delays_no_other_table_by_more_than_one_ro
     );
     assert!(alone.len() >= 9 * (rounds as usize - 1), "{alone:?}");
 }
+
+#[tokio::test]
+async fn a_bad_decision_file_holds_its_partition_and_not_the_table() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    write(&data, "t1", "p1", 4).await;
+    write(&data, "t1", "p2", 4).await;
+    let claim = paths::decision(&n("db"), &n("public"), &n("t1"), &n("p1"), 1, DecisionFile::Claim);
+    tree.create(&claim, b"not json".to_vec()).await.unwrap();
+    let r = pass(&mut planner("n1"), &tree, &data, T0).await;
+    assert_eq!(r.submitted.len(), 1, "{:?}", r.submitted);
+    assert!(r.submitted[0].starts_with("db/public/t1/p2 "), "{:?}", r.submitted);
+    let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
+    let p1 = views[0].summary.detail.iter().find(|d| d.partition == "p1").unwrap();
+    assert!(p1.in_flight && p1.why.contains(&claim), "{p1:?}");
+}

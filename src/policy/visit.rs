@@ -261,8 +261,10 @@ impl Visit<'_> {
                 return Ok(());
             }
             self.requests += 1;
-            let Some(claim) = read_json::<DecisionClaim>(self.store, &path(DecisionFile::Claim)).await? else {
-                return Ok(());
+            let claim = match read_json::<DecisionClaim>(self.store, &path(DecisionFile::Claim)).await {
+                Ok(Some(c)) => c,
+                Ok(None) => return Ok(()),
+                Err(e) => return Ok(blocked(d, e)),
             };
             d.in_flight = true;
             d.last_compaction_wall_ms = Some(claim.wall_ms);
@@ -274,12 +276,13 @@ impl Visit<'_> {
             Some(t) => t,
             None => {
                 self.requests += 1;
-                match read_json::<DecisionTask>(self.store, &path(DecisionFile::Task)).await? {
-                    Some(t) => {
+                match read_json::<DecisionTask>(self.store, &path(DecisionFile::Task)).await {
+                    Ok(Some(t)) => {
                         d.last_compaction_wall_ms = Some(t.wall_ms);
                         t.task
                     }
-                    None => return Ok(()),
+                    Ok(None) => return Ok(()),
+                    Err(e) => return Ok(blocked(d, e)),
                 }
             }
         };
@@ -465,6 +468,20 @@ impl Visit<'_> {
         d.why = format!("cannot submit: {problem}");
         Ok(())
     }
+}
+
+/// A partition whose newest decision file is bad (not one compactd wrote,
+/// or unreadable): whether a task runs for it is unknown, so it is held as
+/// in flight (never submitted twice) until the file is removed; the rest
+/// of the table is planned as usual.
+fn blocked(d: &mut PartitionSummary, e: PolicyError) {
+    if matches!(e, PolicyError::Store(_)) {
+        tracing::warn!("planner: {e}");
+    } else {
+        tracing::warn!("planner: a bad decision file holds its partition until it is removed: {e}");
+    }
+    d.in_flight = true;
+    d.why = format!("held: {e} (remove it to plan the partition again; `compactd check` names it)");
 }
 
 /// Counts one listed entry of table folder `dir` in its partition.
