@@ -272,3 +272,44 @@ fn hdfs_conforms() {
         bounded_reads("hdfs", &uri, true).await;
     });
 }
+
+/// compactd's own count of NameNode RPCs (`compactd_namenode_rpcs_total`,
+/// the HDFS bench's per-subtask figures) against the NameNode's count of the
+/// client calls it processed, on a cluster of its own so no other test's
+/// calls mix in: the protocol's operations, one-level and recursive
+/// listings of folders with subfolders included.
+#[test]
+fn hdfs_namenode_rpcs_are_counted_as_the_namenode_counts_them() {
+    use futures::TryStreamExt;
+    let hdfs = HdfsCluster::start();
+    let uri = RootUri::parse(&hdfs.new_root("rpcs")).unwrap();
+    rt().block_on(async {
+        let s = Store::open(&uri).await.unwrap();
+        s.put("warm", b"x".to_vec()).await.unwrap();
+        // A status shows the cluster's block size (1 MiB here): writes are
+        // counted one addBlock per block of it from then on.
+        assert!(s.stat("warm").await.unwrap().is_some());
+        let ours = s.namenode_rpcs().expect("an HDFS store counts its RPCs");
+        let (ours0, theirs0) = (ours.total(), hdfs.namenode_rpcs());
+        for i in 0..5 {
+            assert_eq!(s.create(&format!("r/a/f{i}"), format!("{i}").into_bytes()).await.unwrap(), Created::Created);
+            s.put(&format!("r/b/{i}/g"), Vec::new()).await.unwrap();
+        }
+        assert_eq!(s.create("r/a/f0", b"again".to_vec()).await.unwrap(), Created::Exists);
+        s.put("r/big", vec![b'x'; 3 << 20]).await.unwrap();
+        assert_eq!(s.read("r/a/f1").await.unwrap().unwrap().as_ref(), b"1");
+        assert!(s.stat("r/nothing").await.unwrap().is_none());
+        assert_eq!(s.list("r/").await.unwrap().len(), 3, "one level: a/, b/, big");
+        let all: Vec<_> = s.list_stream("r/", true).try_collect().await.unwrap();
+        assert_eq!(all.len(), 11);
+        s.promote("r/a/f2", "r/a/f9").await.unwrap();
+        s.delete("r/a/f3").await.unwrap();
+        s.delete_all("r/").await.unwrap();
+        let (ours, theirs) = (ours.total() - ours0, hdfs.namenode_rpcs() - theirs0);
+        eprintln!(
+            "NameNode RPCs: compactd counted {ours}, the NameNode {theirs}: {:?}",
+            s.namenode_rpcs().unwrap().snapshot()
+        );
+        assert_eq!(ours, theirs, "compactd's count against the NameNode's");
+    });
+}

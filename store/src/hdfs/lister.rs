@@ -23,6 +23,8 @@ pub struct HdfsLister {
     /// Entries seen per folder: every 1,000 more is one more page.
     seen: std::collections::HashMap<String, u64>,
     done: bool,
+    /// A recursive listing reads each folder it meets: a page more each.
+    recursive: bool,
     /// An error ended the listing: every later call fails too.
     failed: Option<String>,
 }
@@ -31,7 +33,7 @@ impl HdfsLister {
     pub(super) fn new(core: Arc<Core>, path: &str, recursive: bool) -> Self {
         let abs = core.abs(path);
         let iter = core.client.list_status_iter(&abs, recursive);
-        HdfsLister { core, iter: Some(iter), pages: 0, seen: Default::default(), done: false, failed: None }
+        HdfsLister { core, iter: Some(iter), pages: 0, seen: Default::default(), done: false, recursive, failed: None }
     }
 }
 
@@ -84,8 +86,10 @@ impl oio::List for HdfsLister {
             }
             let name = rel.rsplit('/').next().unwrap_or("");
             if status.isdir {
-                // A recursive listing reads this folder next: one more page.
-                self.core.count(Method::GetListing);
+                if self.recursive {
+                    // Read next: one more page (a one-level listing only names it).
+                    self.core.count(Method::GetListing);
+                }
                 return Ok(Some(oio::Entry::new(&format!("{rel}/"), MetadataBuilder::dir().build())));
             }
             if is_temp(name) {
@@ -96,6 +100,7 @@ impl oio::List for HdfsLister {
                 }
                 continue;
             }
+            self.core.saw(&status);
             let mut meta = MetadataBuilder::file(status.length as u64);
             if let Ok(t) = opendal::raw::Timestamp::from_millisecond(status.modification_time as i64) {
                 meta.last_modified(t);

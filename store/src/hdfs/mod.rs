@@ -91,7 +91,8 @@ pub const TEMP_PREFIX: &str = ".compactd-tmp.";
 /// output (minutes), whose modification time is that of its `create`.
 pub const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
-/// HDFS's default block size, by which `addBlock` RPCs are counted.
+/// HDFS's default block size, by which `addBlock` RPCs are counted until a
+/// file's status shows the cluster's (`dfs.blocksize`).
 const DEFAULT_BLOCK: u64 = 128 << 20;
 
 /// Counts of the NameNode RPCs this process issued through the store, per
@@ -168,9 +169,18 @@ pub(crate) struct Core {
     /// (empty for `/`).
     root: String,
     rpcs: Arc<NameNodeRpcs>,
+    /// The block size of the files last seen (listings, stats): writes are
+    /// counted one `addBlock` per block of it.
+    block: AtomicU64,
 }
 
 impl Core {
+    fn saw(&self, s: &hdfs_native::client::FileStatus) {
+        if let Some(b) = s.blocksize.filter(|b| !s.isdir && *b > 0) {
+            self.block.store(b, Ordering::Relaxed);
+        }
+    }
+
     /// The absolute HDFS path of a store path (`a/b`, `a/`).
     fn abs(&self, path: &str) -> String {
         let p = path.trim_end_matches('/');
@@ -196,7 +206,7 @@ impl Core {
 
     fn count_write(&self, len: u64) {
         self.rpcs.add(Method::Create, 1);
-        self.rpcs.add(Method::AddBlock, len.div_ceil(DEFAULT_BLOCK));
+        self.rpcs.add(Method::AddBlock, len.div_ceil(self.block.load(Ordering::Relaxed).max(1)));
         self.rpcs.add(Method::Complete, 1);
     }
 }
@@ -244,7 +254,10 @@ impl opendal::Builder for HdfsBuilder {
             Error::new(ErrorKind::ConfigInvalid, format!("hdfs client for {shown}: {e}{hint}"))
         })?;
         let root = self.root.trim_end_matches('/').to_string();
-        Ok(HdfsService { core: Arc::new(Core { client, root, rpcs: self.rpcs }), url: shown })
+        Ok(HdfsService {
+            core: Arc::new(Core { client, root, rpcs: self.rpcs, block: DEFAULT_BLOCK.into() }),
+            url: shown,
+        })
     }
 }
 
@@ -296,6 +309,7 @@ impl Service for HdfsService {
         let p = self.core.abs(path);
         self.core.count(Method::GetFileInfo);
         let s = self.core.client.get_file_info(&p).await.map_err(|e| to_error(e, "getFileInfo"))?;
+        self.core.saw(&s);
         Ok(RpStat::new(metadata(&s)))
     }
 
