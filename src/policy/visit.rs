@@ -264,7 +264,10 @@ impl Visit<'_> {
             let claim = match read_json::<DecisionClaim>(self.store, &path(DecisionFile::Claim)).await {
                 Ok(Some(c)) => c,
                 Ok(None) => return Ok(()),
-                Err(e) => return Ok(blocked(d, e)),
+                Err(e) => {
+                    blocked(d, e);
+                    return Ok(());
+                }
             };
             d.in_flight = true;
             d.last_compaction_wall_ms = Some(claim.wall_ms);
@@ -282,7 +285,10 @@ impl Visit<'_> {
                         t.task
                     }
                     Ok(None) => return Ok(()),
-                    Err(e) => return Ok(blocked(d, e)),
+                    Err(e) => {
+                        blocked(d, e);
+                        return Ok(());
+                    }
                 }
             }
         };
