@@ -50,7 +50,23 @@ def main() -> None:
         create_backend_app,
     )
 
-    app = DomainDispatcherApplication(create_backend_app)
+    moto_app = DomainDispatcherApplication(create_backend_app)
+    # Requests served, by bucket and method, for the benchmarks: `GET
+    # /_requests` answers them as JSON (no bucket name starts with `_`).
+    counts = {}
+
+    def app(environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path == "/_requests":
+            import json
+
+            body = json.dumps(counts).encode()
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+        bucket = path.lstrip("/").split("/", 1)[0]
+        key = f"{bucket} {environ.get('REQUEST_METHOD', '?')}"
+        counts[key] = counts.get(key, 0) + 1
+        return moto_app(environ, start_response)
 
     class Handler(MotoRequestHandler):
         # A client stopped mid-request (the tests SIGSTOP processes at any
