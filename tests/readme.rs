@@ -153,6 +153,10 @@ fn expect(block: &Block, out: &str, dir: &Path) {
             lines += std::fs::read_to_string(e).unwrap().lines().count();
         }
         assert_eq!(lines, 60, "line {}: the same 60 lines after the merge", block.line);
+    } else if t.contains("--cron") {
+        // The repeat task waits for its calendar time, and stops when told.
+        assert!(out.contains("next round") && out.contains("Europe/Berlin"), "line {}: status\n{out}", block.line);
+        assert!(out.contains("stop requested"), "line {}: stop\n{out}", block.line);
     } else if t.contains("for n in n1 n2 n3") {
         let tables = node_tables(out);
         assert_eq!(tables.len(), 2, "line {}: two `nodes` tables expected\n{out}", block.line);

@@ -323,9 +323,12 @@ fn s3_without_listeners_the_same_work_only_polls() {
 /// round is run again (a loaded machine can be that slow).
 #[test]
 fn the_listener_holds_a_bounded_number_of_connections() {
-    use compactd::serve::http::{HEADER_TIMEOUT, MAX_CONNECTIONS};
+    use compactd::serve::http::{raise_fd_limit, HEADER_TIMEOUT, MAX_CONNECTIONS};
     use std::io::{Read, Write};
     use std::time::Instant;
+    // This process opens MAX_CONNECTIONS + 1 sockets: a fresh shell's soft
+    // limit of open files (1024 on Debian) would fail them with EMFILE.
+    raise_fd_limit(u64::MAX);
     let (mut c, data) = fs_cluster();
     c.start_with("n1", &["--data", &data]);
     let rows = c.wait_nodes(Duration::from_secs(20), "n1 alive", |r| alive(r).len() == 1);

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SystemClock;
 use crate::node::NodeConfig;
+use crate::serve::http::Face;
 use crate::tasks::worker::WorkConfig;
 
 #[derive(Debug, clap::Args)]
@@ -102,6 +103,11 @@ pub struct RunArgs {
     /// listening on every interface).
     #[arg(long, env = "COMPACTD_ADVERTISE")]
     pub advertise: Option<String>,
+    /// Serve the status page, /api/*, /v1/status, /metrics, /healthz and
+    /// /readyz on this HOST:PORT instead (an admin or metrics port, e.g.
+    /// 127.0.0.1:7472); the --listen port then serves only pokes.
+    #[arg(long, env = "COMPACTD_OPS_LISTEN", value_name = "HOST:PORT", value_parser = parse_addr)]
+    pub ops_listen: Option<std::net::SocketAddr>,
 }
 
 /// `--listen`: an address, or off.
@@ -120,6 +126,14 @@ fn parse_listen(s: &str) -> Result<Listen, String> {
         .map_err(|e| format!("{s:?}: {e} (write HOST:PORT, e.g. 0.0.0.0:7471 or 127.0.0.1:0, or off)"))?
         .next()
         .map(Listen::On)
+        .ok_or_else(|| format!("{s:?} resolves to no address"))
+}
+
+fn parse_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    s.to_socket_addrs()
+        .map_err(|e| format!("{s:?}: {e} (write HOST:PORT, e.g. 127.0.0.1:7472)"))?
+        .next()
         .ok_or_else(|| format!("{s:?} resolves to no address"))
 }
 
@@ -241,6 +255,19 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     let backend = metrics.backend_layer();
     let store = store.layered(|op| op.layer(store::layers::CountingLayer::new(counter.clone())).layer(backend.clone()));
     let data = data.layered(|op| op.layer(backend.clone()));
+    // One overview cache for both listeners: the page costs the backend the
+    // same whichever port serves it.
+    let view_cache = crate::serve::http::ViewCache::default();
+    let http_state = |addr: Option<String>| crate::serve::http::HttpState {
+        node: cfg.id.to_string(),
+        addr,
+        wake: wake.clone(),
+        backend: Some(counter.clone()),
+        store: Some(store.clone()),
+        clock: clock.clone(),
+        metrics: Some(metrics.clone()),
+        view_cache: view_cache.clone(),
+    };
     let (wakeups, server) = match args.listen {
         Listen::Off => (None, None),
         Listen::On(addr) => {
@@ -264,19 +291,27 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
                 other => other
                     .map_err(|e| anyhow::anyhow!("--listen {addr}: {e} (pick another address, or --listen off)"))?,
             };
-            tracing::info!(listen = %l.local, advertise = %l.advertise, "listening for wake-ups, metrics and the status page");
-            let state = crate::serve::http::HttpState {
-                node: cfg.id.to_string(),
-                addr: Some(l.advertise.clone()),
-                wake: wake.clone(),
-                backend: Some(counter.clone()),
-                store: Some(store.clone()),
-                clock: clock.clone(),
-                metrics: Some(metrics.clone()),
-                view_cache: Default::default(),
+            let face = if args.ops_listen.is_some() {
+                tracing::info!(listen = %l.local, advertise = %l.advertise, "listening for wake-ups");
+                Face::Wake
+            } else {
+                tracing::info!(listen = %l.local, advertise = %l.advertise, "listening for wake-ups, metrics and the status page");
+                Face::Both
             };
-            let server = tokio::spawn(crate::serve::http::serve(l.listener, state, shutdown.clone()));
-            (Some(crate::node::daemon::Wakeups { wake, addr: l.advertise }), Some(server))
+            let app = crate::serve::http::router(http_state(Some(l.advertise.clone())), face);
+            let server = tokio::spawn(crate::serve::http::serve(l.listener, app, shutdown.clone()));
+            (Some(crate::node::daemon::Wakeups { wake: wake.clone(), addr: l.advertise }), Some(server))
+        }
+    };
+    let ops_server = match args.ops_listen {
+        None => None,
+        Some(addr) => {
+            let l = crate::serve::http::bind(addr, None)
+                .await
+                .map_err(|e| anyhow::anyhow!("--ops-listen {addr}: {e} (pick another address)"))?;
+            tracing::info!(ops_listen = %l.local, "serving metrics, health and the status page");
+            let app = crate::serve::http::router(http_state(wakeups.as_ref().map(|w| w.addr.clone())), Face::Ops);
+            Some(tokio::spawn(crate::serve::http::serve(l.listener, app, shutdown.clone())))
         }
     };
     let signals = {
@@ -296,7 +331,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         crate::node::daemon::run(cfg, store, Some((work, data)), clock, shutdown.clone(), wakeups, Some(metrics)).await;
     signals.abort();
     shutdown.cancel();
-    if let Some(server) = server {
+    for server in [server, ops_server].into_iter().flatten() {
         match server.await {
             Ok(Err(e)) => tracing::warn!("the listener failed: {e}"),
             Err(e) => tracing::warn!("the listener task failed: {e}"),
@@ -373,6 +408,31 @@ mod tests {
         assert_eq!(io_limit(&["compactd", "--config", none, "run", "--io-limit", "4MiB"]).unwrap(), Some(4 << 20));
         assert_eq!(io_limit(&["compactd", "--config", file, "run"]).unwrap(), Some(200 << 20));
         assert!(io_limit(&["compactd", "--config", none, "run", "--io-limit", "fast"]).is_err());
+    }
+
+    /// `--ops-listen` and the file's `ops_listen` key: unset by default (one
+    /// listener serves everything), an address when given.
+    #[test]
+    fn the_ops_address_comes_from_the_flag_or_the_file() {
+        let ops = |argv: &[&str]| match crate::cli::config::load(argv.iter().map(Into::into).collect()) {
+            Ok(l) => match l.cli.command {
+                crate::cli::Command::Run(a) => Ok(a.ops_listen.map(|a| a.to_string())),
+                other => panic!("{other:?}"),
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "ops_listen = \"127.0.0.1:7472\"\n").unwrap();
+        let file = file.to_str().unwrap();
+        let none = dir.path().join("none.toml");
+        std::fs::write(&none, "").unwrap();
+        let none = none.to_str().unwrap();
+        assert_eq!(ops(&["compactd", "--config", none, "run"]).unwrap(), None);
+        assert_eq!(ops(&["compactd", "--config", file, "run"]).unwrap().as_deref(), Some("127.0.0.1:7472"));
+        let flag = ops(&["compactd", "--config", file, "run", "--ops-listen", "127.0.0.1:9"]).unwrap();
+        assert_eq!(flag.as_deref(), Some("127.0.0.1:9"));
+        assert!(ops(&["compactd", "--config", none, "run", "--ops-listen", "nowhere"]).is_err());
     }
 
     #[test]

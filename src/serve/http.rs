@@ -1,8 +1,10 @@
 //! The node's HTTP face (`run --listen`): wake-up pokes and read-only
 //! status. Nothing served here changes the tree or the node's decisions: a
 //! poke only makes the node look at the tree sooner (see [`crate::serve::wake`]).
+//! With `run --ops-listen` it is two listeners ([`Face`]): the wake-up port
+//! serves only pokes, the ops port everything else.
 //!
-//! Routes (README "The node's listener" lists them for ops):
+//! Routes ([`ROUTES`]; README "The listener" lists them for ops):
 //! - `POST /v1/poke?scope=work|monitor` → `202 Accepted`, body ignored;
 //! - `GET /v1/status` → JSON: node, address, wake-up and backend counters;
 //! - `GET /metrics` → Prometheus (OpenMetrics text) exposition;
@@ -19,8 +21,11 @@
 //!   the connection waits for it (new or kept alive), so idle and
 //!   byte-a-second clients are closed, not waited on; a head over
 //!   [`MAX_HEAD`] bytes gets 431;
-//! - bodies: none of the routes takes one; a declared body over
-//!   [`BODY_LIMIT`] bytes, or a chunked one, gets 413 before any handler;
+//! - bodies: none of the routes reads one; a declared body over
+//!   [`BODY_LIMIT`] bytes, or a chunked one, gets 413 before any handler,
+//!   on every route; a `Content-Type` the route does not take gets 415
+//!   (the poke: none, or an empty form, [`POKE_TAKES`]); a method the
+//!   route does not answer gets 405;
 //! - at most [`MAX_CONNECTIONS`] connections at once, each its own task
 //!   (the accept loop never waits on a client), none kept past
 //!   [`CONNECTION_LIFE`]; past the cap the next connection waits in the
@@ -246,22 +251,89 @@ async fn node_status(State(s): State<HttpState>) -> Json<serde_json::Value> {
     }))
 }
 
-pub fn router(state: HttpState) -> Router {
-    Router::new()
-        .route("/v1/poke", post(poke))
-        .route("/v1/status", get(node_status))
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/", get(index))
-        .route("/tasks/{id}", get(task_page))
-        .route("/jobs/{job}/{trigger}", get(job_page))
-        .route("/api/cluster", get(api_cluster))
-        .route("/api/tasks/{id}", get(api_task))
-        .route("/api/jobs/{job}/{trigger}", get(api_job))
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .layer(axum::middleware::from_fn(limit_body))
-        .with_state(state)
+/// Which of the node's faces a listener serves: with `run --ops-listen`
+/// the wake-up port serves only pokes and the ops port everything else;
+/// without it one listener serves both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Face {
+    /// Pokes only (`--listen` when `--ops-listen` is set).
+    Wake,
+    /// The status page, `/api/*`, `/v1/status`, `/metrics`, `/healthz`,
+    /// `/readyz` (`--ops-listen`).
+    Ops,
+    /// Everything (`--listen` alone).
+    Both,
+}
+
+impl Face {
+    fn serves(self, route: Face) -> bool {
+        self == Face::Both || self == route
+    }
+}
+
+/// One route: its path pattern, the one method it answers, which face
+/// serves it, and the media types of the bodies it takes (`None`: a GET,
+/// which reads no body, so its Content-Type is not looked at).
+#[derive(Debug, Clone, Copy)]
+pub struct Route {
+    pub path: &'static str,
+    pub method: &'static str,
+    pub face: Face,
+    pub takes: Option<&'static [&'static str]>,
+}
+
+/// What a poke may declare: nothing (compactd's own pokes send no body and
+/// no Content-Type), or an empty form, which is what `curl -d ''` and an
+/// HTML form send. Anything else (JSON, multipart …) gets 415: the poke
+/// reads no body, and a client sending one expects something else.
+pub const POKE_TAKES: &[&str] = &["application/x-www-form-urlencoded"];
+
+/// Every route the listener has; the router is built from this table, so
+/// a test that walks it walks every route.
+pub const ROUTES: &[Route] = &[
+    Route { path: "/v1/poke", method: "POST", face: Face::Wake, takes: Some(POKE_TAKES) },
+    Route { path: "/v1/status", method: "GET", face: Face::Ops, takes: None },
+    Route { path: "/metrics", method: "GET", face: Face::Ops, takes: None },
+    Route { path: "/healthz", method: "GET", face: Face::Ops, takes: None },
+    Route { path: "/readyz", method: "GET", face: Face::Ops, takes: None },
+    Route { path: "/", method: "GET", face: Face::Ops, takes: None },
+    Route { path: "/tasks/{id}", method: "GET", face: Face::Ops, takes: None },
+    Route { path: "/jobs/{job}/{trigger}", method: "GET", face: Face::Ops, takes: None },
+    Route { path: "/api/cluster", method: "GET", face: Face::Ops, takes: None },
+    Route { path: "/api/tasks/{id}", method: "GET", face: Face::Ops, takes: None },
+    Route { path: "/api/jobs/{job}/{trigger}", method: "GET", face: Face::Ops, takes: None },
+];
+
+fn handler(path: &str) -> axum::routing::MethodRouter<HttpState> {
+    match path {
+        "/v1/poke" => post(poke),
+        "/v1/status" => get(node_status),
+        "/metrics" => get(metrics),
+        "/healthz" => get(healthz),
+        "/readyz" => get(readyz),
+        "/" => get(index),
+        "/tasks/{id}" => get(task_page),
+        "/jobs/{job}/{trigger}" => get(job_page),
+        "/api/cluster" => get(api_cluster),
+        "/api/tasks/{id}" => get(api_task),
+        "/api/jobs/{job}/{trigger}" => get(api_job),
+        other => unreachable!("{other} is in ROUTES without a handler"),
+    }
+}
+
+/// The routes `face` serves, each behind the limits of the module doc
+/// (others: 404).
+pub fn router(state: HttpState, face: Face) -> Router {
+    let mut app = Router::new();
+    for r in ROUTES.iter().filter(|r| face.serves(r.face)) {
+        let mut h = handler(r.path);
+        if let Some(takes) = r.takes {
+            // A route layer: a wrong method is 405 whatever it declares.
+            h = h.route_layer(axum::middleware::from_fn_with_state(takes, check_content_type));
+        }
+        app = app.route(r.path, h);
+    }
+    app.layer(DefaultBodyLimit::max(BODY_LIMIT)).layer(axum::middleware::from_fn(limit_body)).with_state(state)
 }
 
 /// A bound listener and the address others should dial.
@@ -298,9 +370,9 @@ pub async fn bind(listen: SocketAddr, advertise: Option<String>) -> std::io::Res
 /// Serves until `shutdown` fires. Each connection is its own task, served
 /// by hyper with the limits of the module doc; the accept loop never waits
 /// on a connection.
-pub async fn serve(l: tokio::net::TcpListener, state: HttpState, shutdown: CancellationToken) -> std::io::Result<()> {
-    raise_fd_limit(MAX_CONNECTIONS as u64 + 256);
-    let app = router(state);
+pub async fn serve(l: tokio::net::TcpListener, app: Router, shutdown: CancellationToken) -> std::io::Result<()> {
+    // Room for two listeners' connections (`--ops-listen`) and the backend's.
+    raise_fd_limit(2 * MAX_CONNECTIONS as u64 + 256);
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut conns = tokio::task::JoinSet::new();
     loop {
@@ -366,8 +438,9 @@ async fn serve_connection(
 
 /// Raises this process's soft limit of open files towards `want` (within
 /// the hard limit): the listener's connections must never starve the
-/// backend's of descriptors.
-fn raise_fd_limit(want: u64) {
+/// backend's of descriptors. Public for tests that open as many
+/// connections as the listener holds.
+pub fn raise_fd_limit(want: u64) {
     let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: plain syscalls on a local struct.
     unsafe {
@@ -386,6 +459,26 @@ async fn limit_body(req: axum::extract::Request, next: axum::middleware::Next) -
     let chunked = req.headers().contains_key(header::TRANSFER_ENCODING);
     if chunked || declared.is_some_and(|n| n > BODY_LIMIT as u64) {
         return text(StatusCode::PAYLOAD_TOO_LARGE, format!("request bodies are at most {BODY_LIMIT} bytes\n"));
+    }
+    next.run(req).await
+}
+
+/// Refuses (415) a request whose `Content-Type` is present and not one the
+/// route takes (the media type, case-insensitive, parameters ignored).
+async fn check_content_type(
+    State(takes): State<&'static [&'static str]>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(v) = req.headers().get(header::CONTENT_TYPE) {
+        let media = v.to_str().ok().and_then(|v| v.split(';').next()).map(|m| m.trim().to_ascii_lowercase());
+        if !media.is_some_and(|m| takes.contains(&m.as_str())) {
+            let shown = String::from_utf8_lossy(v.as_bytes()).into_owned();
+            return text(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!("{} {shown:?}: send no Content-Type or one of {}\n", header::CONTENT_TYPE, takes.join(", ")),
+            );
+        }
     }
     next.run(req).await
 }

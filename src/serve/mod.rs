@@ -5,8 +5,9 @@
 //!   look at the tree now instead of at its next poll; the tree stays the
 //!   truth, so a lost poke costs a poll interval and a forged one a look.
 //! - [`http`]: the listener (`run --listen`): pokes, `/metrics`, `/healthz`,
-//!   `/readyz`, the status page; no request changes the tree, and no client
-//!   can stall it (its limits are in its module doc).
+//!   `/readyz`, the status page (the latter four on their own address with
+//!   `run --ops-listen`); no request changes the tree, and no client can
+//!   stall it (its limits are in its module doc).
 //! - [`metrics`]: the Prometheus registry and [`metrics::Health`], which
 //!   `/healthz`, `/readyz` and the watchdog judge.
 //! - [`status`]: the read-only cluster view the status page renders, read
