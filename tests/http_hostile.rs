@@ -136,18 +136,21 @@ fn idle_and_slow_connections_do_not_slow_pokes_and_oversized_requests_are_refuse
     let hostile = trivial_task(&c);
     let (code, _) = common::http::get(&addr, "/healthz").unwrap();
     assert_eq!(code, 200);
-    // Held past the head timeout: the node closed and the attacker reopened.
-    std::thread::sleep(Duration::from_secs(4));
+    // Past the head timeout (5 s): the node closes the 400 connections and
+    // the attacker reopens them; measured again in that churn.
+    std::thread::sleep(Duration::from_millis(1500));
+    let churn = trivial_task(&c);
+    std::thread::sleep(Duration::from_millis(1500));
     stop.store(true, Ordering::Relaxed);
     let closed = attacker.join().unwrap();
     eprintln!(
-        "trivial task: {quiet:?} quiet, {hostile:?} under 300 idle + 100 slow connections; \
-         open files {files_before} → {files_under_attack}; the node closed {closed} connections"
+        "trivial task (median of 5): {quiet:?} quiet, {hostile:?} under 300 idle + 100 slow connections, \
+         {churn:?} while the node closes them and they reopen; open files {files_before} → {files_under_attack}; \
+         the node closed {closed} connections"
     );
-    assert!(
-        hostile <= quiet * 2 + Duration::from_millis(100),
-        "a trivial task took {hostile:?} under attack, {quiet:?} without"
-    );
+    for (when, t) in [("under attack", hostile), ("in the churn", churn)] {
+        assert!(t <= quiet * 2, "a trivial task took {t:?} {when}, {quiet:?} without");
+    }
     assert!(files_under_attack < files_before + 400 + 64, "{files_under_attack} open files");
     assert!(closed >= 300, "the node closed only {closed} idle or slow connections in 7 s");
     std::thread::sleep(Duration::from_secs(1));
