@@ -251,6 +251,11 @@ pub struct PartitionSummary {
     pub in_flight: bool,
     pub due: bool,
     pub why: String,
+    /// When the planner first saw the newest decision's task stopped
+    /// (`Cancel`): the partition stays in flight for a while after, until
+    /// the stopped units' executors have surely ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_seen_wall_ms: Option<u64>,
 }
 
 #[cfg(test)]

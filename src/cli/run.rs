@@ -232,7 +232,11 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         retries: args.retries,
         history_retention: args.history_retention,
         sweep: args.sweep,
-        planner: crate::policy::PlannerConfig { interval: args.plan_interval, budget: args.plan_budget.max(1) },
+        planner: crate::policy::PlannerConfig {
+            interval: args.plan_interval,
+            budget: args.plan_budget.max(1),
+            stop_settle: args.session_timeout + args.heartbeat,
+        },
         io_limit: args.io_limit,
     };
     let shutdown = CancellationToken::new();

@@ -22,7 +22,9 @@
 //! A partition is **due** when it has at least two small files and one of
 //! its policy's thresholds is met (`min-small-files`, `min-small-bytes`, or
 //! its oldest small file, as first seen by the planner, is older than
-//! `max-small-age`), it is not being compacted, and its last decision is at
+//! `max-small-age`), it is not being compacted (a stopped task counts as
+//! compacting for [`PlannerConfig::stop_settle`] after it is first seen
+//! stopped: its executors may run until their workers notice), and its last decision is at
 //! least `min-interval` old. A table submits at most `max-units-per-table`
 //! partitions at once, most small files first: a table with a huge backlog
 //! takes that many slots, not every slot (fair share).
@@ -58,6 +60,13 @@ use crate::schedule::{Cron, Windows};
 pub struct PlannerConfig {
     /// Time between the end of a pass and the start of the next.
     pub interval: Duration,
+    /// How long a partition whose task was stopped stays in flight after
+    /// the planner first sees it stopped: a stop deletes the units'
+    /// folders, and a worker kills an executor when it sees its folder gone
+    /// (its next poll, at most a heartbeat) or, cut from the backend, when
+    /// its session guard fires (the session timeout). Set by `run` to its
+    /// session timeout plus its heartbeat.
+    pub stop_settle: Duration,
     /// Backend requests a round may spend visiting tables (on S3 a table's
     /// listing stops at it and goes on next round; elsewhere a table is
     /// listed whole within one round).
@@ -66,7 +75,7 @@ pub struct PlannerConfig {
 
 impl Default for PlannerConfig {
     fn default() -> Self {
-        PlannerConfig { interval: Duration::from_secs(60), budget: 200 }
+        PlannerConfig { interval: Duration::from_secs(60), budget: 200, stop_settle: Duration::from_secs(40) }
     }
 }
 
@@ -163,7 +172,17 @@ impl Planner {
         while pass.next < pass.items.len() && (!stepped || report.requests < self.cfg.budget) {
             stepped = true;
             let item = &pass.items[pass.next];
-            let mut visit = Visit { store, data, me: &self.me, wall_ms, item, requests: 0, decisions: 0, dry: false };
+            let mut visit = Visit {
+                store,
+                data,
+                me: &self.me,
+                wall_ms,
+                item,
+                settle_ms: self.cfg.stop_settle.as_millis() as u64,
+                requests: 0,
+                decisions: 0,
+                dry: false,
+            };
             let from = pass.cursor.take().unwrap_or_default();
             let left = self.cfg.budget.saturating_sub(report.requests).max(1);
             let result = match visit.list_data(from, Some(left)).await {
@@ -339,7 +358,8 @@ pub async fn dry_run(store: &Store, data: &Store, wall_ms: u64) -> Result<DryRun
             continue;
         }
         let mut report = PlanReport::default();
-        let mut visit = Visit { store, data, me: &me, wall_ms, item, requests: 0, decisions: 0, dry: true };
+        let settle_ms = PlannerConfig::default().stop_settle.as_millis() as u64;
+        let mut visit = Visit { store, data, me: &me, wall_ms, item, settle_ms, requests: 0, decisions: 0, dry: true };
         let listed = visit.list_data(TableCursor::default(), None).await.map(Listing::tallied);
         match async { visit.table(listed?, &mut report).await }.await {
             Ok(summary) => {

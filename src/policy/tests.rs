@@ -71,7 +71,7 @@ async fn apply(store: &Store, extra: &str) {
 }
 
 fn planner(id: &str) -> Planner {
-    Planner::new(PlannerConfig { interval: Duration::ZERO, budget: 10_000 }, node(id))
+    Planner::new(PlannerConfig { interval: Duration::ZERO, budget: 10_000, ..Default::default() }, node(id))
 }
 
 /// Runs rounds until a pass ends.
@@ -278,7 +278,7 @@ async fn a_policy_paused_while_its_pass_goes_on_submits_nothing_from_the_next_ro
         write(&data, t, "p1", 4).await;
     }
     // A budget of one request: each round visits at most one table.
-    let mut p = Planner::new(PlannerConfig { interval: Duration::ZERO, budget: 1 }, node("n1"));
+    let mut p = Planner::new(PlannerConfig { interval: Duration::ZERO, budget: 1, ..Default::default() }, node("n1"));
     let mut submitted = vec![];
     let mut i = 0;
     while submitted.is_empty() {
@@ -303,7 +303,7 @@ async fn a_table_listed_over_several_rounds_is_judged_whole_within_each_rounds_b
     for part in ["p1", "p2", "p3", "p4", "p5"] {
         write(&data, "big", part, 500).await;
     }
-    let mut p = Planner::new(PlannerConfig { interval: Duration::ZERO, budget: 2 }, node("n1"));
+    let mut p = Planner::new(PlannerConfig { interval: Duration::ZERO, budget: 2, ..Default::default() }, node("n1"));
     let (mut rounds, mut submitted) = (0, vec![]);
     loop {
         let r = round(&mut p, &tree, &data, rounds, T0).await;
@@ -398,4 +398,25 @@ async fn a_bad_decision_file_holds_its_partition_and_not_the_table() {
     let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
     let p1 = views[0].summary.detail.iter().find(|d| d.partition == "p1").unwrap();
     assert!(p1.in_flight && p1.why.contains(&claim), "{p1:?}");
+}
+
+#[tokio::test]
+async fn a_stopped_task_holds_its_partition_until_its_executors_have_surely_ended() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    write(&data, "t1", "p1", 4).await;
+    let mut p = planner("n1");
+    assert_eq!(pass(&mut p, &tree, &data, T0).await.submitted.len(), 1);
+    let id = task_ids(&tree).await[0];
+    // Stopped: the manager deleted the units' folders and wrote Cancel, but
+    // a worker may not have noticed yet.
+    tree.create(&v2::task_status(&id, TaskState::Cancel), Vec::new()).await.unwrap();
+    let settle = PlannerConfig::default().stop_settle.as_millis() as u64;
+    let seen = T0 + 1000;
+    assert!(pass(&mut p, &tree, &data, seen).await.submitted.is_empty());
+    let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
+    let d = &views[0].summary.detail[0];
+    assert!(d.in_flight && d.why.contains("stopped"), "{d:?}");
+    assert!(pass(&mut p, &tree, &data, seen + settle - 1).await.submitted.is_empty());
+    assert_eq!(pass(&mut p, &tree, &data, seen + settle).await.submitted.len(), 1);
 }

@@ -74,6 +74,8 @@ pub(super) struct Visit<'a> {
     pub me: &'a NodeId,
     pub wall_ms: u64,
     pub item: &'a Owned,
+    /// [`super::PlannerConfig::stop_settle`] in ms.
+    pub settle_ms: u64,
     pub requests: u64,
     pub decisions: u64,
     /// `plan --dry-run`: judge, write nothing.
@@ -120,6 +122,7 @@ impl Visit<'_> {
                 in_flight: false,
                 due: false,
                 why: String::new(),
+                stopped_seen_wall_ms: None,
             };
             if n.seq > 0 {
                 self.follow(name, n, before, &mut d, report).await?;
@@ -295,11 +298,25 @@ impl Visit<'_> {
         d.task = Some(task);
         self.requests += 1;
         let dir = tasks::read_dir(self.store, &task).await?;
-        let ended = matches!(dir.state, Some(TaskState::Done | TaskState::Failed | TaskState::Cancel))
+        let mut ended = matches!(dir.state, Some(TaskState::Done | TaskState::Failed))
             || (dir.state.is_none() && !dir.has_info && dir.terms.is_empty());
         d.in_flight = !ended;
-        if d.in_flight {
-            d.why = format!("being compacted by task {task}");
+        d.why = format!("being compacted by task {task}");
+        if dir.state == Some(TaskState::Cancel) {
+            // Stopped: its units' executors may still run until their
+            // workers notice (see PlannerConfig::stop_settle).
+            let seen = before.filter(|b| b.seq == n.seq).and_then(|b| b.stopped_seen_wall_ms).unwrap_or(self.wall_ms);
+            d.stopped_seen_wall_ms = Some(seen);
+            let until = seen.saturating_add(self.settle_ms);
+            ended = self.wall_ms >= until;
+            d.in_flight = !ended;
+            d.why = format!(
+                "task {task} was stopped: waiting {} s more for its executors to end",
+                until.saturating_sub(self.wall_ms).div_ceil(1000)
+            );
+        }
+        if ended {
+            d.why.clear();
         }
         Ok(())
     }
