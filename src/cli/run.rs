@@ -76,6 +76,9 @@ pub struct RunArgs {
     /// Finished tasks older than this are archived into Scheduler/Compress/ (by the monitor).
     #[arg(long, default_value = "24h", value_parser = parse_duration)]
     pub history_retention: Duration,
+    /// Archives of finished tasks older than this are deleted from Scheduler/Compress/ (0: kept forever).
+    #[arg(long, default_value = "30d", value_parser = parse_retention)]
+    pub archive_retention: Duration,
     /// How often the monitor sweeps the task tree (manager failover safety net, archiving, garbage).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub sweep: Duration,
@@ -163,6 +166,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// A retention: a duration, or `0` for ever.
+fn parse_retention(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    parse_duration(s)
+}
+
 pub use layouts::formats::parse_size;
 
 fn default_node_id() -> String {
@@ -231,6 +242,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         command_timeout: args.command_timeout,
         retries: args.retries,
         history_retention: args.history_retention,
+        archive_retention: args.archive_retention,
         sweep: args.sweep,
         planner: crate::policy::PlannerConfig {
             interval: args.plan_interval,

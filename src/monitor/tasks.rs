@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
+use std::time::Duration;
 
 use layouts::formats::{self, TaskInfo};
 use layouts::{v2, NodeId, TaskId, TaskState};
@@ -32,6 +33,8 @@ pub struct SweepReport {
     pub reassigned: Vec<(TaskId, NodeId)>,
     pub cancelled: Vec<TaskId>,
     pub archived: usize,
+    /// Archives deleted past the archive retention.
+    pub archives_removed: usize,
     pub garbage_removed: usize,
     /// Tasks under `Scheduler/` by state (as read by this sweep).
     pub by_state: BTreeMap<String, usize>,
@@ -164,6 +167,9 @@ pub async fn sweep(
         if pass.to_archive.len() >= ARCHIVE_BATCH || (pass.pending.is_empty() && !pass.to_archive.is_empty()) {
             let batch = std::mem::take(&mut pass.to_archive);
             write_archive(store, &batch, wall_ms, epoch).await?;
+            if report.archived == 0 {
+                report.archives_removed += prune_archives(store, cfg.archive_retention, wall_ms).await?;
+            }
             report.archived += batch.len();
             pass.deleting.extend(batch.iter().map(|t| t.info.id));
             continue;
@@ -322,6 +328,30 @@ async fn write_archive(store: &Store, tasks: &[ArchivedTask], wall_ms: u64, epoc
     Ok(())
 }
 
+/// Deletes the archives older than `retention` (by the wall time their name
+/// starts with). Called when a pass writes its first archive: the history
+/// grows only then, so one listing of `Compress/` per archiving pass bounds
+/// it, and an idle cluster spends nothing on it.
+async fn prune_archives(store: &Store, retention: Duration, wall_ms: u64) -> Result<usize, TaskError> {
+    if retention.is_zero() {
+        return Ok(0);
+    }
+    let horizon = wall_ms.saturating_sub(retention.as_millis() as u64);
+    let mut removed = 0;
+    for e in store.list(v2::COMPRESS).await? {
+        let written = e.name().split('-').next().and_then(|t| t.parse::<u64>().ok());
+        if e.is_dir || written.is_none_or(|t| t >= horizon) {
+            continue;
+        }
+        store.delete(&e.path).await?;
+        removed += 1;
+    }
+    if removed > 0 {
+        tracing::info!(removed, ?retention, "removed archives older than the archive retention from Compress/");
+    }
+    Ok(removed)
+}
+
 /// Reads every archive; each task id once (the newest archive wins).
 pub async fn read_history(store: &Store) -> store::Result<(Vec<ArchivedTask>, Vec<crate::Anomaly>)> {
     read_history_newest(store, usize::MAX).await
@@ -367,4 +397,30 @@ pub async fn read_history_newest(
         }
     }
     Ok((by_id.into_values().collect(), bad))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DAY: u64 = 24 * 3600 * 1000;
+
+    #[tokio::test]
+    async fn archives_past_the_archive_retention_are_removed_and_the_rest_kept() {
+        let store = Store::memory().await;
+        let now = 100 * DAY;
+        for (age_days, epoch) in [(40, 1), (31, 2), (29, 3), (1, 4)] {
+            write_archive(&store, &[], now - age_days * DAY, epoch).await.unwrap();
+        }
+        store.put(&format!("{}not-an-archive", v2::COMPRESS), b"x".to_vec()).await.unwrap();
+        let kept = Duration::from_millis(30 * DAY);
+        assert_eq!(prune_archives(&store, Duration::ZERO, now).await.unwrap(), 0, "zero keeps everything");
+        assert_eq!(prune_archives(&store, kept, now).await.unwrap(), 2);
+        let mut left: Vec<String> =
+            store.list(v2::COMPRESS).await.unwrap().iter().map(|e| e.name().to_string()).collect();
+        left.sort();
+        assert_eq!(left.len(), 3, "{left:?}");
+        assert!(left.iter().any(|n| n.contains("-e3-")) && left.iter().any(|n| n.contains("-e4-")), "{left:?}");
+        assert!(left.contains(&"not-an-archive".to_string()), "a name without a time is never removed");
+    }
 }

@@ -50,6 +50,9 @@ pub struct WorkConfig {
     pub retries: u32,
     /// Finished tasks older than this are archived into `Compress/`.
     pub history_retention: Duration,
+    /// Archives older than this are deleted from `Compress/` (zero: kept
+    /// forever), so the tree does not grow without bound.
+    pub archive_retention: Duration,
     /// How often the monitor sweeps the task tree.
     pub sweep: Duration,
     /// The policy planner's pass interval and per-round request budget.
@@ -75,6 +78,7 @@ impl Default for WorkConfig {
             command_timeout: Duration::from_secs(3600),
             retries: 3,
             history_retention: Duration::from_secs(24 * 3600),
+            archive_retention: Duration::from_secs(30 * 24 * 3600),
             sweep: Duration::from_secs(60),
             planner: crate::policy::PlannerConfig::default(),
             io_limit: None,
