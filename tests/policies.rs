@@ -92,6 +92,66 @@ fn listed(rt: &tokio::runtime::Runtime, data: &Store) -> BTreeMap<String, Vec<(S
     })
 }
 
+/// Watches that no partition is compacted by two tasks at once: each call
+/// lists the units running now (a subtask folder with `Status.Running` and
+/// no final marker) and maps them to their tasks' partitions (each task's
+/// info read once). Two tasks running on one partition fail the test
+/// unless one of them has ended meanwhile (a stale marker of a killed
+/// node's unit, which its task re-dispatched, is not a run).
+struct Overlap {
+    partition_of: BTreeMap<String, String>,
+    samples: usize,
+    /// Samples that saw a unit running.
+    busy: usize,
+}
+
+impl Overlap {
+    fn check(&mut self, rt: &tokio::runtime::Runtime, tree: &Store) {
+        use compactd::tasks;
+        rt.block_on(async {
+            let all: Vec<store::Entry> =
+                tree.list_stream("Compaction_V2/TaskAssigned/", true).try_collect().await.unwrap();
+            let mut markers: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+            for e in &all {
+                let parts: Vec<&str> = e.path.split('/').collect();
+                if let [_, _, _node, subtask, file] = parts[..] {
+                    markers.entry(subtask.to_string()).or_default().insert(file.to_string());
+                }
+            }
+            let mut running: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+            for (subtask, files) in markers {
+                let ended = ["Status.Success", "Status.Failed", "Status.Cancel"].iter().any(|f| files.contains(*f));
+                if !files.contains("Status.Running") || ended {
+                    continue;
+                }
+                let task = subtask.split(".r").next().unwrap().to_string();
+                if !self.partition_of.contains_key(&task) {
+                    let Ok(id) = layouts::TaskId::parse(&task) else { continue };
+                    let Ok(info) = tasks::read_info(tree, &id).await else { continue };
+                    let Some(marker) = info.run.params.get(layouts::policies::MARKER_PARAM) else { continue };
+                    let part = marker.split('#').next().unwrap_or_default().to_string();
+                    self.partition_of.insert(task.clone(), part);
+                }
+                let Some(part) = self.partition_of.get(&task) else { continue };
+                running.entry(part.clone()).or_default().insert(task);
+            }
+            self.busy += usize::from(!running.is_empty());
+            for (part, ids) in running.into_iter().filter(|(_, ids)| ids.len() > 1) {
+                let mut live = vec![];
+                for t in &ids {
+                    let id = layouts::TaskId::parse(t).unwrap();
+                    let dir = tasks::read_dir(tree, &id).await.unwrap();
+                    if !dir.state.is_some_and(|s| s.is_terminal()) {
+                        live.push(t.clone());
+                    }
+                }
+                assert!(live.len() <= 1, "partition {part} compacted by two tasks at once: {live:?}");
+            }
+        });
+        self.samples += 1;
+    }
+}
+
 /// Every planner task: marker → (task id, state).
 fn planner_tasks(rt: &tokio::runtime::Runtime, tree: &Store) -> BTreeMap<String, Vec<(String, String)>> {
     rt.block_on(async {
@@ -168,7 +228,9 @@ fn scenario(mut c: Cluster, lake: Lake, tree: Store, data: Store, kill_first_mon
     let mut failover_worst = 0;
     let mut died: Option<Instant> = None;
     let started = Instant::now();
+    let mut overlap = Overlap { partition_of: BTreeMap::new(), samples: 0, busy: 0 };
     while w.try_wait().unwrap().is_none() {
+        overlap.check(&rt, &tree);
         if kill_first_monitor && died.is_none() && !c.is_running("n1") {
             died = Some(Instant::now());
         }
@@ -198,6 +260,10 @@ fn scenario(mut c: Cluster, lake: Lake, tree: Store, data: Store, kill_first_mon
     settle(&c, &rt, &data, "after the writer");
     let max = worst.values().copied().max().unwrap_or(0);
     eprintln!("most small files seen in one partition: {max} (threshold {THRESHOLD}, a batch is 1 file); while the killed monitor's successor took over: {failover_worst}");
+    eprintln!(
+        "no partition compacted by two tasks at once: {} samples, {} of them with units running",
+        overlap.samples, overlap.busy
+    );
     assert!(max <= THRESHOLD + 1, "a partition reached {max} small files: {worst:?}\n{}", c.logs_text());
 
     // Pause: nothing new is submitted once a planner round has passed.
