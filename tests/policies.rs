@@ -379,3 +379,63 @@ fn s3_tables_stay_compact() {
     };
     scenario(c, lake, tree, data_store, false);
 }
+
+/// The policy commands as an operator types them: versions (an unchanged
+/// apply logs nothing), `show` of the current and of a logged version,
+/// `list`, pause and resume, and clear refusals of what does not exist.
+#[test]
+fn policy_versions_show_list_pause_and_resume_through_the_cli() {
+    let mut c = Cluster::fs();
+    c.start_with("n1", &[]);
+    c.wait_nodes(Duration::from_secs(30), "n1 alive", |r| alive(r).len() == 1);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("w.toml");
+    let run = |args: &[&str]| {
+        let out = c.compactd(args);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let apply = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        run(&["policy", "apply", file.to_str().unwrap()])
+    };
+    let v1 = "name = \"warehouse\"\ntables = [\"db/public/*\"]\nexecutor = \"merge\"\nmin-small-files = 4\n";
+    let v2 = v1.replace("min-small-files = 4", "min-small-files = 6");
+    assert_eq!(apply(v1), (Some(0), "policy warehouse version 1\n".into(), String::new()));
+    let (code, out, _) = apply(v1);
+    assert_eq!((code, out.as_str()), (Some(0), "policy warehouse unchanged (version 1)\n"));
+    let (code, out, _) = apply(&v2);
+    assert_eq!((code, out.as_str()), (Some(0), "policy warehouse version 2\n"));
+    let show = |extra: &[&str]| {
+        let mut args = vec!["policy", "show", "warehouse"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = run(&args);
+        assert_eq!(code, Some(0), "{err}");
+        serde_json::from_str::<Value>(&out).unwrap()
+    };
+    let now = show(&[]);
+    assert_eq!((now["version"].as_u64(), now["min-small-files"].as_u64()), (Some(2), Some(6)), "{now:#}");
+    let first = show(&["--version", "1"]);
+    assert_eq!((first["version"].as_u64(), first["min-small-files"].as_u64()), (Some(1), Some(4)), "{first:#}");
+    let (code, _, err) = run(&["policy", "show", "warehouse", "--version", "3"]);
+    assert!(code == Some(1) && err.contains("no logged version 3"), "{code:?} {err}");
+    let (code, _, err) = run(&["policy", "show", "nosuch"]);
+    assert!(code == Some(1) && err.contains("\"nosuch\" is not defined"), "{code:?} {err}");
+    let paused = || {
+        let (code, out, err) = run(&["policy", "list", "--json"]);
+        assert_eq!(code, Some(0), "{err}");
+        let rows: Vec<Value> = serde_json::from_str(&out).unwrap();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        rows[0]["paused"].as_bool().unwrap()
+    };
+    assert!(!paused());
+    assert_eq!(run(&["policy", "pause", "warehouse"]).0, Some(0));
+    assert!(paused() && show(&[])["paused"] == true);
+    assert_eq!(run(&["policy", "resume", "warehouse"]).0, Some(0));
+    assert!(!paused());
+    let (code, _, err) = run(&["policy", "pause", "nosuch"]);
+    assert!(code == Some(1) && err.contains("nosuch"), "{code:?} {err}");
+}
