@@ -402,17 +402,22 @@ mod tests {
         assert_eq!(d.as_deref(), Some("echo x=1 y"), "not a name before '=': a default template");
     }
 
+    /// `run`'s arguments as the flags and the config file in `argv` give them.
+    fn run_args(argv: &[&str]) -> Result<RunArgs, String> {
+        match crate::cli::config::load(argv.iter().map(Into::into).collect()) {
+            Ok(l) => match l.cli.command {
+                crate::cli::Command::Run(a) => Ok(a),
+                other => panic!("{other:?}"),
+            },
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// `--io-limit` takes a size; the file's `io_limit` key goes through
     /// the same parser; absent, no limit.
     #[test]
     fn the_io_limit_comes_from_the_flag_or_the_file() {
-        let io_limit = |argv: &[&str]| match crate::cli::config::load(argv.iter().map(Into::into).collect()) {
-            Ok(l) => match l.cli.command {
-                crate::cli::Command::Run(a) => Ok(a.io_limit),
-                other => panic!("{other:?}"),
-            },
-            Err(e) => Err(e.to_string()),
-        };
+        let io_limit = |argv: &[&str]| run_args(argv).map(|a| a.io_limit);
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("c.toml");
         std::fs::write(&file, "io_limit = \"200MiB\"\n").unwrap();
@@ -430,13 +435,7 @@ mod tests {
     /// listener serves everything), an address when given.
     #[test]
     fn the_ops_address_comes_from_the_flag_or_the_file() {
-        let ops = |argv: &[&str]| match crate::cli::config::load(argv.iter().map(Into::into).collect()) {
-            Ok(l) => match l.cli.command {
-                crate::cli::Command::Run(a) => Ok(a.ops_listen.map(|a| a.to_string())),
-                other => panic!("{other:?}"),
-            },
-            Err(e) => Err(e.to_string()),
-        };
+        let ops = |argv: &[&str]| run_args(argv).map(|a| a.ops_listen.map(|a| a.to_string()));
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("c.toml");
         std::fs::write(&file, "ops_listen = \"127.0.0.1:7472\"\n").unwrap();
