@@ -64,6 +64,18 @@ async fn conformance(what: &str, s: &Store) {
         }
     }
 
+    // Modification times: a tree store's listing on fs, S3 and HDFS carries
+    // the backend's time of the last write (what `nodes` compares with a
+    // writer's clock to show its skew); the memory backend has none.
+    if !what.contains("data") && what != "memory" {
+        #[allow(clippy::disallowed_methods)] // the backend's clock against this host's: real time
+        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        for e in s.list("c/a/").await.unwrap() {
+            let m = e.modified_ms.unwrap_or_else(|| panic!("{what}: no modification time listed for {}", e.path));
+            assert!((now_ms - m).abs() < 60_000, "{what}: {} modified at {m}, now is {now_ms}", e.path);
+        }
+    }
+
     // Versions: a tree store's listing carries one per object; it stays
     // while the object does and changes when it is rewritten (what the
     // monitor's heartbeat scan relies on: a changed version is a new beat).

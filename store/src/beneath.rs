@@ -173,6 +173,7 @@ impl Beneath {
                         special: Some("non-UTF-8 name"),
                         len: None,
                         version: None,
+                        modified_ms: None,
                     },
                     0,
                 ));
@@ -186,7 +187,14 @@ impl Beneath {
             };
             let ft = meta.file_type();
             let entry = if ft.is_dir() {
-                Entry { path: format!("{prefix}{name}/"), is_dir: true, special: None, len: None, version: None }
+                Entry {
+                    path: format!("{prefix}{name}/"),
+                    is_dir: true,
+                    special: None,
+                    len: None,
+                    version: None,
+                    modified_ms: None,
+                }
             } else if ft.is_file() && meta.nlink() > 1 {
                 // A second name of a file that may live anywhere (another
                 // table, /etc): never read as this partition's data.
@@ -196,11 +204,12 @@ impl Beneath {
                     special: Some("file with several hard links"),
                     len: None,
                     version: None,
+                    modified_ms: None,
                 }
             } else {
                 let special = special_kind(&ft);
                 let len = (special.is_none() && ft.is_file()).then(|| meta.size());
-                Entry { path: format!("{prefix}{name}"), is_dir: false, special, len, version: None }
+                Entry { path: format!("{prefix}{name}"), is_dir: false, special, len, version: None, modified_ms: None }
             };
             out.push((entry, if ft.is_file() { meta.size() } else { 0 }));
         }

@@ -99,6 +99,12 @@ pub struct Entry {
     /// (never the other way round): treat "same version" as "probably
     /// unchanged" and read anyway where a missed change would be wrong.
     pub version: Option<String>,
+    /// When the backend last wrote the object, by the backend's own clock
+    /// (S3's LastModified, to the second; the file's mtime on fs and HDFS),
+    /// in ms since the epoch, where the listing carries it. Never used to
+    /// order anything: readers compare it with a writer's stated wall clock
+    /// to show that writer's clock skew (`compactd nodes`).
+    pub modified_ms: Option<i64>,
 }
 
 impl Entry {

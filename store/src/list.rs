@@ -105,7 +105,9 @@ impl Store {
             } else {
                 meta.last_modified().map(|t| format!("{t}/{}", meta.content_length()))
             };
-            futures::future::ready(Ok(keep.then_some(Entry { is_dir, path, special: None, len, version })))
+            let modified_ms =
+                (!is_dir).then(|| meta.last_modified().map(|t| t.into_inner().as_millisecond())).flatten();
+            futures::future::ready(Ok(keep.then_some(Entry { is_dir, path, special: None, len, version, modified_ms })))
         })
         .boxed()
     }
