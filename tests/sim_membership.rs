@@ -162,6 +162,30 @@ async fn a_node_restarted_under_the_same_id_replaces_its_old_incarnation() {
 }
 
 #[tokio::test]
+async fn a_node_restarted_on_a_clock_that_went_back_still_takes_a_larger_incarnation() {
+    let mut sim = Sim::new(3).await;
+    sim.run(Duration::from_secs(2)).await;
+    let victim = (0..3).find(|i| !sim.node(*i).is_monitor()).unwrap();
+    let id = sim.node(victim).id().clone();
+    let old = sim.node(victim).stats().incarnation;
+    // The host's wall clock is stepped back two minutes (NTP fixing a
+    // skewed host) and the process restarts: its clock says an older
+    // incarnation than the one its heartbeat names.
+    sim.cluster.clock.set_wall_ms(sim.cluster.clock.wall_ms() - 120_000);
+    sim.cluster.slots[victim].node = Some(Node::new(cfg(id.as_str()), sim.store.clone(), sim.cluster.shared_clock()));
+    assert!(sim.node(victim).stats().incarnation < old, "the test's premise: the clock alone would go back");
+    sim.run(Duration::from_secs(2)).await;
+    let new = sim.node(victim).stats().incarnation;
+    assert_eq!(new, old + 1, "incarnations of one node only grow");
+    let mon = sim.monitors()[0];
+    let view = sim.node(mon).view().unwrap();
+    assert!(view.members.iter().any(|m| m.node == id && m.incarnation == new), "{view:?}");
+    let recs = sim.offline_records().await;
+    assert_eq!(recs.len(), 1, "only the old incarnation is declared offline: {recs:?}");
+    assert_eq!(recs[0].incarnation, old);
+}
+
+#[tokio::test]
 async fn garbage_in_the_registry_is_skipped() {
     let mut sim = Sim::new(3).await;
     sim.store.put("Compaction_V2/Registry/Nodes/n9", b"not json".to_vec()).await.unwrap();

@@ -107,6 +107,9 @@ pub struct Node {
     inbox: InboxWatch,
     /// This incarnation's join marker is written (`Registry/Joins/`).
     join_marked: bool,
+    /// The heartbeat a previous process under this id left was read, and
+    /// this process's incarnation made larger than its.
+    prior_checked: bool,
     metrics: Option<Arc<crate::serve::metrics::Metrics>>,
 }
 
@@ -138,6 +141,7 @@ impl Node {
             pokes: Pokes::default(),
             inbox: InboxWatch::default(),
             join_marked: false,
+            prior_checked: false,
             metrics: None,
         }
     }
@@ -412,6 +416,9 @@ impl Node {
     }
 
     async fn write_heartbeat(&mut self, now: Duration) -> store::Result<()> {
+        if !self.prior_checked {
+            self.outrank_prior_incarnation().await?;
+        }
         self.beat += 1;
         let hb = Heartbeat {
             node: self.cfg.id.clone(),
@@ -452,6 +459,33 @@ impl Node {
         // latest moment the monitor may have seen the previous beat.
         self.last_beat_ok = Some(now);
         self.next_beat_at = now + self.cfg.heartbeat;
+        Ok(())
+    }
+
+    /// Incarnations of one node id only grow, even when this host's wall
+    /// clock went back since the previous process (NTP stepping it, a
+    /// skewed host fixed): the previous process's heartbeat, if any, names
+    /// its incarnation, and this one starts above it. Offline declarations
+    /// and join markers are named by incarnation, so a repeated one would
+    /// mistake this process for one already declared offline.
+    async fn outrank_prior_incarnation(&mut self) -> store::Result<()> {
+        let path = v2::heartbeat(&self.cfg.id);
+        if let Some(Ok(bytes)) = self.store.read_or_bad(&path).await? {
+            if let Ok(prior) = formats::decode::<Heartbeat>(&bytes) {
+                if prior.node == self.cfg.id && prior.incarnation >= self.stats.incarnation && self.beat == 0 {
+                    let incarnation = prior.incarnation + 1;
+                    tracing::warn!(
+                        prior = prior.incarnation,
+                        clock = self.stats.incarnation,
+                        new = incarnation,
+                        "this host's wall clock is behind the previous incarnation's: starting above it"
+                    );
+                    self.stats.incarnation = incarnation;
+                    self.election.set_incarnation(incarnation);
+                }
+            }
+        }
+        self.prior_checked = true;
         Ok(())
     }
 
