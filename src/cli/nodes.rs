@@ -30,10 +30,18 @@ pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
         Some(l) => println!("monitor: {} (epoch {}, renewal {})", l.holder, l.epoch, l.renewal),
         None => println!("monitor: none elected yet"),
     }
-    println!("{:<28} {:<6} {:<8} {:>14} {:>8} {:>7}", "NODE", "ALIVE", "MONITOR", "INCARNATION", "PID", "FENCED");
+    println!(
+        "{:<28} {:<6} {:<8} {:>14} {:>8} {:>7} {:>12}",
+        "NODE", "ALIVE", "MONITOR", "INCARNATION", "PID", "FENCED", "CLOCK SKEW"
+    );
+    let mut skewed = vec![];
     for r in rows {
+        let skew = r.clock_skew_ms.map(crate::serve::status::fmt_skew).unwrap_or_default();
+        if r.clock_skew_ms.is_some_and(|s| s.abs() >= crate::serve::status::SKEW_FLAG_MS) {
+            skewed.push(format!("{} ({skew})", r.id));
+        }
         println!(
-            "{:<28} {:<6} {:<8} {:>14} {:>8} {:>7}",
+            "{:<28} {:<6} {:<8} {:>14} {:>8} {:>7} {:>12}",
             r.id,
             if r.alive {
                 "yes"
@@ -45,7 +53,18 @@ pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
             if r.monitor { "yes" } else { "" },
             r.incarnation.map(|i| i.to_string()).unwrap_or_default(),
             r.pid.map(|p| p.to_string()).unwrap_or_default(),
-            r.fenced_actions
+            r.fenced_actions,
+            skew
+        );
+    }
+    if !skewed.is_empty() {
+        // Sessions and leases do not depend on it; timestamps these nodes
+        // write (job runs, history, logs) do.
+        println!(
+            "clock skew: {} differ from the backend's clock by more than {} s (compactd's sessions and leases \
+             do not depend on wall clocks; the times these nodes write do: check their NTP)",
+            skewed.join(", "),
+            crate::serve::status::SKEW_FLAG_MS / 1000
         );
     }
     Ok(0)

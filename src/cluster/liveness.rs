@@ -289,13 +289,39 @@ async fn fetch_heartbeat(
 /// heartbeats (bad name, malformed, not matching their name) are returned as
 /// anomalies and otherwise skipped.
 pub async fn read_heartbeats(store: &Store) -> store::Result<(BTreeMap<NodeId, Heartbeat>, Vec<Anomaly>)> {
+    let (dated, bad) = read_heartbeats_dated(store).await?;
+    Ok((dated.into_iter().map(|(k, d)| (k, d.beat)).collect(), bad))
+}
+
+/// A heartbeat with the backend's timestamp of its file.
+#[derive(Debug, Clone)]
+pub struct DatedHeartbeat {
+    pub beat: Heartbeat,
+    /// The listing's modification time of the file (the backend's clock).
+    pub modified_ms: Option<i64>,
+}
+
+impl DatedHeartbeat {
+    /// The writer's wall clock minus the backend's, from one heartbeat:
+    /// `wall_ms` is read just before the write, the backend stamps the
+    /// write on arrival. Off by the write's latency (a few ms, S3's whole
+    /// seconds) and, when the file was rewritten between the listing and
+    /// the read, by up to one heartbeat interval.
+    pub fn clock_skew_ms(&self) -> Option<i64> {
+        self.modified_ms.map(|m| self.beat.wall_ms as i64 - m)
+    }
+}
+
+/// [`read_heartbeats`] with each file's backend timestamp (no extra request:
+/// the listing carries it).
+pub async fn read_heartbeats_dated(store: &Store) -> store::Result<(BTreeMap<NodeId, DatedHeartbeat>, Vec<Anomaly>)> {
     let mut out = BTreeMap::new();
     let mut bad = Vec::new();
     for e in store.list(v2::NODES).await? {
         let Some(node) = heartbeat_node(&e, &mut bad) else { continue };
         match fetch_heartbeat(store, &e.path, &node).await? {
             Some(Ok(hb)) => {
-                out.insert(node, hb);
+                out.insert(node, DatedHeartbeat { beat: hb, modified_ms: e.modified_ms });
             }
             Some(Err(a)) => bad.push(a),
             None => {}

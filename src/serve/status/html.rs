@@ -65,6 +65,7 @@ table{border-collapse:collapse;background:#fff;width:100%;margin-bottom:8px}
 th,td{border-bottom:1px solid #e3e6ea;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#eef0f3;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;padding:0 6px;border-radius:8px;font-size:12px;color:#fff;background:#7a8190}
+.s-skewed{background:#c77700}
 .s-Done,.s-Succeeded,.s-Success,.s-alive{background:#2e8b57}.s-Running,.s-Submitting{background:#2f6fd0}
 .s-Failed,.s-offline{background:#c0392b}.s-Cancel,.s-Skipped,.s-left{background:#7a8190}
 .s-Init,.s-Waiting,.s-Stop{background:#c98a12}.s-monitor{background:#6b3fa0}
@@ -254,7 +255,7 @@ pub fn render_index(v: &ClusterView) -> String {
     }
     b.push_str(
         "<h2>Nodes</h2><table id=\"nodes\"><tr><th>node</th><th>state</th><th>incarnation</th><th>last heartbeat</th>\
-         <th>session</th><th>address</th><th>version</th><th>fenced</th></tr>",
+         <th>session</th><th>address</th><th>version</th><th>fenced</th><th>clock skew</th></tr>",
     );
     for n in &v.nodes {
         let state = if n.declared_offline {
@@ -267,7 +268,7 @@ pub fn render_index(v: &ClusterView) -> String {
         let _ = write!(
             b,
             "<tr class=\"node\" data-node=\"{id}\"><td>{id}</td><td>{}{}</td><td class=\"num\">{}</td><td>{}</td>\
-             <td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
+             <td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
             badge(state),
             if n.monitor { format!(" {}", badge("monitor")) } else { String::new() },
             n.incarnation.map(|i| i.to_string()).unwrap_or_default(),
@@ -276,6 +277,12 @@ pub fn render_index(v: &ClusterView) -> String {
             esc(n.addr.as_deref().unwrap_or("")),
             esc(n.version.as_deref().unwrap_or("")),
             n.fenced_actions,
+            match n.clock_skew_ms {
+                Some(ms) if ms.abs() >= super::SKEW_FLAG_MS =>
+                    format!("{} {}", esc(&super::fmt_skew(ms)), badge("skewed")),
+                Some(ms) => esc(&super::fmt_skew(ms)),
+                None => String::new(),
+            },
             id = esc(&n.id),
         );
     }

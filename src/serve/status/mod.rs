@@ -40,6 +40,23 @@ pub struct NodeRow {
     pub event_cursor: u64,
     pub addr: Option<String>,
     pub declared_offline: bool,
+    /// The node's wall clock minus the backend's, from its last heartbeat
+    /// (see [`crate::cluster::liveness::DatedHeartbeat::clock_skew_ms`]);
+    /// None where the backend's listing has no timestamps (memory).
+    /// Nothing compactd decides depends on it: sessions and leases run on
+    /// each observer's monotonic clock. It is shown so that a skewed host
+    /// is seen, not hidden.
+    pub clock_skew_ms: Option<i64>,
+}
+
+/// A skew at least this large is flagged (`nodes`, the status page): more
+/// than the measurement's own error (one heartbeat interval, S3's whole
+/// seconds) at the default timings.
+pub const SKEW_FLAG_MS: i64 = 15_000;
+
+/// `+120.3 s`, `-0.4 s`.
+pub fn fmt_skew(ms: i64) -> String {
+    format!("{:+.1} s", ms as f64 / 1000.0)
 }
 
 pub use crate::cluster::election::newest_lease;
@@ -59,8 +76,10 @@ pub async fn nodes_with(
     lease: Option<&formats::Lease>,
     skipped: &mut Vec<crate::Anomaly>,
 ) -> store::Result<Vec<NodeRow>> {
-    let (beats, bad) = crate::cluster::liveness::read_heartbeats(store).await?;
+    let (dated, bad) = crate::cluster::liveness::read_heartbeats_dated(store).await?;
     skipped.extend(bad);
+    let skews: BTreeMap<&NodeId, Option<i64>> = dated.iter().map(|(k, d)| (k, d.clock_skew_ms())).collect();
+    let beats: BTreeMap<NodeId, Heartbeat> = dated.iter().map(|(k, d)| (k.clone(), d.beat.clone())).collect();
     let mut ids: BTreeMap<NodeId, Option<&Heartbeat>> = beats.iter().map(|(k, v)| (k.clone(), Some(v))).collect();
     for m in lease.iter().flat_map(|l| l.members.iter()) {
         ids.entry(m.node.clone()).or_insert(None);
@@ -87,6 +106,7 @@ pub async fn nodes_with(
                 event_cursor: hb.map(|h| h.event_cursor).unwrap_or(0),
                 addr: hb.and_then(|h| h.addr.clone()),
                 declared_offline,
+                clock_skew_ms: skews.get(&id).copied().flatten(),
                 id: id.to_string(),
             }
         })
