@@ -216,6 +216,14 @@ impl Collector for OnScrape {
                 let e = encoder.encode_descriptor(name, help, None, v.metric_type())?;
                 v.encode(e)?;
             }
+            let g = ConstGauge::new(c.in_flight.load(Ordering::Relaxed) as i64);
+            let e = encoder.encode_descriptor(
+                "compactd_pokes_in_flight",
+                "Wake-up pokes being sent now (bounded: a poke to an unreachable node gives up at its timeout)",
+                None,
+                g.metric_type(),
+            )?;
+            g.encode(e)?;
         }
         let granted = ConstCounter::new(self.io.bytes());
         let e = encoder.encode_descriptor(

@@ -142,6 +142,10 @@ pub struct WakeCounters {
     /// Wake-ups that waited for [`RateBound`] (a poke rate over
     /// [`WOKEN_PER_SECOND`]).
     pub rate_limited: AtomicU64,
+    /// Pokes being sent now (a gauge): at most [`MAX_IN_FLIGHT`], whatever
+    /// the receivers do; a poke to an unreachable node holds its slot for
+    /// [`POKE_TIMEOUT`] at most.
+    pub in_flight: AtomicU64,
 }
 
 /// A token bucket over an injected clock, as a GCRA (one instant instead of
@@ -448,6 +452,7 @@ impl Poker {
                 continue;
             };
             c.sent.fetch_add(1, Ordering::Relaxed);
+            c.in_flight.fetch_add(1, Ordering::Relaxed);
             let client = self.client.clone();
             let wake = self.wake.clone();
             let inbox = self.inbox.clone();
@@ -459,6 +464,7 @@ impl Poker {
                         stamp_all(&inbox, &[node]).await;
                     }
                 }
+                wake.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
                 drop(permit);
             });
         }
