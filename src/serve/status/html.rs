@@ -272,7 +272,9 @@ pub fn render_index(v: &ClusterView) -> String {
             badge(state),
             if n.monitor { format!(" {}", badge("monitor")) } else { String::new() },
             n.incarnation.map(|i| i.to_string()).unwrap_or_default(),
-            esc(&ago(now, n.last_beat_wall_ms)),
+            // By the backend's stamp where known: a node's own wall clock
+            // may be off (its skew is shown in the last column).
+            esc(&ago(now, n.last_beat_wall_ms.map(|w| (w as i64 - n.clock_skew_ms.unwrap_or(0)).max(0) as u64))),
             n.session_timeout_ms.map(|s| format!("{} s", s / 1000)).unwrap_or_default(),
             esc(n.addr.as_deref().unwrap_or("")),
             esc(n.version.as_deref().unwrap_or("")),
