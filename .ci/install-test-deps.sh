@@ -4,7 +4,8 @@
 # (moto), the Parquet judges' venv (pyarrow, DuckDB, hdfs-native), the HDFS
 # launcher (Hadoop's MiniDFSCluster, built with Maven; needs Java 17), and
 # Debian's chromium and jq (the status page's browser test, the README's
-# examples). README.md's test block is this script and the test command;
+# examples), nftables and faketime (the network-fault tests' cuts and
+# skewed clocks). README.md's test block is this script and the test command;
 # .ci/run calls it too.
 #
 # Usage: bash .ci/install-test-deps.sh
@@ -20,10 +21,12 @@ bash .ci/install-parquet-tools.sh
 echo "== install: the real HDFS the HDFS tests start (Hadoop's MiniDFSCluster launcher, built with Maven)"
 bash .ci/install-hdfs.sh
 
-echo "== install: Debian's chromium (tests/ops.rs) and jq (README's examples, tests/readme.rs)"
+echo "== install: Debian's chromium (tests/ops.rs), jq (README's examples, tests/readme.rs), nftables and faketime (tests/netfaults.rs)"
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
+command -v nft >/dev/null 2>&1 || missing+=(nftables)
+command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
         echo "install-test-deps: need ${missing[*]}: run as root, or: sudo apt-get install -y ${missing[*]}" >&2
@@ -35,3 +38,5 @@ if ((${#missing[@]})); then
 fi
 chromium --version
 jq --version
+nft --version
+command -v faketime

@@ -71,6 +71,13 @@ pub struct Cluster {
     logs: tempfile::TempDir,
     _fs_root: Option<tempfile::TempDir>,
     procs: BTreeMap<String, Child>,
+    /// Network namespace per node (tests/common/netns.rs); absent: the
+    /// test's own.
+    pub netns_of: BTreeMap<String, String>,
+    /// Where one-shot commands run (None: the test's own namespace).
+    pub cli_netns: Option<String>,
+    /// Extra environment per node (a skewed clock).
+    pub node_env: BTreeMap<String, Vec<(String, String)>>,
 }
 
 impl Cluster {
@@ -95,6 +102,9 @@ impl Cluster {
             logs: tempfile::tempdir().unwrap(),
             _fs_root: None,
             procs: BTreeMap::new(),
+            netns_of: BTreeMap::new(),
+            cli_netns: None,
+            node_env: BTreeMap::new(),
         }
     }
 
@@ -112,7 +122,11 @@ impl Cluster {
 
     pub fn start_with(&mut self, node: &str, extra: &[&str]) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path(node)).unwrap();
-        let child = Command::new(BIN)
+        let mut cmd = Command::new(BIN);
+        if let Some(ns) = self.netns_of.get(node) {
+            super::netns::Net::enter(&mut cmd, ns);
+        }
+        let child = cmd
             .args(["--root", &self.root, "run", "--node-id", node])
             .args(&self.timings)
             // Tests run as root (CI): accept command executors running as root.
@@ -122,6 +136,7 @@ impl Cluster {
             // Several nodes on one host: each listens on a free loopback port.
             .env("COMPACTD_LISTEN", "127.0.0.1:0")
             .env("RUST_LOG", "info")
+            .envs(self.node_env.get(node).into_iter().flatten().cloned())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -184,6 +199,9 @@ impl Cluster {
     /// failed, if it runs past [`COMMAND_LIMIT`]).
     pub fn compactd(&self, args: &[&str]) -> Output {
         let mut cmd = Command::new(BIN);
+        if let Some(ns) = &self.cli_netns {
+            super::netns::Net::enter(&mut cmd, ns);
+        }
         cmd.args(["--root", &self.root]).args(args).envs(self.env.iter().cloned());
         output_within(&mut cmd, COMMAND_LIMIT)
     }

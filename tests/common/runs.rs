@@ -30,10 +30,18 @@ pub fn recording_command(dir: &Path, node: &str, secs: u32) -> String {
     )
 }
 
+/// [`recording_command`] into a folder per task (`<dir>/<task id>/`): for
+/// tests that run several tasks on one set of nodes.
+pub fn recording_command_per_task(dir: &Path, node: &str, secs: u32) -> String {
+    let task_dir = format!("{}/$COMPACTD_TASK", dir.display());
+    format!("mkdir -p \"{task_dir}\"; {}", recording_command(Path::new(&task_dir), node, secs))
+}
+
 pub fn read_runs(dir: &Path) -> BTreeMap<u64, Vec<Run>> {
     let ns = |p: &Path| std::fs::read_to_string(p).ok().and_then(|t| t.trim().parse::<u128>().ok());
     let mut out: BTreeMap<u64, Vec<Run>> = BTreeMap::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().to_string();
         let Some(stem) = name.strip_suffix(".start") else { continue };
         let parts: Vec<&str> = stem.split('.').collect();

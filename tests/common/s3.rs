@@ -29,6 +29,11 @@ pub struct S3Server {
     _stdout: ChildStdout,
     port: u16,
     buckets: AtomicUsize,
+    /// The address clients use (`127.0.0.1`, or the storage host's in a
+    /// test's own network).
+    host: String,
+    /// The network namespace it serves in (None: the test's own).
+    netns: Option<String>,
 }
 
 impl S3Server {
@@ -44,6 +49,16 @@ impl S3Server {
     /// Starts a fresh server on a free loopback port and waits until it
     /// listens. Panics (never skips) when the venv is missing.
     pub fn start() -> S3Server {
+        Self::start_on(None)
+    }
+
+    /// Starts a server inside network namespace `ns`, listening on all of
+    /// its addresses; clients reach it at [`super::netns::STORAGE_IP`].
+    pub fn start_in(ns: &str) -> S3Server {
+        Self::start_on(Some(ns))
+    }
+
+    fn start_on(ns: Option<&str>) -> S3Server {
         let python = Self::python();
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/s3_server.py");
         if !python.exists() {
@@ -54,13 +69,14 @@ impl S3Server {
                 python.display()
             );
         }
-        let mut child = Command::new(&python)
-            .arg(&script)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| {
+        let mut cmd = Command::new(&python);
+        cmd.arg(&script);
+        if let Some(ns) = ns {
+            cmd.args(["--host", "0.0.0.0"]);
+            super::netns::Net::enter(&mut cmd, ns);
+        }
+        let mut child =
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap_or_else(|e| {
                 panic!(
                     "cannot start the loopback S3 server ({} {}): {e}; run `bash .ci/install-s3-server.sh`",
                     python.display(),
@@ -109,7 +125,16 @@ impl S3Server {
                 );
             }
         };
-        S3Server { child, stdin, _stdout: stdout, port, buckets: AtomicUsize::new(0) }
+        let host = if ns.is_some() { super::netns::STORAGE_IP } else { "127.0.0.1" }.to_string();
+        S3Server {
+            child,
+            stdin,
+            _stdout: stdout,
+            port,
+            buckets: AtomicUsize::new(0),
+            host,
+            netns: ns.map(String::from),
+        }
     }
 
     /// One server for the whole test binary, started on first use. It is
@@ -124,9 +149,9 @@ impl S3Server {
         self.port
     }
 
-    /// `http://127.0.0.1:<port>`
+    /// `http://127.0.0.1:<port>` (or the storage host's address)
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://{}:{}", self.host, self.port)
     }
 
     /// Creates a fresh bucket whose name starts with `name` (a unique
@@ -155,8 +180,29 @@ impl S3Server {
         assert_eq!(status, 200, "loopback S3 server: PUT /{bucket} answered {status}: {body}");
     }
 
+    /// The keys under `prefix` in `bucket` (one ListObjectsV2 page: tests
+    /// list small folders).
+    pub fn list_keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let (status, body) = self.http("GET", &format!("/{bucket}?list-type=2&prefix={prefix}"));
+        assert_eq!(status, 200, "loopback S3 server: listing {bucket}/{prefix}: {body}");
+        body.split("<Key>").skip(1).filter_map(|k| k.split_once("</Key>").map(|(k, _)| k.to_string())).collect()
+    }
+
+    /// An object's body (`None` if absent).
+    pub fn get_object(&self, bucket: &str, key: &str) -> Option<String> {
+        let (status, body) = self.http("GET", &format!("/{bucket}/{key}"));
+        (status == 200).then_some(body)
+    }
+
     /// One minimal HTTP/1.1 request without a body; returns (status, body).
     fn http(&self, method: &str, path: &str) -> (u16, String) {
+        match &self.netns {
+            Some(ns) => super::netns::Net::in_ns(ns, || self.http_here(method, path)),
+            None => self.http_here(method, path),
+        }
+    }
+
+    fn http_here(&self, method: &str, path: &str) -> (u16, String) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port))
             .unwrap_or_else(|e| panic!("loopback S3 server on port {}: connect: {e}", self.port));
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
