@@ -74,15 +74,22 @@ class MiniDfs:
 
 def own_count(c):
     """NameNode RPCs compactd counted itself, summed over its nodes."""
+    return sum(own_by_method(c).values())
+
+
+def own_by_method(c):
+    """compactd's own NameNode RPC counts by method, summed over its nodes."""
     rows = json.loads(c.cli("nodes", "--json").stdout)
-    total = 0
+    out = {}
     for r in rows:
         if r.get("addr") and r["id"] in c.procs:
             text = urllib.request.urlopen(f"http://{r['addr']}/metrics", timeout=5).read().decode()
             for line in text.splitlines():
                 if line.startswith("compactd_namenode_rpcs_total{"):
-                    total += float(line.rsplit(" ", 1)[1])
-    return total
+                    labels, value = line.rsplit(" ", 1)
+                    method = labels.split('method="', 1)[1].split('"', 1)[0] if 'method="' in labels else "?"
+                    out[method] = out.get(method, 0.0) + float(value)
+    return out
 
 
 def main():
@@ -136,13 +143,17 @@ def main():
         # Dispatch.
         # The NameNode's count includes the `submit` client and the few
         # `compactd nodes`/`status` calls of the measurement itself.
-        own0 = own_count(c)
+        by0 = own_by_method(c)
         n0 = dfs.rpcs()
         throughput(c, a.shards, "hdfs", medium="hdfs")
         n1 = dfs.rpcs()
-        own1 = own_count(c)
+        by1 = own_by_method(c)
+        own0, own1 = sum(by0.values()), sum(by1.values())
         emit("hdfs_rpcs", shards=a.shards, namenode_rpcs_per_subtask=round((n1 - n0) / a.shards, 3),
              own_count_per_subtask=round((own1 - own0) / a.shards, 3))
+        # Where a subtask's NameNode calls go (compactd's own count).
+        per = {m: round((by1.get(m, 0) - by0.get(m, 0)) / a.shards, 3) for m in sorted(set(by0) | set(by1))}
+        emit("hdfs_rpcs_by_method", shards=a.shards, **{m: v for m, v in per.items() if v})
     finally:
         if c:
             c.stop()

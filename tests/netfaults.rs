@@ -187,6 +187,22 @@ impl Lab {
         self.s3.list_keys(&self.bucket, &format!("compactd/Compaction_V2/{folder}"))
     }
 
+    /// A file of the tree (a key [`Lab::keys`] gave), read with the
+    /// `store` crate from the storage host (the server refuses unsigned
+    /// reads of objects).
+    fn read(&self, key: &str) -> Option<String> {
+        let path = key.strip_prefix("compactd/").expect("a key under the root").to_string();
+        let root = self.c.root.clone();
+        self.s3.set_env();
+        Net::in_ns(&self.net.storage.ns, move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let s = store::Store::open(&store::RootUri::parse(&root).unwrap()).await.unwrap();
+                s.read(&path).await.unwrap().map(|b| String::from_utf8_lossy(&b).into_owned())
+            })
+        })
+    }
+
     /// The recorded runs of `task`'s units.
     fn runs(&self, task: &str) -> BTreeMap<u64, Vec<Run>> {
         read_runs(&self.records.path().join(task))
@@ -240,6 +256,21 @@ fn a_node_cut_from_storage_but_not_from_its_peers_stops_its_runs_before_they_run
         redispatches(&runs)
     );
     assert!(n3_cut_short >= 1, "n3's runs were not stopped by its session guard: {runs:?}");
+    // Each run cut short on n3 ran again, to its end, on another node.
+    for (unit, list) in &runs {
+        for r in list.iter().filter(|r| r.node == "n3" && !r.ended) {
+            assert!(
+                list.iter().any(|o| o.node != "n3" && o.attempt > r.attempt && o.ended),
+                "unit {unit}: cut short on n3 and never run elsewhere: {list:?}"
+            );
+        }
+    }
+    // Killed by n3's own guard while it was cut off (not by a rejoin).
+    let log = std::fs::read_to_string(lab.c.log_path("n3")).unwrap();
+    assert!(
+        log.lines().any(|l| l.contains("executors killed") && !l.contains("killed=0")),
+        "n3's session guard killed nothing:\n{log}"
+    );
 }
 
 #[test]
@@ -251,6 +282,8 @@ fn a_node_cut_from_its_peers_but_not_from_storage_loses_pokes_and_nothing_else()
     lab.net.cut_from_peers("n3");
     let failed_before = lab.metric("n1", "compactd_pokes_failed_total").unwrap_or(0.0);
     let task = lab.submit(SHARDS, "n1");
+    // n3 has work (placed by the ring, or moved there): n1 pokes it.
+    lab.give_unit(&task, SHARDS, "n3");
     // Sample the senders' in-flight pokes while the task runs.
     let mut max_in_flight = 0.0f64;
     let start = Instant::now();
@@ -280,15 +313,13 @@ fn a_node_cut_from_its_peers_but_not_from_storage_loses_pokes_and_nothing_else()
         "n3 cut from its peers: {on_n3} of {SHARDS} units ran on n3 (found at its polls), {failed} pokes from n1 \
          failed, at most {max_in_flight} in flight on n1 and n2"
     );
-    assert!(max_in_flight <= 64.0, "the senders' in-flight pokes exceeded their bound: {max_in_flight}");
-    // Healed, the senders hold nothing.
-    lab.net.heal_all();
-    std::thread::sleep(Duration::from_secs(1));
+    assert!(on_n3 >= 1, "n3 ran none of its units: it did not find them at its polls");
+    assert!(failed >= 1.0, "n1 poked n3 across the cut and no poke failed");
+    // Still cut off, and the senders hold nothing: a poke to an unreachable
+    // node gives up and frees its slot.
+    std::thread::sleep(Duration::from_secs(2));
     for n in ["n1", "n2"] {
-        assert_eq!(lab.metric(n, "compactd_pokes_in_flight"), Some(0.0), "{n} still holds pokes");
-    }
-    if on_n3 > 0 {
-        assert!(failed >= 1.0, "n1 poked n3 across the cut and no poke failed");
+        assert_eq!(lab.metric(n, "compactd_pokes_in_flight"), Some(0.0), "{n} still holds pokes to a cut-off node");
     }
 }
 
@@ -306,28 +337,42 @@ fn the_monitors_host_cut_off_for_two_leases_is_replaced_and_fenced() {
     let took = cut_at.elapsed();
     let new = monitor_of(&rows).unwrap();
     eprintln!("monitor {old} cut off: {new} took over after {took:?} (lease {LEASE:?})");
-    // Its lease ran out on the others' clocks at most a lease (plus the
-    // poll that noticed the last renewal) after the cut.
-    assert!(took < LEASE * 2, "takeover took {took:?}");
+    // Its lease ran out on the others' clocks at most a lease after the
+    // last renewal they saw, that is a lease plus one poll (500 ms) after
+    // the cut; 1.5 s more for the election and this observation.
+    assert!(took < LEASE + Duration::from_secs(2), "takeover took {took:?}");
     std::thread::sleep((LEASE * 2).saturating_sub(cut_at.elapsed()));
     let leases = lab.keys("Election/");
     let old_lease = leases_before.last().unwrap().clone();
-    let old_body = lab.s3.get_object(&lab.bucket, &old_lease);
+    let old_body = lab.read(&old_lease).expect("the old lease is readable");
     lab.net.heal_all();
     lab.c.wait_nodes(Duration::from_secs(40), "the old monitor back", |r| alive(r).len() == 3);
     std::thread::sleep(LEASE);
     // The old monitor took no monitor action after its lease ran out: its
     // lease file is as it left it, no election ran on its behalf, and the
     // only offline declaration is the new monitor's of it.
-    assert_eq!(lab.s3.get_object(&lab.bucket, &old_lease), old_body, "the old lease was renewed after the cut");
+    assert_eq!(lab.read(&old_lease).as_ref(), Some(&old_body), "the old lease was renewed after the cut");
     assert_eq!(lab.keys("Election/").len(), leases.len(), "another election after the heal: {leases:?}");
     let offline = lab.keys("Registry/Offline/");
     assert_eq!(offline.len(), 1, "offline declarations: {offline:?}");
     assert!(offline[0].contains(&format!("/{old}.")), "{offline:?}");
     let rows = lab.c.nodes();
     assert_eq!(monitor_of(&rows).as_deref(), Some(new.as_str()), "{rows:#?}");
+    // Declared by the new monitor, and logged once.
+    let record: Value = serde_json::from_str(&lab.read(&offline[0]).unwrap()).unwrap();
+    assert_eq!(record["declared_by"], new.as_str(), "{record}");
+    let logged = lab
+        .keys("Registry/Events/")
+        .iter()
+        .filter_map(|k| lab.read(k))
+        .filter_map(|b| serde_json::from_str::<Value>(&b).ok())
+        .filter(|e| e["kind"] == "NodeOffline" && e["node"] == old.as_str())
+        .count();
+    assert_eq!(logged, 1, "NodeOffline events for {old}");
+    // Its refusal to act on a lapsed lease is counted.
     let fenced = lab.metric(&old, "compactd_fenced_actions_total").unwrap();
     eprintln!("after the heal: {fenced} fenced actions counted on {old}, offline declarations {offline:?}");
+    assert!(fenced >= 1.0, "the old monitor stepped down without counting it");
     let task = lab.submit(3, &old);
     lab.wait_done(&task, 3, Duration::from_secs(60));
     assert_no_overlap(&lab.runs(&task));
@@ -478,12 +523,22 @@ fn skewed_wall_clocks_change_nothing_but_are_shown() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         ids.push(serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string());
     }
-    // Ordered by their time (`<node code>.<ms 1-8>.<ms 9-13>000.<seq>`).
+    // Unique, and made on that host's clock (`<node code>.<ms 1-8>.<ms
+    // 9-13>000.<seq>`): 120 s behind. (One process never makes an id below
+    // its last, whatever its clock does: layouts' IdGenerator tests.)
     let ms = |id: &str| {
         let p: Vec<&str> = id.split('.').collect();
-        format!("{}{}", p[1], &p[2][..5]).parse::<u64>().unwrap()
+        format!("{}{}", p[1], &p[2][..5]).parse::<i64>().unwrap()
     };
-    assert!(ids.windows(2).all(|w| ms(&w[0]) < ms(&w[1])), "ids from one host are not ordered: {ids:?}");
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "{ids:?}");
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    for id in &ids {
+        let behind = now_ms - ms(id);
+        assert!((110_000..140_000).contains(&behind), "{id} is {behind} ms behind, not about 120 s");
+    }
     eprintln!("ids made on n3's host (-120 s): {ids:?}");
 }
 

@@ -37,7 +37,7 @@ pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
     let mut skewed = vec![];
     for r in rows {
         let skew = r.clock_skew_ms.map(crate::serve::status::fmt_skew).unwrap_or_default();
-        if r.clock_skew_ms.is_some_and(|s| s.abs() >= crate::serve::status::SKEW_FLAG_MS) {
+        if crate::serve::status::skew_flagged(&r) {
             skewed.push(format!("{} ({skew})", r.id));
         }
         println!(

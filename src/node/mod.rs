@@ -462,28 +462,43 @@ impl Node {
         Ok(())
     }
 
-    /// Incarnations of one node id only grow, even when this host's wall
-    /// clock went back since the previous process (NTP stepping it, a
-    /// skewed host fixed): the previous process's heartbeat, if any, names
-    /// its incarnation, and this one starts above it. Offline declarations
-    /// and join markers are named by incarnation, so a repeated one would
-    /// mistake this process for one already declared offline.
+    /// A new process under this id starts above every incarnation the
+    /// tree still names for it, even when this host's wall clock went back
+    /// since the previous process (NTP stepping it, a skewed host fixed):
+    /// its heartbeat (a crash, a kill), its offline declarations and its
+    /// join markers (one read and two listings per start). Offline
+    /// declarations and join markers are named by incarnation, and the
+    /// monitor takes a heartbeat older than a join marker for a stale one.
+    /// A process that left cleanly (SIGTERM) leaves none of these behind,
+    /// and then nothing compares its incarnation with the next one's.
     async fn outrank_prior_incarnation(&mut self) -> store::Result<()> {
-        let path = v2::heartbeat(&self.cfg.id);
-        if let Some(Ok(bytes)) = self.store.read_or_bad(&path).await? {
-            if let Ok(prior) = formats::decode::<Heartbeat>(&bytes) {
-                if prior.node == self.cfg.id && prior.incarnation >= self.stats.incarnation && self.beat == 0 {
-                    let incarnation = prior.incarnation + 1;
-                    tracing::warn!(
-                        prior = prior.incarnation,
-                        clock = self.stats.incarnation,
-                        new = incarnation,
-                        "this host's wall clock is behind the previous incarnation's: starting above it"
-                    );
-                    self.stats.incarnation = incarnation;
-                    self.election.set_incarnation(incarnation);
+        let mut prior: Option<u64> = None;
+        if let Some(Ok(bytes)) = self.store.read_or_bad(&v2::heartbeat(&self.cfg.id)).await? {
+            if let Ok(hb) = formats::decode::<Heartbeat>(&bytes) {
+                if hb.node == self.cfg.id {
+                    prior = Some(hb.incarnation);
                 }
             }
+        }
+        for dir in [v2::OFFLINE, v2::JOINS] {
+            for e in self.store.list(dir).await? {
+                if let Some((node, inc)) = v2::parse_offline_marker(e.name()) {
+                    if node == self.cfg.id {
+                        prior = prior.max(Some(inc));
+                    }
+                }
+            }
+        }
+        if let Some(prior) = prior.filter(|p| *p >= self.stats.incarnation && self.beat == 0) {
+            let incarnation = prior + 1;
+            tracing::warn!(
+                prior,
+                clock = self.stats.incarnation,
+                new = incarnation,
+                "this host's wall clock is behind an earlier incarnation of this node: starting above it"
+            );
+            self.stats.incarnation = incarnation;
+            self.election.set_incarnation(incarnation);
         }
         self.prior_checked = true;
         Ok(())

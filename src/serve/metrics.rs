@@ -219,7 +219,7 @@ impl Collector for OnScrape {
             let g = ConstGauge::new(c.in_flight.load(Ordering::Relaxed) as i64);
             let e = encoder.encode_descriptor(
                 "compactd_pokes_in_flight",
-                "Wake-up pokes being sent now (bounded: a poke to an unreachable node gives up at its timeout)",
+                "Wake-up pokes being sent now (at most 64: a poke to an unreachable node gives up after 500 ms, then stamps its inbox)",
                 None,
                 g.metric_type(),
             )?;

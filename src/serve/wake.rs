@@ -143,8 +143,10 @@ pub struct WakeCounters {
     /// [`WOKEN_PER_SECOND`]).
     pub rate_limited: AtomicU64,
     /// Pokes being sent now (a gauge): at most [`MAX_IN_FLIGHT`], whatever
-    /// the receivers do; a poke to an unreachable node holds its slot for
-    /// [`POKE_TIMEOUT`] at most.
+    /// the receivers do. A poke to an unreachable node gives up after
+    /// [`POKE_TIMEOUT`]; a failed `work` poke then stamps its target's
+    /// inbox (one write, bounded by the store's timeout) before it frees
+    /// its slot.
     pub in_flight: AtomicU64,
 }
 

@@ -124,6 +124,15 @@ fn sweep_stale() {
         let Some(rest) = name.strip_prefix(PREFIX) else { continue };
         let pid: i32 = rest.split(['-', '_']).next().and_then(|p| p.parse().ok()).unwrap_or(0);
         if pid > 0 && !pid_alive(pid) {
+            // Its processes (nodes, the S3 server) outlived the test that
+            // made them: stop them first, or they run on unseen.
+            if let Ok(out) = Command::new("ip").args(["netns", "pids", name]).output() {
+                for p in String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+                    unsafe {
+                        libc::kill(p, libc::SIGKILL);
+                    }
+                }
+            }
             let _ = run(&["ip", "netns", "del", name]);
         }
     }
@@ -168,6 +177,15 @@ impl Net {
             delays: Arc::default(),
             stop: Arc::default(),
         };
+        // The cuts need nf_tables in the kernel: probe it before any test
+        // step relies on it (skip, or fail under COMPACTD_REQUIRE_NETNS).
+        if let Err(e) = run_stdin(
+            &["ip", "netns", "exec", &switch, "nft", "-f", "-"],
+            Some("table inet compactd_probe\ndelete table inet compactd_probe\n"),
+        ) {
+            drop(net);
+            return unavailable(&format!("nftables does not work here: {e}"));
+        }
         must(&["ip", "-n", &switch, "link", "add", "br0", "type", "bridge"]);
         must(&["ip", "-n", &switch, "link", "set", "br0", "up"]);
         net.storage = net.add_host(&tag, "storage", STORAGE_IP, 0);
@@ -415,6 +433,9 @@ fn delayed_pump(
     stop: Arc<AtomicBool>,
 ) {
     let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
+    // A peer that is cut off must not hold the writer (and its socket)
+    // for TCP's own give-up time.
+    let _ = to.set_write_timeout(Some(Duration::from_secs(5)));
     let writer = std::thread::spawn(move || {
         for (at, chunk) in rx {
             std::thread::sleep(at.saturating_duration_since(Instant::now()));
@@ -427,7 +448,11 @@ fn delayed_pump(
     from.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
     let mut buf = [0u8; 16384];
     let mut last = Instant::now();
-    let mut seq: u64 = 0;
+    // Each pump continues one sequence shared by all: the loopback server
+    // speaks HTTP/1.0, one request per connection, so a per-pump sequence
+    // would give every request the same "jitter".
+    static JITTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x9e37_79b9_7f4a_7c15);
+    let mut seq: u64 = JITTER.fetch_add(0x6a09_e667_f3bc_c909, Ordering::Relaxed);
     while !stop.load(Ordering::Relaxed) {
         match from.read(&mut buf) {
             Ok(0) => break,

@@ -188,12 +188,6 @@ impl S3Server {
         body.split("<Key>").skip(1).filter_map(|k| k.split_once("</Key>").map(|(k, _)| k.to_string())).collect()
     }
 
-    /// An object's body (`None` if absent).
-    pub fn get_object(&self, bucket: &str, key: &str) -> Option<String> {
-        let (status, body) = self.http("GET", &format!("/{bucket}/{key}"));
-        (status == 200).then_some(body)
-    }
-
     /// One minimal HTTP/1.1 request without a body; returns (status, body).
     fn http(&self, method: &str, path: &str) -> (u16, String) {
         match &self.netns {

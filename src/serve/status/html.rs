@@ -257,6 +257,9 @@ pub fn render_index(v: &ClusterView) -> String {
         "<h2>Nodes</h2><table id=\"nodes\"><tr><th>node</th><th>state</th><th>incarnation</th><th>last heartbeat</th>\
          <th>session</th><th>address</th><th>version</th><th>fenced</th><th>clock skew</th></tr>",
     );
+    // Now on the backend's clock: this node's wall clock minus its own skew.
+    let own_skew = v.nodes.iter().find(|n| n.id == v.served_by).and_then(|n| n.clock_skew_ms).unwrap_or(0);
+    let backend_now = (now as i64 - own_skew).max(0) as u64;
     for n in &v.nodes {
         let state = if n.declared_offline {
             "offline"
@@ -272,9 +275,12 @@ pub fn render_index(v: &ClusterView) -> String {
             badge(state),
             if n.monitor { format!(" {}", badge("monitor")) } else { String::new() },
             n.incarnation.map(|i| i.to_string()).unwrap_or_default(),
-            // By the backend's stamp where known: a node's own wall clock
-            // may be off (its skew is shown in the last column).
-            esc(&ago(now, n.last_beat_wall_ms.map(|w| (w as i64 - n.clock_skew_ms.unwrap_or(0)).max(0) as u64))),
+            // On the backend's clock where known: the writer's and this
+            // node's wall clocks may both be off (skews in the last column).
+            esc(&ago(
+                backend_now,
+                n.last_beat_wall_ms.map(|w| (w as i64 - n.clock_skew_ms.unwrap_or(0)).max(0) as u64)
+            )),
             n.session_timeout_ms.map(|s| format!("{} s", s / 1000)).unwrap_or_default(),
             esc(n.addr.as_deref().unwrap_or("")),
             esc(n.version.as_deref().unwrap_or("")),

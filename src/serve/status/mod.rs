@@ -49,10 +49,17 @@ pub struct NodeRow {
     pub clock_skew_ms: Option<i64>,
 }
 
-/// A skew at least this large is flagged (`nodes`, the status page): more
-/// than the measurement's own error (one heartbeat interval, S3's whole
-/// seconds) at the default timings.
+/// A skew at least this large is flagged (`nodes`, the status page), or
+/// one heartbeat interval plus 5 s if that is larger ([`skew_flagged`]):
+/// more than the measurement's own error (up to one heartbeat interval,
+/// S3's whole seconds).
 pub const SKEW_FLAG_MS: i64 = 15_000;
+
+/// Whether `row`'s skew is beyond what its measurement can be off by.
+pub fn skew_flagged(row: &NodeRow) -> bool {
+    let bound = SKEW_FLAG_MS.max(row.heartbeat_ms.unwrap_or(0) as i64 + 5_000);
+    row.clock_skew_ms.is_some_and(|s| s.abs() >= bound)
+}
 
 /// `+120.3 s`, `-0.4 s`.
 pub fn fmt_skew(ms: i64) -> String {
