@@ -61,8 +61,9 @@ pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
         // Sessions and leases do not depend on it; timestamps these nodes
         // write (job runs, history, logs) do.
         println!(
-            "clock skew: {} differ from the backend's clock by more than {} s (compactd's sessions and leases \
-             do not depend on wall clocks; the times these nodes write do: check their NTP)",
+            "clock skew: {} differ from the backend's clock by {} s or more, beyond what one heartbeat can be off \
+             by (compactd's sessions and leases do not depend on wall clocks; the times these nodes write do: \
+             check their NTP)",
             skewed.join(", "),
             crate::serve::status::SKEW_FLAG_MS / 1000
         );

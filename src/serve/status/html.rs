@@ -286,8 +286,7 @@ pub fn render_index(v: &ClusterView) -> String {
             esc(n.version.as_deref().unwrap_or("")),
             n.fenced_actions,
             match n.clock_skew_ms {
-                Some(ms) if ms.abs() >= super::SKEW_FLAG_MS =>
-                    format!("{} {}", esc(&super::fmt_skew(ms)), badge("skewed")),
+                Some(ms) if super::skew_flagged(n) => format!("{} {}", esc(&super::fmt_skew(ms)), badge("skewed")),
                 Some(ms) => esc(&super::fmt_skew(ms)),
                 None => String::new(),
             },
