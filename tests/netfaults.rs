@@ -27,6 +27,8 @@ use common::cluster::{alive, monitor_of, Cluster};
 use common::netns::{skewed_clock_env, Net};
 use common::runs::{assert_no_overlap, read_runs, recording_command_per_task, Run};
 use common::s3::S3Server;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
 /// Heartbeat, session and lease of the nodes on links without delay: short
@@ -378,25 +380,10 @@ fn the_monitors_host_cut_off_for_two_leases_is_replaced_and_fenced() {
     assert_no_overlap(&lab.runs(&task));
 }
 
-/// A small seeded generator (xorshift): the nemesis's choices are replayed
-/// from the seed it prints.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
-}
-
+/// The nemesis's seed: `COMPACTD_NEMESIS_SEED`, or a random one (printed,
+/// so that its choices can be replayed).
 fn seed() -> u64 {
-    std::env::var("COMPACTD_NEMESIS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
-    })
+    std::env::var("COMPACTD_NEMESIS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random)
 }
 
 #[test]
@@ -407,7 +394,7 @@ fn a_flapping_link_to_storage_loses_no_task() {
     lab.start_all(5);
     let seed = seed();
     eprintln!("flapping link: seed {seed} (COMPACTD_NEMESIS_SEED={seed} replays it)");
-    let mut rng = Rng(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
     let task = lab.submit(SHARDS, "n1");
     lab.give_unit(&task, SHARDS, "n3");
     // n3's link to storage: cut 1-5 s, healed 1-4 s, for a minute.
@@ -416,9 +403,9 @@ fn a_flapping_link_to_storage_loses_no_task() {
     while start.elapsed() < Duration::from_secs(60) {
         lab.net.cut("n3", "storage");
         cuts += 1;
-        std::thread::sleep(Duration::from_millis(rng.range(1000, 5000)));
+        std::thread::sleep(Duration::from_millis(rng.random_range(1000..=5000)));
         lab.net.heal("n3", "storage");
-        std::thread::sleep(Duration::from_millis(rng.range(1000, 4000)));
+        std::thread::sleep(Duration::from_millis(rng.random_range(1000..=4000)));
     }
     lab.wait_done(&task, SHARDS, Duration::from_secs(90));
     let runs = lab.runs(&task);
@@ -549,7 +536,7 @@ fn a_random_nemesis_loses_no_task_and_runs_no_unit_twice_at_once() {
     let secs: u64 = std::env::var("COMPACTD_NEMESIS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
     let seed = seed();
     eprintln!("nemesis: {secs} s, seed {seed} (COMPACTD_NEMESIS_SEED={seed} COMPACTD_NEMESIS_SECS={secs} replays it)");
-    let mut rng = Rng(seed);
+    let mut rng = StdRng::seed_from_u64(seed);
     // Units of 3 s: the faults land on running work.
     lab.start_all(3);
     let mut tasks = vec![lab.submit(SHARDS, "n1")];
@@ -557,8 +544,8 @@ fn a_random_nemesis_loses_no_task_and_runs_no_unit_twice_at_once() {
     let start = Instant::now();
     let mut log = vec![];
     while start.elapsed() < Duration::from_secs(secs) {
-        let n = nodes[rng.range(0, 2) as usize];
-        let what = match rng.range(0, 5) {
+        let n = nodes[rng.random_range(0..=2) as usize];
+        let what = match rng.random_range(0..=5) {
             0 => {
                 lab.net.cut(n, "storage");
                 format!("cut {n} from storage")
@@ -584,8 +571,8 @@ fn a_random_nemesis_loses_no_task_and_runs_no_unit_twice_at_once() {
             }
         };
         log.push(format!("{:>6.1}s {what}", start.elapsed().as_secs_f64()));
-        std::thread::sleep(Duration::from_millis(rng.range(1000, 6000)));
-        if tasks.len() < 4 && rng.range(0, 2) == 0 {
+        std::thread::sleep(Duration::from_millis(rng.random_range(1000..=6000)));
+        if tasks.len() < 4 && rng.random_range(0..=2) == 0 {
             // Placed by the cluster: a node named now may be cut off (and
             // `submit` refuses a manager that is not a live member). A
             // refusal while the cluster is cut up is an answer, not a loss.

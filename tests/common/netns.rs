@@ -448,19 +448,12 @@ fn delayed_pump(
     from.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
     let mut buf = [0u8; 16384];
     let mut last = Instant::now();
-    // Each pump continues one sequence shared by all: the loopback server
-    // speaks HTTP/1.0, one request per connection, so a per-pump sequence
-    // would give every request the same "jitter".
-    static JITTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0x9e37_79b9_7f4a_7c15);
-    let mut seq: u64 = JITTER.fetch_add(0x6a09_e667_f3bc_c909, Ordering::Relaxed);
     while !stop.load(Ordering::Relaxed) {
         match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
                 let (delay, jitter) = delays.lock().unwrap().get(&ip).copied().unwrap_or((0, 0));
-                // Jitter from a counter: spread, repeatable, no randomness.
-                seq = seq.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let j = if jitter == 0 { 0 } else { (seq >> 33) % (2 * jitter + 1) };
+                let j = rand::random_range(0..=2 * jitter);
                 let at = (Instant::now()
                     + Duration::from_millis(delay + j).saturating_sub(Duration::from_millis(jitter)))
                 .max(last);

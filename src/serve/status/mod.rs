@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
-use layouts::formats::{self, Event, EventKind, Heartbeat};
+use layouts::formats::{self, Event, EventKind};
 use layouts::{v2, Name, NodeId, TaskId, TaskState};
 use serde::Serialize;
 use store::Store;
@@ -20,6 +20,7 @@ use store::Store;
 mod html;
 pub use html::{dag_svg, esc, render_error, render_index, render_job, render_task};
 
+use crate::cluster::liveness::DatedHeartbeat;
 use crate::jobs::instance::JobView;
 use crate::tasks::{self, SubtaskStatus};
 
@@ -85,15 +86,14 @@ pub async fn nodes_with(
 ) -> store::Result<Vec<NodeRow>> {
     let (dated, bad) = crate::cluster::liveness::read_heartbeats_dated(store).await?;
     skipped.extend(bad);
-    let skews: BTreeMap<&NodeId, Option<i64>> = dated.iter().map(|(k, d)| (k, d.clock_skew_ms())).collect();
-    let beats: BTreeMap<NodeId, Heartbeat> = dated.iter().map(|(k, d)| (k.clone(), d.beat.clone())).collect();
-    let mut ids: BTreeMap<NodeId, Option<&Heartbeat>> = beats.iter().map(|(k, v)| (k.clone(), Some(v))).collect();
+    let mut ids: BTreeMap<NodeId, Option<&DatedHeartbeat>> = dated.iter().map(|(k, d)| (k.clone(), Some(d))).collect();
     for m in lease.iter().flat_map(|l| l.members.iter()) {
         ids.entry(m.node.clone()).or_insert(None);
     }
     let rows = ids
         .into_iter()
-        .map(|(id, hb)| {
+        .map(|(id, dated)| {
+            let hb = dated.map(|d| &d.beat);
             let member = lease.and_then(|l| l.members.iter().find(|m| m.node == id));
             let incarnation = hb.map(|h| h.incarnation).or(member.map(|m| m.incarnation));
             let alive = hb.is_some() && member.is_some_and(|m| Some(m.incarnation) == incarnation);
@@ -113,7 +113,7 @@ pub async fn nodes_with(
                 event_cursor: hb.map(|h| h.event_cursor).unwrap_or(0),
                 addr: hb.and_then(|h| h.addr.clone()),
                 declared_offline,
-                clock_skew_ms: skews.get(&id).copied().flatten(),
+                clock_skew_ms: dated.and_then(DatedHeartbeat::clock_skew_ms),
                 id: id.to_string(),
             }
         })
