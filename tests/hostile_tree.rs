@@ -275,6 +275,8 @@ fn hostile(kind: Kind) {
             assert!(files.iter().any(|x| x == f), "{f} is not a name of the listing");
             assert!(out.contains(&format!("Compaction_V2/{f}")), "{kind:?}: {args:?} does not name {f}\n{out}");
         }
+        // A skipped task is named, not blamed on the limit.
+        assert!(!out.contains("showing the newest"), "{kind:?}: {args:?}\n{out}");
     }
 
     // Three daemons: election, heartbeats and an unrelated task go on.

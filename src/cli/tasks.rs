@@ -288,10 +288,11 @@ pub async fn list(store: Store, args: ListArgs) -> anyhow::Result<i32> {
         eprintln!("skipped {p}");
     }
     let rows = page.rows;
-    if rows.len() < page.matched {
+    // Only a limit hides tasks; a skipped one was named above.
+    if page.read < page.matched {
         eprintln!(
             "showing the newest {} of {} tasks{} (--limit 0 shows all)",
-            rows.len(),
+            page.read,
             page.matched,
             if args.state.is_empty() { String::new() } else { format!(" in the asked states ({} in all)", page.total) }
         );

@@ -48,6 +48,9 @@ pub struct TaskPage {
     pub total: usize,
     /// Of those, the ones in a wanted state (`total` without a state filter).
     pub matched: usize,
+    /// Of those, the newest ones read for rows (at most the limit): rows
+    /// plus the tasks skipped as unreadable.
+    pub read: usize,
     /// Files that could not be read (the path and why): a task whose info
     /// is unreadable is skipped; one whose newest manager term is unreadable
     /// is shown without a manager.
@@ -99,6 +102,7 @@ pub async fn list_page(store: &Store, query: &TaskQuery) -> store::Result<TaskPa
     if let Some(limit) = query.limit {
         found.truncate(limit);
     }
+    page.read = found.len();
     let rows: Vec<Result<(TaskSummary, Option<String>), String>> =
         futures::stream::iter(found.into_iter().map(|(id, dir)| summary(store, id, dir)))
             .buffered(LIST_CONCURRENCY)
