@@ -14,7 +14,9 @@ run` processes with the command executor (`true`) at the default timings:
     /metrics);
   - idle NameNode RPCs per node-minute: the same count over a quiet minute;
   - NameNode RPCs of one status page load (`GET /` on a node).
-Prints one `RESULT {json}` line per measurement.
+Prints one `RESULT {json}` line per measurement. Diagnostics (environment):
+JVMFLAGS replaces the launcher's `-XX:TieredStopAtLevel=1` (the tests' flag
+for a fast start), DATANODES the 3 DataNodes (1: replication 1).
 """
 import argparse
 import json
@@ -44,8 +46,9 @@ class MiniDfs:
         if not os.path.isdir(f"{LAUNCHER}/target/lib"):
             raise SystemExit("the MiniDFS launcher is not built: run `bash .ci/install-hdfs.sh`")
         # The JVM flags of tests/common/hdfs.rs.
-        self.proc = subprocess.Popen(["java", "-Xmx1g", "-XX:TieredStopAtLevel=1", "-cp", cp, "compactd.MiniDfs",
-                                      self.dir, str(port), "3"],
+        jvm = os.environ.get("JVMFLAGS", "-XX:TieredStopAtLevel=1").split()
+        datanodes = os.environ.get("DATANODES", "3")
+        self.proc = subprocess.Popen(["java", "-Xmx1g", *jvm, "-cp", cp, "compactd.MiniDfs", self.dir, str(port), datanodes],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True)
         t = time.time()
