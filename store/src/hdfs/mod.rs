@@ -407,9 +407,17 @@ pub(crate) fn to_error(e: HdfsError, op: &'static str) -> Error {
                 _ => (ErrorKind::Unexpected, false),
             }
         }
+        // No ticket, an expired one, a KDC out of reach: a person must act.
+        HdfsError::GSSAPIError(..) | HdfsError::SASLError(_) => (ErrorKind::PermissionDenied, false),
         _ => (ErrorKind::Unexpected, false),
     };
-    let err = Error::new(kind, format!("hdfs {op}: {e}"));
+    let hint = match &e {
+        HdfsError::GSSAPIError(..) => {
+            " (Kerberos: get a ticket with kinit, or point KRB5CCNAME at a cache that holds one)"
+        }
+        _ => "",
+    };
+    let err = Error::new(kind, format!("hdfs {op}: {e}{hint}"));
     if temporary {
         err.set_temporary()
     } else {
