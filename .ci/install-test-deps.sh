@@ -5,8 +5,9 @@
 # launcher (Hadoop's MiniDFSCluster, built with Maven; needs Java 17), and
 # Debian's chromium and jq (the status page's browser test, the README's
 # examples), nftables and faketime (the network-fault tests' cuts and
-# skewed clocks). README.md's test block is this script and the test command;
-# .ci/run calls it too.
+# skewed clocks), krb5-user (kinit for the Kerberos HDFS test; it brings
+# the GSSAPI library hdfs-native loads). README.md's test block is this
+# script and the test command; .ci/run calls it too.
 #
 # Usage: bash .ci/install-test-deps.sh
 set -euo pipefail
@@ -21,12 +22,13 @@ bash .ci/install-parquet-tools.sh
 echo "== install: the real HDFS the HDFS tests start (Hadoop's MiniDFSCluster launcher, built with Maven)"
 bash .ci/install-hdfs.sh
 
-echo "== install: Debian's chromium (tests/ops.rs), jq (README's examples, tests/readme.rs), nftables and faketime (tests/netfaults.rs)"
+echo "== install: Debian's chromium (tests/ops.rs), jq (README's examples, tests/readme.rs), nftables and faketime (tests/netfaults.rs), krb5-user (tests/hdfs_kerberos.rs)"
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 command -v nft >/dev/null 2>&1 || missing+=(nftables)
 command -v faketime >/dev/null 2>&1 || missing+=(faketime)
+command -v kinit >/dev/null 2>&1 || missing+=(krb5-user)
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
         echo "install-test-deps: need ${missing[*]}: run as root, or: sudo apt-get install -y ${missing[*]}" >&2
@@ -40,3 +42,4 @@ chromium --version
 jq --version
 nft --version
 command -v faketime
+command -v kinit

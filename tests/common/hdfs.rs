@@ -36,7 +36,7 @@ impl HdfsCluster {
     /// DataNodes) and waits until it is up and out of safe mode. Panics
     /// (never skips) when the launcher is not built.
     pub fn start() -> HdfsCluster {
-        Self::launch(false)
+        Self::launch(Mode::Plain)
     }
 
     /// An HA cluster: the name service `minidfs-ns` with two NameNodes (the
@@ -44,14 +44,22 @@ impl HdfsCluster {
     /// `HADOOP_CONF_DIR=`[`HdfsCluster::conf_dir`]; [`HdfsCluster::url`] is
     /// `hdfs://minidfs-ns`.
     pub fn start_ha() -> HdfsCluster {
-        Self::launch(true)
+        Self::launch(Mode::Ha)
+    }
+
+    /// A secure cluster: a KDC in the launcher's JVM, Kerberos RPC
+    /// authentication, SASL on block transfers and block access tokens.
+    /// Clients need [`HdfsCluster::kerberos_env`] and a ticket
+    /// ([`HdfsCluster::kinit`]).
+    pub fn start_kerberos() -> HdfsCluster {
+        Self::launch(Mode::Kerberos)
     }
 
     fn free_port() -> u16 {
         std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
     }
 
-    fn launch(ha: bool) -> HdfsCluster {
+    fn launch(mode: Mode) -> HdfsCluster {
         let dir = Self::launcher();
         if !dir.join("target/lib").is_dir() || !dir.join("target/classes").is_dir() {
             panic!(
@@ -72,7 +80,11 @@ impl HdfsCluster {
             .arg(storage.path().join("dfs"))
             .arg(port.to_string())
             .arg("3")
-            .args(if ha { vec!["ha".to_string(), Self::free_port().to_string()] } else { vec![] })
+            .args(match mode {
+                Mode::Plain => vec![],
+                Mode::Ha => vec!["ha".to_string(), Self::free_port().to_string()],
+                Mode::Kerberos => vec!["kerberos".to_string()],
+            })
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
@@ -124,6 +136,46 @@ impl HdfsCluster {
         self._dir.path().join("dfs/conf")
     }
 
+    /// Kerberos: what a client process needs beside its ticket, as for
+    /// Hadoop's own clients: `HADOOP_CONF_DIR` with
+    /// `hadoop.security.authentication=kerberos` and the cluster's
+    /// `dfs.data.transfer.protection` (without it the client skips the
+    /// DataNodes' SASL handshake and they reset every block transfer), the
+    /// KDC's `KRB5_CONFIG`,
+    /// and `KRB5CCNAME`, a ticket cache of this cluster's own (empty until
+    /// [`HdfsCluster::kinit`]).
+    pub fn kerberos_env(&self) -> Vec<(String, String)> {
+        let conf = self._dir.path().join("client-conf");
+        std::fs::create_dir_all(&conf).unwrap();
+        std::fs::write(
+            conf.join("core-site.xml"),
+            "<configuration>\
+             <property><name>hadoop.security.authentication</name><value>kerberos</value></property>\
+             <property><name>dfs.data.transfer.protection</name><value>authentication</value></property>\
+             </configuration>\n",
+        )
+        .unwrap();
+        let kdc = self._dir.path().join("dfs/kdc");
+        vec![
+            ("HADOOP_CONF_DIR".into(), conf.display().to_string()),
+            ("KRB5_CONFIG".into(), kdc.join("krb5.conf").display().to_string()),
+            ("KRB5CCNAME".into(), format!("FILE:{}", self._dir.path().join("krb5cc").display())),
+        ]
+    }
+
+    /// Kerberos: gets a ticket for `hdfs/localhost` from the cluster's
+    /// keytab into the cache of [`HdfsCluster::kerberos_env`] (`kinit`,
+    /// Debian's krb5-user).
+    pub fn kinit(&self) {
+        let keytab = self._dir.path().join("dfs/kdc/hdfs.keytab");
+        let out = Command::new("kinit")
+            .args(["-kt", &keytab.display().to_string(), "hdfs/localhost"])
+            .envs(self.kerberos_env())
+            .output()
+            .unwrap_or_else(|e| panic!("kinit: {e}: install krb5-user (bash .ci/install-test-deps.sh)"));
+        assert!(out.status.success(), "kinit: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
     /// HA: the active NameNode steps down and the other takes over.
     pub fn failover(&self) {
         self.command("failover");
@@ -171,6 +223,13 @@ impl HdfsCluster {
     pub fn namenode_rpcs(&self) -> u64 {
         self.command("rpcs").parse().expect("a count")
     }
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    Plain,
+    Ha,
+    Kerberos,
 }
 
 impl Drop for HdfsCluster {

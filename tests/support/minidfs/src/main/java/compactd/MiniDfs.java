@@ -7,6 +7,7 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.Deque;
+import java.util.Properties;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hdfs.DFSConfigKeys;
@@ -15,12 +16,13 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
 import org.apache.hadoop.hdfs.MiniDFSNNTopology;
 import org.apache.hadoop.hdfs.server.namenode.NameNode;
 import org.apache.hadoop.hdfs.server.namenode.NameNodeRpcServer;
+import org.apache.hadoop.minikdc.MiniKdc;
 
 /**
  * A real HDFS for compactd's tests: one NameNode and N DataNodes (Hadoop's
  * MiniDFSCluster) over folders below a base folder.
  *
- * <p>Usage: {@code MiniDfs BASE NAMENODE_PORT [DATANODES [ha SECOND_PORT]]}.
+ * <p>Usage: {@code MiniDfs BASE NAMENODE_PORT [DATANODES [ha SECOND_PORT | kerberos]]}.
  * Prints {@code READY hdfs://127.0.0.1:PORT} on stdout once the cluster is
  * up (with {@code ha}: two NameNodes of the name service {@code minidfs-ns},
  * the first active, client config in {@code BASE/conf/} for
@@ -45,8 +47,13 @@ public final class MiniDfs {
 
     static final String NAMESERVICE = "minidfs-ns";
 
-    private MiniDfs(File base, int port, int datanodes, int haPort) throws Exception {
+    private MiniKdc kdc;
+
+    private MiniDfs(File base, int port, int datanodes, int haPort, boolean kerberos) throws Exception {
         Configuration conf = new HdfsConfiguration();
+        if (kerberos) {
+            secure(conf, new File(base, "kdc"));
+        }
         // Small blocks: the tests' files span several blocks.
         conf.setLong(DFSConfigKeys.DFS_BLOCK_SIZE_KEY, 1024 * 1024);
         conf.setLong(DFSConfigKeys.DFS_NAMENODE_MIN_BLOCK_SIZE_KEY, 1024);
@@ -85,6 +92,37 @@ public final class MiniDfs {
         }
         cluster.waitActive();
         waitOutOfSafeMode();
+    }
+
+    /**
+     * Starts a KDC and makes {@code conf} a secure cluster's, as Hadoop's own
+     * secure tests and hdfs-native's do: one principal for the NameNode and
+     * the DataNodes, and DataNodes on unprivileged ports with SASL on block
+     * transfers instead of root-only ports.
+     */
+    private void secure(Configuration conf, File dir) throws Exception {
+        dir.mkdirs();
+        Properties kconf = MiniKdc.createConf();
+        kconf.setProperty(MiniKdc.KDC_BIND_ADDRESS, "127.0.0.1");
+        kdc = new MiniKdc(kconf, dir);
+        kdc.start();
+        File keytab = new File(dir, "hdfs.keytab");
+        kdc.createPrincipal(keytab, "hdfs/localhost");
+        String principal = "hdfs/localhost@" + kdc.getRealm();
+        java.nio.file.Files.copy(kdc.getKrb5conf().toPath(), new File(dir, "krb5.conf").toPath(),
+                java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+        conf.set("hadoop.security.authentication", "kerberos");
+        conf.set("hadoop.security.authorization", "true");
+        conf.set("hadoop.rpc.protection", "authentication");
+        conf.set(DFSConfigKeys.DFS_DATA_TRANSFER_PROTECTION_KEY, "authentication");
+        conf.set(DFSConfigKeys.DFS_NAMENODE_KEYTAB_FILE_KEY, keytab.getAbsolutePath());
+        conf.set(DFSConfigKeys.DFS_NAMENODE_KERBEROS_PRINCIPAL_KEY, principal);
+        conf.set(DFSConfigKeys.DFS_DATANODE_KEYTAB_FILE_KEY, keytab.getAbsolutePath());
+        conf.set(DFSConfigKeys.DFS_DATANODE_KERBEROS_PRINCIPAL_KEY, principal);
+        conf.setBoolean(DFSConfigKeys.DFS_BLOCK_ACCESS_TOKEN_ENABLE_KEY, true);
+        conf.setBoolean(DFSConfigKeys.IGNORE_SECURE_PORTS_FOR_TESTING_KEY, true);
+        org.apache.hadoop.security.UserGroupInformation.setConfiguration(conf);
+        org.apache.hadoop.security.UserGroupInformation.loginUserFromKeytab(principal, keytab.getAbsolutePath());
     }
 
     /** core-site.xml and hdfs-site.xml for clients of the name service. */
@@ -185,7 +223,8 @@ public final class MiniDfs {
         int port = Integer.parseInt(args[1]);
         int datanodes = args.length > 2 ? Integer.parseInt(args[2]) : 3;
         int haPort = args.length > 4 && args[3].equals("ha") ? Integer.parseInt(args[4]) : 0;
-        MiniDfs dfs = new MiniDfs(new File(args[0]), port, datanodes, haPort);
+        boolean kerberos = args.length > 3 && args[3].equals("kerberos");
+        MiniDfs dfs = new MiniDfs(new File(args[0]), port, datanodes, haPort, kerberos);
         out.println(haPort > 0 ? "READY hdfs://" + NAMESERVICE : "READY hdfs://127.0.0.1:" + port);
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
@@ -202,6 +241,9 @@ public final class MiniDfs {
             out.println(answer);
         }
         dfs.cluster.shutdown(true);
+        if (dfs.kdc != null) {
+            dfs.kdc.stop();
+        }
         System.exit(0);
     }
 }
