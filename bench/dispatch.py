@@ -42,6 +42,9 @@ def status_kib(pid, field):
 class Cluster:
     def __init__(self, binary, base, nodes, heartbeat, session, lease, max_running, root=None):
         """`root`: the tree's URI (default: a folder in a fresh temp dir under `base`)."""
+        # The nodes run in the cluster's own folder: a relative path (as
+        # RESULTS.md's commands give it) would not be found from there.
+        binary = os.path.abspath(binary)
         self.binary = binary
         self.dir = tempfile.mkdtemp(prefix="cluster.", dir=base)
         self.root = root or os.path.join(self.dir, "root")
