@@ -17,8 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{alive, monitor_of, Cluster, BIN};
 use common::hdfs::HdfsCluster;
-use common::parquet::tool;
-use serde_json::Value;
+use common::parquet::{compact_table, tool};
 use store::{Created, RootUri, Store};
 
 const TARGET: &str = "512KiB";
@@ -71,22 +70,7 @@ fn compactd_runs_on_a_kerberized_hdfs_with_a_ticket_and_refuses_without_one() {
     c.wait_nodes(Duration::from_secs(60), "three nodes alive and a monitor", |r| {
         alive(r).len() == 3 && monitor_of(r).is_some()
     });
-    let out = c.compactd(&[
-        "submit",
-        "--db",
-        "db",
-        "--schema",
-        "s",
-        "--table",
-        "t",
-        "--executor",
-        "parquet",
-        "--wait",
-        "--json",
-    ]);
-    assert!(out.status.success(), "submit --wait: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text());
-    let id: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let status = c.status(id["id"].as_str().unwrap());
+    let status = compact_table(&c);
     assert_eq!(status["state"], "Done", "{status:#}");
     assert_eq!(status["stats"]["rows_out"], generated["rows"], "{status:#}");
     assert!(

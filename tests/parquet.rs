@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use common::cluster::{alive, monitor_of, Cluster, BIN};
 use common::hdfs::HdfsCluster;
-use common::parquet::{copy_dir, tool};
+use common::parquet::{compact_table, copy_dir, tool};
 use common::s3::S3Server;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
@@ -34,26 +34,6 @@ fn start_three(c: &mut Cluster, data: &str) {
     c.wait_nodes(Duration::from_secs(30), "three nodes alive and a monitor", |r| {
         alive(r).len() == 3 && monitor_of(r).is_some()
     });
-}
-
-/// Submits the table with the parquet executor and waits for Done.
-fn compact(c: &Cluster) -> Value {
-    let out = c.compactd(&[
-        "submit",
-        "--db",
-        "db",
-        "--schema",
-        "s",
-        "--table",
-        "t",
-        "--executor",
-        "parquet",
-        "--wait",
-        "--json",
-    ]);
-    assert!(out.status.success(), "submit --wait failed: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text());
-    let id: Value = serde_json::from_slice(&out.stdout).unwrap();
-    c.status(id["id"].as_str().unwrap())
 }
 
 /// The figures in `status --json` add up to the table that was generated.
@@ -77,7 +57,7 @@ fn three_nodes_compact_a_parquet_table_on_fs_and_pyarrow_and_duckdb_agree() {
     );
     copy_dir(&orig, &data);
     start_three(&mut c, &format!("fs://{}", data.display()));
-    let status = compact(&c);
+    let status = compact_table(&c);
     assert_figures(&status, &generated);
     let checked =
         tool(&["check", orig.to_str().unwrap(), data.to_str().unwrap(), "--target", &TARGET.to_string()], &[]);
@@ -106,7 +86,7 @@ fn three_nodes_compact_a_parquet_table_on_s3_and_pyarrow_and_duckdb_agree() {
     );
     tool(&["s3-put", orig.to_str().unwrap(), &data_uri], &env);
     start_three(&mut c, &data_uri);
-    let status = compact(&c);
+    let status = compact_table(&c);
     assert_figures(&status, &generated);
     // Read back by pyarrow's own S3 client, judged by pyarrow and DuckDB.
     tool(&["s3-get", &data_uri, after.to_str().unwrap()], &env);
@@ -129,7 +109,7 @@ fn three_nodes_compact_a_parquet_table_on_hdfs_and_pyarrow_and_duckdb_agree() {
     );
     tool(&["hdfs-put", orig.to_str().unwrap(), &data_uri], &[]);
     start_three(&mut c, &data_uri);
-    let status = compact(&c);
+    let status = compact_table(&c);
     assert_figures(&status, &generated);
     // Read back through hdfs-native's fsspec filesystem (what a reader of
     // the table sees), judged by pyarrow and DuckDB.

@@ -8,6 +8,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use super::cluster::Cluster;
+
 pub fn python() -> PathBuf {
     let p = match std::env::var_os("COMPACTD_TEST_PARQUET_PYTHON") {
         Some(p) if !p.is_empty() => PathBuf::from(p),
@@ -44,4 +46,25 @@ pub fn tool(args: &[&str], env: &[(String, String)]) -> Value {
 pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     let st = Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap();
     assert!(st.success());
+}
+
+/// Submits the table `db.s.t` with the parquet executor, waits for it to
+/// end and returns its `status --json`.
+pub fn compact_table(c: &Cluster) -> Value {
+    let out = c.compactd(&[
+        "submit",
+        "--db",
+        "db",
+        "--schema",
+        "s",
+        "--table",
+        "t",
+        "--executor",
+        "parquet",
+        "--wait",
+        "--json",
+    ]);
+    assert!(out.status.success(), "submit --wait failed: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text());
+    let id: Value = serde_json::from_slice(&out.stdout).unwrap();
+    c.status(id["id"].as_str().unwrap())
 }
