@@ -141,9 +141,8 @@ impl HdfsCluster {
     /// `hadoop.security.authentication=kerberos` and the cluster's
     /// `dfs.data.transfer.protection` (without it the client skips the
     /// DataNodes' SASL handshake and they reset every block transfer), the
-    /// KDC's `KRB5_CONFIG`,
-    /// and `KRB5CCNAME`, a ticket cache of this cluster's own (empty until
-    /// [`HdfsCluster::kinit`]).
+    /// KDC's `KRB5_CONFIG`, and `KRB5CCNAME`, a ticket cache of this
+    /// cluster's own (empty until [`HdfsCluster::kinit`]).
     pub fn kerberos_env(&self) -> Vec<(String, String)> {
         let conf = self._dir.path().join("client-conf");
         std::fs::create_dir_all(&conf).unwrap();
