@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use common::cluster::{alive, monitor_of, Cluster, BIN};
 use common::hdfs::HdfsCluster;
-use common::parquet::{compact_table, copy_dir, tool};
+use common::parquet::{assert_figures, compact_table, copy_dir, tool};
 use common::s3::S3Server;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
@@ -34,16 +34,6 @@ fn start_three(c: &mut Cluster, data: &str) {
     c.wait_nodes(Duration::from_secs(30), "three nodes alive and a monitor", |r| {
         alive(r).len() == 3 && monitor_of(r).is_some()
     });
-}
-
-/// The figures in `status --json` add up to the table that was generated.
-fn assert_figures(status: &Value, generated: &Value) {
-    assert_eq!(status["state"], "Done", "{status:#}");
-    let st = &status["stats"];
-    assert_eq!(st["rows_in"], generated["rows"], "{status:#}");
-    assert_eq!(st["rows_out"], generated["rows"], "{status:#}");
-    assert!(st["files_out"].as_u64().unwrap() < st["files_in"].as_u64().unwrap(), "{status:#}");
-    assert!(st["bytes_in"].as_u64().unwrap() > 0 && st["bytes_out"].as_u64().unwrap() > 0, "{status:#}");
 }
 
 #[test]

@@ -68,3 +68,13 @@ pub fn compact_table(c: &Cluster) -> Value {
     let id: Value = serde_json::from_slice(&out.stdout).unwrap();
     c.status(id["id"].as_str().unwrap())
 }
+
+/// The figures in `status --json` add up to the table that was generated.
+pub fn assert_figures(status: &Value, generated: &Value) {
+    assert_eq!(status["state"], "Done", "{status:#}");
+    let st = &status["stats"];
+    assert_eq!(st["rows_in"], generated["rows"], "{status:#}");
+    assert_eq!(st["rows_out"], generated["rows"], "{status:#}");
+    assert!(st["files_out"].as_u64().unwrap() < st["files_in"].as_u64().unwrap(), "{status:#}");
+    assert!(st["bytes_in"].as_u64().unwrap() > 0 && st["bytes_out"].as_u64().unwrap() > 0, "{status:#}");
+}
