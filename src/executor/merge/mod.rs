@@ -85,6 +85,8 @@ pub enum Format {
 pub struct Staged {
     pub outputs: Vec<Output>,
     pub stats: BTreeMap<String, u64>,
+    /// Each output's bytes and rows, in the order of `outputs` (Parquet).
+    pub written: Vec<(u64, u64)>,
 }
 
 /// Why a merge refused to commit.
@@ -220,7 +222,7 @@ pub async fn run_with_stats(store: &Store, job: &MergeJob) -> Result<(Outcome, B
     if staged.outputs.is_empty() {
         return Ok((Outcome::NothingToDo, BTreeMap::new()));
     }
-    let Staged { outputs, stats } = staged;
+    let Staged { outputs, stats, .. } = staged;
     if !job.delay_before_commit.is_zero() {
         // A test knob (a kill must land before the commit): real time.
         #[allow(clippy::disallowed_methods)]

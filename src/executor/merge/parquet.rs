@@ -213,7 +213,7 @@ impl AsyncFileWriter for StoreSink {
 }
 
 /// An input: its path and size.
-type Input = (String, u64);
+pub type Input = (String, u64);
 
 /// Footers read at once while schemas are checked.
 const FOOTERS_AHEAD: usize = 8;
@@ -249,6 +249,24 @@ pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging
         .into_iter()
         .filter(|(p, len)| p.ends_with(".parquet") && *len < threshold)
         .collect();
+    let name =
+        |k: usize| (format!("{staging}{k}"), format!("{}compacted-{}-r{}-{k}.parquet", job.dir, job.task, job.round));
+    rewrite(store, job, opts, candidates, name).await
+}
+
+/// Rewrites `candidates` (paths and sizes, in the order their rows are to
+/// be written) into outputs of about the target size: output `k` is written
+/// at `name(k).0` and is to be published as `name(k).1` (the same path when
+/// the caller publishes by other means, as a Delta commit does). No outputs
+/// if fewer than two candidates. [`Staged::written`] holds each output's
+/// bytes and rows.
+pub async fn rewrite(
+    store: &Store,
+    job: &MergeJob,
+    opts: &ParquetOptions,
+    candidates: Vec<Input>,
+    name: impl Fn(usize) -> (String, String),
+) -> Result<Staged, MergeError> {
     if candidates.len() < 2 {
         return Ok(Staged::default());
     }
@@ -328,6 +346,7 @@ pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging
                 bytes_out += written;
                 rows_out += rows;
                 staged.outputs.push(out);
+                staged.written.push((written, rows));
             }
         }
         if current.is_none() {
@@ -335,16 +354,11 @@ pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging
                 // The last input, alone in an output: left as it is.
                 break;
             }
-            let k = staged.outputs.len();
-            let path = format!("{staging}{k}");
+            let (path, final_path) = name(staged.outputs.len());
             let sink = StoreSink(Some(store.writer(&path).await?), job.io.clone());
             let w = AsyncArrowWriter::try_new(sink, schema.clone(), Some(props.clone()))
                 .map_err(|e| job.broken(format!("cannot start {path}: {e}")))?;
-            let out = Output {
-                staged: path,
-                final_path: format!("{}compacted-{}-r{}-{k}.parquet", job.dir, job.task, job.round),
-                inputs: vec![],
-            };
+            let out = Output { staged: path, final_path, inputs: vec![] };
             current = Some((w, out, 0));
         }
         let (w, out, in_this) = current.as_mut().expect("opened above");
@@ -372,6 +386,7 @@ pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging
         bytes_out += written;
         rows_out += rows;
         staged.outputs.push(out);
+        staged.written.push((written, rows));
     }
     if rows_in != rows_out {
         // A staged output that lost rows must never be committed.
