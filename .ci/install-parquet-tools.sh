@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Installs the tools the Parquet tests and benchmark check compactd's output
-# with (pyarrow and DuckDB: written by others, so they judge compactd's files
-# independently) into $REPO/.venv-parquet. Idempotent: does nothing when the
-# venv already holds the pinned versions. Needs python3 (>= 3.9) with the venv
-# module and access to PyPI.
+# Installs the tools the Parquet and Delta tests and benchmarks check
+# compactd's output with (pyarrow, DuckDB and deltalake: written by others,
+# so they judge compactd's files independently) into $REPO/.venv-parquet.
+# Idempotent: does nothing when the venv already holds the pinned versions.
+# Needs python3 (>= 3.9) with the venv module and access to PyPI.
 #
 # Usage: bash .ci/install-parquet-tools.sh     (PYTHON=/path/to/python3 to choose the interpreter)
 set -euo pipefail
@@ -15,11 +15,15 @@ PYTHON="${PYTHON:-python3}"
 # Pinned so that a new release cannot change the judges under the tests.
 # hdfs-native (with fsspec) is the Python client the HDFS tests read and
 # write tables through: pyarrow over its fsspec filesystem, no JVM.
+# deltalake (delta-rs) writes the Delta tables the delta executor compacts,
+# runs the competing OPTIMIZE in bench/delta.py, and is one of the two
+# readers tests/support/delta_tool.py checks compactd's commits with.
 REQUIREMENTS=(
   "pyarrow==26.0.1"
   "duckdb==2.0.0"
   "hdfs-native==0.14.7"
   "fsspec==2026.9.0"
+  "deltalake==1.6.6"
 )
 STAMP="$VENV/.compactd-requirements"
 WANT="$(printf '%s\n' "${REQUIREMENTS[@]}")"
@@ -27,7 +31,7 @@ WANT="$(printf '%s\n' "${REQUIREMENTS[@]}")"
 say() { echo "install-parquet-tools: $*"; }
 
 if [[ -x "$VENV/bin/python" && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] \
-  && "$VENV/bin/python" -c 'import pyarrow.parquet, duckdb, hdfs_native.fsspec' 2>/dev/null; then
+  && "$VENV/bin/python" -c 'import pyarrow.parquet, duckdb, hdfs_native.fsspec, deltalake' 2>/dev/null; then
   say "already installed in $VENV; nothing to do"
   exit 0
 fi
@@ -47,6 +51,6 @@ if ! "$PYTHON" -m venv "$VENV"; then
 fi
 say "installing ${REQUIREMENTS[*]}"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "${REQUIREMENTS[@]}"
-"$VENV/bin/python" -c 'import pyarrow.parquet, duckdb'
+"$VENV/bin/python" -c 'import pyarrow.parquet, duckdb, deltalake'
 printf '%s\n' "$WANT" >"$STAMP"
-say "installed pyarrow and duckdb in $VENV in $(( $(date +%s) - start ))s"
+say "installed pyarrow, duckdb and deltalake in $VENV in $(( $(date +%s) - start ))s"

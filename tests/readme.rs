@@ -153,6 +153,13 @@ fn expect(block: &Block, out: &str, dir: &Path) {
             lines += std::fs::read_to_string(e).unwrap().lines().count();
         }
         assert_eq!(lines, 60, "line {}: the same 60 lines after the merge", block.line);
+    } else if t.contains("cp -r fixtures/delta lake") {
+        // 12 versions before, 15 after (an OPTIMIZE per partition); per-unit
+        // versions in `status`; no orphans.
+        let counts: Vec<&str> = out.lines().map(str::trim).filter(|l| l.parse::<u32>().is_ok()).collect();
+        assert_eq!(counts, ["12", "15"], "line {}: the Delta block's counts\n{out}", block.line);
+        assert!(out.contains("COMMITTED") && out.contains("day=2026-11-25"), "line {}: status\n{out}", block.line);
+        assert!(out.contains("ok: no anomalies"), "line {}: check --data\n{out}", block.line);
     } else if t.contains("--cron") {
         // The repeat task waits for its calendar time, and stops when told.
         assert!(out.contains("next round") && out.contains("Europe/Berlin"), "line {}: status\n{out}", block.line);

@@ -110,6 +110,9 @@ pub enum ExecutorKind {
     /// Built in: rewrites the small Parquet files of one partition folder
     /// into files of about the target size.
     Parquet,
+    /// Built in: compacts one partition of a Delta Lake table (the folder
+    /// holding `_delta_log/`) as one `OPTIMIZE` commit of the table.
+    Delta,
     /// A command template run by `sh -c`.
     Command,
     /// Succeeds at once, in process: measures the scheduler alone
@@ -118,9 +121,10 @@ pub enum ExecutorKind {
 }
 
 impl ExecutorKind {
-    /// `merge` or `parquet`: built in, one partition folder per unit.
+    /// `merge`, `parquet` or `delta`: built in, one partition per unit,
+    /// run as `compactd __merge`.
     pub fn is_builtin_merge(self) -> bool {
-        matches!(self, ExecutorKind::Merge | ExecutorKind::Parquet)
+        matches!(self, ExecutorKind::Merge | ExecutorKind::Parquet | ExecutorKind::Delta)
     }
 }
 

@@ -50,6 +50,9 @@ pub enum Command {
     Nodes(nodes::NodesArgs),
     /// Verify the tree; report every anomaly with its path (exit 1 if any).
     Check(check::CheckArgs),
+    /// Remove the files `delta` units wrote into Delta tables and never
+    /// committed (orphans `check --data` names), older than a given age.
+    VacuumOrphans(check::VacuumOrphansArgs),
     /// Submit a compaction task; prints its id.
     Submit(tasks::SubmitArgs),
     /// Show a task: state, manager, result counts, outstanding subtasks.
@@ -127,6 +130,14 @@ pub fn offline(loaded: &config::Loaded) -> Option<i32> {
 
 /// Runs the parsed command; returns the process exit code.
 pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+    let options = store::StoreOptions {
+        timeout: Some(cli.backend_timeout).filter(|t| !t.is_zero()),
+        retries: cli.backend_retries,
+    };
+    if let Command::VacuumOrphans(args) = cli.command {
+        // The data backend only: no tree is read or needed.
+        return check::vacuum_orphans(&options, args).await;
+    }
     let uri = store::RootUri::parse(&cli.root)?;
     if let store::RootUri::Fs { root } = &uri {
         // Only commands that set a cluster up may create its root: a typo in
@@ -140,10 +151,6 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             anyhow::bail!("no compactd tree at {} (is --root right? `compactd run` creates it)", root.display());
         }
     }
-    let options = store::StoreOptions {
-        timeout: Some(cli.backend_timeout).filter(|t| !t.is_zero()),
-        retries: cli.backend_retries,
-    };
     let store = match cli.command {
         // The merge executor's --root is a data root: no links followed.
         Command::Merge(_) => store::Store::open_data_with_options(&uri, &options).await?,
@@ -191,7 +198,11 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Policy(args) => policy::policy(store, args).await,
         Command::Tables(args) => policy::tables(store, args).await,
         Command::Plan(args) => policy::plan(store, args).await,
-        Command::Config(_) | Command::Completions { .. } | Command::Man | Command::Reaper => {
+        Command::Config(_)
+        | Command::Completions { .. }
+        | Command::Man
+        | Command::Reaper
+        | Command::VacuumOrphans(_) => {
             unreachable!("handled by `offline` before any backend is opened")
         }
     }

@@ -146,6 +146,8 @@ pub enum ExecutorArg {
     Merge,
     /// Built in: rewrites a partition's small Parquet files (`*.parquet`).
     Parquet,
+    /// Built in: compacts a partition of a Delta Lake table as one commit.
+    Delta,
     Command,
     /// Succeeds at once, in process (measures the scheduler alone). Built
     /// with the `testing` feature only.
@@ -210,6 +212,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     let executor = match args.executor {
         ExecutorArg::Merge => ExecutorKind::Merge,
         ExecutorArg::Parquet => ExecutorKind::Parquet,
+        ExecutorArg::Delta => ExecutorKind::Delta,
         ExecutorArg::Command => ExecutorKind::Command,
         #[cfg(feature = "testing")]
         ExecutorArg::Noop => ExecutorKind::Noop,

@@ -44,6 +44,9 @@ fn parse_kv(s: &str) -> Result<(String, String), String> {
 pub enum TaskExecutorArg {
     Merge,
     Parquet,
+    /// A Delta Lake table: each unit is one partition, compacted as one
+    /// OPTIMIZE commit of the table.
+    Delta,
 }
 
 #[derive(Debug, clap::Args)]
@@ -114,6 +117,7 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
         let kind = match e {
             TaskExecutorArg::Merge => ExecutorKind::Merge,
             TaskExecutorArg::Parquet => ExecutorKind::Parquet,
+            TaskExecutorArg::Delta => ExecutorKind::Delta,
         };
         spec.executor = Some(ExecutorSpec { kind, command: None, command_name: None, timeout_ms: None });
     }
@@ -129,7 +133,10 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
         let cron = args.cron.map(|c| Cron::parse(&c, &args.tz)).transpose()?;
         spec.repeat = Some(Repeat { rounds, interval: args.interval.unwrap_or_default(), cron });
     }
-    let command_task = spec.executor.as_ref().is_some_and(|e| e.kind == ExecutorKind::Command);
+    // A command's partitions need not be folders; a Delta table's are
+    // partition values of its log, checked by the unit itself.
+    let command_task =
+        spec.executor.as_ref().is_some_and(|e| matches!(e.kind, ExecutorKind::Command | ExecutorKind::Delta));
     if let (Some(data), false, false) = (&args.data, spec.partitions.is_empty(), command_task) {
         // Limits first: no listing for a request that is refused anyway.
         layouts::limits::check_partitions(&spec.partitions)?;
@@ -257,6 +264,22 @@ pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
     }
     for f in &s.failures {
         println!("unit {} failed: {}", f.unit, f.error.as_deref().unwrap_or("(no error recorded)"));
+    }
+    if !s.table_versions.is_empty() {
+        println!("{:<6} {:<28} {:>10} {:>10}  RESULT", "UNIT", "PARTITION", "VERSION", "COMMITTED");
+        for v in &s.table_versions {
+            let after = v.version_after.map(|a| a.to_string()).unwrap_or_else(|| "-".into());
+            let what = if v.abandoned {
+                "abandoned: a concurrent commit conflicted".to_string()
+            } else if v.version_after == Some(v.version_before) {
+                "nothing to compact".to_string()
+            } else {
+                let g = |k: &str| v.stats.get(k).copied().unwrap_or(0);
+                format!("{} files into {}, {} rows", g("files_in"), g("files_out"), g("rows_out"))
+            };
+            let part = v.partition.as_deref().unwrap_or("");
+            println!("{:<6} {:<28} {:>10} {:>10}  {what}", v.unit, part, v.version_before, after);
+        }
     }
     if !s.subtasks.is_empty() {
         println!("{:<52} {:<20} {:<16} {:<8} {:>7}", "SUBTASK", "PARTITION", "NODE", "STATE", "ATTEMPT");
@@ -430,12 +453,18 @@ pub struct MergeArgs {
     pub fence_root: Option<String>,
     #[arg(long, requires = "fence_root")]
     pub fence_dir: Option<String>,
+    /// `--format delta`: the unit, a partition of the table's log
+    /// (`col=value[,col=value…]`, or `whole-table`); --dir is the table.
+    #[arg(long)]
+    pub partition: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum MergeFormat {
     Lines,
     Parquet,
+    /// A Delta Lake table: --dir is the table, --partition the unit.
+    Delta,
 }
 
 pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
@@ -470,12 +499,21 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         now: crate::clock::wall_time(&*crate::clock::SystemClock::shared()),
         format: match args.format {
             MergeFormat::Lines => crate::executor::merge::Format::Lines,
-            MergeFormat::Parquet => crate::executor::merge::Format::Parquet(
+            MergeFormat::Parquet | MergeFormat::Delta => crate::executor::merge::Format::Parquet(
                 crate::executor::merge::parquet::ParquetOptions::for_target(args.target_size, args.compression),
             ),
         },
         io: crate::executor::throttle::Throttle::from_env()?,
     };
+    if args.format == MergeFormat::Delta {
+        let partition = args.partition.context("--format delta needs --partition (a unit of the table)")?;
+        let options = crate::executor::merge::parquet::ParquetOptions::for_target(args.target_size, args.compression);
+        let job = crate::executor::delta::DeltaJob { merge: job, partition, options };
+        let (outcome, stats) = crate::executor::delta::run(&data, &job).await?;
+        println!("{outcome}");
+        println!("{}{}", crate::executor::STATS_PREFIX, serde_json::to_string(&stats)?);
+        return Ok(0);
+    }
     // Listed before the run: `_compactd/` links are removed by the run.
     let special = crate::executor::merge::special_entries(&data, &job.dir).await?;
     for (path, kind) in &special {

@@ -19,6 +19,8 @@
 //! values (write them unquoted in the template); the same values are in the
 //! environment as `COMPACTD_DB`, …, `COMPACTD_PARAM_<NAME>`.
 
+pub mod delta;
+
 pub mod merge;
 
 pub mod reaper;
@@ -277,15 +279,27 @@ pub fn spawn(
             c.arg("-c").arg(render(template, &req.vars, &req.params));
             c
         }
-        ExecutorKind::Merge | ExecutorKind::Parquet => {
+        ExecutorKind::Merge | ExecutorKind::Parquet | ExecutorKind::Delta => {
             let exe = std::env::current_exe()?;
             let mut c = tokio::process::Command::new(exe);
-            let dir = format!("{}/{}/{}/{}/", req.var("db"), req.var("schema"), req.var("table"), req.var("partition"));
+            let table = format!("{}/{}/{}/", req.var("db"), req.var("schema"), req.var("table"));
+            // A Delta unit is a partition of the table's log, not a folder.
+            let dir = match req.kind {
+                ExecutorKind::Delta => table,
+                _ => format!("{table}{}/", req.var("partition")),
+            };
             c.args(["--root", &req.data_uri, "__merge", "--dir", &dir, "--task", req.var("task")])
                 .args(["--round", req.var("round"), "--attempt", req.var("attempt")])
                 .args(["--target-size", &req.target_size.to_string()]);
-            if req.kind == ExecutorKind::Parquet {
-                c.args(["--format", "parquet", "--compression", &req.compression]);
+            match req.kind {
+                ExecutorKind::Parquet => {
+                    c.args(["--format", "parquet", "--compression", &req.compression]);
+                }
+                ExecutorKind::Delta => {
+                    c.args(["--format", "delta", "--compression", &req.compression])
+                        .args(["--partition", req.var("partition")]);
+                }
+                _ => {}
             }
             if let Some((root, folder)) = &req.fence {
                 c.args(["--fence-root", root, "--fence-dir", folder]);
@@ -305,7 +319,7 @@ pub fn spawn(
         cmd.env(format!("COMPACTD_PARAM_{}", env_name(k)), v);
     }
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
-    if let (Some(io), ExecutorKind::Merge | ExecutorKind::Parquet) = (io, req.kind) {
+    if let (Some(io), ExecutorKind::Merge | ExecutorKind::Parquet | ExecutorKind::Delta) = (io, req.kind) {
         io.attach(&mut cmd)?;
     }
     // Drop to the configured user for commands: supplementary groups, then

@@ -533,6 +533,7 @@ pub fn executor_of(p: &PolicyDefinition) -> ExecutorSpec {
     let (kind, command_name) = match p.executor.as_str() {
         "merge" => (ExecutorKind::Merge, None),
         "parquet" => (ExecutorKind::Parquet, None),
+        "delta" => (ExecutorKind::Delta, None),
         name => (ExecutorKind::Command, Some(name.to_string())),
     };
     ExecutorSpec { kind, command: None, command_name, timeout_ms: None }

@@ -267,11 +267,15 @@ impl TaskManager {
             self.info = Some(info);
             return Ok(());
         }
-        let command = !info.run.executor.as_ref().map(|e| e.kind).unwrap_or(ctx.cfg.executor).is_builtin_merge();
+        let kind = info.run.executor.as_ref().map(|e| e.kind).unwrap_or(ctx.cfg.executor);
+        let command = !kind.is_builtin_merge();
+        let delta = kind == formats::ExecutorKind::Delta;
         self.units = if let Some(n) = info.run.shards {
             (0..n).map(|index| Unit::Shard(Shard { index, total: n })).collect()
         } else if !info.run.partitions.is_empty() {
-            if !command {
+            // A Delta unit is a partition of the table's log, not a folder:
+            // the unit itself finds it (or nothing) in the log.
+            if !command && !delta {
                 // A merge of a folder that is not there would "succeed"
                 // having merged nothing.
                 self.cannot_run = tasks::missing_partitions(
@@ -285,28 +289,19 @@ impl TaskManager {
         } else if let Some(p) = &info.partition_name {
             vec![Unit::Partition(p.clone())]
         } else {
-            let found = tasks::discover(ctx.data, &info).await?;
-            if found.is_empty() && command {
-                vec![Unit::Whole]
-            } else if found.is_empty() {
-                // Nothing to compact is not success: ops submitted a table
-                // that is missing or empty, or the wrong --data.
-                let dir = format!("{}/{}/{}/", info.db_name, info.schema_name, info.table_name);
-                self.cannot_run = Some(format!(
-                    "no partition folders under {dir} on the data backend {}: is the table name or --data right?",
-                    ctx.data.uri()
-                ));
-                vec![]
-            } else if let Err(e) = layouts::limits::check_units("partitions", found.len() as u64) {
-                let dir = format!("{}/{}/{}/", info.db_name, info.schema_name, info.table_name);
-                self.cannot_run = Some(format!("refused: {dir} on the data backend holds {e}"));
-                vec![]
-            } else {
-                // Remember what was discovered: a later manager must run the
-                // same units.
-                info.run.partitions = found.clone();
-                ctx.store.put(&v2::task_info(&self.id), formats::encode(&info)).await?;
-                found.into_iter().map(Unit::Partition).collect()
+            match tasks::discover::units(ctx.data, &info, kind, ctx.cfg.target_size).await? {
+                Ok(found) if found.is_empty() && command => vec![Unit::Whole],
+                Ok(found) => {
+                    // Remember what was discovered: a later manager must run
+                    // the same units (none: a compact Delta table).
+                    info.run.partitions = found.clone();
+                    ctx.store.put(&v2::task_info(&self.id), formats::encode(&info)).await?;
+                    found.into_iter().map(Unit::Partition).collect()
+                }
+                Err(why) => {
+                    self.cannot_run = Some(why);
+                    vec![]
+                }
             }
         };
         self.runs = vec![UnitRun::new(); self.units.len()];

@@ -9,6 +9,7 @@
 //! folder without a status marker (`check` reports it), and every file is an
 //! atomic create, so a crashed submit can simply be retried.
 
+pub mod discover;
 pub mod list;
 pub mod manager;
 pub mod placement;
@@ -26,6 +27,7 @@ use store::{Created, Store};
 
 use crate::tasks::placement::Ring;
 pub use crate::tasks::repeat::Repeat;
+pub use discover::{missing_partitions, table_dir};
 
 /// Requests a manager has in flight at once when it writes many
 /// independent files (subtask infos, outcomes): the order rules that matter
@@ -198,49 +200,6 @@ fn check_spec(spec: &TaskSpec) -> Result<(), layouts::limits::LimitError> {
     Ok(())
 }
 
-/// The partitions of a table on the data backend: the folders
-/// `<db>/<schema>/<table>/<partition>/`, sorted; names that do not validate
-/// or start with `_` or `.` are skipped.
-pub async fn discover(data: &Store, info: &TaskInfo) -> store::Result<Vec<Name>> {
-    partition_folders(data, &table_dir(&info.db_name, &info.schema_name, &info.table_name)).await
-}
-
-/// `<db>/<schema>/<table>/` on the data backend.
-pub fn table_dir(db: &Name, schema: &Name, table: &Name) -> String {
-    format!("{db}/{schema}/{table}/")
-}
-
-async fn partition_folders(data: &Store, dir: &str) -> store::Result<Vec<Name>> {
-    let mut out: Vec<Name> = data
-        .list(dir)
-        .await?
-        .into_iter()
-        .filter(|e| e.is_dir && !layouts::limits::reserved_partition(e.name()))
-        .filter_map(|e| Name::parse(e.name()).ok())
-        .collect();
-    out.sort();
-    Ok(out)
-}
-
-/// Why a merge of `partitions` of the table at `dir` ([`table_dir`]) cannot
-/// run: the folders of those that are not on the data backend (`None`: all
-/// there). Asked by `submit` when it is given the data backend, and by the
-/// manager of a merge task before it starts.
-pub async fn missing_partitions(data: &Store, dir: &str, partitions: &[Name]) -> store::Result<Option<String>> {
-    let found = partition_folders(data, dir).await?;
-    let missing: Vec<String> =
-        partitions.iter().filter(|p| found.binary_search(p).is_err()).map(|p| format!("{dir}{p}/")).collect();
-    Ok((!missing.is_empty()).then(|| {
-        let more = missing.len().saturating_sub(5);
-        let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
-        format!(
-            "no partition folder {}{tail} on the data backend {}: is the partition name or --data right?",
-            missing[..missing.len().min(5)].join(", "),
-            data.uri()
-        )
-    }))
-}
-
 /// One subtask as `status` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct SubtaskStatus {
@@ -274,6 +233,10 @@ pub struct TaskStatus {
     /// Counters the executors reported for this round's finished units,
     /// summed (e.g. `skipped_special`: non-regular entries left alone).
     pub stats: BTreeMap<String, u64>,
+    /// A `delta` task's finished units this round: the table version each
+    /// read and the one it committed (absent for other executors).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub table_versions: Vec<UnitVersions>,
     /// This round's units that failed for good, with their last error.
     pub failures: Vec<UnitFailure>,
     /// Why the task failed as a whole, if it did (e.g. no partitions found).
@@ -288,6 +251,20 @@ pub struct TaskStatus {
     /// outcome (its error or counters are then missing). Absent when empty.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
+}
+
+/// What a `delta` unit reported: the table version it read, and the one it
+/// committed (equal if it had nothing to do; the conflicting version if it
+/// was abandoned).
+#[derive(Debug, Clone, Serialize)]
+pub struct UnitVersions {
+    pub unit: u32,
+    pub partition: Option<String>,
+    pub version_before: u64,
+    pub version_after: Option<u64>,
+    pub abandoned: bool,
+    /// The unit's other figures (files, bytes and rows in and out).
+    pub stats: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -537,7 +514,10 @@ pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError>
     let manager = read_term(store, id, term).await?.map(|t| t.node.to_string());
     let mut skipped = vec![];
     let subtasks = find_subtasks_noting(store, id, &mut skipped).await?;
-    let stats = round_stats(store, id, &dir, info.run.round, &mut skipped).await?;
+    let (stats, mut table_versions) = round_stats(store, id, &dir, info.run.round, &mut skipped).await?;
+    for v in &mut table_versions {
+        v.partition = info.run.partitions.get(v.unit as usize).map(|p| p.to_string());
+    }
     let failures = round_failures(store, id, &dir, info.run.round, &mut skipped).await?;
     Ok(TaskStatus {
         id: *id,
@@ -554,6 +534,7 @@ pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError>
         finished_wall_ms: info.run.finished_wall_ms,
         subtasks,
         stats,
+        table_versions,
         failures,
         error: info.run.error.clone(),
         next_round_at_ms: info.run.next_round_at_ms,
@@ -597,30 +578,32 @@ async fn round_failures(
 }
 
 /// Sums the counters in this round's unit outcome files (empty files, the
-/// usual case, count nothing).
+/// usual case, count nothing); and the table versions `delta` units
+/// reported, by unit.
 async fn round_stats(
     store: &Store,
     id: &TaskId,
     dir: &TaskDir,
     round: u32,
     skipped: &mut Vec<String>,
-) -> store::Result<BTreeMap<String, u64>> {
+) -> store::Result<(BTreeMap<String, u64>, Vec<UnitVersions>)> {
     use futures::{StreamExt, TryStreamExt};
-    let paths: Vec<String> = dir
+    let paths: Vec<(u32, String)> = dir
         .outcomes
         .iter()
         .filter(|(ok, r, _)| *ok && *r == round)
-        .map(|(ok, r, u)| dir.outcome_path(id, *ok, *r, *u))
+        .map(|(ok, r, u)| (*u, dir.outcome_path(id, *ok, *r, *u)))
         .collect();
     // Owned paths moved into each read: a closure over borrowed ones makes
     // the future not provably Send (the HTTP handlers need it to be).
-    let files: Vec<(String, Option<store::Result<bytes::Bytes>>)> = futures::stream::iter(paths)
-        .map(|p| async move { store.read_or_bad(&p).await.map(|r| (p, r)) })
+    let files: Vec<(u32, String, Option<store::Result<bytes::Bytes>>)> = futures::stream::iter(paths)
+        .map(|(u, p)| async move { store.read_or_bad(&p).await.map(|r| (u, p, r)) })
         .buffer_unordered(16)
         .try_collect()
         .await?;
     let mut sum = BTreeMap::new();
-    for (path, found) in files {
+    let mut versions = vec![];
+    for (unit, path, found) in files {
         let b = match found {
             Some(Ok(b)) if !b.is_empty() => b,
             Some(Err(bad)) => {
@@ -631,14 +614,32 @@ async fn round_stats(
         };
         match formats::decode::<formats::UnitOutcome>(&b) {
             Ok(o) => {
+                if let Some(&before) = o.stats.get("version_before") {
+                    let mut stats = o.stats.clone();
+                    let after = stats.remove("version_after");
+                    stats.remove("version_before");
+                    let abandoned = stats.remove("abandoned").is_some_and(|n| n > 0);
+                    versions.push(UnitVersions {
+                        unit,
+                        partition: None,
+                        version_before: before,
+                        version_after: after,
+                        abandoned,
+                        stats,
+                    });
+                }
                 for (k, v) in o.stats {
-                    *sum.entry(k).or_insert(0u64) += v;
+                    // Versions are not counters: a sum means nothing.
+                    if !k.starts_with("version_") {
+                        *sum.entry(k).or_insert(0u64) += v;
+                    }
                 }
             }
             Err(e) => skipped.push(format!("{path}: {e}")),
         }
     }
-    Ok(sum)
+    versions.sort_by_key(|v| v.unit);
+    Ok((sum, versions))
 }
 
 /// The node of the task's newest manager term, if readable.

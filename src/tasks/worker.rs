@@ -151,6 +151,7 @@ pub fn kind_label(kind: ExecutorKind) -> &'static str {
     match kind {
         ExecutorKind::Merge => "merge",
         ExecutorKind::Parquet => "parquet",
+        ExecutorKind::Delta => "delta",
         ExecutorKind::Command => "command",
         ExecutorKind::Noop => "noop",
     }

@@ -209,7 +209,9 @@ impl Beneath {
             } else {
                 let special = special_kind(&ft);
                 let len = (special.is_none() && ft.is_file()).then(|| meta.size());
-                Entry { path: format!("{prefix}{name}"), is_dir: false, special, len, version: None, modified_ms: None }
+                // The file system's clock, for ages (e.g. of orphans).
+                let modified_ms = Some(meta.mtime() * 1000 + meta.mtime_nsec() / 1_000_000);
+                Entry { path: format!("{prefix}{name}"), is_dir: false, special, len, version: None, modified_ms }
             };
             out.push((entry, if ft.is_file() { meta.size() } else { 0 }));
         }
@@ -260,10 +262,11 @@ impl Beneath {
         if !Self::is_reg(&st) {
             return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{path}: not a regular file, not read")));
         }
-        // compactd's own files (`_compactd/`) may have two names for a moment
-        // (a create links its temp, then unlinks it; a crash in between
-        // leaves both until the temp is swept).
-        if st.st_nlink > 1 && !path.contains("/_compactd/") {
+        // compactd's own files (`_compactd/`, and the Delta commits it
+        // creates in `_delta_log/`) may have two names for a moment (a
+        // create links its temp, then unlinks it; a crash in between leaves
+        // both until the temp is swept).
+        if st.st_nlink > 1 && !path.contains("/_compactd/") && !path.contains("/_delta_log/") {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("{path}: a file with several hard links, not read"),

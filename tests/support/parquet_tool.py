@@ -291,7 +291,9 @@ def hdfs_get(args):
         shutil.rmtree(args.dir)
     for info in h.get_file_info(fs.FileSelector(base, recursive=True)):
         rel = info.path[len(base):].lstrip("/")
-        if info.type != fs.FileType.File or any(p.startswith((".", "_")) for p in rel.split("/")):
+        # --delta: a Delta table's reader needs its log (`_delta_log/`) too.
+        hidden = [p for p in rel.split("/") if p.startswith((".", "_")) and not (args.delta and p == "_delta_log")]
+        if info.type != fs.FileType.File or hidden:
             continue
         dest = os.path.join(args.dir, rel)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
@@ -330,6 +332,7 @@ def main():
     hg = sub.add_parser("hdfs-get")
     hg.add_argument("uri")
     hg.add_argument("dir")
+    hg.add_argument("--delta", action="store_true", help="keep _delta_log/ (a Delta table)")
     a = ap.parse_args()
     {
         "gen": gen,

@@ -1,0 +1,478 @@
+//! Reading a Delta table's log (`<table>/_delta_log/`): the snapshot at its
+//! newest version (the newest complete checkpoint, then every JSON commit
+//! after it, in order) and single commits, for the conflict check.
+//!
+//! Invariants:
+//! - Every read goes through the data [`Store`]; a log that is not a
+//!   contiguous run of versions (from 0, or from a checkpoint) is an error
+//!   naming the missing version, never a guess.
+//! - A commit or checkpoint larger than [`MAX_LOG_FILE`] is refused unread
+//!   (one hostile file must not exhaust the executor's memory).
+//! - The snapshot keeps only what compaction needs: the protocol, the
+//!   metadata, and the active files with what their remove actions must
+//!   repeat. Unknown actions (`txn`, `cdc`, `domainMetadata`, …) are
+//!   skipped; they do not change which files are active.
+//! - [`Snapshot::check_supported`] refuses tables whose protocol asks a
+//!   writer for something compactd does not do (deletion vectors, column
+//!   mapping, row tracking, …): compacting them naively would corrupt them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use serde::{Deserialize, Serialize};
+use store::Store;
+
+use super::DeltaError;
+
+/// The log folder, relative to the table's folder.
+pub const LOG_DIR: &str = "_delta_log/";
+
+/// A commit or checkpoint file larger than this is refused unread.
+pub const MAX_LOG_FILE: u64 = 512 << 20;
+
+/// The unit name of an unpartitioned table (a partitioned table's units
+/// are named `col=value[,col=value…]`, see [`partition_key`]).
+pub const WHOLE_TABLE: &str = "whole-table";
+
+/// Writer features compactd's OPTIMIZE commit honours: each either does not
+/// constrain a rewrite with `dataChange: false` (the rows are the ones
+/// already committed) or only constrains appends.
+const WRITER_FEATURES: &[&str] = &[
+    "appendOnly",
+    "invariants",
+    "checkConstraints",
+    "changeDataFeed",
+    "generatedColumns",
+    "identityColumns",
+    "timestampNtz",
+];
+/// Reader features whose files compactd copies faithfully (a rewrite keeps
+/// the Parquet types as they are).
+const READER_FEATURES: &[&str] = &["timestampNtz"];
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Protocol {
+    pub min_reader_version: i32,
+    pub min_writer_version: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reader_features: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer_features: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    pub id: String,
+    #[serde(default)]
+    pub partition_columns: Vec<String>,
+    #[serde(default)]
+    pub configuration: BTreeMap<String, Option<String>>,
+}
+
+/// An active data file, with what an `add` or `remove` of it carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Add {
+    /// As written in the log: a URI-encoded path relative to the table.
+    pub path: String,
+    #[serde(default)]
+    pub partition_values: BTreeMap<String, Option<String>>,
+    pub size: i64,
+    #[serde(default)]
+    pub modification_time: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<BTreeMap<String, Option<String>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_vector: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Remove {
+    pub path: String,
+}
+
+/// One line of a commit (or one row of a checkpoint): at most one action.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Action {
+    pub add: Option<Add>,
+    pub remove: Option<Remove>,
+    pub meta_data: Option<Metadata>,
+    pub protocol: Option<Protocol>,
+    pub commit_info: Option<serde_json::Value>,
+}
+
+/// The table at one version.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub version: u64,
+    pub protocol: Protocol,
+    pub metadata: Metadata,
+    /// Active files by their log path.
+    pub files: BTreeMap<String, Add>,
+}
+
+/// `_delta_log/<version>.json`, zero-padded to 20 digits.
+pub fn commit_path(table: &str, version: u64) -> String {
+    format!("{table}{LOG_DIR}{version:020}.json")
+}
+
+/// A log file name, classified.
+enum LogFile {
+    Commit(u64),
+    /// A checkpoint of `version`: part `part` of `parts` (1 of 1 for a
+    /// single-file checkpoint).
+    Checkpoint {
+        version: u64,
+        part: u32,
+        parts: u32,
+    },
+    Other,
+}
+
+fn classify(name: &str) -> LogFile {
+    let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
+    if let Some(v) = name.strip_suffix(".json").filter(|v| digits(v, 20)) {
+        return v.parse().map(LogFile::Commit).unwrap_or(LogFile::Other);
+    }
+    let Some(rest) = name.strip_suffix(".parquet") else {
+        return LogFile::Other;
+    };
+    let mut it = rest.split('.');
+    match (it.next(), it.next(), it.next(), it.next(), it.next()) {
+        (Some(v), Some("checkpoint"), None, None, None) if digits(v, 20) => {
+            LogFile::Checkpoint { version: v.parse().unwrap_or(0), part: 1, parts: 1 }
+        }
+        (Some(v), Some("checkpoint"), Some(p), Some(n), None) if digits(v, 20) && digits(p, 10) && digits(n, 10) => {
+            match (v.parse(), p.parse(), n.parse()) {
+                (Ok(version), Ok(part), Ok(parts)) => LogFile::Checkpoint { version, part, parts },
+                _ => LogFile::Other,
+            }
+        }
+        _ => LogFile::Other,
+    }
+}
+
+/// Reads a log file whole, refusing one over [`MAX_LOG_FILE`].
+async fn read_log_file(store: &Store, path: &str, len: Option<u64>) -> Result<Option<Bytes>, DeltaError> {
+    let len = match len {
+        Some(l) => Some(l),
+        None => store.stat(path).await?.map(|m| m.len),
+    };
+    match len {
+        None => Ok(None),
+        Some(l) if l > MAX_LOG_FILE => Err(DeltaError::Table {
+            table: path.to_string(),
+            problem: format!("{l} bytes, over the {MAX_LOG_FILE}-byte limit for a Delta log file; refused unread"),
+        }),
+        Some(_) => Ok(store.read(path).await?),
+    }
+}
+
+/// Parses a commit's lines. A line that is not an action fails the read
+/// with the path and line number: a commit is written once and whole.
+pub fn parse_commit(path: &str, bytes: &[u8]) -> Result<Vec<Action>, DeltaError> {
+    let mut out = vec![];
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let a: Action = serde_json::from_slice(line).map_err(|e| DeltaError::Table {
+            table: path.to_string(),
+            problem: format!("line {}: not a Delta action: {e}", i + 1),
+        })?;
+        out.push(a);
+    }
+    Ok(out)
+}
+
+/// Reads the commit of `version`; `None` if there is none.
+pub async fn read_commit(store: &Store, table: &str, version: u64) -> Result<Option<Vec<Action>>, DeltaError> {
+    read_commit_file(store, &commit_path(table, version), None).await
+}
+
+/// Reads the commit at `path` (`len`: its size, if listed).
+pub async fn read_commit_file(store: &Store, path: &str, len: Option<u64>) -> Result<Option<Vec<Action>>, DeltaError> {
+    match read_log_file(store, path, len).await? {
+        Some(b) => parse_commit(path, &b).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Reads the checkpoint (or checkpoint part) at `path`.
+pub async fn read_checkpoint_file(
+    store: &Store,
+    path: &str,
+    len: Option<u64>,
+) -> Result<Option<Vec<Action>>, DeltaError> {
+    match read_log_file(store, path, len).await? {
+        Some(b) => checkpoint_actions(path, b).map(Some),
+        None => Ok(None),
+    }
+}
+
+impl Snapshot {
+    fn apply(&mut self, actions: Vec<Action>) {
+        for a in actions {
+            if let Some(p) = a.protocol {
+                self.protocol = p;
+            }
+            if let Some(m) = a.meta_data {
+                self.metadata = m;
+            }
+            if let Some(r) = a.remove {
+                self.files.remove(&r.path);
+            }
+            if let Some(add) = a.add {
+                self.files.insert(add.path.clone(), add);
+            }
+        }
+    }
+
+    /// Why compactd must not write to this table, if it must not.
+    pub fn check_supported(&self) -> Result<(), String> {
+        let p = &self.protocol;
+        if p.min_reader_version > 3 || p.min_writer_version > 7 {
+            return Err(format!(
+                "its protocol (reader {}, writer {}) is newer than compactd knows",
+                p.min_reader_version, p.min_writer_version
+            ));
+        }
+        if p.min_reader_version == 2 || (p.min_writer_version >= 5 && p.min_writer_version < 7) {
+            let mode = self.metadata.configuration.get("delta.columnMapping.mode").cloned().flatten();
+            if mode.as_deref().is_some_and(|m| m != "none") || p.min_reader_version == 2 {
+                return Err("it uses column mapping, which compactd does not rewrite".into());
+            }
+        }
+        let unknown = |have: &Option<Vec<String>>, known: &[&str]| -> Vec<String> {
+            have.iter().flatten().filter(|f| !known.contains(&f.as_str())).cloned().collect()
+        };
+        let r = unknown(&p.reader_features, READER_FEATURES);
+        let w = unknown(&p.writer_features, WRITER_FEATURES);
+        let mut features: BTreeSet<String> = r.into_iter().collect();
+        features.extend(w);
+        if !features.is_empty() {
+            return Err(format!(
+                "it uses table features compactd does not support as a writer: {}",
+                features.into_iter().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if let Some(f) = self.files.values().find(|f| f.deletion_vector.is_some()) {
+            return Err(format!("{} has a deletion vector, which compactd does not apply", f.path));
+        }
+        Ok(())
+    }
+}
+
+/// The listed parts of one checkpoint: part number -> path and size.
+type Parts = BTreeMap<u32, (String, Option<u64>)>;
+
+/// What `_delta_log/_last_checkpoint` says.
+#[derive(Debug, Deserialize)]
+struct LastCheckpoint {
+    version: u64,
+}
+
+/// The table at its newest version.
+pub async fn load(store: &Store, table: &str) -> Result<Snapshot, DeltaError> {
+    let log = format!("{table}{LOG_DIR}");
+    let bad = |problem: String| DeltaError::Table { table: table.to_string(), problem };
+    // A hint only: a missing or unreadable one means listing the whole log.
+    let hint = match store.read(&format!("{log}_last_checkpoint")).await {
+        Ok(Some(b)) => serde_json::from_slice::<LastCheckpoint>(&b).ok().map(|c| c.version),
+        _ => None,
+    };
+    let after = hint.map(|v| format!("{log}{v:020}"));
+    let entries: Vec<store::Entry> = store.list_stream_after(&log, after.as_deref()).try_collect().await?;
+    let mut commits: BTreeMap<u64, Option<u64>> = BTreeMap::new();
+    // version -> (parts it has, the parts listed: number -> path and size)
+    let mut checkpoints: BTreeMap<u64, (u32, Parts)> = BTreeMap::new();
+    for e in &entries {
+        if e.is_dir {
+            continue;
+        }
+        match classify(e.name()) {
+            LogFile::Commit(v) => {
+                commits.insert(v, e.len);
+            }
+            LogFile::Checkpoint { version, part, parts } => {
+                let c = checkpoints.entry(version).or_insert((parts, BTreeMap::new()));
+                if c.0 == parts {
+                    c.1.insert(part, (e.path.clone(), e.len));
+                }
+            }
+            LogFile::Other => {}
+        }
+    }
+    let Some(&newest) = commits.keys().next_back() else {
+        return Err(bad(match hint {
+            Some(v) => format!("_delta_log/_last_checkpoint names version {v} but no commit from it is there"),
+            None => "no _delta_log/ commits: not a Delta table (or the wrong --data)".into(),
+        }));
+    };
+    // The newest checkpoint with all its parts, at or below the newest commit.
+    let checkpoint = checkpoints
+        .iter()
+        .rev()
+        .find(|(v, (parts, have))| **v <= newest && have.len() as u32 == *parts)
+        .map(|(v, (_, have))| (*v, have.values().cloned().collect::<Vec<_>>()));
+    let mut snap = Snapshot::default();
+    let first = match &checkpoint {
+        Some((v, parts)) => {
+            for (path, len) in parts {
+                let b = read_log_file(store, path, *len).await?.ok_or_else(|| bad(format!("{path} vanished")))?;
+                snap.apply(checkpoint_actions(path, b)?);
+            }
+            snap.version = *v;
+            v + 1
+        }
+        None if hint.is_some() => {
+            return Err(bad("_delta_log/_last_checkpoint names a checkpoint that is not there whole".into()));
+        }
+        None => 0,
+    };
+    for v in first..=newest {
+        let Some(len) = commits.get(&v) else {
+            return Err(bad(format!("the log has no commit {v} (it goes up to {newest}): the log is not contiguous")));
+        };
+        let path = commit_path(table, v);
+        let b = read_log_file(store, &path, *len).await?.ok_or_else(|| bad(format!("{path} vanished")))?;
+        snap.apply(parse_commit(&path, &b)?);
+        snap.version = v;
+    }
+    if snap.protocol.min_reader_version == 0 {
+        return Err(bad(format!("no protocol action up to version {newest}")));
+    }
+    Ok(snap)
+}
+
+/// A checkpoint's actions: its rows turned into the JSON actions they
+/// stand for (one of `add`, `remove`, `metaData`, `protocol` per row;
+/// other columns are not read).
+fn checkpoint_actions(path: &str, bytes: Bytes) -> Result<Vec<Action>, DeltaError> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ProjectionMask;
+    let bad = |e: String| DeltaError::Table { table: path.to_string(), problem: format!("checkpoint: {e}") };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(e.to_string()))?;
+    let wanted: Vec<usize> = builder
+        .parquet_schema()
+        .root_schema()
+        .get_fields()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| matches!(f.name(), "add" | "remove" | "metaData" | "protocol"))
+        .map(|(i, _)| i)
+        .collect();
+    let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
+    let reader = builder.with_projection(mask).with_batch_size(4096).build().map_err(|e| bad(e.to_string()))?;
+    let mut out = vec![];
+    for batch in reader {
+        let batch = batch.map_err(|e| bad(e.to_string()))?;
+        let mut w = arrow_json::LineDelimitedWriter::new(Vec::new());
+        w.write(&batch).map_err(|e| bad(e.to_string()))?;
+        w.finish().map_err(|e| bad(e.to_string()))?;
+        out.extend(parse_commit(path, &w.into_inner())?);
+    }
+    Ok(out)
+}
+
+/// Characters escaped in a partition value of a unit name (Hive's set for
+/// folder names, and `,` which separates columns in the name).
+fn escaped(c: char) -> bool {
+    c.is_control() || "\"#%'*/:=?\\\u{7f}{[]^,".contains(c)
+}
+
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if escaped(c) {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The unit name of a partition: `col=value` for each partition column in
+/// the table's order, joined by `,` (values escaped as Hive escapes folder
+/// names; a null value is `__HIVE_DEFAULT_PARTITION__`); [`WHOLE_TABLE`] for
+/// an unpartitioned table.
+pub fn partition_key(columns: &[String], values: &BTreeMap<String, Option<String>>) -> String {
+    if columns.is_empty() {
+        return WHOLE_TABLE.to_string();
+    }
+    columns
+        .iter()
+        .map(|c| {
+            // The protocol treats an empty partition value as null.
+            let v = values.get(c).cloned().flatten().filter(|v| !v.is_empty());
+            format!("{}={}", escape(c), v.map(|v| escape(&v)).unwrap_or_else(|| "__HIVE_DEFAULT_PARTITION__".into()))
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The store path of a file the log names by `path` (relative to `table`).
+pub fn data_path(table: &str, path: &str) -> Result<String, DeltaError> {
+    let decoded = percent_encoding::percent_decode_str(path).decode_utf8().map_err(|_| DeltaError::Table {
+        table: table.to_string(),
+        problem: format!("file path {path:?} is not UTF-8 once decoded"),
+    })?;
+    if decoded.contains("://") || decoded.starts_with('/') || decoded.split('/').any(|p| p == ".." || p == ".") {
+        return Err(DeltaError::Table {
+            table: table.to_string(),
+            problem: format!("file {path:?} is not inside the table's folder; compactd compacts only files there"),
+        });
+    }
+    Ok(format!("{table}{decoded}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_names_escape_what_would_break_them() {
+        let cols = vec!["day".to_string(), "k".to_string()];
+        let vals: BTreeMap<String, Option<String>> =
+            [("day".into(), Some("2026-11-25".into())), ("k".into(), Some("a,b/c=d%".into()))].into();
+        assert_eq!(partition_key(&cols, &vals), "day=2026-11-25,k=a%2Cb%2Fc%3Dd%25");
+        let nulls: BTreeMap<String, Option<String>> = [("day".into(), None), ("k".into(), Some(String::new()))].into();
+        assert_eq!(partition_key(&cols, &nulls), "day=__HIVE_DEFAULT_PARTITION__,k=__HIVE_DEFAULT_PARTITION__");
+        assert_eq!(partition_key(&[], &vals), WHOLE_TABLE);
+    }
+
+    #[test]
+    fn log_names_are_classified_strictly() {
+        assert!(matches!(classify("00000000000000000007.json"), LogFile::Commit(7)));
+        assert!(matches!(classify("7.json"), LogFile::Other));
+        assert!(matches!(
+            classify("00000000000000000010.checkpoint.parquet"),
+            LogFile::Checkpoint { version: 10, part: 1, parts: 1 }
+        ));
+        assert!(matches!(
+            classify("00000000000000000010.checkpoint.0000000002.0000000003.parquet"),
+            LogFile::Checkpoint { version: 10, part: 2, parts: 3 }
+        ));
+        assert!(matches!(classify("00000000000000000010.checkpoint.abc.parquet"), LogFile::Other));
+        assert!(matches!(classify("00000000000000000010.crc"), LogFile::Other));
+    }
+
+    #[test]
+    fn files_outside_the_table_are_refused() {
+        assert_eq!(data_path("db/s/t/", "p%3D1/a%20b.parquet").unwrap(), "db/s/t/p=1/a b.parquet");
+        for bad in ["s3://other/x.parquet", "/etc/passwd", "p=1/../../x", "%2E%2E/x"] {
+            assert!(data_path("db/s/t/", bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! The built-in `delta` executor: compacts one partition of a Delta Lake
+//! table (`<db>/<schema>/<table>/` holding `_delta_log/`) as one table
+//! commit, the way Delta's `OPTIMIZE` does. Readers see the old files or the
+//! compacted ones, never both; a concurrent writer's append commits before
+//! or after the compaction and is never lost.
+//!
+//! A unit:
+//! 1. reads the table's newest snapshot ([`log::load`]) and refuses a
+//!    protocol it cannot honour ([`log::Snapshot::check_supported`]);
+//! 2. takes the partition's active files under 3/4 of the target size
+//!    (sorted by path) and rewrites them with the `parquet` executor's
+//!    rewrite into new files of the partition's folder, named
+//!    `compactd-<task>-r<round>-a<attempt>-<k>.parquet`. Until committed
+//!    they are invisible to every Delta reader (no version names them);
+//! 3. checks its fence (the subtask still is its node's), then commits
+//!    version `v + 1` by creating `_delta_log/<v+1>.json` once (a
+//!    conditional put on S3, a rename that refuses an existing target on
+//!    fs and HDFS): a `commitInfo` with `operation: OPTIMIZE`, a `remove`
+//!    per input and an `add` per output, all with `dataChange: false`;
+//! 4. if that version is taken, reads the winner: if it removed one of the
+//!    unit's inputs, or changed the table's metadata or protocol, the unit
+//!    is abandoned (its files deleted, the conflict reported); otherwise
+//!    (a blind append, a compaction of other files) it tries the next
+//!    version, as Delta's optimistic concurrency allows.
+//!
+//! A unit killed anywhere leaves the table at its last committed version:
+//! before the create nothing references its files (orphans, named by
+//! `compactd check --data` and removed only by `compactd vacuum-orphans`,
+//! [`orphans`]); after it, the commit is whole. A rerun of a unit whose
+//! attempt committed but died before reporting finds its outputs active in
+//! the snapshot and reports that commit instead of compacting again.
+
+pub mod log;
+pub mod orphans;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::json;
+use store::{Created, Store};
+
+use super::merge::parquet::{self, ParquetOptions};
+use super::merge::{MergeJob, SUPERSEDED};
+use log::Add;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeltaError {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("Delta table {table}: {problem}")]
+    Table { table: String, problem: String },
+    #[error(transparent)]
+    Merge(#[from] super::merge::MergeError),
+}
+
+/// How many taken versions a unit steps over before it gives up (each one
+/// a concurrent writer's commit that did not conflict).
+pub const MAX_COMMIT_TRIES: u32 = 1000;
+
+/// One unit: a partition of a table.
+#[derive(Debug, Clone)]
+pub struct DeltaJob {
+    /// The table's folder, `<db>/<schema>/<table>/`; the shared job fields
+    /// (task, round, attempt, target size, fence, I/O limit, clock) are
+    /// [`MergeJob`]'s, with `dir` the table's folder.
+    pub merge: MergeJob,
+    /// The unit: a [`log::partition_key`].
+    pub partition: String,
+    pub options: ParquetOptions,
+}
+
+/// What a unit did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Fewer than two small files in the partition.
+    NothingToDo { version: u64 },
+    /// Committed `version_after` (read `version_before`).
+    Committed { version_before: u64, version_after: u64, retries: u32 },
+    /// An earlier attempt of this round had committed `version`.
+    AlreadyCommitted { version: u64 },
+    /// A concurrent commit removed inputs or changed the table: nothing
+    /// committed, the unit's files deleted.
+    Abandoned { version_before: u64, conflict_version: u64, why: String },
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::NothingToDo { version } => write!(f, "nothing to compact at table version {version}"),
+            Outcome::Committed { version_before, version_after, retries } => write!(
+                f,
+                "committed table version {version_after} (read version {version_before}, {retries} versions taken \
+                 by concurrent writers)"
+            ),
+            Outcome::AlreadyCommitted { version } => {
+                write!(f, "an earlier attempt of this round committed table version {version}")
+            }
+            Outcome::Abandoned { version_before, conflict_version, why } => write!(
+                f,
+                "abandoned: read version {version_before}, but version {conflict_version} {why}; nothing committed"
+            ),
+        }
+    }
+}
+
+impl DeltaJob {
+    fn table(&self) -> &str {
+        &self.merge.dir
+    }
+
+    fn broken(&self, problem: impl Into<String>) -> DeltaError {
+        DeltaError::Table { table: self.table().to_string(), problem: problem.into() }
+    }
+
+    /// The file-name stem of this round's outputs (all attempts).
+    fn round_stem(&self) -> String {
+        format!("compactd-{}-r{}-a", self.merge.task, self.merge.round)
+    }
+
+    /// Marks this unit's commits, so that a rerun recognises its own.
+    fn marker(&self) -> serde_json::Value {
+        json!({
+            "task": self.merge.task,
+            "round": self.merge.round,
+            "attempt": self.merge.attempt,
+            "unit": self.partition,
+        })
+    }
+}
+
+/// The active files of each partition that has two or more files under
+/// the small threshold of `target_size`: the units of a task, from the
+/// table's own log.
+pub async fn partitions_to_compact(store: &Store, table: &str, target_size: u64) -> Result<Vec<String>, DeltaError> {
+    let snap = log::load(store, table).await?;
+    snap.check_supported().map_err(|why| DeltaError::Table { table: table.into(), problem: why })?;
+    let threshold = parquet::small_threshold(target_size) as i64;
+    let mut small: BTreeMap<String, usize> = BTreeMap::new();
+    for f in snap.files.values() {
+        if f.size < threshold {
+            *small.entry(log::partition_key(&snap.metadata.partition_columns, &f.partition_values)).or_default() += 1;
+        }
+    }
+    Ok(small.into_iter().filter(|(_, n)| *n >= 2).map(|(k, _)| k).collect())
+}
+
+/// Runs one unit; the outcome and the figures to report (`files_in`,
+/// `files_out`, `bytes_in`, `bytes_out`, `rows_in`, `rows_out`,
+/// `version_before`, `version_after`, `commit_retries`, `abandoned`).
+pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<String, u64>), DeltaError> {
+    let table = job.table().to_string();
+    // Temp files of a create killed mid-way (fs only): a commit linked but
+    // not yet unlinked from its temp has two names until then.
+    store.sweep_stale_temps(&format!("{table}{}", log::LOG_DIR)).await?;
+    let snap = log::load(store, &table).await?;
+    snap.check_supported().map_err(|why| job.broken(why))?;
+    let cols = snap.metadata.partition_columns.clone();
+    let mine: Vec<&Add> =
+        snap.files.values().filter(|f| log::partition_key(&cols, &f.partition_values) == job.partition).collect();
+    let mut stats = BTreeMap::from([("version_before".to_string(), snap.version)]);
+    // An earlier attempt of this round that committed and died before
+    // reporting: its outputs are active now.
+    let stem = job.round_stem();
+    if mine.iter().any(|f| f.path.rsplit('/').next().is_some_and(|n| n.starts_with(&stem))) {
+        let version = find_own_commit(store, job, snap.version).await?;
+        stats.insert("version_after".into(), version);
+        return Ok((Outcome::AlreadyCommitted { version }, stats));
+    }
+    let threshold = parquet::small_threshold(job.merge.target_size) as i64;
+    let mut small: Vec<&Add> = mine.into_iter().filter(|f| f.size < threshold).collect();
+    small.sort_by(|a, b| a.path.cmp(&b.path));
+    if small.len() < 2 {
+        stats.insert("version_after".into(), snap.version);
+        return Ok((Outcome::NothingToDo { version: snap.version }, stats));
+    }
+    let mut by_store_path: BTreeMap<String, &Add> = BTreeMap::new();
+    let mut inputs = vec![];
+    for f in &small {
+        let p = log::data_path(&table, &f.path)?;
+        inputs.push((p.clone(), f.size.max(0) as u64));
+        by_store_path.insert(p, f);
+    }
+    // Outputs go beside the first input, in its folder as the log writes
+    // it (already URI-encoded), so that the partition keeps one folder.
+    let log_dir = small[0].path.rfind('/').map(|i| small[0].path[..=i].to_string()).unwrap_or_default();
+    let store_dir = log::data_path(&table, &log_dir)?;
+    store.sweep_stale_temps(&store_dir).await?;
+    let name = |k: usize| {
+        let file = format!("{}{}-{k}.parquet", job.round_stem(), job.merge.attempt);
+        let p = format!("{store_dir}{file}");
+        (p.clone(), p)
+    };
+    let staged = parquet::rewrite(store, &job.merge, &job.options, inputs, name).await;
+    let staged = match staged {
+        Ok(s) => s,
+        Err(e) => {
+            remove_attempt_files(store, job, &store_dir).await;
+            return Err(e.into());
+        }
+    };
+    if staged.outputs.is_empty() {
+        stats.insert("version_after".into(), snap.version);
+        return Ok((Outcome::NothingToDo { version: snap.version }, stats));
+    }
+    stats.extend(staged.stats.clone());
+    if !job.merge.delay_before_commit.is_zero() {
+        // A test knob (a kill must land before the commit): real time.
+        #[allow(clippy::disallowed_methods)]
+        tokio::time::sleep(job.merge.delay_before_commit).await;
+    }
+    if let Some((sched, folder)) = &job.merge.fence {
+        let files = sched.list(folder).await?;
+        let ours = files.iter().any(|e| e.name() == layouts::v2::TASK_INFO)
+            && !files.iter().any(|e| e.name() == layouts::SubtaskState::Cancel.file_name());
+        if !ours {
+            remove_attempt_files(store, job, &store_dir).await;
+            return Err(job.broken(SUPERSEDED));
+        }
+    }
+    let now_ms = job.merge.now.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    let removed: BTreeSet<String> =
+        staged.outputs.iter().flat_map(|o| o.inputs.iter()).map(|p| by_store_path[p].path.clone()).collect();
+    let mut lines: Vec<String> = vec![];
+    let metrics = json!({
+        "numFilesRemoved": removed.len(),
+        "numFilesAdded": staged.outputs.len(),
+        "filesRemoved": {"totalSize": stats.get("bytes_in")},
+        "filesAdded": {"totalSize": stats.get("bytes_out")},
+        "numBatches": 1,
+    });
+    let predicate = if cols.is_empty() { "[]".to_string() } else { format!("[\"{}\"]", job.partition) };
+    let commit_info = |read_version: u64| {
+        json!({"commitInfo": {
+            "timestamp": now_ms,
+            "operation": "OPTIMIZE",
+            "operationParameters": {"predicate": predicate, "targetSize": job.merge.target_size.to_string()},
+            "readVersion": read_version,
+            "isolationLevel": "SnapshotIsolation",
+            "isBlindAppend": false,
+            "operationMetrics": metrics,
+            "engineInfo": format!("compactd/{}", env!("CARGO_PKG_VERSION")),
+            "compactd": job.marker(),
+        }})
+        .to_string()
+    };
+    for path in &removed {
+        let f = snap.files.get(path).expect("an input is an active file");
+        lines.push(
+            json!({"remove": {
+                "path": f.path,
+                "deletionTimestamp": now_ms,
+                "dataChange": false,
+                "extendedFileMetadata": true,
+                "partitionValues": f.partition_values,
+                "size": f.size,
+                "tags": f.tags,
+            }})
+            .to_string(),
+        );
+    }
+    let first_part_values = &small[0].partition_values;
+    for (o, (bytes, rows)) in staged.outputs.iter().zip(&staged.written) {
+        let file = o.final_path.rsplit('/').next().unwrap_or_default();
+        lines.push(
+            json!({"add": {
+                "path": format!("{log_dir}{file}"),
+                "partitionValues": first_part_values,
+                "size": bytes,
+                "modificationTime": now_ms,
+                "dataChange": false,
+                "stats": json!({"numRecords": rows}).to_string(),
+            }})
+            .to_string(),
+        );
+    }
+    let mut version = snap.version + 1;
+    let mut retries = 0u32;
+    loop {
+        let body =
+            std::iter::once(commit_info(version - 1)).chain(lines.iter().cloned()).collect::<Vec<_>>().join("\n");
+        match store.create(&log::commit_path(&table, version), body.into_bytes()).await? {
+            Created::Created => break,
+            Created::Exists => {
+                let Some(winner) = log::read_commit(store, &table, version).await? else {
+                    return Err(job.broken(format!("version {version} was taken, then vanished")));
+                };
+                if is_ours(&winner, job) {
+                    // Our own create whose reply was lost and was retried.
+                    break;
+                }
+                if let Some(why) = conflict(&winner, &removed) {
+                    remove_attempt_files(store, job, &store_dir).await;
+                    stats.insert("abandoned".into(), 1);
+                    stats.insert("version_after".into(), version);
+                    for k in ["files_out", "bytes_out", "rows_out"] {
+                        stats.remove(k);
+                    }
+                    return Ok((
+                        Outcome::Abandoned { version_before: snap.version, conflict_version: version, why },
+                        stats,
+                    ));
+                }
+                retries += 1;
+                if retries > MAX_COMMIT_TRIES {
+                    remove_attempt_files(store, job, &store_dir).await;
+                    return Err(job.broken(format!(
+                        "{MAX_COMMIT_TRIES} versions after {} were taken by other writers; nothing committed",
+                        snap.version
+                    )));
+                }
+                version += 1;
+            }
+        }
+    }
+    stats.insert("version_after".into(), version);
+    stats.insert("commit_retries".into(), retries as u64);
+    Ok((Outcome::Committed { version_before: snap.version, version_after: version, retries }, stats))
+}
+
+/// Why a commit that won the version a unit wanted conflicts with it, if
+/// it does: it removed one of the unit's inputs (a delete, an overwrite,
+/// another compaction), or changed the metadata or protocol (the schema or
+/// partitioning the rewrite assumed). Appends do not conflict.
+fn conflict(winner: &[log::Action], inputs: &BTreeSet<String>) -> Option<String> {
+    for a in winner {
+        if let Some(r) = &a.remove {
+            if inputs.contains(&r.path) {
+                return Some(format!("removed input {}", r.path));
+            }
+        }
+        if a.meta_data.is_some() {
+            return Some("changed the table's metadata".into());
+        }
+        if a.protocol.is_some() {
+            return Some("changed the table's protocol".into());
+        }
+    }
+    None
+}
+
+fn is_ours(commit: &[log::Action], job: &DeltaJob) -> bool {
+    commit.iter().filter_map(|a| a.commit_info.as_ref()).any(|c| c.get("compactd") == Some(&job.marker()))
+}
+
+/// The version an earlier attempt of this unit's round committed: the
+/// newest commit, from `newest` down, whose marker names this task, round
+/// and unit.
+async fn find_own_commit(store: &Store, job: &DeltaJob, newest: u64) -> Result<u64, DeltaError> {
+    let want = (job.merge.task.as_str(), job.merge.round as u64, job.partition.as_str());
+    for v in (0..=newest).rev() {
+        let Some(commit) = log::read_commit(store, job.table(), v).await? else { break };
+        for c in commit.iter().filter_map(|a| a.commit_info.as_ref()).filter_map(|c| c.get("compactd")) {
+            let got = (
+                c.get("task").and_then(|t| t.as_str()).unwrap_or(""),
+                c.get("round").and_then(|t| t.as_u64()).unwrap_or(0),
+                c.get("unit").and_then(|t| t.as_str()).unwrap_or(""),
+            );
+            if got == want {
+                return Ok(v);
+            }
+        }
+    }
+    Err(job.broken("this round's outputs are active but no commit of it was found in the log"))
+}
+
+/// Deletes the files this attempt wrote (never committed, so no version
+/// names them). Best effort: what is left is an orphan for `vacuum-orphans`.
+async fn remove_attempt_files(store: &Store, job: &DeltaJob, dir: &str) {
+    let prefix = format!("{}{}-", job.round_stem(), job.merge.attempt);
+    match store.list(dir).await {
+        Ok(entries) => {
+            for e in entries.iter().filter(|e| !e.is_dir && e.name().starts_with(&prefix)) {
+                if let Err(err) = store.delete(&e.path).await {
+                    tracing::warn!(path = e.path, error = %err, "could not remove a file of an uncommitted attempt");
+                }
+            }
+        }
+        Err(err) => tracing::warn!(dir, error = %err, "could not list the partition to clean an uncommitted attempt"),
+    }
+}
