@@ -213,6 +213,35 @@ fn appends_during_compaction_are_never_lost_and_no_version_shows_a_row_twice() {
     eprintln!("checked: {checked}");
 }
 
+#[test]
+fn a_table_whose_early_log_was_cleaned_up_is_read_from_its_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let table = tmp.path().join("db/s/t");
+    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
+    let t = table.to_str().unwrap();
+    let generated = delta_tool(&["gen", "--table", t, "--appends", "30", "--partitions", "3", "--rows", "50"], &[]);
+    let last = generated["version"].as_u64().unwrap();
+    // deltalake writes the checkpoint; the commits it covers are removed, as
+    // a log cleanup past the retention would.
+    let py = format!(
+        "import deltalake; deltalake.DeltaTable({t:?}).create_checkpoint()\n\
+         import os\nfor v in range({last}): os.remove(os.path.join({t:?}, '_delta_log', '%020d.json' % v))"
+    );
+    let st = Command::new(python()).args(["-c", &py]).status().unwrap();
+    assert!(st.success());
+    assert!(table.join(format!("_delta_log/{last:020}.checkpoint.parquet")).exists());
+    for p in 0..3 {
+        let out = merge_cmd(tmp.path(), &format!("part={p}"), 1).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "part={p}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(&format!("read version {}", last + p)), "part={p}: {stdout}");
+    }
+    let checked = delta_tool(&["check", "--table", t, "--min-version", &last.to_string()], &[]);
+    assert_eq!(checked["rows"], generated["rows"], "{checked}");
+    assert_eq!(checked["files"].as_u64(), Some(3), "{checked}");
+    assert_eq!(checked["optimize_versions"].as_array().unwrap().len(), 3, "{checked}");
+}
+
 fn merge_cmd(root: &Path, partition: &str, attempt: u32) -> Command {
     let mut c = Command::new(BIN);
     c.args(["--root", &format!("fs://{}", root.display()), "__merge", "--format", "delta", "--dir", "db/s/t/"])

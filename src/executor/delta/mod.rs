@@ -272,48 +272,82 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
             .to_string(),
         );
     }
-    let mut version = snap.version + 1;
+    match commit(store, job, snap.version, &removed, &lines, commit_info).await {
+        Ok(Landed::Committed { version, retries }) => {
+            stats.insert("version_after".into(), version);
+            stats.insert("commit_retries".into(), retries as u64);
+            Ok((Outcome::Committed { version_before: snap.version, version_after: version, retries }, stats))
+        }
+        Ok(Landed::Conflict { version, why }) => {
+            remove_attempt_files(store, job, &store_dir).await;
+            stats.insert("abandoned".into(), 1);
+            stats.insert("version_after".into(), version);
+            for k in ["files_out", "bytes_out", "rows_out"] {
+                stats.remove(k);
+            }
+            Ok((Outcome::Abandoned { version_before: snap.version, conflict_version: version, why }, stats))
+        }
+        Err(e) => {
+            // Not committed (or unknown: then the rerun finds the commit by
+            // its outputs, which must stay): only a refusal cleans up.
+            if matches!(e, DeltaError::Table { .. }) {
+                remove_attempt_files(store, job, &store_dir).await;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// How a unit's commit ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Landed {
+    /// Created `version` after `retries` versions taken by other writers.
+    Committed { version: u64, retries: u32 },
+    /// `version` was taken by a commit that conflicts with the unit.
+    Conflict { version: u64, why: String },
+}
+
+/// Creates the first free version after `read_version` holding
+/// `commit_info(version - 1)` and `lines`, stepping over versions other
+/// writers took as long as they do not [`conflict`] with the unit.
+async fn commit(
+    store: &Store,
+    job: &DeltaJob,
+    read_version: u64,
+    removed: &BTreeSet<String>,
+    lines: &[String],
+    commit_info: impl Fn(u64) -> String,
+) -> Result<Landed, DeltaError> {
+    let table = job.table();
+    let mut version = read_version + 1;
     let mut retries = 0u32;
     loop {
         let body =
             std::iter::once(commit_info(version - 1)).chain(lines.iter().cloned()).collect::<Vec<_>>().join("\n");
-        match store.create(&log::commit_path(&table, version), body.into_bytes()).await? {
-            Created::Created => break,
+        match store.create(&log::commit_path(table, version), body.into_bytes()).await? {
+            Created::Created => return Ok(Landed::Committed { version, retries }),
             Created::Exists => {
-                let Some(winner) = log::read_commit(store, &table, version).await? else {
+                let Some(winner) = log::read_commit(store, table, version).await? else {
                     return Err(job.broken(format!("version {version} was taken, then vanished")));
                 };
                 if is_ours(&winner, job) {
                     // Our own create whose reply was lost and was retried.
-                    break;
+                    return Ok(Landed::Committed { version, retries });
                 }
-                if let Some(why) = conflict(&winner, &removed) {
-                    remove_attempt_files(store, job, &store_dir).await;
-                    stats.insert("abandoned".into(), 1);
-                    stats.insert("version_after".into(), version);
-                    for k in ["files_out", "bytes_out", "rows_out"] {
-                        stats.remove(k);
-                    }
-                    return Ok((
-                        Outcome::Abandoned { version_before: snap.version, conflict_version: version, why },
-                        stats,
-                    ));
+                if let Some(why) = conflict(&winner, removed) {
+                    return Ok(Landed::Conflict { version, why });
                 }
                 retries += 1;
                 if retries > MAX_COMMIT_TRIES {
-                    remove_attempt_files(store, job, &store_dir).await;
                     return Err(job.broken(format!(
-                        "{MAX_COMMIT_TRIES} versions after {} were taken by other writers; nothing committed",
-                        snap.version
+                        "{MAX_COMMIT_TRIES} versions after {read_version} were taken by other writers; nothing \
+                         committed"
                     )));
                 }
                 version += 1;
             }
         }
     }
-    stats.insert("version_after".into(), version);
-    stats.insert("commit_retries".into(), retries as u64);
-    Ok((Outcome::Committed { version_before: snap.version, version_after: version, retries }, stats))
 }
 
 /// Why a commit that won the version a unit wanted conflicts with it, if
@@ -377,3 +411,6 @@ async fn remove_attempt_files(store: &Store, job: &DeltaJob, dir: &str) {
         Err(err) => tracing::warn!(dir, error = %err, "could not list the partition to clean an uncommitted attempt"),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,173 @@
+use std::sync::Arc;
+
+use ::parquet::basic::Compression;
+use arrow_array::{Int64Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema};
+
+use super::*;
+use crate::executor::merge::Format;
+
+const TABLE: &str = "db/s/t/";
+
+fn job(attempt: u32) -> DeltaJob {
+    let options = ParquetOptions::for_target(1 << 20, Compression::UNCOMPRESSED);
+    DeltaJob {
+        merge: MergeJob {
+            dir: TABLE.into(),
+            task: "aaaaffff.16176931.56000000.0".into(),
+            round: 1,
+            attempt,
+            target_size: 1 << 20,
+            delay_before_commit: std::time::Duration::ZERO,
+            fence: None,
+            now: std::time::UNIX_EPOCH,
+            format: Format::Parquet(options.clone()),
+            io: Default::default(),
+        },
+        partition: "p=1".into(),
+        options,
+    }
+}
+
+fn parquet_file(ids: std::ops::Range<i64>) -> Vec<u8> {
+    let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false)]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from_iter_values(ids))]).unwrap();
+    let mut out = vec![];
+    let mut w = ::parquet::arrow::ArrowWriter::try_new(&mut out, schema, None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    out
+}
+
+fn add(path: &str, size: usize) -> String {
+    json!({"add": {"path": path, "partitionValues": {"p": "1"}, "size": size, "modificationTime": 1,
+        "dataChange": true}})
+    .to_string()
+}
+
+/// Version 0 (protocol, metadata) and one append per file, 10 rows each.
+async fn table(store: &Store, files: usize) -> Vec<String> {
+    let v0 = [
+        json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}).to_string(),
+        json!({"metaData": {"id": "x", "format": {"provider": "parquet", "options": {}},
+            "schemaString": "{}", "partitionColumns": ["p"], "configuration": {}}})
+        .to_string(),
+    ];
+    store.put(&log::commit_path(TABLE, 0), v0.join("\n").into_bytes()).await.unwrap();
+    let mut paths = vec![];
+    for f in 0..files {
+        let path = format!("p=1/part-{f}.parquet");
+        let bytes = parquet_file(f as i64 * 10..f as i64 * 10 + 10);
+        let size = bytes.len();
+        store.put(&format!("{TABLE}{path}"), bytes).await.unwrap();
+        store.put(&log::commit_path(TABLE, f as u64 + 1), add(&path, size).into_bytes()).await.unwrap();
+        paths.push(path);
+    }
+    paths
+}
+
+fn info(read: u64) -> String {
+    json!({"commitInfo": {"operation": "OPTIMIZE", "readVersion": read, "compactd": job(1).marker()}}).to_string()
+}
+
+#[tokio::test]
+async fn an_append_in_between_does_not_conflict_and_the_unit_takes_the_next_version() {
+    let store = Store::memory().await;
+    let inputs: BTreeSet<String> = table(&store, 2).await.into_iter().collect();
+    store.put(&log::commit_path(TABLE, 3), add("p=1/other.parquet", 5).into_bytes()).await.unwrap();
+    let lines = vec![json!({"remove": {"path": "p=1/part-0.parquet", "dataChange": false}}).to_string()];
+    let landed = commit(&store, &job(1), 2, &inputs, &lines, info).await.unwrap();
+    assert_eq!(landed, Landed::Committed { version: 4, retries: 1 });
+    let snap = log::load(&store, TABLE).await.unwrap();
+    assert_eq!(snap.version, 4);
+    assert!(snap.files.contains_key("p=1/other.parquet"), "the append is kept");
+}
+
+#[tokio::test]
+async fn a_commit_that_removed_an_input_or_changed_the_schema_abandons_the_unit() {
+    for winner in [
+        json!({"remove": {"path": "p=1/part-1.parquet", "dataChange": true}}).to_string(),
+        json!({"metaData": {"id": "x", "partitionColumns": ["q"], "configuration": {}}}).to_string(),
+        json!({"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
+            "writerFeatures": ["deletionVectors"]}})
+        .to_string(),
+    ] {
+        let store = Store::memory().await;
+        let inputs: BTreeSet<String> = table(&store, 2).await.into_iter().collect();
+        store.put(&log::commit_path(TABLE, 3), winner.clone().into_bytes()).await.unwrap();
+        let landed = commit(&store, &job(1), 2, &inputs, &[], info).await.unwrap();
+        assert!(matches!(landed, Landed::Conflict { version: 3, .. }), "{winner}: {landed:?}");
+        assert!(!store.exists(&log::commit_path(TABLE, 4)).await.unwrap(), "{winner}: committed anyway");
+    }
+}
+
+#[tokio::test]
+async fn a_version_holding_this_units_own_commit_is_its_commit() {
+    // A create whose reply was lost and whose retry found the name taken.
+    let store = Store::memory().await;
+    let inputs: BTreeSet<String> = table(&store, 2).await.into_iter().collect();
+    store.put(&log::commit_path(TABLE, 3), info(2).into_bytes()).await.unwrap();
+    let landed = commit(&store, &job(1), 2, &inputs, &[], info).await.unwrap();
+    assert_eq!(landed, Landed::Committed { version: 3, retries: 0 });
+    assert!(!store.exists(&log::commit_path(TABLE, 4)).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_unit_compacts_once_and_its_rerun_reports_the_same_commit() {
+    let store = Store::memory().await;
+    table(&store, 4).await;
+    let (out, stats) = run(&store, &job(1)).await.unwrap();
+    assert_eq!(out, Outcome::Committed { version_before: 4, version_after: 5, retries: 0 }, "{stats:?}");
+    assert_eq!((stats["files_in"], stats["rows_in"], stats["rows_out"]), (4, 40, 40), "{stats:?}");
+    let snap = log::load(&store, TABLE).await.unwrap();
+    assert_eq!(snap.files.len(), 1, "{:?}", snap.files.keys());
+    let only = snap.files.values().next().unwrap();
+    assert!(only.path.starts_with("p=1/compactd-"), "{only:?}");
+    assert_eq!(only.stats.as_deref(), Some("{\"numRecords\":40}"));
+    // The next attempt of the round (its node died before reporting).
+    let (again, stats) = run(&store, &job(2)).await.unwrap();
+    assert_eq!(again, Outcome::AlreadyCommitted { version: 5 });
+    assert_eq!(stats["version_after"], 5);
+    assert_eq!(log::load(&store, TABLE).await.unwrap().version, 5, "committed twice");
+}
+
+#[tokio::test]
+async fn tables_needing_writer_features_compactd_lacks_are_refused_before_anything_is_written() {
+    for protocol in [
+        json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
+            "writerFeatures": ["deletionVectors"]}),
+        json!({"minReaderVersion": 2, "minWriterVersion": 5}),
+        json!({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "appendOnly"]}),
+        json!({"minReaderVersion": 4, "minWriterVersion": 8}),
+    ] {
+        let store = Store::memory().await;
+        table(&store, 3).await;
+        store.put(&log::commit_path(TABLE, 4), json!({"protocol": protocol}).to_string().into_bytes()).await.unwrap();
+        let err = run(&store, &job(1)).await.unwrap_err().to_string();
+        assert!(err.contains("db/s/t/"), "{protocol}: {err}");
+        assert!(!store.exists(&log::commit_path(TABLE, 5)).await.unwrap(), "{protocol}");
+        let written: Vec<_> = store.list(&format!("{TABLE}p=1/")).await.unwrap();
+        assert!(written.iter().all(|e| !e.name().starts_with("compactd-")), "{protocol}: {written:?}");
+    }
+    // Features that do not constrain a rewrite are fine.
+    let store = Store::memory().await;
+    table(&store, 3).await;
+    let ok = json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
+        "writerFeatures": ["appendOnly", "invariants", "checkConstraints"]}});
+    store.put(&log::commit_path(TABLE, 4), ok.to_string().into_bytes()).await.unwrap();
+    assert!(matches!(run(&store, &job(1)).await.unwrap().0, Outcome::Committed { .. }));
+}
+
+#[tokio::test]
+async fn a_log_with_a_gap_or_a_bad_line_fails_naming_it() {
+    let store = Store::memory().await;
+    table(&store, 3).await;
+    store.delete(&log::commit_path(TABLE, 2)).await.unwrap();
+    let err = log::load(&store, TABLE).await.unwrap_err().to_string();
+    assert!(err.contains("no commit 2"), "{err}");
+    store.put(&log::commit_path(TABLE, 2), b"{\"add\": 5}\n".to_vec()).await.unwrap();
+    let err = log::load(&store, TABLE).await.unwrap_err().to_string();
+    assert!(err.contains("00000000000000000002.json") && err.contains("line 1"), "{err}");
+    let err = log::load(&Store::memory().await, TABLE).await.unwrap_err().to_string();
+    assert!(err.contains("not a Delta table"), "{err}");
+}
