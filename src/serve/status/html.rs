@@ -431,6 +431,33 @@ pub fn render_task(t: &TaskStatus, served_by: &str, wall_ms: u64) -> String {
     }
     b.push_str("</table><h2>Outstanding subtasks</h2>");
     b.push_str(&subtasks_table(&t.subtasks, true));
+    if !t.table_versions.is_empty() {
+        b.push_str(
+            "<h2>Delta table versions</h2><table id=\"versions\"><tr><th>unit</th><th>partition</th>\
+             <th>read</th><th>committed</th><th>files in</th><th>files out</th><th>rows</th></tr>",
+        );
+        for v in &t.table_versions {
+            let g = |k: &str| v.stats.get(k).map(|n| n.to_string()).unwrap_or_default();
+            let after = match (v.abandoned, v.version_after) {
+                (true, Some(a)) => format!("abandoned (conflict at {a})"),
+                (_, Some(a)) => a.to_string(),
+                (_, None) => "—".into(),
+            };
+            let _ = write!(
+                b,
+                "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                v.unit,
+                esc(v.partition.as_deref().unwrap_or("")),
+                v.version_before,
+                esc(&after),
+                g("files_in"),
+                g("files_out"),
+                g("rows_out"),
+            );
+        }
+        b.push_str("</table>");
+    }
     if !t.failures.is_empty() {
         b.push_str("<h2>Failed units</h2><table><tr><th>unit</th><th>error</th></tr>");
         for f in &t.failures {
