@@ -252,24 +252,25 @@ fn merge_cmd(root: &Path, partition: &str, attempt: u32) -> Command {
     let mut c = Command::new(BIN);
     c.args(["--root", &format!("fs://{}", root.display()), "__merge", "--format", "delta", "--dir", "db/s/t/"])
         .args(["--partition", partition, "--task", TASK, "--round", "1", "--attempt", &attempt.to_string()])
-        .args(["--target-size", "8MiB"]);
+        .args(["--target-size", "256KiB"]);
     c
 }
 
 /// Exact crash points of a unit, in its order: (shim mode, path pattern,
 /// how many matching calls there are at most; the seed picks which one).
 const POINTS: &[(&str, &str, u32)] = &[
-    // Before any output byte, then mid-write of an output (its temp file).
+    // Before any output byte (the first write of the first output's temp
+    // file), then mid-way through the outputs (a later write).
     ("write", "/db/s/t/part=", 1),
-    ("write", "/db/s/t/part=", 3),
-    // The output published under its name, not yet committed.
-    ("rename-after", "compactd-aaaa", 1),
-    // The commit: right before and right after its create-once link (the
-    // shim sees names relative to the folder: the version's file name),
-    // and before the temp of that create is unlinked.
+    ("write", "/db/s/t/part=", 4),
+    // An output published under its name, not yet committed.
+    ("rename-after", "compactd-aaaa", 2),
+    // The commit being written (its temp), then right before and right
+    // after its create-once link (the shim sees names relative to the
+    // folder: the version's file name): committed, result not yet printed.
+    ("write", "_delta_log", 1),
     ("link-before", ".json", 1),
     ("link-after", ".json", 1),
-    ("unlink-before", "_delta_log_0", 1),
 ];
 
 fn files_of(table: &Path) -> Vec<String> {
@@ -297,7 +298,7 @@ fn a_delta_unit_killed_at_20_exact_points_leaves_a_valid_table_and_orphans_only_
     let tt = template.join("t");
     std::fs::create_dir_all(&template).unwrap();
     let generated = delta_tool(
-        &["gen", "--table", tt.to_str().unwrap(), "--appends", "40", "--partitions", "2", "--rows", "300"],
+        &["gen", "--table", tt.to_str().unwrap(), "--appends", "40", "--partitions", "2", "--rows", "1000"],
         &[],
     );
     let last = generated["version"].as_u64().unwrap();
