@@ -5,7 +5,7 @@
 //! ```toml
 //! name = "warehouse"
 //! tables = ["db/public/*"]      # <db>/<schema>/<table>, `*` and `?` within a segment
-//! executor = "merge"            # merge | parquet | a command name nodes define
+//! executor = "merge"            # merge | parquet | delta | a command name nodes define
 //! min-small-files = 4           # due at 4 small files (or min-small-bytes, max-small-age)
 //! ```
 
@@ -157,11 +157,12 @@ fn check_pattern(p: &str) -> Result<(), String> {
 }
 
 fn check_executor(e: &str) -> Result<(), String> {
-    if e == "merge" || e == "parquet" || crate::tasks::valid_command_name(e) {
+    if e == "merge" || e == "parquet" || e == "delta" || crate::tasks::valid_command_name(e) {
         Ok(())
     } else {
         Err(format!(
-            "{e:?} is not an executor: merge, parquet, or the name of a command nodes define (`run --command NAME=…`)"
+            "{e:?} is not an executor: merge, parquet, delta, or the name of a command nodes define \
+             (`run --command NAME=…`)"
         ))
     }
 }

@@ -198,6 +198,9 @@ impl Visit<'_> {
         let o = self.item;
         let dir = tasks::table_dir(&o.db, &o.schema, &o.table);
         let small = o.policy.small_file_size;
+        if o.policy.executor == "delta" {
+            return self.list_delta(&dir, small).await;
+        }
         let TableCursor { listed: mut out, after } = from;
         let stop_at = budget.filter(|_| self.data.lists_from_key()).map(|b| b.max(1) * PAGE);
         let mut entries = 0u64;
@@ -211,6 +214,33 @@ impl Visit<'_> {
             }
         }
         self.requests += 1 + entries / PAGE;
+        Ok(Listing::Done(out))
+    }
+
+    /// A Delta table's partitions as its log has them: only active files
+    /// count (files a compaction removed stay in the folders until Delta's
+    /// VACUUM, and would make a compact table look due forever).
+    async fn list_delta(&mut self, dir: &str, small: u64) -> Result<Listing, PolicyError> {
+        use crate::executor::delta::{log, DeltaError};
+        let snap = match log::load(self.data, dir).await {
+            Ok(s) => s,
+            Err(DeltaError::Store(e)) => return Err(e.into()),
+            Err(e) => return Err(PolicyError::Malformed { path: dir.to_string(), problem: e.to_string() }),
+        };
+        self.requests += snap.reads;
+        let mut out: BTreeMap<Name, Listed> = BTreeMap::new();
+        for f in snap.files.values() {
+            let key = log::partition_key(&snap.metadata.partition_columns, &f.partition_values);
+            let Ok(part) = Name::parse(&key) else { continue };
+            let len = f.size.max(0) as u64;
+            let l = out.entry(part).or_default();
+            l.files += 1;
+            l.bytes += len;
+            if len < small {
+                l.small_files += 1;
+                l.small_bytes += len;
+            }
+        }
         Ok(Listing::Done(out))
     }
 

@@ -116,6 +116,9 @@ pub struct Snapshot {
     pub metadata: Metadata,
     /// Active files by their log path.
     pub files: BTreeMap<String, Add>,
+    /// Backend requests the load made (listings and reads), for callers
+    /// that budget them.
+    pub reads: u64,
 }
 
 /// `_delta_log/<version>.json`, zero-padded to 20 digits.
@@ -322,12 +325,13 @@ pub async fn load(store: &Store, table: &str) -> Result<Snapshot, DeltaError> {
         .rev()
         .find(|(v, (parts, have))| **v <= newest && have.len() as u32 == *parts)
         .map(|(v, (_, have))| (*v, have.values().cloned().collect::<Vec<_>>()));
-    let mut snap = Snapshot::default();
+    let mut snap = Snapshot { reads: 2 + entries.len() as u64 / 1000, ..Snapshot::default() };
     let first = match &checkpoint {
         Some((v, parts)) => {
             for (path, len) in parts {
                 let b = read_log_file(store, path, *len).await?.ok_or_else(|| bad(format!("{path} vanished")))?;
                 snap.apply(checkpoint_actions(path, b)?);
+                snap.reads += 1;
             }
             snap.version = *v;
             v + 1
@@ -345,6 +349,7 @@ pub async fn load(store: &Store, table: &str) -> Result<Snapshot, DeltaError> {
         let b = read_log_file(store, &path, *len).await?.ok_or_else(|| bad(format!("{path} vanished")))?;
         snap.apply(parse_commit(&path, &b)?);
         snap.version = v;
+        snap.reads += 1;
     }
     if snap.protocol.min_reader_version == 0 {
         return Err(bad(format!("no protocol action up to version {newest}")));
