@@ -22,7 +22,7 @@ which is the largest child of this process so far). Every run is checked by
 delta_tool's judge (log replay and deltalake agree at every new version, no
 id lost or doubled, rows unchanged, fewer files). The median of --runs runs
 is reported: a markdown row per contender on stdout, `RESULT {json}` lines
-(part "delta") on stderr, and every figure in bench/delta-results.json.
+(part "delta", for bench/report.py) on stdout, and every figure in bench/delta-results.json.
 """
 
 import argparse
@@ -181,7 +181,7 @@ def main():
             r = {"part": "delta", "peer": name, "setting": setting, "error": str(e)[-2000:]}
             results.append(r)
             print(f"| {name} | {setting} | failed: {str(e).splitlines()[0][:300]} | | | | | | |", flush=True)
-            print("RESULT " + json.dumps(r), file=sys.stderr, flush=True)
+            print("RESULT " + json.dumps(r), flush=True)
             continue
         mid = sorted(range(len(walls)), key=lambda i: walls[i])[len(walls) // 2]
         best = runs[mid]
@@ -194,7 +194,7 @@ def main():
         rss = f"{r['peak_rss_mib']:.0f}" if r["peak_rss_mib"] else "n/a"
         print(f"| {name} | {setting} | {r['seconds']:.2f} | {r['rows_rewritten']:,} | {r['rows_rewritten_per_s']:,} | "
               f"{rss} | {files0} → {r['files_after']} | {mib:.1f} → {r['output_mib']} | {r['commits']} |", flush=True)
-        print("RESULT " + json.dumps(r), file=sys.stderr, flush=True)
+        print("RESULT " + json.dumps(r), flush=True)
 
     sh = lambda c: subprocess.run(c, shell=True, capture_output=True, text=True, cwd=HERE).stdout.strip()  # noqa: E731
     doc = {"meta": {"date": sh("date -u '+%Y-%m-%d %H:%M UTC'"), "commit": sh("git rev-parse --short HEAD"),

@@ -6,7 +6,7 @@
 #
 # Environment knobs (defaults are what RESULTS.md is made with):
 #   BENCH_SHARDS=2000 BENCH_LATENCY_SAMPLES=60 BENCH_MANAGER_SHARDS=10000
-#   BENCH_SKIP_CELERY=0 BENCH_SKIP_UPGRADE=0 BENCH_SKIP_PARQUET=0 BENCH_SKIP_IOLIMIT=0 BENCH_SKIP_HDFS=0 BENCH_SHORT_SESSION=1 (0: skip the extra
+#   BENCH_SKIP_CELERY=0 BENCH_SKIP_UPGRADE=0 BENCH_SKIP_PARQUET=0 BENCH_SKIP_IOLIMIT=0 BENCH_SKIP_DELTA=0 BENCH_SKIP_HDFS=0 BENCH_SHORT_SESSION=1 (0: skip the extra
 #   2,000-shard run with a 3 s session) BENCH_SKIP_TMPFS=0 (1: skip the tmpfs repeat of
 #   limit, dispatch and Celery) BENCH_SKIP_PROOFS=0 (1: skip the scale proofs: the 1,000-node membership
 #   simulation at 10/100/1,000 nodes, the sweep of 100,000 tasks, long chaos under kills and calm)
@@ -91,6 +91,12 @@ if [[ "${BENCH_SKIP_PARQUET:-0}" != 1 ]]; then
     bash .ci/install-parquet-tools.sh >&2 || echo "pyarrow/DuckDB install failed" >&2
     .venv-parquet/bin/python bench/parquet.py --binary "$BIN" --base "$WORK" | tee -a "$LOG" ||
         echo "parquet bench failed" >&2
+fi
+
+if [[ "${BENCH_SKIP_DELTA:-0}" != 1 ]]; then
+    say "Delta Lake compaction vs deltalake's optimize.compact (bench/delta.py)"
+    bash .ci/install-parquet-tools.sh >&2 || echo "deltalake install failed" >&2
+    .venv-parquet/bin/python bench/delta.py --binary "$BIN" --base "$WORK" | tee -a "$LOG" || echo "delta bench failed" >&2
 fi
 
 if [[ "${BENCH_SKIP_IOLIMIT:-0}" != 1 ]]; then
