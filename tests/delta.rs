@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use common::cluster::{alive, monitor_of, Cluster, BIN};
 use common::hdfs::HdfsCluster;
-use common::parquet::{copy_dir, python, tool};
+use common::parquet::{compact_with, copy_dir, python, tool};
 use common::s3::S3Server;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
@@ -48,22 +48,7 @@ fn start_three(c: &mut Cluster, data: &str) {
 
 /// Submits `db.s.t` as a `delta` task, waits, returns its `status --json`.
 fn compact(c: &Cluster) -> Value {
-    let out = c.compactd(&[
-        "submit",
-        "--db",
-        "db",
-        "--schema",
-        "s",
-        "--table",
-        "t",
-        "--executor",
-        "delta",
-        "--wait",
-        "--json",
-    ]);
-    assert!(out.status.success(), "submit --wait failed: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text());
-    let id: Value = serde_json::from_slice(&out.stdout).unwrap();
-    c.status(id["id"].as_str().unwrap())
+    compact_with(c, "delta")
 }
 
 /// The task compacted each of `partitions` partitions in one commit, and

@@ -232,14 +232,7 @@ impl Visit<'_> {
         for f in snap.files.values() {
             let key = log::partition_key(&snap.metadata.partition_columns, &f.partition_values);
             let Ok(part) = Name::parse(&key) else { continue };
-            let len = f.size.max(0) as u64;
-            let l = out.entry(part).or_default();
-            l.files += 1;
-            l.bytes += len;
-            if len < small {
-                l.small_files += 1;
-                l.small_bytes += len;
-            }
+            out.entry(part).or_default().count(f.size.max(0) as u64, small);
         }
         Ok(Listing::Done(out))
     }
@@ -548,13 +541,18 @@ fn tally(out: &mut BTreeMap<Name, Listed>, dir: &str, small: u64, e: &store::Ent
         return;
     }
     let Ok(part) = Name::parse(part) else { return };
-    let len = e.len.unwrap_or(0);
-    let l = out.entry(part).or_default();
-    l.files += 1;
-    l.bytes += len;
-    if len < small {
-        l.small_files += 1;
-        l.small_bytes += len;
+    out.entry(part).or_default().count(e.len.unwrap_or(0), small);
+}
+
+impl Listed {
+    /// Counts a file of `len` bytes (small under `small`).
+    fn count(&mut self, len: u64, small: u64) {
+        self.files += 1;
+        self.bytes += len;
+        if len < small {
+            self.small_files += 1;
+            self.small_bytes += len;
+        }
     }
 }
 

@@ -51,6 +51,12 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 /// Submits the table `db.s.t` with the parquet executor, waits for it to
 /// end and returns its `status --json`.
 pub fn compact_table(c: &Cluster) -> Value {
+    compact_with(c, "parquet")
+}
+
+/// Submits the table `db.s.t` with `executor`, waits for it to end and
+/// returns its `status --json`.
+pub fn compact_with(c: &Cluster, executor: &str) -> Value {
     let out = c.compactd(&[
         "submit",
         "--db",
@@ -60,7 +66,7 @@ pub fn compact_table(c: &Cluster) -> Value {
         "--table",
         "t",
         "--executor",
-        "parquet",
+        executor,
         "--wait",
         "--json",
     ]);
