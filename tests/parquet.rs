@@ -117,6 +117,43 @@ fn merge_cmd(root: &Path, part: &str, attempt: u32) -> Command {
     c
 }
 
+#[test]
+fn spark_int96_timestamps_are_rewritten_as_utc_microseconds_over_their_full_range() {
+    // Spark's default timestamp encoding, written by pyarrow the way Spark
+    // writes it, with dates outside the range nanoseconds can hold.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db/s/t/p");
+    std::fs::create_dir_all(&dir).unwrap();
+    let judge = |script: &str| {
+        let py = format!(
+            "import datetime as d, glob, pyarrow as pa, pyarrow.parquet as pq\n\
+             ts = [d.datetime(1, 1, 1), d.datetime(1970, 1, 1, 0, 0, 1, 5), d.datetime(9999, 12, 31, 23, 59, 59)]\n\
+             utc = [t.replace(tzinfo=d.timezone.utc) for t in ts]\n{script}"
+        );
+        let out = Command::new(common::parquet::python()).args(["-c", &py]).current_dir(&dir).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    judge(
+        "for i in range(3):\n    pq.write_table(pa.table({'id': [i], 'ts': pa.array([ts[i]], pa.timestamp('us'))}), \
+         f'part-{i}.parquet', use_deprecated_int96_timestamps=True)\n\
+         assert pq.ParquetFile('part-0.parquet').schema.column(1).physical_type == 'INT96'",
+    );
+    let out = merge_cmd(tmp.path(), "p", 1).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = judge(
+        "files = glob.glob('*.parquet'); assert len(files) == 1, files\n\
+         col = pq.ParquetFile(files[0]).schema.column(1)\n\
+         print(col.physical_type, col.logical_type)\n\
+         t = pq.read_table(files[0]).sort_by('id')\n\
+         assert t['ts'].to_pylist() == utc, t['ts'].to_pylist()",
+    );
+    assert!(
+        got.contains("INT64") && got.contains("isAdjustedToUTC=true") && got.contains("timeUnit=microseconds"),
+        "{got}"
+    );
+}
+
 /// Every file below `dir` with its bytes.
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();

@@ -237,7 +237,55 @@ async fn open(
         io: io.clone(),
     };
     let meta = ArrowReaderMetadata::load_async(&mut r, ArrowReaderOptions::new()).await?;
+    let meta = match int96_hint(&meta)? {
+        Some(hint) => {
+            ArrowReaderMetadata::try_new(meta.metadata().clone(), ArrowReaderOptions::new().with_schema(hint))?
+        }
+        None => meta,
+    };
     Ok((r, meta))
+}
+
+/// Spark's legacy INT96 timestamps (still its default encoding) decode as
+/// `Timestamp(ns)` without a zone, which the writer would re-encode as
+/// INT64 nanoseconds with `isAdjustedToUTC=false`: a type Spark 3 refuses,
+/// Delta's `timestamp` forbids, and that overflows outside 1677-2262. They
+/// are read as `Timestamp(µs, UTC)` instead (INT96 is UTC by Spark's
+/// convention), so outputs hold standard `TIMESTAMP(MICROS, UTC)` columns
+/// with the full range. Top-level columns only: a nested INT96 column is
+/// refused with its name.
+fn int96_hint(meta: &ArrowReaderMetadata) -> Result<Option<SchemaRef>, ParquetError> {
+    let descr = meta.metadata().file_metadata().schema_descr();
+    let roots = descr.root_schema().get_fields();
+    let int96 =
+        |t: &parquet::schema::types::Type| t.is_primitive() && t.get_physical_type() == parquet::basic::Type::INT96;
+    if !descr.columns().iter().any(|c| c.physical_type() == parquet::basic::Type::INT96) {
+        return Ok(None);
+    }
+    let schema = meta.schema();
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    for (i, f) in schema.fields().iter().enumerate() {
+        let root = roots.get(i).ok_or_else(|| ParquetError::General("schema mismatch".into()))?;
+        if int96(root) {
+            let ts = DataType::Timestamp(arrow_schema::TimeUnit::Microsecond, Some("UTC".into()));
+            fields.push(Arc::new(f.as_ref().clone().with_data_type(ts)));
+        } else if !root.is_primitive() && contains_int96(root) {
+            return Err(ParquetError::General(format!(
+                "column {:?} holds INT96 timestamps inside a nested type, which compactd does not rewrite",
+                f.name()
+            )));
+        } else {
+            fields.push(f.clone());
+        }
+    }
+    Ok(Some(Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))))
+}
+
+fn contains_int96(t: &parquet::schema::types::Type) -> bool {
+    if t.is_primitive() {
+        return t.get_physical_type() == parquet::basic::Type::INT96;
+    }
+    t.get_fields().iter().any(|f| contains_int96(f))
 }
 
 /// Stages the rewrite of a partition's small Parquet files; no outputs if
