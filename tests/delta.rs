@@ -205,32 +205,45 @@ fn appends_during_compaction_are_never_lost_and_no_version_shows_a_row_twice() {
 }
 
 #[test]
-fn a_table_whose_early_log_was_cleaned_up_is_read_from_its_checkpoint() {
+fn a_table_whose_early_log_was_cleaned_up_is_read_from_its_checkpoint_null_partition_included() {
     let tmp = tempfile::tempdir().unwrap();
     let table = tmp.path().join("db/s/t");
     std::fs::create_dir_all(table.parent().unwrap()).unwrap();
     let t = table.to_str().unwrap();
     let generated = delta_tool(&["gen", "--table", t, "--appends", "30", "--partitions", "3", "--rows", "50"], &[]);
-    let last = generated["version"].as_u64().unwrap();
-    // deltalake writes the checkpoint; the commits it covers are removed, as
-    // a log cleanup past the retention would.
+    let rows = generated["rows"].as_u64().unwrap();
+    // Two appends whose partition value is null, then deltalake writes the
+    // checkpoint (the null is a null value in its partitionValues map) and
+    // the commits it covers are removed, as a log cleanup would.
     let py = format!(
-        "import deltalake; deltalake.DeltaTable({t:?}).create_checkpoint()\n\
-         import os\nfor v in range({last}): os.remove(os.path.join({t:?}, '_delta_log', '%020d.json' % v))"
+        "import os, deltalake, pyarrow as pa\n\
+         for k in range(2):\n    ids = list(range({rows} + k * 10, {rows} + k * 10 + 10))\n    \
+         deltalake.write_deltalake({t:?}, pa.table({{'id': pa.array(ids, pa.int64()), \
+         'part': pa.array([None] * 10, pa.int64()), 'payload': ['n'] * 10, 'value': [0.5] * 10}}), \
+         mode='append', partition_by=['part'])\n\
+         dt = deltalake.DeltaTable({t:?}); dt.create_checkpoint(); last = dt.version(); print(last)\n\
+         for v in range(last): os.remove(os.path.join({t:?}, '_delta_log', '%020d.json' % v))"
     );
-    let st = Command::new(python()).args(["-c", &py]).status().unwrap();
-    assert!(st.success());
+    let out = Command::new(python()).args(["-c", &py]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let last: u64 = String::from_utf8_lossy(&out.stdout).trim().lines().last().unwrap().parse().unwrap();
     assert!(table.join(format!("_delta_log/{last:020}.checkpoint.parquet")).exists());
-    for p in 0..3 {
-        let out = merge_cmd(tmp.path(), &format!("part={p}"), 1).output().unwrap();
+    let units = ["part=0", "part=1", "part=2", "part=__HIVE_DEFAULT_PARTITION__"];
+    for (i, p) in units.iter().enumerate() {
+        let out = merge_cmd(tmp.path(), p, 1).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "part={p}: {}", String::from_utf8_lossy(&out.stderr));
-        assert!(stdout.contains(&format!("read version {}", last + p)), "part={p}: {stdout}");
+        assert!(out.status.success(), "{p}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(&format!("read version {}", last + i as u64)), "{p}: {stdout}");
     }
+    // The null partition's output keeps its key, with a null value.
+    let commit = std::fs::read_to_string(table.join(format!("_delta_log/{:020}.json", last + 4))).unwrap();
+    let add: Value =
+        commit.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).find(|a| a["add"].is_object()).unwrap();
+    assert_eq!(add["add"]["partitionValues"], serde_json::json!({"part": null}), "{commit}");
     let checked = delta_tool(&["check", "--table", t, "--min-version", &last.to_string()], &[]);
-    assert_eq!(checked["rows"], generated["rows"], "{checked}");
-    assert_eq!(checked["files"].as_u64(), Some(3), "{checked}");
-    assert_eq!(checked["optimize_versions"].as_array().unwrap().len(), 3, "{checked}");
+    assert_eq!(checked["rows"].as_u64(), Some(rows + 20), "{checked}");
+    assert_eq!(checked["files"].as_u64(), Some(4), "{checked}");
+    assert_eq!(checked["optimize_versions"].as_array().unwrap().len(), 4, "{checked}");
 }
 
 fn merge_cmd(root: &Path, partition: &str, attempt: u32) -> Command {

@@ -228,6 +228,11 @@ impl Visit<'_> {
             Err(e) => return Err(PolicyError::Malformed { path: dir.to_string(), problem: e.to_string() }),
         };
         self.requests += snap.reads;
+        // A table its units would refuse is reported, not planned.
+        snap.check_supported().map_err(|why| PolicyError::Malformed {
+            path: dir.to_string(),
+            problem: format!("not compacted: {why}"),
+        })?;
         let mut out: BTreeMap<Name, Listed> = BTreeMap::new();
         for f in snap.files.values() {
             let key = log::partition_key(&snap.metadata.partition_columns, &f.partition_values);

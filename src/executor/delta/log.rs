@@ -65,11 +65,22 @@ pub struct Protocol {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
+    #[serde(default, deserialize_with = "null_default")]
     pub id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub partition_columns: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub configuration: BTreeMap<String, Option<String>>,
+}
+
+/// A field that is absent or null (checkpoint rows carry explicit nulls)
+/// is its default.
+fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 /// An active data file, with what an `add` or `remove` of it carries.
@@ -78,10 +89,10 @@ pub struct Metadata {
 pub struct Add {
     /// As written in the log: a URI-encoded path relative to the table.
     pub path: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub partition_values: BTreeMap<String, Option<String>>,
     pub size: i64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_default")]
     pub modification_time: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stats: Option<String>,
@@ -114,7 +125,7 @@ pub struct Snapshot {
     pub version: u64,
     pub protocol: Protocol,
     pub metadata: Metadata,
-    /// Active files by their log path.
+    /// Active files by [`path_key`] of their log path.
     pub files: BTreeMap<String, Add>,
     /// Backend requests the load made (listings and reads), for callers
     /// that budget them.
@@ -160,6 +171,13 @@ fn classify(name: &str) -> LogFile {
         }
         _ => LogFile::Other,
     }
+}
+
+/// A classic checkpoint (single- or multi-part Parquet), the only kind
+/// compactd reads; `false` for a V2 checkpoint (`<v>.checkpoint.<uuid>.json`
+/// or `.parquet`) and anything else.
+pub fn is_checkpoint(name: &str) -> bool {
+    matches!(classify(name), LogFile::Checkpoint { .. })
 }
 
 /// Reads a log file whole, refusing one over [`MAX_LOG_FILE`].
@@ -230,10 +248,10 @@ impl Snapshot {
                 self.metadata = m;
             }
             if let Some(r) = a.remove {
-                self.files.remove(&r.path);
+                self.files.remove(&path_key(&r.path));
             }
             if let Some(add) = a.add {
-                self.files.insert(add.path.clone(), add);
+                self.files.insert(path_key(&add.path), add);
             }
         }
     }
@@ -285,19 +303,52 @@ struct LastCheckpoint {
 /// The table at its newest version.
 pub async fn load(store: &Store, table: &str) -> Result<Snapshot, DeltaError> {
     let log = format!("{table}{LOG_DIR}");
-    let bad = |problem: String| DeltaError::Table { table: table.to_string(), problem };
     // A hint only: a missing or unreadable one means listing the whole log.
     let hint = match store.read(&format!("{log}_last_checkpoint")).await {
         Ok(Some(b)) => serde_json::from_slice::<LastCheckpoint>(&b).ok().map(|c| c.version),
         _ => None,
     };
+    match load_from(store, table, hint).await {
+        // A hint naming a checkpoint that is not there whole (cleaned up,
+        // or being written): the whole log decides, as Spark and delta-rs do.
+        Err(LoadError::BadHint) => match load_from(store, table, None).await {
+            Ok(s) => Ok(s),
+            Err(LoadError::Delta(e)) => Err(e),
+            Err(LoadError::BadHint) => unreachable!("no hint given"),
+        },
+        Ok(s) => Ok(s),
+        Err(LoadError::Delta(e)) => Err(e),
+    }
+}
+
+enum LoadError {
+    BadHint,
+    Delta(DeltaError),
+}
+
+impl From<DeltaError> for LoadError {
+    fn from(e: DeltaError) -> Self {
+        LoadError::Delta(e)
+    }
+}
+
+impl From<store::StoreError> for LoadError {
+    fn from(e: store::StoreError) -> Self {
+        LoadError::Delta(e.into())
+    }
+}
+
+async fn load_from(store: &Store, table: &str, hint: Option<u64>) -> Result<Snapshot, LoadError> {
+    let log = format!("{table}{LOG_DIR}");
+    let bad = |problem: String| LoadError::Delta(DeltaError::Table { table: table.to_string(), problem });
     let after = hint.map(|v| format!("{log}{v:020}"));
     let entries: Vec<store::Entry> = store.list_stream_after(&log, after.as_deref()).try_collect().await?;
     let mut commits: BTreeMap<u64, Option<u64>> = BTreeMap::new();
     // version -> (parts it has, the parts listed: number -> path and size)
     let mut checkpoints: BTreeMap<u64, (u32, Parts)> = BTreeMap::new();
     for e in &entries {
-        if e.is_dir {
+        // The log's own files only, not those of folders in it.
+        if e.is_dir || e.path.strip_prefix(log.as_str()).is_none_or(|n| n.contains('/')) {
             continue;
         }
         match classify(e.name()) {
@@ -314,10 +365,10 @@ pub async fn load(store: &Store, table: &str) -> Result<Snapshot, DeltaError> {
         }
     }
     let Some(&newest) = commits.keys().next_back() else {
-        return Err(bad(match hint {
-            Some(v) => format!("_delta_log/_last_checkpoint names version {v} but no commit from it is there"),
-            None => "no _delta_log/ commits: not a Delta table (or the wrong --data)".into(),
-        }));
+        if hint.is_some() {
+            return Err(LoadError::BadHint);
+        }
+        return Err(bad("no _delta_log/ commits: not a Delta table (or the wrong --data)".into()));
     };
     // The newest checkpoint with all its parts, at or below the newest commit.
     let checkpoint = checkpoints
@@ -336,9 +387,7 @@ pub async fn load(store: &Store, table: &str) -> Result<Snapshot, DeltaError> {
             snap.version = *v;
             v + 1
         }
-        None if hint.is_some() => {
-            return Err(bad("_delta_log/_last_checkpoint names a checkpoint that is not there whole".into()));
-        }
+        None if hint.is_some() => return Err(LoadError::BadHint),
         None => 0,
     };
     for v in first..=newest {
@@ -379,13 +428,20 @@ fn checkpoint_actions(path: &str, bytes: Bytes) -> Result<Vec<Action>, DeltaErro
     let mut out = vec![];
     for batch in reader {
         let batch = batch.map_err(|e| bad(e.to_string()))?;
-        let mut w = arrow_json::LineDelimitedWriter::new(Vec::new());
+        // Explicit nulls: a map's null values (a null partition value)
+        // are dropped otherwise, and an action must keep every key.
+        let mut w = arrow_json::WriterBuilder::new()
+            .with_explicit_nulls(true)
+            .build::<_, arrow_json::writer::LineDelimited>(Vec::new());
         w.write(&batch).map_err(|e| bad(e.to_string()))?;
         w.finish().map_err(|e| bad(e.to_string()))?;
         out.extend(parse_commit(path, &w.into_inner())?);
     }
     Ok(out)
 }
+
+/// A null partition value in a unit name (Hive's name for it).
+const NULL_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
 
 /// Characters escaped in a partition value of a unit name (Hive's set for
 /// folder names, and `,` which separates columns in the name).
@@ -421,10 +477,23 @@ pub fn partition_key(columns: &[String], values: &BTreeMap<String, Option<String
         .map(|c| {
             // The protocol treats an empty partition value as null.
             let v = values.get(c).cloned().flatten().filter(|v| !v.is_empty());
-            format!("{}={}", escape(c), v.map(|v| escape(&v)).unwrap_or_else(|| "__HIVE_DEFAULT_PARTITION__".into()))
+            let v = match v {
+                None => NULL_PARTITION.to_string(),
+                // The literal string would read as null: its first `_` escaped.
+                Some(v) if v == NULL_PARTITION => format!("%5F{}", &v[1..]),
+                Some(v) => escape(&v),
+            };
+            format!("{}={v}", escape(c))
         })
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// What identifies a file across actions: its path decoded (writers may
+/// encode the same path differently in an `add` and its `remove`; readers
+/// match them decoded, as Spark does).
+pub fn path_key(path: &str) -> String {
+    percent_encoding::percent_decode_str(path).decode_utf8_lossy().into_owned()
 }
 
 /// The store path of a file the log names by `path` (relative to `table`).
@@ -455,6 +524,9 @@ mod tests {
         let nulls: BTreeMap<String, Option<String>> = [("day".into(), None), ("k".into(), Some(String::new()))].into();
         assert_eq!(partition_key(&cols, &nulls), "day=__HIVE_DEFAULT_PARTITION__,k=__HIVE_DEFAULT_PARTITION__");
         assert_eq!(partition_key(&[], &vals), WHOLE_TABLE);
+        let literal: BTreeMap<String, Option<String>> =
+            [("day".into(), Some(NULL_PARTITION.into())), ("k".into(), None)].into();
+        assert_eq!(partition_key(&cols, &literal), "day=%5F_HIVE_DEFAULT_PARTITION__,k=__HIVE_DEFAULT_PARTITION__");
     }
 
     #[test]

@@ -111,9 +111,12 @@ impl DeltaJob {
         DeltaError::Table { table: self.table().to_string(), problem: problem.into() }
     }
 
-    /// The file-name stem of this round's outputs (all attempts).
+    /// The file-name stem of this unit's outputs in this round (all
+    /// attempts). The unit's hash keeps two units' files apart where their
+    /// partitions share a folder (tables without partition folders, Spark's
+    /// random file prefixes).
     fn round_stem(&self) -> String {
-        format!("compactd-{}-r{}-a", self.merge.task, self.merge.round)
+        format!("compactd-{}-r{}-u{:016x}-a", self.merge.task, self.merge.round, fnv64(&self.partition))
     }
 
     /// Marks this unit's commits, so that a rerun recognises its own.
@@ -125,6 +128,11 @@ impl DeltaJob {
             "unit": self.partition,
         })
     }
+}
+
+/// FNV-1a, 64 bits: a stable hash of a unit name for file names.
+fn fnv64(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// The active files of each partition that has two or more files under
@@ -168,6 +176,21 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     let threshold = parquet::small_threshold(job.merge.target_size) as i64;
     let mut small: Vec<&Add> = mine.into_iter().filter(|f| f.size < threshold).collect();
     small.sort_by(|a, b| a.path.cmp(&b.path));
+    // The output's partition values: one per partition column, as the
+    // inputs hold them (absent and "" are null). All inputs must agree.
+    let values = |f: &Add| -> BTreeMap<String, Option<String>> {
+        cols.iter()
+            .map(|c| (c.clone(), f.partition_values.get(c).cloned().flatten().filter(|v| !v.is_empty())))
+            .collect()
+    };
+    if let Some(first) = small.first() {
+        if let Some(other) = small.iter().find(|f| values(f) != values(first)) {
+            return Err(job.broken(format!(
+                "{} and {} are in unit {} but their partition values differ; nothing was written",
+                first.path, other.path, job.partition
+            )));
+        }
+    }
     if small.len() < 2 {
         stats.insert("version_after".into(), snap.version);
         return Ok((Outcome::NothingToDo { version: snap.version }, stats));
@@ -218,14 +241,15 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     }
     let now_ms = job.merge.now.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
     let removed: BTreeSet<String> =
-        staged.outputs.iter().flat_map(|o| o.inputs.iter()).map(|p| by_store_path[p].path.clone()).collect();
+        staged.outputs.iter().flat_map(|o| o.inputs.iter()).map(|p| log::path_key(&by_store_path[p].path)).collect();
     let mut lines: Vec<String> = vec![];
+    // Flat string values under Spark's keys: readers of the history
+    // (Databricks, Delta Sharing) refuse nested ones.
     let metrics = json!({
-        "numFilesRemoved": removed.len(),
-        "numFilesAdded": staged.outputs.len(),
-        "filesRemoved": {"totalSize": stats.get("bytes_in")},
-        "filesAdded": {"totalSize": stats.get("bytes_out")},
-        "numBatches": 1,
+        "numRemovedFiles": removed.len().to_string(),
+        "numAddedFiles": staged.outputs.len().to_string(),
+        "numRemovedBytes": stats.get("bytes_in").copied().unwrap_or(0).to_string(),
+        "numAddedBytes": stats.get("bytes_out").copied().unwrap_or(0).to_string(),
     });
     let predicate = if cols.is_empty() { "[]".to_string() } else { format!("[\"{}\"]", job.partition) };
     let commit_info = |read_version: u64| {
@@ -257,13 +281,13 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
             .to_string(),
         );
     }
-    let first_part_values = &small[0].partition_values;
+    let first_part_values = values(small[0]);
     for (o, (bytes, rows)) in staged.outputs.iter().zip(&staged.written) {
         let file = o.final_path.rsplit('/').next().unwrap_or_default();
         lines.push(
             json!({"add": {
                 "path": format!("{log_dir}{file}"),
-                "partitionValues": first_part_values,
+                "partitionValues": &first_part_values,
                 "size": bytes,
                 "modificationTime": now_ms,
                 "dataChange": false,
@@ -308,7 +332,7 @@ enum Landed {
 }
 
 /// Creates the first free version after `read_version` holding
-/// `commit_info(version - 1)` and `lines`, stepping over versions other
+/// `commit_info(read_version)` and `lines`, stepping over versions other
 /// writers took as long as they do not [`conflict`] with the unit.
 async fn commit(
     store: &Store,
@@ -323,7 +347,7 @@ async fn commit(
     let mut retries = 0u32;
     loop {
         let body =
-            std::iter::once(commit_info(version - 1)).chain(lines.iter().cloned()).collect::<Vec<_>>().join("\n");
+            std::iter::once(commit_info(read_version)).chain(lines.iter().cloned()).collect::<Vec<_>>().join("\n");
         match store.create(&log::commit_path(table, version), body.into_bytes()).await? {
             Created::Created => return Ok(Landed::Committed { version, retries }),
             Created::Exists => {
@@ -357,7 +381,7 @@ async fn commit(
 fn conflict(winner: &[log::Action], inputs: &BTreeSet<String>) -> Option<String> {
     for a in winner {
         if let Some(r) = &a.remove {
-            if inputs.contains(&r.path) {
+            if inputs.contains(&log::path_key(&r.path)) {
                 return Some(format!("removed input {}", r.path));
             }
         }

@@ -42,12 +42,26 @@ async fn referenced(store: &Store, table: &str) -> Result<BTreeSet<String>, Delt
     let entries: Vec<store::Entry> = store.list_stream(&log_dir, true).try_collect().await?;
     for e in entries {
         let name = e.name();
+        // A file named where this reader cannot look (V2 checkpoints and
+        // their sidecars) could be the only reference to a live file: no
+        // file of such a table is ever called an orphan.
+        let nested = e.path.strip_prefix(log_dir.as_str()).is_some_and(|n| n.contains('/'));
+        if nested || (name.contains(".checkpoint.") && !log::is_checkpoint(name)) {
+            return Err(DeltaError::Table {
+                table: table.to_string(),
+                problem: format!(
+                    "{} is log content compactd does not read (a V2 checkpoint or sidecar?): orphans are not \
+                     named in this table",
+                    e.path
+                ),
+            });
+        }
         let actions = if name.ends_with(".json") && name.len() == 25 {
             match log::read_commit_file(store, &e.path, e.len).await? {
                 Some(a) => a,
                 None => continue,
             }
-        } else if name.contains(".checkpoint.") && name.ends_with(".parquet") {
+        } else if log::is_checkpoint(name) {
             match log::read_checkpoint_file(store, &e.path, e.len).await? {
                 Some(a) => a,
                 None => continue,
@@ -73,8 +87,14 @@ pub fn is_compactd_output(name: &str) -> bool {
     name.starts_with("compactd-") && name.ends_with(".parquet")
 }
 
-/// The orphans of the table at `table` (`<db>/<schema>/<table>/`).
+/// The orphans of the table at `table` (`<db>/<schema>/<table>/`). A table
+/// compactd would not write to (its protocol asks for what compactd does
+/// not read, such as V2 checkpoints) is refused: its log may name files in
+/// ways this reader does not see.
 pub async fn find(store: &Store, table: &str) -> Result<Vec<Orphan>, DeltaError> {
+    let snap = log::load(store, table).await?;
+    snap.check_supported()
+        .map_err(|why| DeltaError::Table { table: table.to_string(), problem: format!("orphans not named: {why}") })?;
     let refs = referenced(store, table).await?;
     let log_dir = format!("{table}{LOG_DIR}");
     let files: Vec<store::Entry> = store.list_stream(table, true).try_collect().await?;

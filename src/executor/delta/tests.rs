@@ -171,3 +171,29 @@ async fn a_log_with_a_gap_or_a_bad_line_fails_naming_it() {
     let err = log::load(&Store::memory().await, TABLE).await.unwrap_err().to_string();
     assert!(err.contains("not a Delta table"), "{err}");
 }
+
+#[tokio::test]
+async fn a_remove_matches_its_add_however_the_path_is_encoded() {
+    let store = Store::memory().await;
+    table(&store, 3).await;
+    // Another writer removed part-1 naming it encoded (`=` as %3D).
+    let rm = json!({"remove": {"path": "p%3D1/part-1.parquet", "dataChange": true}}).to_string();
+    store.put(&log::commit_path(TABLE, 4), rm.into_bytes()).await.unwrap();
+    let snap = log::load(&store, TABLE).await.unwrap();
+    assert_eq!(snap.files.len(), 2, "{:?}", snap.files.keys());
+    let (out, stats) = run(&store, &job(1)).await.unwrap();
+    assert!(matches!(out, Outcome::Committed { .. }), "{out:?}");
+    assert_eq!(stats["rows_in"], 20, "the removed file's rows came back: {stats:?}");
+}
+
+#[tokio::test]
+async fn orphans_are_not_named_in_a_table_whose_log_this_reader_cannot_fully_read() {
+    let store = Store::memory().await;
+    table(&store, 2).await;
+    store.put(&format!("{TABLE}p=1/compactd-x-r1-u0-a1-0.parquet"), b"x".to_vec()).await.unwrap();
+    assert_eq!(orphans::find(&store, TABLE).await.unwrap().len(), 1);
+    // A V2 checkpoint could be the only place naming a live file.
+    store.put(&format!("{TABLE}_delta_log/00000000000000000002.checkpoint.0a1b.json"), b"{}".to_vec()).await.unwrap();
+    let err = orphans::find(&store, TABLE).await.unwrap_err().to_string();
+    assert!(err.contains("does not read"), "{err}");
+}
