@@ -198,12 +198,9 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Policy(args) => policy::policy(store, args).await,
         Command::Tables(args) => policy::tables(store, args).await,
         Command::Plan(args) => policy::plan(store, args).await,
-        Command::Config(_)
-        | Command::Completions { .. }
-        | Command::Man
-        | Command::Reaper
-        | Command::VacuumOrphans(_) => {
+        Command::Config(_) | Command::Completions { .. } | Command::Man | Command::Reaper => {
             unreachable!("handled by `offline` before any backend is opened")
         }
+        Command::VacuumOrphans(_) => unreachable!("handled before the tree is opened"),
     }
 }
