@@ -507,8 +507,7 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
     };
     if args.format == MergeFormat::Delta {
         let partition = args.partition.context("--format delta needs --partition (a unit of the table)")?;
-        let options = crate::executor::merge::parquet::ParquetOptions::for_target(args.target_size, args.compression);
-        let job = crate::executor::delta::DeltaJob { merge: job, partition, options };
+        let job = crate::executor::delta::DeltaJob { merge: job, partition };
         let (outcome, stats) = crate::executor::delta::run(&data, &job).await?;
         println!("{outcome}");
         println!("{}{}", crate::executor::STATS_PREFIX, serde_json::to_string(&stats)?);

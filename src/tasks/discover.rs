@@ -42,13 +42,7 @@ pub async fn units(
 /// `Err`: why the task cannot run (not a Delta table, an unsupported
 /// protocol, a partition whose name cannot be a unit name).
 async fn delta(data: &Store, info: &TaskInfo, default_target: u64) -> store::Result<Result<Vec<Name>, String>> {
-    let target = info
-        .run
-        .params
-        .get(crate::policy::TARGET_SIZE_PARAM)
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(default_target);
+    let target = target_size(info, default_target);
     let table = table_dir(&info.db_name, &info.schema_name, &info.table_name);
     let found = match crate::executor::delta::partitions_to_compact(data, &table, target).await {
         Ok(f) => f,
@@ -66,6 +60,17 @@ async fn delta(data: &Store, info: &TaskInfo, default_target: u64) -> store::Res
         }
     }
     Ok(Ok(out))
+}
+
+/// The target size of a task's outputs: its own (a policy's task carries
+/// one), else the node's `default`.
+pub fn target_size(info: &TaskInfo, default: u64) -> u64 {
+    info.run
+        .params
+        .get(crate::policy::TARGET_SIZE_PARAM)
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(default)
 }
 
 /// `<db>/<schema>/<table>/` on the data backend.

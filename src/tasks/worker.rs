@@ -532,14 +532,7 @@ async fn prepare(
         vars,
         params: info.run.params.clone(),
         data_uri: cfg.data_uri.clone(),
-        // A policy's task carries its own target size.
-        target_size: info
-            .run
-            .params
-            .get(crate::policy::TARGET_SIZE_PARAM)
-            .and_then(|v| v.parse().ok())
-            .filter(|n| *n > 0)
-            .unwrap_or(cfg.target_size),
+        target_size: crate::tasks::discover::target_size(&info, cfg.target_size),
         compression: cfg.parquet_compression.clone(),
         fence: Some((cfg.root_uri.clone(), v2::subtask_dir(me, sub))),
         run_as: cfg.run_as.clone(),

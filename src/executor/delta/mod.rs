@@ -38,8 +38,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::json;
 use store::{Created, Store};
 
-use super::merge::parquet::{self, ParquetOptions};
-use super::merge::{MergeJob, SUPERSEDED};
+use super::merge::parquet;
+use super::merge::{Format, MergeJob, SUPERSEDED};
 use log::Add;
 
 #[derive(Debug, thiserror::Error)]
@@ -59,13 +59,12 @@ pub const MAX_COMMIT_TRIES: u32 = 1000;
 /// One unit: a partition of a table.
 #[derive(Debug, Clone)]
 pub struct DeltaJob {
-    /// The table's folder, `<db>/<schema>/<table>/`; the shared job fields
-    /// (task, round, attempt, target size, fence, I/O limit, clock) are
-    /// [`MergeJob`]'s, with `dir` the table's folder.
+    /// The shared job fields (task, round, attempt, target size, fence, I/O
+    /// limit, clock, the outputs' Parquet options) are [`MergeJob`]'s, with
+    /// `dir` the table's folder, `<db>/<schema>/<table>/`.
     pub merge: MergeJob,
     /// The unit: a [`log::partition_key`].
     pub partition: String,
-    pub options: ParquetOptions,
 }
 
 /// What a unit did.
@@ -212,7 +211,10 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
         let p = format!("{store_dir}{file}");
         (p.clone(), p)
     };
-    let staged = parquet::rewrite(store, &job.merge, &job.options, inputs, name).await;
+    let Format::Parquet(options) = &job.merge.format else {
+        return Err(job.broken("the delta executor writes Parquet: its job's format must be Parquet"));
+    };
+    let staged = parquet::rewrite(store, &job.merge, options, inputs, name).await;
     let staged = match staged {
         Ok(s) => s,
         Err(e) => {
@@ -242,7 +244,6 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     let now_ms = job.merge.now.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
     let removed: BTreeSet<String> =
         staged.outputs.iter().flat_map(|o| o.inputs.iter()).map(|p| log::path_key(&by_store_path[p].path)).collect();
-    let mut lines: Vec<String> = vec![];
     // Flat string values under Spark's keys: readers of the history
     // (Databricks, Delta Sharing) refuse nested ones.
     let metrics = json!({
@@ -252,20 +253,20 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
         "numAddedBytes": stats.get("bytes_out").copied().unwrap_or(0).to_string(),
     });
     let predicate = if cols.is_empty() { "[]".to_string() } else { format!("[\"{}\"]", job.partition) };
-    let commit_info = |read_version: u64| {
-        json!({"commitInfo": {
+    // One body for every version tried: it names the version read, not the
+    // one it lands at.
+    let mut lines: Vec<String> = vec![json!({"commitInfo": {
             "timestamp": now_ms,
             "operation": "OPTIMIZE",
             "operationParameters": {"predicate": predicate, "targetSize": job.merge.target_size.to_string()},
-            "readVersion": read_version,
+            "readVersion": snap.version,
             "isolationLevel": "SnapshotIsolation",
             "isBlindAppend": false,
             "operationMetrics": metrics,
             "engineInfo": format!("compactd/{}", env!("CARGO_PKG_VERSION")),
             "compactd": job.marker(),
-        }})
-        .to_string()
-    };
+    }})
+    .to_string()];
     for path in &removed {
         let f = snap.files.get(path).expect("an input is an active file");
         lines.push(
@@ -296,7 +297,7 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
             .to_string(),
         );
     }
-    match commit(store, job, snap.version, &removed, &lines, commit_info).await {
+    match commit(store, job, snap.version, &removed, lines.join("\n").into()).await {
         Ok(Landed::Committed { version, retries }) => {
             stats.insert("version_after".into(), version);
             stats.insert("commit_retries".into(), retries as u64);
@@ -331,24 +332,21 @@ enum Landed {
     Conflict { version: u64, why: String },
 }
 
-/// Creates the first free version after `read_version` holding
-/// `commit_info(read_version)` and `lines`, stepping over versions other
-/// writers took as long as they do not [`conflict`] with the unit.
+/// Creates the first free version after `read_version` holding `body` (the
+/// commit's actions, one per line), stepping over versions other writers
+/// took as long as they do not [`conflict`] with the unit.
 async fn commit(
     store: &Store,
     job: &DeltaJob,
     read_version: u64,
     removed: &BTreeSet<String>,
-    lines: &[String],
-    commit_info: impl Fn(u64) -> String,
+    body: bytes::Bytes,
 ) -> Result<Landed, DeltaError> {
     let table = job.table();
     let mut version = read_version + 1;
     let mut retries = 0u32;
     loop {
-        let body =
-            std::iter::once(commit_info(read_version)).chain(lines.iter().cloned()).collect::<Vec<_>>().join("\n");
-        match store.create(&log::commit_path(table, version), body.into_bytes()).await? {
+        match store.create(&log::commit_path(table, version), body.clone()).await? {
             Created::Created => return Ok(Landed::Committed { version, retries }),
             Created::Exists => {
                 let Some(winner) = log::read_commit(store, table, version).await? else {

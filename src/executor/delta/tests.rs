@@ -5,12 +5,11 @@ use arrow_array::{Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 
 use super::*;
-use crate::executor::merge::Format;
 
 const TABLE: &str = "db/s/t/";
 
 fn job(attempt: u32) -> DeltaJob {
-    let options = ParquetOptions::for_target(1 << 20, Compression::UNCOMPRESSED);
+    let options = parquet::ParquetOptions::for_target(1 << 20, Compression::UNCOMPRESSED);
     DeltaJob {
         merge: MergeJob {
             dir: TABLE.into(),
@@ -21,11 +20,10 @@ fn job(attempt: u32) -> DeltaJob {
             delay_before_commit: std::time::Duration::ZERO,
             fence: None,
             now: std::time::UNIX_EPOCH,
-            format: Format::Parquet(options.clone()),
+            format: Format::Parquet(options),
             io: Default::default(),
         },
         partition: "p=1".into(),
-        options,
     }
 }
 
@@ -70,13 +68,18 @@ fn info(read: u64) -> String {
     json!({"commitInfo": {"operation": "OPTIMIZE", "readVersion": read, "compactd": job(1).marker()}}).to_string()
 }
 
+/// A unit's commit body: its commitInfo (read version 2), then `lines`.
+fn body(lines: &[String]) -> bytes::Bytes {
+    std::iter::once(info(2)).chain(lines.iter().cloned()).collect::<Vec<_>>().join("\n").into()
+}
+
 #[tokio::test]
 async fn an_append_in_between_does_not_conflict_and_the_unit_takes_the_next_version() {
     let store = Store::memory().await;
     let inputs: BTreeSet<String> = table(&store, 2).await.into_iter().collect();
     store.put(&log::commit_path(TABLE, 3), add("p=1/other.parquet", 5).into_bytes()).await.unwrap();
     let lines = vec![json!({"remove": {"path": "p=1/part-0.parquet", "dataChange": false}}).to_string()];
-    let landed = commit(&store, &job(1), 2, &inputs, &lines, info).await.unwrap();
+    let landed = commit(&store, &job(1), 2, &inputs, body(&lines)).await.unwrap();
     assert_eq!(landed, Landed::Committed { version: 4, retries: 1 });
     let snap = log::load(&store, TABLE).await.unwrap();
     assert_eq!(snap.version, 4);
@@ -95,7 +98,7 @@ async fn a_commit_that_removed_an_input_or_changed_the_schema_abandons_the_unit(
         let store = Store::memory().await;
         let inputs: BTreeSet<String> = table(&store, 2).await.into_iter().collect();
         store.put(&log::commit_path(TABLE, 3), winner.clone().into_bytes()).await.unwrap();
-        let landed = commit(&store, &job(1), 2, &inputs, &[], info).await.unwrap();
+        let landed = commit(&store, &job(1), 2, &inputs, body(&[])).await.unwrap();
         assert!(matches!(landed, Landed::Conflict { version: 3, .. }), "{winner}: {landed:?}");
         assert!(!store.exists(&log::commit_path(TABLE, 4)).await.unwrap(), "{winner}: committed anyway");
     }
@@ -107,7 +110,7 @@ async fn a_version_holding_this_units_own_commit_is_its_commit() {
     let store = Store::memory().await;
     let inputs: BTreeSet<String> = table(&store, 2).await.into_iter().collect();
     store.put(&log::commit_path(TABLE, 3), info(2).into_bytes()).await.unwrap();
-    let landed = commit(&store, &job(1), 2, &inputs, &[], info).await.unwrap();
+    let landed = commit(&store, &job(1), 2, &inputs, body(&[])).await.unwrap();
     assert_eq!(landed, Landed::Committed { version: 3, retries: 0 });
     assert!(!store.exists(&log::commit_path(TABLE, 4)).await.unwrap());
 }
