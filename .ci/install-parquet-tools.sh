@@ -18,12 +18,16 @@ PYTHON="${PYTHON:-python3}"
 # deltalake (delta-rs) writes the Delta tables the delta executor compacts,
 # runs the competing OPTIMIZE in bench/delta.py, and is one of the two
 # readers tests/support/delta_tool.py checks compactd's commits with.
+# pyiceberg (with its SQLite catalog) writes the Iceberg tables that
+# compactd must refuse to change (tests/table_formats.rs) and reads them
+# back.
 REQUIREMENTS=(
   "pyarrow==26.0.1"
   "duckdb==2.0.0"
   "hdfs-native==0.14.7"
   "fsspec==2026.9.0"
   "deltalake==1.6.6"
+  "pyiceberg[sql-sqlite]==0.12.0"
 )
 STAMP="$VENV/.compactd-requirements"
 WANT="$(printf '%s\n' "${REQUIREMENTS[@]}")"
@@ -31,7 +35,7 @@ WANT="$(printf '%s\n' "${REQUIREMENTS[@]}")"
 say() { echo "install-parquet-tools: $*"; }
 
 if [[ -x "$VENV/bin/python" && -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]] \
-  && "$VENV/bin/python" -c 'import pyarrow.parquet, duckdb, hdfs_native.fsspec, deltalake' 2>/dev/null; then
+  && "$VENV/bin/python" -c 'import pyarrow.parquet, duckdb, hdfs_native.fsspec, deltalake, pyiceberg.catalog.sql' 2>/dev/null; then
   say "already installed in $VENV; nothing to do"
   exit 0
 fi
@@ -51,6 +55,6 @@ if ! "$PYTHON" -m venv "$VENV"; then
 fi
 say "installing ${REQUIREMENTS[*]}"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input "${REQUIREMENTS[@]}"
-"$VENV/bin/python" -c 'import pyarrow.parquet, duckdb, deltalake'
+"$VENV/bin/python" -c 'import pyarrow.parquet, duckdb, deltalake, pyiceberg.catalog.sql'
 printf '%s\n' "$WANT" >"$STAMP"
-say "installed pyarrow, duckdb and deltalake in $VENV in $(( $(date +%s) - start ))s"
+say "installed pyarrow, duckdb, deltalake and pyiceberg in $VENV in $(( $(date +%s) - start ))s"

@@ -557,6 +557,7 @@ mod tests {
             event_cursor: 0,
             commands: vec![],
             addr: None,
+            executor: None,
         };
         store.put(&v2::heartbeat(&hb.node), formats::encode(&hb)).await.unwrap();
         crate::serve::wake::stamp_at(&store, "cli", &hb.node, 1).await.unwrap();

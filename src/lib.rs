@@ -16,6 +16,7 @@
 //! | [`jobs`] | versioned job definitions, exactly-once triggers, the DAG driver |
 //! | [`schedule`] | calendar time: [`schedule::Cron`] (cron patterns in a time zone, the daylight-saving and catch-up rules) and [`schedule::Windows`] (daily local windows); pure functions of a given wall instant |
 //! | [`serve`] | the node's face to operators and to other nodes: [`serve::wake`] (pokes are hints that make a node look at the tree now: [`serve::wake::Wakeup`] receives, rate-bounds and coalesces, [`serve::wake::Poker`] sends), [`serve::http`] (the listener: pokes, `/metrics`, `/healthz`, `/readyz`, the status page, and its limits against hostile clients), [`serve::metrics`] (the Prometheus registry and [`serve::metrics::Health`]), [`serve::status`] (the read-only cluster view the status page renders), [`serve::systemd`] (`Type=notify`) |
+//! | [`table`] | tables on the data backend: [`table::format`] tells what a table folder is (Delta Lake, Iceberg, Hudi, Hive ACID, …) and which executor may change it; [`table::file`] what a data file is (by name and first bytes) |
 //! | [`policy`] | table policies (compaction that runs itself): [`policy::spec`] (the TOML file), [`policy::define`] (versioned in the tree), [`policy::planner`] (the monitor's duty: due partitions, submitted exactly once, fair share per table), [`policy::view`] (`tables`, `plan --dry-run`) |
 //! | [`node`] | one node: a tick that runs its heartbeat, election, monitor, manager and worker duties ([`node::Node`]), and the [`node::daemon`] loop with its shutdown |
 //! | [`check`] | `compactd check`: every anomaly of the tree with its path |
@@ -37,6 +38,7 @@ pub mod node;
 pub mod policy;
 pub mod schedule;
 pub mod serve;
+pub mod table;
 pub mod tasks;
 pub use store;
 

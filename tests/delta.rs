@@ -380,3 +380,22 @@ fn a_delta_unit_killed_at_20_exact_points_leaves_a_valid_table_and_orphans_only_
     eprintln!("killed before the commit {}, after it {}, finished {}", saw[0], saw[1], saw[2]);
     assert!(saw[0] > 0 && saw[1] > 0, "kills before and after the commit (seed {seed}): {saw:?}");
 }
+
+/// Delta commits (and merge commits) are creates on the data backend: a
+/// server that ignores `If-None-Match` there would let compactd overwrite
+/// another writer's version. The node probes the data backend as it probes
+/// the tree, and refuses to start: no unit ever writes there.
+#[test]
+fn a_data_backend_that_ignores_conditional_creates_is_refused_before_any_unit_writes() {
+    let s3 = S3Server::shared();
+    let root = s3.new_bucket("probe-tree");
+    let data = s3.new_bucket("ignores-conditions-data");
+    let bucket = data.trim_start_matches("s3://").split('/').next().unwrap().to_string();
+    let mut c = Cluster::on(root, s3.env());
+    c.start_with("n1", &["--data", &data, "--executor", "delta"]);
+    let st = c.wait_exit("n1", Duration::from_secs(30));
+    assert!(!st.success(), "a node started on a data backend that ignores conditional creates");
+    let log = c.logs_text();
+    assert!(log.contains("working atomic create") && log.contains(&bucket), "{log}");
+    assert!(s3.list_keys(&bucket, "").is_empty(), "the probe left objects: {:?}", s3.list_keys(&bucket, ""));
+}

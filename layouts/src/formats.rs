@@ -121,6 +121,24 @@ pub enum ExecutorKind {
 }
 
 impl ExecutorKind {
+    /// Its name as the command line and the tree give it: `merge`, `command`.
+    pub fn label(self) -> &'static str {
+        match self {
+            ExecutorKind::Merge => "merge",
+            ExecutorKind::Parquet => "parquet",
+            ExecutorKind::Delta => "delta",
+            ExecutorKind::Command => "command",
+            ExecutorKind::Noop => "noop",
+        }
+    }
+
+    /// The kind a [`ExecutorKind::label`] names.
+    pub fn from_label(s: &str) -> Option<ExecutorKind> {
+        [ExecutorKind::Merge, ExecutorKind::Parquet, ExecutorKind::Delta, ExecutorKind::Command, ExecutorKind::Noop]
+            .into_iter()
+            .find(|k| k.label() == s)
+    }
+
     /// `merge`, `parquet` or `delta`: built in, one partition per unit,
     /// run as `compactd __merge`.
     pub fn is_builtin_merge(self) -> bool {
@@ -144,6 +162,14 @@ pub struct ExecutorSpec {
     pub command_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+}
+
+impl ExecutorSpec {
+    /// A built-in executor (or a node's default command) with no template
+    /// of its own and the nodes' timeout.
+    pub fn builtin(kind: ExecutorKind) -> ExecutorSpec {
+        ExecutorSpec { kind, command: None, command_name: None, timeout_ms: None }
+    }
 }
 
 /// One shard of a sharded task.
@@ -292,6 +318,12 @@ pub struct Heartbeat {
     /// absent when its listener is off. A hint only: see PROTOCOL.md.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addr: Option<String>,
+    /// The executor this node gives a task submitted without one (`run
+    /// --executor`), so that `submit` can record it in the task. A string,
+    /// not an [`ExecutorKind`]: a node must read the heartbeat of a newer
+    /// node whose executor it does not know.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<String>,
 }
 
 /// One member as the monitor sees it.
@@ -306,6 +338,17 @@ pub struct Member {
     /// The wake-up address its heartbeat advertises.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addr: Option<String>,
+    /// The default executor its heartbeat advertises.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<String>,
+}
+
+impl Member {
+    /// A member known by its incarnation alone (an offline record, an
+    /// expired session): no commands, address or executor.
+    pub fn bare(node: NodeId, incarnation: u64, session_timeout_ms: u64) -> Member {
+        Member { node, incarnation, session_timeout_ms, commands: vec![], addr: None, executor: None }
+    }
 }
 
 /// `Election/Lease.<epoch>`: the monitor's lease for one epoch.

@@ -104,6 +104,7 @@ fn member() -> impl Strategy<Value = Member> {
         prop::option::of("[a-z0-9.-]{1,20}:[0-9]{1,5}"),
     )
         .prop_map(|(node, incarnation, t, commands, addr)| Member {
+            executor: addr.as_ref().map(|_| "merge".to_string()),
             node,
             incarnation,
             session_timeout_ms: t,
@@ -128,6 +129,7 @@ fn heartbeat() -> impl Strategy<Value = Heartbeat> {
             event_cursor: m[1],
             commands: if m[0] % 2 == 0 { vec![] } else { vec!["compact_orc".into(), "stats".into()] },
             addr: (m[1] % 2 == 1).then(|| format!("host-{}:7471", m[1] % 100)),
+            executor: (m[0] % 3 == 0).then(|| "parquet".into()),
         },
     )
 }

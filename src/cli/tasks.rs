@@ -86,8 +86,11 @@ pub struct SubmitArgs {
     /// Manager node (default: the live node the ring picks).
     #[arg(long, value_parser = NodeId::parse)]
     pub manager: Option<NodeId>,
-    /// Built-in executor of this task (default: each node's `run --executor`):
-    /// merge (newline-delimited files) or parquet.
+    /// Built-in executor of this task: merge (newline-delimited text),
+    /// parquet (Parquet files) or delta (a Delta Lake table). Default: the
+    /// nodes' `run --executor`, recorded in the task at submit (nodes that
+    /// disagree are an error). A table of a format the executor does not
+    /// own (Delta, Iceberg, Hudi, Hive ACID, …) is refused by name.
     #[arg(long, value_enum, conflicts_with_all = ["command", "command_name"])]
     pub executor: Option<TaskExecutorArg>,
     /// Run the command NAME that the nodes define (`run --command NAME=TEMPLATE`).
@@ -133,19 +136,42 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
         let cron = args.cron.map(|c| Cron::parse(&c, &args.tz)).transpose()?;
         spec.repeat = Some(Repeat { rounds, interval: args.interval.unwrap_or_default(), cron });
     }
-    // A command's partitions need not be folders; a Delta table's are
-    // partition values of its log, checked by the unit itself.
-    let command_task =
-        spec.executor.as_ref().is_some_and(|e| matches!(e.kind, ExecutorKind::Command | ExecutorKind::Delta));
-    if let (Some(data), false, false) = (&args.data, spec.partitions.is_empty(), command_task) {
+    if spec.executor.is_none() {
+        // The task's executor is fixed now: the nodes' common default.
+        let view = crate::cluster::election::newest_lease(&store).await?;
+        spec.executor = tasks::default_executor(view.as_ref())?.map(ExecutorSpec::builtin);
+    }
+    // With the data backend known, a table the executor must not change is
+    // refused here, before a task exists (otherwise its manager fails it).
+    let kind = spec.executor.as_ref().map(|e| e.kind).unwrap_or(ExecutorKind::Merge);
+    if let (Some(data), true) = (&args.data, kind.is_builtin_merge()) {
         // Limits first: no listing for a request that is refused anyway.
         layouts::limits::check_partitions(&spec.partitions)?;
         let data = Store::open_data_with_options(&store::RootUri::parse(data)?, store.options())
             .await
             .with_context(|| format!("--data {data}"))?;
         let dir = tasks::table_dir(&spec.db, &spec.schema, &spec.table);
-        if let Some(why) = tasks::missing_partitions(&data, &dir, &spec.partitions).await? {
-            anyhow::bail!("{why} (a command task whose partitions are not folders: --command-name)");
+        // The folders above the table first (a schema folder that is one
+        // Delta table), then the table and one partition.
+        if let Some(why) = crate::table::format::detect_above(&data, &dir).await?.refusal(&dir, kind) {
+            anyhow::bail!("refused: {why}");
+        }
+        let listed = data.list(&dir).await?;
+        let first = spec.partitions.first().cloned().or_else(|| {
+            listed
+                .iter()
+                .filter(|e| e.is_dir && !layouts::limits::reserved_partition(e.name()))
+                .find_map(|e| Name::parse(e.name()).ok())
+        });
+        if let Some(why) = tasks::discover::refusal(&data, &dir, Some(&listed), first.as_ref(), kind).await? {
+            anyhow::bail!("refused: {why}");
+        }
+        // A Delta table's partitions are values of its log, checked by the
+        // unit itself.
+        if !spec.partitions.is_empty() && kind != ExecutorKind::Delta {
+            if let Some(why) = tasks::missing_partitions(&data, &dir, &spec.partitions).await? {
+                anyhow::bail!("{why} (a command task whose partitions are not folders: --command-name)");
+            }
         }
     }
     let placed = tasks::submit_placed(&store, spec, wall_ms()).await?;

@@ -92,13 +92,7 @@ impl Tracker {
         self.seen
             .iter()
             .filter(|(_, s)| now.saturating_sub(s.changed_at) > s.session_timeout)
-            .map(|(node, s)| Member {
-                node: node.clone(),
-                incarnation: s.incarnation,
-                session_timeout_ms: s.session_timeout.as_millis() as u64,
-                commands: vec![],
-                addr: None,
-            })
+            .map(|(node, s)| Member::bare(node.clone(), s.incarnation, s.session_timeout.as_millis() as u64))
             .collect()
     }
 
@@ -109,13 +103,7 @@ impl Tracker {
             .seen
             .iter()
             .filter(|(n, s)| present(n) != Some(s.incarnation))
-            .map(|(n, s)| Member {
-                node: n.clone(),
-                incarnation: s.incarnation,
-                session_timeout_ms: s.session_timeout.as_millis() as u64,
-                commands: vec![],
-                addr: None,
-            })
+            .map(|(n, s)| Member::bare(n.clone(), s.incarnation, s.session_timeout.as_millis() as u64))
             .collect();
         for m in &gone {
             if present(&m.node).is_none() {
@@ -349,6 +337,7 @@ mod tests {
             event_cursor: 0,
             commands: vec![],
             addr: None,
+            executor: None,
         }
     }
 

@@ -414,17 +414,8 @@ impl Monitor {
             return false;
         };
         let members: Vec<Member> = self.members.values().cloned().collect();
-        let offline: Vec<Member> = self
-            .offline
-            .values()
-            .map(|r| Member {
-                node: r.node.clone(),
-                incarnation: r.incarnation,
-                session_timeout_ms: 0,
-                commands: vec![],
-                addr: None,
-            })
-            .collect();
+        let offline: Vec<Member> =
+            self.offline.values().map(|r| Member::bare(r.node.clone(), r.incarnation, 0)).collect();
         let last_event = self.log.last_seq();
         let changed = l.lease.members != members || l.lease.offline != offline || l.lease.last_event != last_event;
         l.lease.members = members;
@@ -472,5 +463,6 @@ fn member_of(hb: &Heartbeat) -> Member {
         session_timeout_ms: hb.session_timeout_ms,
         commands: hb.commands.clone(),
         addr: hb.addr.clone(),
+        executor: hb.executor.clone(),
     }
 }

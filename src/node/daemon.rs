@@ -68,6 +68,13 @@ pub async fn run(
     if let Some(m) = &metrics {
         m.health.set_probed();
     }
+    if let Some((_, data)) = &work {
+        // Executors create files once on the data backend too (a merge's
+        // commit, a Delta table's next version): a server that ignores
+        // conditional writes would let two writers both win there.
+        let scratch = format!("_compactd/probe/{}.{}.{}", cfg.id, std::process::id(), clock.wall_ms());
+        data.probe_atomic_create(&scratch, 4).await?;
+    }
     let claim = super::claim::claim(&store, &cfg, clock.wall_ms()).await?;
     let mut notifier = Notifier::from_env();
     let interval = cfg.tick_interval();

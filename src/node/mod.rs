@@ -434,6 +434,7 @@ impl Node {
             event_cursor: self.consumer.as_ref().map(|c| c.cursor).unwrap_or(0),
             commands: self.work.as_ref().map(|w| w.cfg.commands.keys().cloned().collect()).unwrap_or_default(),
             addr: self.addr.clone(),
+            executor: self.work.as_ref().map(|w| w.cfg.executor.label().to_string()),
         };
         if !self.join_marked {
             if self.work.is_some() {

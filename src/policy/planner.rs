@@ -191,7 +191,7 @@ impl Planner {
                     report.requests += visit.requests;
                     break;
                 }
-                Ok(Listing::Done(listed)) => visit.table(listed, &mut report).await,
+                Ok(Listing::Done(tallied)) => visit.table(tallied, &mut report).await,
                 Err(e) => Err(e),
             };
             *self.decisions.entry(item.policy.name.to_string()).or_default() += visit.decisions;

@@ -40,6 +40,7 @@ async fn with_member(store: &Store) {
             session_timeout_ms: 1500,
             commands: vec![],
             addr: None,
+            executor: None,
         }],
         offline: vec![],
         last_event: 0,

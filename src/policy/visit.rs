@@ -50,21 +50,40 @@ struct Newest {
 pub(super) struct TableCursor {
     listed: BTreeMap<Name, Listed>,
     after: Option<String>,
+    /// What the entries listed so far tell of the table's format.
+    detector: crate::table::Detector,
+    /// A file the policy's executor could not rewrite (a Parquet file in a
+    /// table a text `merge` policy owns).
+    foreign_file: Option<String>,
+}
+
+/// A table's complete listing, judged.
+#[derive(Default)]
+pub(super) struct Tallied {
+    listed: BTreeMap<Name, Listed>,
+    findings: crate::table::Findings,
+    foreign_file: Option<String>,
 }
 
 pub(super) enum Listing {
-    Done(BTreeMap<Name, Listed>),
+    Done(Tallied),
     /// The budget ran out first: go on from here next round.
     More(TableCursor),
 }
 
 impl Listing {
     /// The partitions tallied: all of them from a listing without a budget.
-    pub fn tallied(self) -> BTreeMap<Name, Listed> {
+    pub fn tallied(self) -> Tallied {
         match self {
-            Listing::Done(listed) => listed,
-            Listing::More(cursor) => cursor.listed,
+            Listing::Done(t) => t,
+            Listing::More(cursor) => cursor.finish(),
         }
+    }
+}
+
+impl TableCursor {
+    fn finish(self) -> Tallied {
+        Tallied { listed: self.listed, findings: self.detector.finish(), foreign_file: self.foreign_file }
     }
 }
 
@@ -85,13 +104,19 @@ pub(super) struct Visit<'a> {
 impl Visit<'_> {
     /// Judges the table from its complete listing, takes its decisions and
     /// writes its summary when it changed.
-    pub async fn table(
-        &mut self,
-        listed: BTreeMap<Name, Listed>,
-        report: &mut PlanReport,
-    ) -> Result<TableSummary, PolicyError> {
+    pub async fn table(&mut self, tallied: Tallied, report: &mut PlanReport) -> Result<TableSummary, PolicyError> {
         let o = self.item;
         let p = &*o.policy;
+        let Tallied { listed, findings, foreign_file } = tallied;
+        let dir = tasks::table_dir(&o.db, &o.schema, &o.table);
+        let kind = executor_of(p).kind;
+        // A table the policy's executor must not change is shown, never
+        // planned; a write in progress holds the table for this pass.
+        let held = findings
+            .refusal(&dir, kind)
+            .or_else(|| foreign_file.and_then(|f| crate::table::file::text_merge_refusal_by_name(&f)))
+            .map(|why| format!("refused: {why}"))
+            .or_else(|| findings.busy().map(|at| format!("waiting: a write is in progress ({at})")));
         let (newest, stale) = self.list_decisions().await?;
         let summary_path = paths::table_summary(&o.db, &o.schema, &o.table);
         self.requests += 1;
@@ -138,6 +163,12 @@ impl Visit<'_> {
         // Fair share: at most the cap in flight per table, most small files first.
         let in_flight = detail.iter().filter(|d| d.in_flight).count() as u64;
         let mut room = u64::from(p.max_units_per_table).saturating_sub(in_flight);
+        if let Some(why) = &held {
+            for d in detail.iter_mut().filter(|d| d.due) {
+                d.due = false;
+                d.why = why.clone();
+            }
+        }
         let mut due: Vec<usize> = (0..detail.len()).filter(|i| detail[*i].due).collect();
         due.sort_by(|a, b| detail[*b].small_files.cmp(&detail[*a].small_files).then(a.cmp(b)));
         let mut state = if due.is_empty() { "nothing due".to_string() } else { String::new() };
@@ -154,6 +185,9 @@ impl Visit<'_> {
         }
         if state.is_empty() {
             state = "submitting".into();
+        }
+        if let Some(why) = held {
+            state = why;
         }
         for path in stale.into_iter().filter(|_| !self.dry) {
             // The older decisions of a partition: their tasks have ended.
@@ -201,20 +235,49 @@ impl Visit<'_> {
         if o.policy.executor == "delta" {
             return self.list_delta(&dir, small).await;
         }
-        let TableCursor { listed: mut out, after } = from;
+        let mut cursor = from;
+        let text = executor_of(&o.policy).kind == ExecutorKind::Merge;
         let stop_at = budget.filter(|_| self.data.lists_from_key()).map(|b| b.max(1) * PAGE);
         let mut entries = 0u64;
+        let after = cursor.after.take();
         let mut stream = self.data.list_stream_after(&dir, after.as_deref());
         while let Some(e) = stream.try_next().await? {
             entries += 1;
-            tally(&mut out, &dir, small, &e);
+            tally(&mut cursor.listed, &dir, small, &e);
+            // The table's format and files, from the same listing: no
+            // request of its own.
+            if let Some(rel) = e.path.strip_prefix(dir.as_str()) {
+                cursor.detector.observe(rel, &e.path);
+                // Inputs of the text merge only: hidden files and compactd's
+                // own are none.
+                let input = !e.is_dir && !rel.split('/').any(|s| s.starts_with(['_', '.']));
+                if text
+                    && input
+                    && cursor.foreign_file.is_none()
+                    && crate::table::file::text_merge_refusal_by_name(&e.path).is_some()
+                {
+                    cursor.foreign_file = Some(e.path.clone());
+                }
+            }
             if stop_at.is_some_and(|s| entries >= s) {
                 self.requests += entries.div_ceil(PAGE);
-                return Ok(Listing::More(TableCursor { listed: out, after: Some(e.path) }));
+                cursor.after = Some(e.path);
+                return Ok(Listing::More(cursor));
             }
         }
+        drop(stream);
         self.requests += 1 + entries / PAGE;
-        Ok(Listing::Done(out))
+        // A candidate metadata folder the listing showed only as a name
+        // (a backend that lists folders) is looked into.
+        for sub in cursor.detector.to_look_into() {
+            self.requests += 1;
+            for e in self.data.list(&format!("{dir}{sub}")).await? {
+                if let Some(rel) = e.path.strip_prefix(dir.as_str()) {
+                    cursor.detector.observe(rel, &e.path);
+                }
+            }
+        }
+        Ok(Listing::Done(cursor.finish()))
     }
 
     /// A Delta table's partitions as its log has them: only active files
@@ -239,7 +302,11 @@ impl Visit<'_> {
             let Ok(part) = Name::parse(&key) else { continue };
             out.entry(part).or_default().count(f.size.max(0) as u64, small);
         }
-        Ok(Listing::Done(out))
+        // The table folder itself: another format's metadata beside the log
+        // (Apache XTable, UniForm) makes it no executor's.
+        self.requests += 1;
+        let findings = crate::table::format::detect(self.data, dir).await?;
+        Ok(Listing::Done(Tallied { listed: out, findings, foreign_file: None }))
     }
 
     /// Each partition's newest decision, and the files of older ones.

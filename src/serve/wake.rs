@@ -541,6 +541,7 @@ mod tests {
             session_timeout_ms: 1,
             commands: vec![],
             addr: addr.map(String::from),
+            executor: None,
         }
     }
 

@@ -1,12 +1,93 @@
-//! Which units a task runs when it names no partitions: the partition
-//! folders of its table on the data backend, or, for a `delta` task, the
-//! partitions of the table's log that hold small files. Discovery runs once
-//! per round by the task's manager, which records what it found in the
-//! task's info so that a later manager runs the same units.
+//! What a task runs ([`plan`]): its executor, fixed once for all its units
+//! (a task written without one takes its manager's default), and its units:
+//! its shards, the partitions it names, or, when it names none, the
+//! partition folders of its table on the data backend (for a `delta` task,
+//! the partitions of the table's log that hold small files). A table its
+//! executor must not change ([`refusal`], see [`crate::table::format`]) is
+//! no unit's. Discovery runs once per round by the task's manager, which
+//! records what it found in the task's info so that a later manager runs the
+//! same units with the same executor.
 
-use layouts::formats::{ExecutorKind, TaskInfo};
+use layouts::formats::{ExecutorKind, ExecutorSpec, Shard, TaskInfo};
 use layouts::Name;
 use store::Store;
+
+/// One unit of a task: what one subtask runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unit {
+    Partition(Name),
+    Shard(Shard),
+    /// A command task without partitions or shards: one subtask.
+    Whole,
+}
+
+/// What a task runs, as its manager decides when it loads the task.
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub units: Vec<Unit>,
+    /// Why the task cannot run at all (it then fails with this as its
+    /// error): a table its executor must not change, a merge task that
+    /// found no partition or named partitions that are not there.
+    pub cannot_run: Option<String>,
+    /// The task's info changed (its executor fixed, its partitions
+    /// discovered): the manager writes it before it dispatches anything, so
+    /// that a later manager runs the same units with the same executor.
+    pub record: bool,
+}
+
+/// The units of the task `info` describes, fixing its executor on the way
+/// (`default_executor`: this node's `run --executor`, for a task written
+/// without one by an older client or a job step) so that every unit runs
+/// the same one whichever node runs it.
+pub async fn plan(
+    data: &Store,
+    info: &mut TaskInfo,
+    default_executor: ExecutorKind,
+    default_target: u64,
+) -> store::Result<Plan> {
+    let mut plan = Plan::default();
+    let kind = match &info.run.executor {
+        Some(e) => e.kind,
+        None => {
+            info.run.executor = Some(ExecutorSpec::builtin(default_executor));
+            plan.record = true;
+            default_executor
+        }
+    };
+    let command = !kind.is_builtin_merge();
+    let table = table_dir(&info.db_name, &info.schema_name, &info.table_name);
+    plan.units = if let Some(n) = info.run.shards {
+        (0..n).map(|index| Unit::Shard(Shard { index, total: n })).collect()
+    } else if !info.run.partitions.is_empty() {
+        plan.cannot_run = refusal(data, &table, None, info.run.partitions.first(), kind).await?;
+        // A Delta unit is a partition of the table's log, not a folder: the
+        // unit itself finds it (or nothing) in the log. A merge of a folder
+        // that is not there would "succeed" having merged nothing.
+        if !command && kind != ExecutorKind::Delta && plan.cannot_run.is_none() {
+            plan.cannot_run = missing_partitions(data, &table, &info.run.partitions).await?;
+        }
+        info.run.partitions.iter().cloned().map(Unit::Partition).collect()
+    } else if let Some(p) = &info.partition_name {
+        plan.cannot_run = refusal(data, &table, None, Some(p), kind).await?;
+        vec![Unit::Partition(p.clone())]
+    } else {
+        match units(data, info, kind, default_target).await? {
+            Ok(found) if found.is_empty() && command => vec![Unit::Whole],
+            Ok(found) => {
+                // Remember what was discovered: a later manager must run the
+                // same units (none: a compact Delta table).
+                info.run.partitions = found.clone();
+                plan.record = true;
+                found.into_iter().map(Unit::Partition).collect()
+            }
+            Err(why) => {
+                plan.cannot_run = Some(why);
+                vec![]
+            }
+        }
+    };
+    Ok(plan)
+}
 
 /// The partitions a task without a partition list runs, found on the data
 /// backend (`command`: the task runs a command executor, whose table may
@@ -18,11 +99,18 @@ pub async fn units(
     kind: ExecutorKind,
     default_target: u64,
 ) -> store::Result<Result<Vec<Name>, String>> {
+    let dir = table_dir(&info.db_name, &info.schema_name, &info.table_name);
     if kind == ExecutorKind::Delta {
+        if let Some(why) = refusal(data, &dir, None, None, kind).await? {
+            return Ok(Err(why));
+        }
         return delta(data, info, default_target).await;
     }
-    let dir = table_dir(&info.db_name, &info.schema_name, &info.table_name);
-    let found = partition_folders(data, &dir).await?;
+    let listed = data.list(&dir).await?;
+    let found = partition_folders_in(&listed);
+    if let Some(why) = refusal(data, &dir, Some(&listed), found.first(), kind).await? {
+        return Ok(Err(why));
+    }
     if found.is_empty() && kind.is_builtin_merge() {
         // Nothing to compact is not success: ops submitted a table that is
         // missing or empty, or the wrong --data.
@@ -78,18 +166,53 @@ pub fn table_dir(db: &Name, schema: &Name, table: &Name) -> String {
     format!("{db}/{schema}/{table}/")
 }
 
+/// Why the `kind` executor must not change the table at `dir` (see
+/// [`crate::table::format`]), judged from the table folder (`listed`: a
+/// listing of it the caller has, else one is made) and one of its
+/// partition folders (Hudi and Hive ACID mark partitions too). `None`: it
+/// may; always for `command` executors, which are the user's own.
+pub async fn refusal(
+    data: &Store,
+    dir: &str,
+    listed: Option<&[store::Entry]>,
+    partition: Option<&Name>,
+    kind: ExecutorKind,
+) -> store::Result<Option<String>> {
+    if !kind.is_builtin_merge() {
+        return Ok(None);
+    }
+    let mut findings = match listed {
+        Some(entries) => crate::table::format::detect_listed(data, dir, entries).await?,
+        None => crate::table::format::detect(data, dir).await?,
+    };
+    let mut text_refusal = None;
+    if let Some(p) = partition {
+        let entries = data.list(&format!("{dir}{p}/")).await?;
+        findings.extend(crate::table::format::partition_findings(dir, &entries));
+        if kind == ExecutorKind::Merge {
+            text_refusal = entries
+                .iter()
+                .filter(|e| !e.is_dir && !e.name().starts_with(['_', '.']))
+                .find_map(|e| crate::table::file::text_merge_refusal_by_name(&e.path));
+        }
+    }
+    Ok(findings.refusal(dir, kind).or(text_refusal))
+}
+
 /// The folders `<dir><partition>/`, sorted; names that do not validate or
 /// start with `_` or `.` are skipped.
 async fn partition_folders(data: &Store, dir: &str) -> store::Result<Vec<Name>> {
-    let mut out: Vec<Name> = data
-        .list(dir)
-        .await?
-        .into_iter()
+    Ok(partition_folders_in(&data.list(dir).await?))
+}
+
+fn partition_folders_in(listed: &[store::Entry]) -> Vec<Name> {
+    let mut out: Vec<Name> = listed
+        .iter()
         .filter(|e| e.is_dir && !layouts::limits::reserved_partition(e.name()))
         .filter_map(|e| Name::parse(e.name()).ok())
         .collect();
     out.sort();
-    Ok(out)
+    out
 }
 
 /// Why a merge of `partitions` of the table at `dir` ([`table_dir`]) cannot

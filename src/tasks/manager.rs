@@ -21,12 +21,13 @@
 use std::collections::{BTreeMap, HashMap};
 
 use futures::StreamExt;
-use layouts::formats::{self, Shard, StatusMark, SubtaskMeta, TaskInfo};
+use layouts::formats::{self, StatusMark, SubtaskMeta, TaskInfo};
 use layouts::{v2, Name, NodeId, SubtaskState, TaskId, TaskState};
 use store::{Created, Store};
 
 use crate::clock::Deadline;
 use crate::serve::wake::Pokes;
+use crate::tasks::discover::{self, Unit};
 use crate::tasks::placement::Ring;
 use crate::tasks::worker::{list_node, NodeFolder, WorkConfig};
 use crate::tasks::{self, TaskDir, TaskError};
@@ -108,14 +109,6 @@ pub struct Ctx<'a> {
     /// Nodes to wake after the tick: workers whose folder changed, the
     /// monitor when a job step's task ended.
     pub pokes: &'a mut Pokes,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Unit {
-    Partition(Name),
-    Shard(Shard),
-    /// A command task without partitions or shards: one subtask.
-    Whole,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -216,7 +209,15 @@ impl TaskManager {
             return Ok(Flow::Finished(state));
         }
         if self.info.is_none() {
-            self.load(ctx, state, &dir).await?;
+            if let Err(e) = self.load(ctx, state, &dir).await {
+                if dir.stop {
+                    // Stop ends a task even when it cannot be loaded (its
+                    // table's backend fails, its info is damaged).
+                    tracing::warn!(task = %self.id, "stopping a task that could not be loaded: {e}");
+                    return self.stop_unloaded(ctx).await;
+                }
+                return Err(e);
+            }
         }
         if let Some(why) = self.cannot_run.take() {
             tracing::warn!(task = %self.id, "{why}");
@@ -267,43 +268,12 @@ impl TaskManager {
             self.info = Some(info);
             return Ok(());
         }
-        let kind = info.run.executor.as_ref().map(|e| e.kind).unwrap_or(ctx.cfg.executor);
-        let command = !kind.is_builtin_merge();
-        let delta = kind == formats::ExecutorKind::Delta;
-        self.units = if let Some(n) = info.run.shards {
-            (0..n).map(|index| Unit::Shard(Shard { index, total: n })).collect()
-        } else if !info.run.partitions.is_empty() {
-            // A Delta unit is a partition of the table's log, not a folder:
-            // the unit itself finds it (or nothing) in the log.
-            if !command && !delta {
-                // A merge of a folder that is not there would "succeed"
-                // having merged nothing.
-                self.cannot_run = tasks::missing_partitions(
-                    ctx.data,
-                    &tasks::table_dir(&info.db_name, &info.schema_name, &info.table_name),
-                    &info.run.partitions,
-                )
-                .await?;
-            }
-            info.run.partitions.iter().cloned().map(Unit::Partition).collect()
-        } else if let Some(p) = &info.partition_name {
-            vec![Unit::Partition(p.clone())]
-        } else {
-            match tasks::discover::units(ctx.data, &info, kind, ctx.cfg.target_size).await? {
-                Ok(found) if found.is_empty() && command => vec![Unit::Whole],
-                Ok(found) => {
-                    // Remember what was discovered: a later manager must run
-                    // the same units (none: a compact Delta table).
-                    info.run.partitions = found.clone();
-                    ctx.store.put(&v2::task_info(&self.id), formats::encode(&info)).await?;
-                    found.into_iter().map(Unit::Partition).collect()
-                }
-                Err(why) => {
-                    self.cannot_run = Some(why);
-                    vec![]
-                }
-            }
-        };
+        let plan = discover::plan(ctx.data, &mut info, ctx.cfg.executor, ctx.cfg.target_size).await?;
+        if plan.record && plan.cannot_run.is_none() {
+            ctx.store.put(&v2::task_info(&self.id), formats::encode(&info)).await?;
+        }
+        self.units = plan.units;
+        self.cannot_run = plan.cannot_run;
         self.runs = vec![UnitRun::new(); self.units.len()];
         let round = info.run.round;
         // What this round has recorded: its outcome files.
@@ -759,6 +729,23 @@ impl TaskManager {
         }
         tracing::info!(task = %self.id, "task stopped on request");
         self.finish(ctx, TaskState::Cancel).await
+    }
+
+    /// Ends a stopped task this manager could not load: with its info as
+    /// stored where it reads, else by its status marker alone. Nothing of
+    /// it runs under this term; what an earlier manager dispatched is
+    /// removed with the finished task's folders by the monitor's sweep.
+    async fn stop_unloaded(&mut self, ctx: &mut Ctx<'_>) -> Result<Flow, TaskError> {
+        self.runs.clear();
+        if let Ok(info) = tasks::read_info(ctx.store, &self.id).await {
+            self.info = Some(info);
+            return self.finish(ctx, TaskState::Cancel).await;
+        }
+        ctx.store.create(&v2::task_status(&self.id, TaskState::Cancel), Vec::new()).await?;
+        for old in [TaskState::Init, TaskState::Running] {
+            ctx.store.delete(&v2::task_status(&self.id, old)).await?;
+        }
+        Ok(Flow::Finished(TaskState::Cancel))
     }
 
     async fn finish(&mut self, ctx: &mut Ctx<'_>, state: TaskState) -> Result<Flow, TaskError> {

@@ -20,7 +20,9 @@ pub use list::{find_marked, list_ids, list_page, TaskPage, TaskQuery, TaskSummar
 
 use std::collections::BTreeMap;
 
-use layouts::formats::{self, ExecutorSpec, ManagePointer, ManagerTerm, ResultInfo, RunInfo, StopRequest, TaskInfo};
+use layouts::formats::{
+    self, ExecutorKind, ExecutorSpec, ManagePointer, ManagerTerm, ResultInfo, RunInfo, StopRequest, TaskInfo,
+};
 use layouts::{v2, IdGenerator, Name, NodeId, SubtaskState, TaskId, TaskState};
 use serde::Serialize;
 use store::{Created, Store};
@@ -127,7 +129,12 @@ pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Resul
         return Err(TaskError::Invalid("a task has partitions or shards, not both".into()));
     }
     check_spec(&spec)?;
+    let mut spec = spec;
     let lease = crate::cluster::election::newest_lease(store).await?;
+    if spec.executor.is_none() {
+        // The executor is the task's, fixed here: the nodes' common default.
+        spec.executor = default_executor(lease.as_ref())?.map(formats::ExecutorSpec::builtin);
+    }
     let members: Vec<NodeId> = lease.iter().flat_map(|l| l.members.iter().map(|m| m.node.clone())).collect();
     let manager = match spec.manager.clone() {
         Some(m) if members.contains(&m) => m,
@@ -184,6 +191,37 @@ pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Resul
     store.create(&v2::task_status(&id, TaskState::Init), Vec::new()).await?;
     stamp_manager(store, "submit", &manager, wall_ms).await;
     Ok(Placed { id, manager, view: lease })
+}
+
+/// The executor the live nodes give a task that names none (`run
+/// --executor`, advertised in their heartbeats): recorded in the task at
+/// submit, so that every unit runs the same one whichever node runs it.
+/// `None` when no member advertises one (older nodes): the task's manager
+/// records its own then. Nodes that disagree are an error naming them.
+pub fn default_executor(view: Option<&formats::Lease>) -> Result<Option<ExecutorKind>, TaskError> {
+    let advertised: BTreeMap<&str, Vec<&str>> =
+        view.iter().flat_map(|l| &l.members).fold(BTreeMap::new(), |mut m, member| {
+            if let Some(e) = member.executor.as_deref() {
+                m.entry(e).or_insert_with(Vec::new).push(member.node.as_str());
+            }
+            m
+        });
+    match advertised.len() {
+        0 => Ok(None),
+        1 => {
+            let label = *advertised.keys().next().expect("one");
+            ExecutorKind::from_label(label).map(Some).ok_or_else(|| {
+                TaskError::Invalid(format!(
+                    "the nodes' default executor is {label:?}, which this compactd does not know: name one with \
+                     --executor, or upgrade this client"
+                ))
+            })
+        }
+        _ => Err(TaskError::Invalid(format!(
+            "the live nodes give tasks different default executors ({}): name the task's with --executor",
+            advertised.iter().map(|(e, nodes)| format!("{e} on {}", nodes.join(", "))).collect::<Vec<_>>().join("; ")
+        ))),
+    }
 }
 
 /// The limits of [`layouts::limits`] on what a task asks for.

@@ -146,17 +146,6 @@ struct RunningSub {
     started: Duration,
 }
 
-/// The metric label of an executor kind.
-pub fn kind_label(kind: ExecutorKind) -> &'static str {
-    match kind {
-        ExecutorKind::Merge => "merge",
-        ExecutorKind::Parquet => "parquet",
-        ExecutorKind::Delta => "delta",
-        ExecutorKind::Command => "command",
-        ExecutorKind::Noop => "noop",
-    }
-}
-
 /// The subtasks this node is running.
 pub struct Worker {
     me: NodeId,
@@ -280,7 +269,7 @@ impl Worker {
                 };
                 done.map(|f| {
                     if let Some(m) = &self.metrics {
-                        m.subtask_finished(kind_label(r.kind), f.success, deadline.now().saturating_sub(r.started));
+                        m.subtask_finished(r.kind.label(), f.success, deadline.now().saturating_sub(r.started));
                     }
                     self.reports.insert(name.clone(), (r.kind, f, r.manager.clone()));
                     name.clone()
@@ -382,7 +371,7 @@ impl Worker {
         if kind == ExecutorKind::Noop {
             self.running.insert(sub.to_string(), RunningSub { exec: None, kind, manager, started: now });
             if let Some(m) = &self.metrics {
-                m.subtask_started(kind_label(kind));
+                m.subtask_started(kind.label());
             }
             // Done already: report on the next tick, not the next poll.
             if let Some(w) = &self.wake {
@@ -396,7 +385,7 @@ impl Worker {
                 tracing::info!(subtask = %sub, pid = exec.pid(), ?kind, "subtask started");
                 self.running.insert(sub.to_string(), RunningSub { exec: Some(exec), kind, manager, started: now });
                 if let Some(m) = &self.metrics {
-                    m.subtask_started(kind_label(kind));
+                    m.subtask_started(kind.label());
                 }
             }
             Err(e) => {
@@ -523,7 +512,7 @@ async fn prepare(
         _ => None,
     };
     if kind.is_builtin_merge() && info.partition_name.is_none() {
-        return failed(format!("the {} executor needs a partition", kind_label(kind))).await;
+        return failed(format!("the {} executor needs a partition", kind.label())).await;
     }
     let req = ExecRequest {
         kind,

@@ -11,6 +11,10 @@ Protocol with the parent (tests/common/s3.rs):
 - exits when its stdin reaches EOF (the parent closed it or died) or on
   SIGTERM/SIGINT. Data lives in memory only.
 
+Buckets whose name starts with `ignores-conditions` have their requests'
+`If-None-Match` and `If-Match` headers dropped: a server that ignores
+conditional writes, for the tests that compactd refuses one.
+
 Run with the venv made by .ci/install-s3-server.sh:
     .venv-s3/bin/python tests/support/s3_server.py [--port N]
 """
@@ -66,6 +70,11 @@ def main() -> None:
         bucket = path.lstrip("/").split("/", 1)[0]
         key = f"{bucket} {environ.get('REQUEST_METHOD', '?')}"
         counts[key] = counts.get(key, 0) + 1
+        if bucket.startswith("ignores-conditions"):
+            # An S3-compatible server that ignores conditional writes (as
+            # s3rver and some gateways do): compactd must refuse it.
+            environ.pop("HTTP_IF_NONE_MATCH", None)
+            environ.pop("HTTP_IF_MATCH", None)
         return moto_app(environ, start_response)
 
     class Handler(MotoRequestHandler):

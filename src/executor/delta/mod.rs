@@ -155,6 +155,13 @@ pub async fn partitions_to_compact(store: &Store, table: &str, target_size: u64)
 /// `version_before`, `version_after`, `commit_retries`, `abandoned`).
 pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<String, u64>), DeltaError> {
     let table = job.table().to_string();
+    // Before anything here is touched: a table that also holds another
+    // format's metadata (Apache XTable, UniForm) is not this executor's.
+    if let Err(why) =
+        crate::table::format::check_unit(store, &table, None, layouts::formats::ExecutorKind::Delta).await?
+    {
+        return Err(job.broken(why));
+    }
     // Temp files of a create killed mid-way (fs only): a commit linked but
     // not yet unlinked from its temp has two names until then.
     store.sweep_stale_temps(&format!("{table}{}", log::LOG_DIR)).await?;

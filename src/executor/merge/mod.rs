@@ -140,6 +140,15 @@ impl MergeJob {
     }
 }
 
+/// `a/b/c/` of `a/b/c/d/`: the table folder of a partition folder.
+pub(crate) fn parent_dir(dir: &str) -> &str {
+    let trimmed = dir.trim_end_matches('/');
+    match trimmed.rfind('/') {
+        Some(i) => &dir[..=i],
+        None => "",
+    }
+}
+
 /// Data files of a partition: regular files directly in the folder, not
 /// hidden. Symbolic links, FIFOs, sockets and devices (a data store over fs
 /// lists them as [`store::Entry::special`]) are never inputs.
@@ -195,6 +204,16 @@ pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
 
 /// [`run`], with the figures of the plan that was applied (empty if none).
 pub async fn run_with_stats(store: &Store, job: &MergeJob) -> Result<(Outcome, BTreeMap<String, u64>), MergeError> {
+    // First, before anything here is touched: a table whose files a log or
+    // manifest names is never this executor's.
+    let kind = match job.format {
+        Format::Lines => layouts::formats::ExecutorKind::Merge,
+        Format::Parquet(_) => layouts::formats::ExecutorKind::Parquet,
+    };
+    let table = parent_dir(&job.dir);
+    if let Err(why) = crate::table::format::check_unit(store, table, Some(&job.dir), kind).await? {
+        return Err(job.broken(why));
+    }
     unlink_planted_meta_links(store, job).await?;
     // Temp files of writes killed mid-way by an earlier crash (fs only).
     for d in [job.dir.clone(), format!("{}{META_DIR}", job.dir), job.staging_dir(job.attempt)] {
