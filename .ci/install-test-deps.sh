@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the tests need on a fresh machine, once (each step is
 # idempotent and quick when already done): the loopback S3 server's venv
-# (moto), the Parquet judges' venv (pyarrow, DuckDB, hdfs-native), the HDFS
+# (moto), the Parquet judges' venv (pyarrow, DuckDB, hdfs-native), Spark
+# with Delta Lake (the Delta and Parquet judge of tests/spark.rs), the HDFS
 # launcher (Hadoop's MiniDFSCluster, built with Maven; needs Java 17), and
 # Debian's chromium and jq (the status page's browser test, the README's
 # examples), nftables and faketime (the network-fault tests' cuts and
@@ -18,6 +19,9 @@ bash .ci/install-s3-server.sh
 
 echo "== install: pyarrow and DuckDB, which judge the Parquet executor's output (tests/parquet.rs)"
 bash .ci/install-parquet-tools.sh
+
+echo "== install: Spark with Delta Lake, the reference reader and writer that judges compactd's output (tests/spark.rs)"
+bash .ci/install-spark.sh
 
 echo "== install: the real HDFS the HDFS tests start (Hadoop's MiniDFSCluster launcher, built with Maven)"
 bash .ci/install-hdfs.sh

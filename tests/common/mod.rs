@@ -11,4 +11,5 @@ pub mod netns;
 pub mod parquet;
 pub mod runs;
 pub mod s3;
+pub mod spark;
 pub mod table;
