@@ -248,7 +248,7 @@ pub async fn read_checkpoint_file(
 }
 
 impl Snapshot {
-    fn apply(&mut self, actions: Vec<Action>) {
+    pub(super) fn apply(&mut self, actions: Vec<Action>) {
         for a in actions {
             if let Some(p) = a.protocol {
                 self.protocol = p;
@@ -300,14 +300,17 @@ impl Snapshot {
     }
 }
 
+/// A listed log file: its path and size (where the listing carries it).
+pub type Listed = (String, Option<u64>);
+
 /// The listed parts of one checkpoint: part number -> path and size.
-pub type Parts = BTreeMap<u32, (String, Option<u64>)>;
+pub type Parts = BTreeMap<u32, Listed>;
 
 /// What a listing of `_delta_log/` holds, classified.
 #[derive(Debug, Default)]
 pub struct LogListing {
     /// Commits: version -> path and size.
-    pub commits: BTreeMap<u64, (String, Option<u64>)>,
+    pub commits: BTreeMap<u64, Listed>,
     /// Classic checkpoints, complete or not, by (version, number of parts):
     /// a version may have several (a single file and a multi-part set, or
     /// two multi-part sets of different sizes), and "readers must ignore
@@ -324,7 +327,7 @@ pub struct LogListing {
 impl LogListing {
     /// A complete checkpoint of `version` (its parts in order), preferring
     /// the one with fewest parts.
-    pub fn complete_checkpoint(&self, version: u64) -> Option<Vec<(String, Option<u64>)>> {
+    pub fn complete_checkpoint(&self, version: u64) -> Option<Vec<Listed>> {
         self.checkpoints
             .range((version, 0)..=(version, u32::MAX))
             .find(|((_, parts), have)| have.len() as u32 == *parts && have.keys().copied().eq(1..=*parts))
@@ -332,7 +335,7 @@ impl LogListing {
     }
 
     /// The newest version at or below `at_most` with a complete checkpoint.
-    fn newest_complete_checkpoint(&self, at_most: u64) -> Option<(u64, Vec<(String, Option<u64>)>)> {
+    fn newest_complete_checkpoint(&self, at_most: u64) -> Option<(u64, Vec<Listed>)> {
         let versions: BTreeSet<u64> = self.checkpoints.keys().map(|(v, _)| *v).filter(|v| *v <= at_most).collect();
         versions.into_iter().rev().find_map(|v| self.complete_checkpoint(v).map(|parts| (v, parts)))
     }

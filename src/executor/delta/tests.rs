@@ -232,8 +232,11 @@ async fn an_earlier_attempt_of_the_round_that_committed_first_is_reported_alread
         let store = store.clone();
         async move { run(&store, &slow).await }
     });
-    // Attempt 1 runs while attempt 2 waits before its commit.
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    // Attempt 1 runs once attempt 2 has written its outputs (it read version
+    // 4 before) and while it waits before its commit.
+    while !store.list(&format!("{TABLE}p=1/")).await.unwrap().iter().any(|e| e.name().contains("-a2-")) {
+        tokio::task::yield_now().await;
+    }
     let (out, _) = run(&store, &job(1)).await.unwrap();
     assert_eq!(out, Outcome::Committed { version_before: 4, version_after: 5, retries: 0 });
     let (out, stats) = late.await.unwrap().unwrap();
@@ -294,7 +297,7 @@ async fn an_output_removed_before_the_commit_fails_the_unit_naming_it_and_nothin
         if let Some(f) = files.into_iter().find(|e| e.name().starts_with("compactd-")) {
             break f.path;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        tokio::task::yield_now().await;
     };
     store.delete(&output).await.unwrap();
     let err = unit.await.unwrap().unwrap_err().to_string();
