@@ -41,6 +41,7 @@
 //! attempt committed but died before reporting finds its outputs active in
 //! the snapshot and reports that commit instead of compacting again.
 
+pub mod audit;
 pub mod log;
 pub mod orphans;
 
