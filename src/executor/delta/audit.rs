@@ -78,8 +78,14 @@ impl Replay<'_> {
     }
 
     /// Applies one version's actions (a commit, or a checkpoint on a fresh
-    /// snapshot).
-    fn apply(&mut self, actions: Vec<log::Action>) -> Result<(), DeltaError> {
+    /// snapshot), noting each file that becomes active and is absent in
+    /// `ever` (and the first few in `examples`).
+    fn apply(
+        &mut self,
+        actions: Vec<log::Action>,
+        ever: &mut BTreeSet<String>,
+        examples: &mut Vec<String>,
+    ) -> Result<(), DeltaError> {
         for a in &actions {
             if let Some(r) = &a.remove {
                 self.missing.remove(&log::path_key(&r.path));
@@ -89,6 +95,9 @@ impl Replay<'_> {
                 if self.present.contains(&p) {
                     self.missing.remove(&log::path_key(&add.path));
                 } else {
+                    if ever.insert(p.clone()) && examples.len() < EXAMPLES {
+                        examples.push(p.clone());
+                    }
                     self.missing.insert(log::path_key(&add.path), p);
                 }
             }
@@ -139,7 +148,7 @@ pub async fn audit(store: &Store, table: &str) -> Result<Audit, DeltaError> {
         // this version, or from nothing at commit 0.
         let (mut r, files): (Replay, Vec<(String, Option<u64>, bool)>) = match (replay.take(), commit) {
             (Some(r), Some((path, len))) => (r, vec![(path.clone(), *len, true)]),
-            (None, _) | (_, None) => {
+            _ => {
                 let fresh = Replay { table, present: &present, snap: Snapshot::default(), missing: BTreeMap::new() };
                 let checkpoint = listing.complete_checkpoint(v);
                 match (checkpoint, commit) {
@@ -157,24 +166,19 @@ pub async fn audit(store: &Store, table: &str) -> Result<Audit, DeltaError> {
                 read_actions(store, &path, len, is_commit).await?.ok_or_else(|| bad(format!("{path} vanished")))?;
             read.insert(path);
             orphans::note_refs(table, &actions, &mut refs);
-            r.apply(actions)?;
+            r.apply(actions, &mut ever_missing, &mut out.examples)?;
         }
         if !r.missing.is_empty() {
             push(&mut out.damaged, v);
-            for p in r.missing.values() {
-                if ever_missing.insert(p.clone()) && out.examples.len() < EXAMPLES {
-                    out.examples.push(p.clone());
-                }
-            }
         }
         replay = Some(r);
     }
     out.missing_files = ever_missing.len();
     let last = replay.ok_or_else(|| bad(format!("version {newest} cannot be rebuilt from the retained log")))?;
     last.snap.check_supported().map_err(|why| bad(format!("not checked: {why}")))?;
-    // The log files the replay did not need still name files (time travel
-    // to a version before the oldest rebuildable one is impossible, but an
-    // older checkpoint may be read by a reader that lists differently).
+    // Every retained log file names references, as for `orphans::find`:
+    // also the commits before the oldest rebuildable version and the
+    // checkpoints the replay did not need (incomplete ones included).
     let rest = listing.commits.values().map(|(p, l)| (p, *l, true));
     let rest = rest.chain(listing.checkpoints.values().flat_map(|parts| parts.values()).map(|(p, l)| (p, *l, false)));
     for (path, len, is_commit) in rest {
@@ -186,4 +190,49 @@ pub async fn audit(store: &Store, table: &str) -> Result<Audit, DeltaError> {
     }
     out.orphans = orphans::find_in(table, &files, &refs);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const T: &str = "db/s/t/";
+
+    async fn commit(store: &Store, v: u64, actions: &[serde_json::Value]) {
+        let body: Vec<String> = actions.iter().map(|a| a.to_string()).collect();
+        store.put(&log::commit_path(T, v), body.join("\n").into_bytes()).await.unwrap();
+    }
+
+    fn add(p: &str) -> serde_json::Value {
+        json!({"add": {"path": p, "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": true}})
+    }
+
+    #[tokio::test]
+    async fn every_version_whose_active_files_are_missing_is_named_as_ranges() {
+        let store = Store::memory().await;
+        let v0 = [
+            json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}),
+            json!({"metaData": {"id": "x", "partitionColumns": [], "configuration": {}}}),
+        ];
+        commit(&store, 0, &v0).await;
+        commit(&store, 1, &[add("a.parquet")]).await;
+        commit(&store, 2, &[add("b%20c.parquet")]).await;
+        commit(&store, 3, &[json!({"remove": {"path": "a.parquet", "dataChange": true}})]).await;
+        commit(&store, 4, &[add("d.parquet")]).await;
+        commit(&store, 5, &[json!({"remove": {"path": "d.parquet", "dataChange": true}})]).await;
+        store.put(&format!("{T}b c.parquet"), b"x".to_vec()).await.unwrap();
+        store.put(&format!("{T}compactd-x-r1-u0123456789abcdef-a1-0.parquet"), b"x".to_vec()).await.unwrap();
+        let a = audit(&store, T).await.unwrap();
+        assert_eq!((a.oldest, a.newest), (0, 5));
+        assert_eq!(show(&a.damaged), "1-2, 4");
+        assert_eq!(a.missing_files, 2);
+        assert_eq!(a.examples, vec![format!("{T}a.parquet"), format!("{T}d.parquet")]);
+        assert!(a.unrebuildable.is_empty());
+        assert_eq!(a.orphans.len(), 1, "{:?}", a.orphans);
+        // A gap the log cannot bridge up to the newest version fails the audit, naming it.
+        store.delete(&log::commit_path(T, 4)).await.unwrap();
+        let err = audit(&store, T).await.unwrap_err().to_string();
+        assert!(err.contains("version 5 cannot be rebuilt"), "{err}");
+    }
 }

@@ -335,10 +335,10 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
         }
         Ok(Landed::OtherAttempt { version }) => {
             remove_attempt_files(store, job, &store_dir).await;
+            // As a rerun that finds the round's commit reports it: this
+            // attempt's figures are not the commit's.
+            stats.retain(|k, _| k == "version_before");
             stats.insert("version_after".into(), version);
-            for k in ["files_out", "bytes_out", "rows_out"] {
-                stats.remove(k);
-            }
             Ok((Outcome::AlreadyCommitted { version }, stats))
         }
         Ok(Landed::Conflict { version, why }) => {

@@ -241,6 +241,7 @@ async fn an_earlier_attempt_of_the_round_that_committed_first_is_reported_alread
     assert_eq!(out, Outcome::Committed { version_before: 4, version_after: 5, retries: 0 });
     let (out, stats) = late.await.unwrap().unwrap();
     assert_eq!(out, Outcome::AlreadyCommitted { version: 5 }, "{stats:?}");
+    assert_eq!(stats, BTreeMap::from([("version_before".into(), 4), ("version_after".into(), 5)]));
     assert_eq!(log::load(&store, TABLE).await.unwrap().version, 5, "committed twice");
     let left: Vec<String> = store.list(&format!("{TABLE}p=1/")).await.unwrap().into_iter().map(|e| e.path).collect();
     assert!(left.iter().all(|p| !p.contains("-a2-")), "attempt 2's files are left: {left:?}");
