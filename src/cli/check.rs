@@ -79,8 +79,8 @@ pub async fn run(store: store::Store, args: CheckArgs) -> anyhow::Result<i32> {
                     &o.path,
                     format!(
                         "orphan of the delta executor ({} bytes; {why}): no version of {table} names it; `compactd \
-                         vacuum-orphans --data {uri} --older-than 2h` removes it (an age above twice the executor \
-                         timeout, `run --command-timeout`)",
+                         vacuum-orphans --data {uri} --older-than 2h` removes it (2h: at least twice the executor \
+                         timeout, `run --command-timeout`, default 1h, plus any clock skew)",
                         o.bytes
                     ),
                 ));
