@@ -19,23 +19,13 @@ use std::time::Duration;
 
 use common::cluster::{alive, monitor_of, Cluster, BIN};
 use common::hdfs::HdfsCluster;
-use common::parquet::{compact_with, copy_dir, python, tool};
+use common::parquet::{compact_with, copy_dir, delta_tool, python, tool};
 use common::s3::S3Server;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
 const NODES: [&str; 3] = ["n1", "n2", "n3"];
 const TASK: &str = "aaaaffff.16176931.56000000.0";
-
-/// Runs `tests/support/delta_tool.py`; asserts success; its last JSON line.
-fn delta_tool(args: &[&str], env: &[(String, String)]) -> Value {
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/delta_tool.py");
-    let out = Command::new(python()).arg(script).args(args).envs(env.iter().cloned()).output().expect("run python");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let v: Value = serde_json::from_str(stdout.lines().last().unwrap_or("null")).unwrap_or(Value::Null);
-    assert!(out.status.success(), "delta_tool {args:?} failed: {v}\n{}", String::from_utf8_lossy(&out.stderr));
-    v
-}
 
 fn start_three(c: &mut Cluster, data: &str) {
     for n in NODES {
@@ -358,18 +348,24 @@ fn a_delta_unit_killed_at_20_exact_points_leaves_a_valid_table_and_orphans_only_
             assert!(named.is_empty(), "{what}: {named:?}");
         } else {
             assert_eq!(named.len(), orphaned.len(), "{what}: check named {named:?}, left {orphaned:?}");
-            // Young orphans are kept by --older-than 1h; --older-than 0s removes them.
-            let vac = |age: &str| {
-                let o =
-                    Command::new(BIN).args(["vacuum-orphans", "--data", &data, "--older-than", age]).output().unwrap();
+            // Young orphans are kept by --older-than 1h; --older-than 1ms removes them. The
+            // hand-run units' task is not in the tree: kept unless the operator says it is over.
+            let vac = |age: &str, unknown_finished: bool| {
+                let tree = format!("fs://{}", tree.display());
+                let mut args = vec!["--root", &tree, "vacuum-orphans", "--data", &data, "--older-than", age];
+                if unknown_finished {
+                    args.push("--unknown-tasks-finished");
+                }
+                let o = Command::new(BIN).args(args).output().unwrap();
                 assert!(o.status.success(), "{what}: {}", String::from_utf8_lossy(&o.stderr));
             };
-            vac("1h");
+            vac("1h", true);
+            std::thread::sleep(Duration::from_millis(20));
+            vac("1ms", false);
             let after: Vec<String> =
                 files_of(&table).into_iter().filter(|f| f.contains("compactd-") && f.contains("-a1-")).collect();
-            assert_eq!(after, orphaned, "{what}: --older-than 1h removed young orphans");
-            std::thread::sleep(Duration::from_millis(20));
-            vac("1ms");
+            assert_eq!(after, orphaned, "{what}: young orphans, or orphans of a task not known to be over, removed");
+            vac("1ms", true);
             let after: Vec<String> =
                 files_of(&table).into_iter().filter(|f| f.contains("compactd-") && f.contains("-a1-")).collect();
             assert!(after.is_empty(), "{what}: orphans left: {after:?}");

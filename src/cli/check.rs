@@ -1,17 +1,34 @@
 //! `compactd check`: report every anomaly in the tree (exit 1 if any); with
-//! `--data`, also the orphans the `delta` executor left in Delta tables.
-//! `compactd vacuum-orphans`: remove those orphans (opt-in, by age).
+//! `--data`, also audit the Delta tables of a data backend, table by table:
+//! orphans the `delta` executor left, versions whose active files are
+//! missing, and tables that cannot be read (named; the others are still
+//! checked). `compactd vacuum-orphans`: remove those orphans (opt-in, by
+//! age, never one whose task is not finished).
+//!
+//! Both read the scheduler tree (`--root`) to tell a finished task's
+//! orphans from the outputs of a unit still running: a file whose task is
+//! not finished (or whose state cannot be read) is neither reported nor
+//! removed. A task the tree no longer has is looked up in the archive
+//! (`Scheduler/Compress/`); one in neither (archived longer ago than the
+//! archive retention, another cluster's, a hand-run `__merge`) is reported
+//! by `check` and kept by `vacuum-orphans` unless `--unknown-tasks-finished`.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Context;
+use layouts::TaskId;
+
+use crate::executor::delta::{audit, orphans};
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
     /// Print a JSON array of {path, problem}.
     #[arg(long)]
     pub json: bool,
-    /// Also check the Delta tables (`<db>/<schema>/<table>/_delta_log/`) of
-    /// this data backend for orphans: files a `delta` unit wrote and never
-    /// committed (see `compactd vacuum-orphans`).
+    /// Also audit the Delta tables (`<db>/<schema>/<table>/_delta_log/`) of
+    /// this data backend: orphans (files a `delta` unit of a finished task
+    /// wrote and never committed, see `compactd vacuum-orphans`), versions
+    /// whose active files are missing, tables that cannot be read.
     #[arg(long, value_name = "URI")]
     pub data: Option<String>,
     /// With --data: only this table (`db/schema/table`), not every table.
@@ -21,15 +38,49 @@ pub struct CheckArgs {
 
 pub async fn run(store: store::Store, args: CheckArgs) -> anyhow::Result<i32> {
     let mut found = crate::check::check_tree(&store).await?;
-    if let Some(data) = &args.data {
-        let data = open_data(store.options(), data).await?;
-        for table in crate::executor::delta::orphans::tables(&data, args.table.as_deref()).await? {
-            for o in crate::executor::delta::orphans::find(&data, &table).await? {
+    if let Some(uri) = &args.data {
+        let data = open_data(store.options(), uri).await?;
+        let mut fates = Fates::new(&store);
+        for table in orphans::tables(&data, args.table.as_deref()).await? {
+            let a = match audit::audit(&data, &table).await {
+                Ok(a) => a,
+                Err(e) => {
+                    found.push(crate::check::Anomaly::new(&table, format!("Delta table not checked: {e}")));
+                    continue;
+                }
+            };
+            if !a.damaged.is_empty() {
+                found.push(crate::check::Anomaly::new(
+                    &table,
+                    format!(
+                        "Delta versions {} name active files that do not exist ({} missing, e.g. {}): readers of \
+                         those versions fail",
+                        audit::show(&a.damaged),
+                        a.missing_files,
+                        a.examples.join(", ")
+                    ),
+                ));
+            }
+            if !a.unrebuildable.is_empty() {
+                found.push(crate::check::Anomaly::new(
+                    &table,
+                    format!(
+                        "Delta versions {} cannot be rebuilt: a commit is missing and no whole checkpoint follows it",
+                        audit::show(&a.unrebuildable)
+                    ),
+                ));
+            }
+            for o in &a.orphans {
+                let why = match fates.of(o.task()).await {
+                    Fate::Unfinished(_) => continue,
+                    Fate::Finished(why) | Fate::Unknown(why) => why,
+                };
                 found.push(crate::check::Anomaly::new(
                     &o.path,
                     format!(
-                        "orphan of the delta executor ({} bytes): no version of {table} names it; \
-                         `compactd vacuum-orphans --data … --older-than 1h` removes it",
+                        "orphan of the delta executor ({} bytes; {why}): no version of {table} names it; `compactd \
+                         vacuum-orphans --data {uri} --older-than 2h` removes it (2h: at least twice the executor \
+                         timeout, `run --command-timeout`, default 1h, plus any clock skew)",
                         o.bytes
                     ),
                 ));
@@ -55,6 +106,79 @@ async fn open_data(options: &store::StoreOptions, uri: &str) -> anyhow::Result<s
         .with_context(|| format!("--data {uri}"))
 }
 
+/// What the tree says of the task that wrote an output.
+#[derive(Debug, Clone)]
+enum Fate {
+    /// Done, Failed or Cancel: none of its units can commit any more.
+    Finished(String),
+    /// Init, Running, being submitted, or a state that cannot be read: a
+    /// unit may still commit its outputs.
+    Unfinished(String),
+    /// Neither under `Scheduler/` nor in the archive.
+    Unknown(String),
+}
+
+/// Task fates, each read once.
+struct Fates<'a> {
+    tree: &'a store::Store,
+    known: BTreeMap<String, Fate>,
+    /// The archived tasks, read at the first task `Scheduler/` lacks.
+    archived: Option<Result<BTreeMap<TaskId, String>, String>>,
+}
+
+impl<'a> Fates<'a> {
+    fn new(tree: &'a store::Store) -> Self {
+        Fates { tree, known: BTreeMap::new(), archived: None }
+    }
+
+    async fn of(&mut self, task: Option<&str>) -> Fate {
+        let Some(task) = task else {
+            return Fate::Unknown("its name carries no task id".into());
+        };
+        if let Some(f) = self.known.get(task) {
+            return f.clone();
+        }
+        let fate = self.read(task).await;
+        self.known.insert(task.to_string(), fate.clone());
+        fate
+    }
+
+    async fn read(&mut self, task: &str) -> Fate {
+        let Ok(id) = TaskId::parse(task) else {
+            return Fate::Unknown(format!("{task} is not a task id (a hand-run `__merge`?)"));
+        };
+        let dir = match crate::tasks::read_dir(self.tree, &id).await {
+            Ok(d) => d,
+            Err(e) => return Fate::Unfinished(format!("the state of task {id} could not be read: {e}")),
+        };
+        match dir.state {
+            Some(s) if s.is_terminal() => return Fate::Finished(format!("task {id} is {}", s.as_str())),
+            Some(s) => return Fate::Unfinished(format!("task {id} is {}", s.as_str())),
+            None if dir.has_info || !dir.terms.is_empty() => {
+                return Fate::Unfinished(format!("task {id} is being submitted"));
+            }
+            None => {}
+        }
+        if self.archived.is_none() {
+            let read = crate::monitor::tasks::read_history(self.tree).await;
+            self.archived = Some(
+                read.map(|(tasks, _)| tasks.into_iter().map(|t| (t.info.id, t.state.as_str().to_string())).collect())
+                    .map_err(|e| e.to_string()),
+            );
+        }
+        match self.archived.as_ref().expect("read above") {
+            Err(e) => Fate::Unfinished(format!("task {id} is not under Scheduler/ and the archive is unreadable: {e}")),
+            Ok(a) => match a.get(&id) {
+                Some(state) => Fate::Finished(format!("task {id} was archived {state}")),
+                None => Fate::Unknown(format!(
+                    "task {id} is neither under Scheduler/ nor in the archive of {}",
+                    self.tree.uri()
+                )),
+            },
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct VacuumOrphansArgs {
     /// The data backend holding the Delta tables.
@@ -65,40 +189,82 @@ pub struct VacuumOrphansArgs {
     #[arg(long, value_name = "DB/SCHEMA/TABLE")]
     pub table: Option<String>,
     /// Remove only orphans last written longer ago than this (by the
-    /// backend's clock). Make it longer than the longest a unit runs (the
-    /// executor timeout): a unit still writing has not committed yet.
+    /// backend's clock). Outputs of tasks that are not finished are kept
+    /// whatever the age; make it longer than twice the longest a unit runs
+    /// (the executor timeout, `run --command-timeout`) all the same.
     #[arg(long, value_parser = humantime::parse_duration)]
     pub older_than: std::time::Duration,
+    /// Also remove orphans of tasks the tree (`--root`) has neither under
+    /// `Scheduler/` nor in its archive (archived longer ago than the
+    /// archive retention, or run by hand): only with the tree of every
+    /// compactd that writes to these tables.
+    #[arg(long)]
+    pub unknown_tasks_finished: bool,
     /// List what would be removed; remove nothing.
     #[arg(long)]
     pub dry_run: bool,
 }
 
-pub async fn vacuum_orphans(options: &store::StoreOptions, args: VacuumOrphansArgs) -> anyhow::Result<i32> {
-    let data = open_data(options, &args.data).await?;
+pub async fn vacuum_orphans(store: store::Store, args: VacuumOrphansArgs) -> anyhow::Result<i32> {
+    let data = open_data(store.options(), &args.data).await?;
     // The CLI edge: the one place this command reads the clock.
     let now = crate::clock::wall_time(&*crate::clock::SystemClock::shared());
     let now_ms = now.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-    let (mut removed, mut kept) = (0usize, 0usize);
-    for table in crate::executor::delta::orphans::tables(&data, args.table.as_deref()).await? {
-        let (old, young) = crate::executor::delta::orphans::vacuum(
-            &data,
-            &table,
-            now_ms,
-            args.older_than.as_millis() as i64,
-            args.dry_run,
-        )
-        .await?;
-        let verb = if args.dry_run { "would remove" } else { "removed" };
-        for o in &old {
-            println!("{verb} {} ({} bytes)", o.path, o.bytes);
+    let older_than_ms = args.older_than.as_millis() as i64;
+    let mut fates = Fates::new(&store);
+    let (mut removed, mut kept, mut failed) = (0usize, 0usize, BTreeSet::new());
+    let verb = if args.dry_run { "would remove" } else { "removed" };
+    for table in orphans::tables(&data, args.table.as_deref()).await? {
+        let found = match orphans::find(&data, &table).await {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("{table}: not vacuumed: {e}");
+                failed.insert(table);
+                continue;
+            }
+        };
+        let mut chosen = vec![];
+        for o in found {
+            let keep = match fates.of(o.task()).await {
+                Fate::Unfinished(why) => Some(format!("{why}: its unit may still commit it")),
+                Fate::Unknown(why) if !args.unknown_tasks_finished => {
+                    Some(format!("{why}; --unknown-tasks-finished removes it"))
+                }
+                Fate::Finished(_) | Fate::Unknown(_) => None,
+            };
+            let keep = keep.or_else(|| {
+                let old = o.modified_ms.is_some_and(|m| now_ms - m > older_than_ms);
+                (!old).then(|| "younger than --older-than, or of unknown age".to_string())
+            });
+            match keep {
+                Some(why) => {
+                    println!("kept {} ({why})", o.path);
+                    kept += 1;
+                }
+                None => chosen.push(o),
+            }
         }
-        for o in &young {
-            println!("kept {} (younger than --older-than, or of unknown age)", o.path);
+        match orphans::vacuum(&data, &table, chosen, args.dry_run).await {
+            Ok((gone, named)) => {
+                for o in &gone {
+                    println!("{verb} {} ({} bytes)", o.path, o.bytes);
+                }
+                for o in &named {
+                    println!("kept {} (a version committed since names it)", o.path);
+                }
+                removed += gone.len();
+                kept += named.len();
+            }
+            Err(e) => {
+                eprintln!("{table}: not vacuumed: {e}");
+                failed.insert(table);
+            }
         }
-        removed += old.len();
-        kept += young.len();
     }
-    eprintln!("{} orphans {}, {kept} kept", removed, if args.dry_run { "to remove" } else { "removed" });
-    Ok(0)
+    eprintln!(
+        "{removed} orphans {}, {kept} kept, {} tables not vacuumed",
+        if args.dry_run { "to remove" } else { "removed" },
+        failed.len()
+    );
+    Ok(if failed.is_empty() { 0 } else { 1 })
 }

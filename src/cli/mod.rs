@@ -134,10 +134,6 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         timeout: Some(cli.backend_timeout).filter(|t| !t.is_zero()),
         retries: cli.backend_retries,
     };
-    if let Command::VacuumOrphans(args) = cli.command {
-        // The data backend only: no tree is read or needed.
-        return check::vacuum_orphans(&options, args).await;
-    }
     let uri = store::RootUri::parse(&cli.root)?;
     if let store::RootUri::Fs { root } = &uri {
         // Only commands that set a cluster up may create its root: a typo in
@@ -162,6 +158,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         cli.command,
         Command::Nodes(_)
             | Command::Check(_)
+            | Command::VacuumOrphans(_)
             | Command::Status(_)
             | Command::List(_)
             | Command::Stop(_)
@@ -183,6 +180,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(args) => run::run(store, args).await,
         Command::Nodes(args) => nodes::run(store, args).await,
         Command::Check(args) => check::run(store, args).await,
+        Command::VacuumOrphans(args) => check::vacuum_orphans(store, args).await,
         Command::Submit(args) => tasks::submit(store, args).await,
         Command::Status(args) => tasks::status(store, args).await,
         Command::List(args) => tasks::list(store, args).await,
@@ -201,6 +199,5 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Config(_) | Command::Completions { .. } | Command::Man | Command::Reaper => {
             unreachable!("handled by `offline` before any backend is opened")
         }
-        Command::VacuumOrphans(_) => unreachable!("handled before the tree is opened"),
     }
 }

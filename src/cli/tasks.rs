@@ -533,7 +533,8 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
     };
     if args.format == MergeFormat::Delta {
         let partition = args.partition.context("--format delta needs --partition (a unit of the table)")?;
-        let job = crate::executor::delta::DeltaJob { merge: job, partition };
+        let clock = crate::clock::SystemClock::shared();
+        let job = crate::executor::delta::DeltaJob { merge: job, partition, clock };
         let (outcome, stats) = crate::executor::delta::run(&data, &job).await?;
         println!("{outcome}");
         println!("{}{}", crate::executor::STATS_PREFIX, serde_json::to_string(&stats)?);

@@ -17,8 +17,13 @@
 //!   and a rename (readers see the old or the new file, never a mix).
 //! - On HDFS, writes are staged, completed and published with one `rename2`
 //!   (without `OVERWRITE` for a create): complete-or-absent too ([`hdfs`]).
-//! - "Lost the race" is one result, [`Created::Exists`], whether the backend
-//!   said `ConditionNotMatch` or (S3 under contention) `Conflict`.
+//! - "Lost the race" is one result, [`Created::Exists`]: the backend said
+//!   `ConditionNotMatch` (S3's 412) or `AlreadyExists`. S3's 409 on a
+//!   conditional create (`ConditionalRequestConflict`, `OperationAborted`:
+//!   another conditional write of the key is in flight, and this one was not
+//!   applied) is not an answer: the create is sent again after a short
+//!   backoff, a bounded number of times, then fails as an error (never
+//!   "exists": the competing write may yet abort).
 
 mod beneath;
 pub mod fs;
@@ -44,6 +49,12 @@ use writer::WriterInner;
 /// Folder below the fs root where creates and replaces stage their temp
 /// files; ignored by listings of the tree and by `compactd check`.
 pub const FS_TMP_DIR: &str = ".compactd-tmp";
+
+/// Attempts of a conditional create that S3 answers with 409 (a concurrent
+/// conditional write of the key in flight), and the first backoff, doubled
+/// after each: at most 50 + 100 + 200 + 400 ms of waiting.
+const CREATE_CONFLICT_TRIES: u32 = 5;
+const CREATE_CONFLICT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(50);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -419,25 +430,34 @@ impl Store {
     /// Creates `path` with `bytes` unless it exists. Of N concurrent callers
     /// exactly one gets [`Created::Created`].
     pub async fn create(&self, path: &str, bytes: impl Into<Bytes>) -> Result<Created> {
+        let bytes = bytes.into();
         if self.beneath.is_some() {
-            let (p, b) = (path.to_string(), bytes.into());
-            let made = self.fs_data("create", path, move |fs| fs.create(&p, &b)).await?;
+            let p = path.to_string();
+            let made = self.fs_data("create", path, move |fs| fs.create(&p, &bytes)).await?;
             return Ok(if made { Created::Created } else { Created::Exists });
         }
-        match self.create_op.write_with(path, bytes.into()).if_not_exists(true).await {
-            Ok(_) => {
-                self.wrote(path);
-                Ok(Created::Created)
+        let mut tries = 1;
+        loop {
+            match self.create_op.write_with(path, bytes.clone()).if_not_exists(true).await {
+                Ok(_) => {
+                    self.wrote(path);
+                    return Ok(Created::Created);
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::ConditionNotMatch | ErrorKind::AlreadyExists) => {
+                    return Ok(Created::Exists)
+                }
+                // Not applied: safe to send again, unlike a create whose
+                // reply was lost.
+                Err(e) if e.kind() == ErrorKind::Conflict && tries < CREATE_CONFLICT_TRIES => {
+                    tracing::debug!(path, tries, "conditional create met a concurrent one in flight, retrying: {e}");
+                    // A backoff between requests, as OpenDAL's retry layer
+                    // sleeps; the store has no clock of its own.
+                    #[allow(clippy::disallowed_methods)]
+                    tokio::time::sleep(CREATE_CONFLICT_BACKOFF * (1 << (tries - 1))).await;
+                    tries += 1;
+                }
+                Err(e) => return Err(self.err("create", path, e)),
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::ConditionNotMatch | ErrorKind::AlreadyExists | ErrorKind::Conflict
-                ) =>
-            {
-                Ok(Created::Exists)
-            }
-            Err(e) => Err(self.err("create", path, e)),
         }
     }
 

@@ -413,3 +413,47 @@ async fn a_hung_metadata_call_of_a_data_store_over_fs_times_out() {
     s.fs_data("read", "t/x", hang).await.unwrap();
     assert!(t.elapsed() >= std::time::Duration::from_millis(1500));
 }
+
+/// S3's 409 on a conditional create (OpenDAL's `Conflict`: another
+/// conditional write of the key in flight) is a create not applied: it is
+/// sent again after a backoff, and only its answer counts.
+#[cfg(feature = "testing")]
+#[tokio::test(start_paused = true)]
+async fn a_create_answered_409_is_sent_again_after_a_backoff_and_never_taken_as_exists() {
+    use crate::layers::{FaultConfig, FaultLayer, OpKind};
+    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+    use std::sync::Arc;
+    let layer = FaultLayer::new(FaultConfig { error_rate: 1.0, kinds: vec![OpKind::Create], ..Default::default() });
+    let h = layer.handle();
+    h.set_error_kind(ErrorKind::Conflict);
+    let store = Store::open_with(&RootUri::Memory, move |op| op.layer(layer.clone())).await.unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    // 409 until the `n`-th create request; the ones after reach the backend.
+    let answer_from = |n: u32| {
+        calls.store(0, SeqCst);
+        h.set_error_rate(1.0);
+        let (c, h2) = (calls.clone(), h.clone());
+        h.set_on_op(Some(Arc::new(move |_, _| {
+            if c.fetch_add(1, SeqCst) + 1 == n - 1 {
+                h2.set_error_rate(0.0);
+            }
+        })));
+    };
+    answer_from(3);
+    let t = tokio::time::Instant::now();
+    assert_eq!(store.create("a", "x").await.unwrap(), Created::Created);
+    assert_eq!(calls.load(SeqCst), 3);
+    assert!(t.elapsed() >= std::time::Duration::from_millis(150), "{:?}", t.elapsed());
+    // A 409, then the name turns out taken: Exists, content untouched.
+    answer_from(2);
+    assert_eq!(store.create("a", "y").await.unwrap(), Created::Exists);
+    assert_eq!(store.read("a").await.unwrap().unwrap(), "x");
+    // 409 every time: an error after the bounded tries, not "exists".
+    answer_from(u32::MAX);
+    let t = tokio::time::Instant::now();
+    let err = store.create("b", "z").await.unwrap_err().to_string();
+    assert!(err.contains("create") && err.contains("\"b\""), "{err}");
+    assert_eq!(calls.load(SeqCst), CREATE_CONFLICT_TRIES);
+    assert!(t.elapsed() < std::time::Duration::from_secs(1), "{:?}", t.elapsed());
+    assert!(!store.exists("b").await.unwrap());
+}

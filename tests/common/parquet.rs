@@ -42,6 +42,17 @@ pub fn tool(args: &[&str], env: &[(String, String)]) -> Value {
     v
 }
 
+/// Runs `tests/support/delta_tool.py` (deltalake and a pyarrow log
+/// replay); asserts success; its last JSON line.
+pub fn delta_tool(args: &[&str], env: &[(String, String)]) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/delta_tool.py");
+    let out = Command::new(python()).arg(script).args(args).envs(env.iter().cloned()).output().expect("run python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(stdout.lines().last().unwrap_or("null")).unwrap_or(Value::Null);
+    assert!(out.status.success(), "delta_tool {args:?} failed: {v}\n{}", String::from_utf8_lossy(&out.stderr));
+    v
+}
+
 /// `cp -a` of a folder.
 pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     let st = Command::new("cp").arg("-a").arg(from).arg(to).status().unwrap();

@@ -6,6 +6,10 @@
 //! - Every read goes through the data [`Store`]; a log that is not a
 //!   contiguous run of versions (from 0, or from a checkpoint) is an error
 //!   naming the missing version, never a guess.
+//! - A checkpoint is used only whole: candidates are kept per (version,
+//!   number of parts), so a complete single-file checkpoint is used beside
+//!   an incomplete multi-part one of the same version. Hidden files (`.`
+//!   first: Hadoop's `.crc` checksums, temp files) are not log content.
 //! - A commit or checkpoint larger than [`MAX_LOG_FILE`] is refused unread
 //!   (one hostile file must not exhaust the executor's memory).
 //! - The snapshot keeps only what compaction needs: the protocol, the
@@ -130,6 +134,9 @@ pub struct Snapshot {
     /// Backend requests the load made (listings and reads), for callers
     /// that budget them.
     pub reads: u64,
+    /// `commitInfo.timestamp` of the commit of [`Snapshot::version`], when
+    /// that version was read from a commit that has one.
+    pub commit_timestamp: Option<i64>,
 }
 
 /// `_delta_log/<version>.json`, zero-padded to 20 digits.
@@ -165,7 +172,9 @@ fn classify(name: &str) -> LogFile {
         }
         (Some(v), Some("checkpoint"), Some(p), Some(n), None) if digits(v, 20) && digits(p, 10) && digits(n, 10) => {
             match (v.parse(), p.parse(), n.parse()) {
-                (Ok(version), Ok(part), Ok(parts)) => LogFile::Checkpoint { version, part, parts },
+                (Ok(version), Ok(part), Ok(parts)) if (1..=parts).contains(&part) => {
+                    LogFile::Checkpoint { version, part, parts }
+                }
                 _ => LogFile::Other,
             }
         }
@@ -239,7 +248,7 @@ pub async fn read_checkpoint_file(
 }
 
 impl Snapshot {
-    fn apply(&mut self, actions: Vec<Action>) {
+    pub(super) fn apply(&mut self, actions: Vec<Action>) {
         for a in actions {
             if let Some(p) = a.protocol {
                 self.protocol = p;
@@ -291,8 +300,83 @@ impl Snapshot {
     }
 }
 
+/// A listed log file: its path and size (where the listing carries it).
+pub type Listed = (String, Option<u64>);
+
 /// The listed parts of one checkpoint: part number -> path and size.
-type Parts = BTreeMap<u32, (String, Option<u64>)>;
+pub type Parts = BTreeMap<u32, Listed>;
+
+/// What a listing of `_delta_log/` holds, classified.
+#[derive(Debug, Default)]
+pub struct LogListing {
+    /// Commits: version -> path and size.
+    pub commits: BTreeMap<u64, Listed>,
+    /// Classic checkpoints, complete or not, by (version, number of parts):
+    /// a version may have several (a single file and a multi-part set, or
+    /// two multi-part sets of different sizes), and "readers must ignore
+    /// multi-part checkpoints with missing parts", not the whole version.
+    pub checkpoints: BTreeMap<(u64, u32), Parts>,
+    /// Log content this reader does not read (folders inside the log, V2
+    /// checkpoints and their sidecars): files it names are unknown to
+    /// compactd.
+    pub unread: Vec<String>,
+    /// Listing requests made (an estimate: one per 1,000 entries).
+    pub requests: u64,
+}
+
+impl LogListing {
+    /// A complete checkpoint of `version` (its parts in order), preferring
+    /// the one with fewest parts.
+    pub fn complete_checkpoint(&self, version: u64) -> Option<Vec<Listed>> {
+        self.checkpoints
+            .range((version, 0)..=(version, u32::MAX))
+            .find(|((_, parts), have)| have.len() as u32 == *parts && have.keys().copied().eq(1..=*parts))
+            .map(|(_, have)| have.values().cloned().collect())
+    }
+
+    /// The newest version at or below `at_most` with a complete checkpoint.
+    fn newest_complete_checkpoint(&self, at_most: u64) -> Option<(u64, Vec<Listed>)> {
+        let versions: BTreeSet<u64> = self.checkpoints.keys().map(|(v, _)| *v).filter(|v| *v <= at_most).collect();
+        versions.into_iter().rev().find_map(|v| self.complete_checkpoint(v).map(|parts| (v, parts)))
+    }
+}
+
+/// True for a name Hadoop-style file systems hide (`.` first): checksums
+/// (`.00000000000000000010.checkpoint.parquet.crc`, `.N.json.crc`), temp
+/// files of a commit being written. No Delta reader reads them.
+fn hidden(name: &str) -> bool {
+    name.starts_with('.')
+}
+
+/// Lists and classifies `<table>/_delta_log/` (from just after `after`, a
+/// path in it, where the backend lists from a key). Hidden files (and
+/// hidden folders) are skipped.
+pub async fn list_log(store: &Store, table: &str, after: Option<&str>) -> Result<LogListing, DeltaError> {
+    let log = format!("{table}{LOG_DIR}");
+    let entries: Vec<store::Entry> = store.list_stream_after(&log, after).try_collect().await?;
+    let mut out = LogListing { requests: 1 + entries.len() as u64 / 1000, ..LogListing::default() };
+    for e in &entries {
+        let Some(rel) = e.path.strip_prefix(log.as_str()) else { continue };
+        if e.is_dir || rel.split('/').any(hidden) {
+            continue;
+        }
+        if rel.contains('/') {
+            out.unread.push(e.path.clone());
+            continue;
+        }
+        match classify(rel) {
+            LogFile::Commit(v) => {
+                out.commits.insert(v, (e.path.clone(), e.len));
+            }
+            LogFile::Checkpoint { version, part, parts } => {
+                out.checkpoints.entry((version, parts)).or_default().insert(part, (e.path.clone(), e.len));
+            }
+            LogFile::Other if rel.contains(".checkpoint.") => out.unread.push(e.path.clone()),
+            LogFile::Other => {}
+        }
+    }
+    Ok(out)
+}
 
 /// What `_delta_log/_last_checkpoint` says.
 #[derive(Debug, Deserialize)]
@@ -342,41 +426,15 @@ async fn load_from(store: &Store, table: &str, hint: Option<u64>) -> Result<Snap
     let log = format!("{table}{LOG_DIR}");
     let bad = |problem: String| LoadError::Delta(DeltaError::Table { table: table.to_string(), problem });
     let after = hint.map(|v| format!("{log}{v:020}"));
-    let entries: Vec<store::Entry> = store.list_stream_after(&log, after.as_deref()).try_collect().await?;
-    let mut commits: BTreeMap<u64, Option<u64>> = BTreeMap::new();
-    // version -> (parts it has, the parts listed: number -> path and size)
-    let mut checkpoints: BTreeMap<u64, (u32, Parts)> = BTreeMap::new();
-    for e in &entries {
-        // The log's own files only, not those of folders in it.
-        if e.is_dir || e.path.strip_prefix(log.as_str()).is_none_or(|n| n.contains('/')) {
-            continue;
-        }
-        match classify(e.name()) {
-            LogFile::Commit(v) => {
-                commits.insert(v, e.len);
-            }
-            LogFile::Checkpoint { version, part, parts } => {
-                let c = checkpoints.entry(version).or_insert((parts, BTreeMap::new()));
-                if c.0 == parts {
-                    c.1.insert(part, (e.path.clone(), e.len));
-                }
-            }
-            LogFile::Other => {}
-        }
-    }
-    let Some(&newest) = commits.keys().next_back() else {
+    let listing = list_log(store, table, after.as_deref()).await?;
+    let Some(&newest) = listing.commits.keys().next_back() else {
         if hint.is_some() {
             return Err(LoadError::BadHint);
         }
         return Err(bad("no _delta_log/ commits: not a Delta table (or the wrong --data)".into()));
     };
-    // The newest checkpoint with all its parts, at or below the newest commit.
-    let checkpoint = checkpoints
-        .iter()
-        .rev()
-        .find(|(v, (parts, have))| **v <= newest && have.len() as u32 == *parts)
-        .map(|(v, (_, have))| (*v, have.values().cloned().collect::<Vec<_>>()));
-    let mut snap = Snapshot { reads: 2 + entries.len() as u64 / 1000, ..Snapshot::default() };
+    let checkpoint = listing.newest_complete_checkpoint(newest);
+    let mut snap = Snapshot { reads: 1 + listing.requests, ..Snapshot::default() };
     let first = match &checkpoint {
         Some((v, parts)) => {
             for (path, len) in parts {
@@ -391,12 +449,13 @@ async fn load_from(store: &Store, table: &str, hint: Option<u64>) -> Result<Snap
         None => 0,
     };
     for v in first..=newest {
-        let Some(len) = commits.get(&v) else {
+        let Some((path, len)) = listing.commits.get(&v) else {
             return Err(bad(format!("the log has no commit {v} (it goes up to {newest}): the log is not contiguous")));
         };
-        let path = commit_path(table, v);
-        let b = read_log_file(store, &path, *len).await?.ok_or_else(|| bad(format!("{path} vanished")))?;
-        snap.apply(parse_commit(&path, &b)?);
+        let b = read_log_file(store, path, *len).await?.ok_or_else(|| bad(format!("{path} vanished")))?;
+        let actions = parse_commit(path, &b)?;
+        snap.commit_timestamp = commit_timestamp(&actions);
+        snap.apply(actions);
         snap.version = v;
         snap.reads += 1;
     }
@@ -404,6 +463,11 @@ async fn load_from(store: &Store, table: &str, hint: Option<u64>) -> Result<Snap
         return Err(bad(format!("no protocol action up to version {newest}")));
     }
     Ok(snap)
+}
+
+/// `commitInfo.timestamp` of a commit's actions, if it has one.
+pub fn commit_timestamp(actions: &[Action]) -> Option<i64> {
+    actions.iter().filter_map(|a| a.commit_info.as_ref()).find_map(|c| c.get("timestamp")?.as_i64())
 }
 
 /// A checkpoint's actions: its rows turned into the JSON actions they
@@ -543,6 +607,39 @@ mod tests {
         ));
         assert!(matches!(classify("00000000000000000010.checkpoint.abc.parquet"), LogFile::Other));
         assert!(matches!(classify("00000000000000000010.crc"), LogFile::Other));
+        assert!(matches!(classify("00000000000000000010.checkpoint.0000000000.0000000000.parquet"), LogFile::Other));
+        assert!(matches!(classify("00000000000000000010.checkpoint.0000000003.0000000002.parquet"), LogFile::Other));
+    }
+
+    #[tokio::test]
+    async fn a_whole_checkpoint_is_used_beside_an_incomplete_one_of_the_same_version_and_hidden_files_are_skipped() {
+        let store = Store::memory().await;
+        let log = format!("db/s/t/{LOG_DIR}");
+        for name in [
+            "00000000000000000005.checkpoint.0000000001.0000000002.parquet",
+            "00000000000000000005.checkpoint.parquet",
+            "00000000000000000005.json",
+            "00000000000000000007.checkpoint.0000000001.0000000002.parquet",
+            "00000000000000000007.json",
+            ".00000000000000000005.checkpoint.parquet.crc",
+            ".00000000000000000005.json.crc",
+            ".tmp/00000000000000000008.json",
+        ] {
+            store.put(&format!("{log}{name}"), b"x".to_vec()).await.unwrap();
+        }
+        let l = list_log(&store, "db/s/t/", None).await.unwrap();
+        assert_eq!(l.commits.keys().copied().collect::<Vec<_>>(), vec![5, 7]);
+        assert!(l.unread.is_empty(), "{:?}", l.unread);
+        assert_eq!(l.complete_checkpoint(7), None, "part 2 of 2 is missing");
+        let v5 = l.complete_checkpoint(5).expect("the single-file checkpoint of 5 is whole");
+        assert_eq!(v5.len(), 1);
+        assert!(v5[0].0.ends_with("05.checkpoint.parquet"), "{v5:?}");
+        assert_eq!(l.newest_complete_checkpoint(7).map(|(v, _)| v), Some(5));
+        // What this reader cannot read is named.
+        store.put(&format!("{log}00000000000000000005.checkpoint.0a1b.json"), b"{}".to_vec()).await.unwrap();
+        store.put(&format!("{log}_sidecars/x.parquet"), b"x".to_vec()).await.unwrap();
+        let l = list_log(&store, "db/s/t/", None).await.unwrap();
+        assert_eq!(l.unread.len(), 2, "{:?}", l.unread);
     }
 
     #[test]

@@ -10,18 +10,29 @@
 //! 2. takes the partition's active files under 3/4 of the target size
 //!    (sorted by path) and rewrites them with the `parquet` executor's
 //!    rewrite into new files of the partition's folder, named
-//!    `compactd-<task>-r<round>-a<attempt>-<k>.parquet`. Until committed
-//!    they are invisible to every Delta reader (no version names them);
-//! 3. checks its fence (the subtask still is its node's), then commits
+//!    `compactd-<task>-r<round>-u<unit hash>-a<attempt>-<k>.parquet`. Until
+//!    committed they are invisible to every Delta reader (no version names
+//!    them);
+//! 3. checks its fence (the subtask still is its node's) and that each of
+//!    its outputs still exists (an operator's `vacuum-orphans` may have
+//!    removed it: the unit then fails naming it, nothing committed), reads
+//!    its clock for the commit's timestamps, then commits
 //!    version `v + 1` by creating `_delta_log/<v+1>.json` once (a
 //!    conditional put on S3, a rename that refuses an existing target on
 //!    fs and HDFS): a `commitInfo` with `operation: OPTIMIZE`, a `remove`
 //!    per input and an `add` per output, all with `dataChange: false`;
 //! 4. if that version is taken, reads the winner: if it removed one of the
 //!    unit's inputs, or changed the table's metadata or protocol, the unit
-//!    is abandoned (its files deleted, the conflict reported); otherwise
-//!    (a blind append, a compaction of other files) it tries the next
-//!    version, as Delta's optimistic concurrency allows.
+//!    is abandoned (its files deleted, the conflict reported); if it is
+//!    another attempt's commit of the same round and unit, the round's
+//!    compaction happened (reported as such, this attempt's files deleted);
+//!    otherwise (a blind append, a compaction of other files) it tries the
+//!    next version, as Delta's optimistic concurrency allows.
+//!
+//! `commitInfo.timestamp` never goes below the timestamp of the commit the
+//! unit read, nor of any commit it stepped over (its clock may lag other
+//! writers'): Delta's history and timestamp-based time travel assume
+//! non-decreasing commit times.
 //!
 //! A unit killed anywhere leaves the table at its last committed version:
 //! before the create nothing references its files (orphans, named by
@@ -30,6 +41,7 @@
 //! attempt committed but died before reporting finds its outputs active in
 //! the snapshot and reports that commit instead of compacting again.
 
+pub mod audit;
 pub mod log;
 pub mod orphans;
 
@@ -65,6 +77,10 @@ pub struct DeltaJob {
     pub merge: MergeJob,
     /// The unit: a [`log::partition_key`].
     pub partition: String,
+    /// Wall time for the commit's timestamps (`commitInfo.timestamp`,
+    /// `remove.deletionTimestamp`, `add.modificationTime`), read when the
+    /// commit is built, not when the unit started.
+    pub clock: crate::clock::SharedClock,
 }
 
 /// What a unit did.
@@ -118,7 +134,8 @@ impl DeltaJob {
         format!("compactd-{}-r{}-u{:016x}-a", self.merge.task, self.merge.round, fnv64(&self.partition))
     }
 
-    /// Marks this unit's commits, so that a rerun recognises its own.
+    /// Marks this unit's commits, so that a rerun recognises its own
+    /// (task, round, attempt and unit).
     fn marker(&self) -> serde_json::Value {
         json!({
             "task": self.merge.task,
@@ -248,7 +265,19 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
             return Err(job.broken(SUPERSEDED));
         }
     }
-    let now_ms = job.merge.now.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    // Right before the commit: an output removed meanwhile (by an operator's
+    // `vacuum-orphans`) must not be named by a version.
+    for o in &staged.outputs {
+        if !store.exists(&o.final_path).await? {
+            remove_attempt_files(store, job, &store_dir).await;
+            return Err(job.broken(format!(
+                "output {} vanished before the commit (removed by `vacuum-orphans`?); nothing committed",
+                o.final_path
+            )));
+        }
+    }
+    // Not below the read version's own time: this clock may lag its writer's.
+    let now_ms = (job.clock.wall_ms() as i64).max(snap.commit_timestamp.unwrap_or(0));
     let removed: BTreeSet<String> =
         staged.outputs.iter().flat_map(|o| o.inputs.iter()).map(|p| log::path_key(&by_store_path[p].path)).collect();
     // Flat string values under Spark's keys: readers of the history
@@ -262,7 +291,7 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     let predicate = if cols.is_empty() { "[]".to_string() } else { format!("[\"{}\"]", job.partition) };
     // One body for every version tried: it names the version read, not the
     // one it lands at.
-    let mut lines: Vec<String> = vec![json!({"commitInfo": {
+    let info = json!({"commitInfo": {
             "timestamp": now_ms,
             "operation": "OPTIMIZE",
             "operationParameters": {"predicate": predicate, "targetSize": job.merge.target_size.to_string()},
@@ -272,8 +301,8 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
             "operationMetrics": metrics,
             "engineInfo": format!("compactd/{}", env!("CARGO_PKG_VERSION")),
             "compactd": job.marker(),
-    }})
-    .to_string()];
+    }});
+    let mut lines: Vec<String> = vec![];
     for path in &removed {
         let f = snap.files.get(path).expect("an input is an active file");
         lines.push(
@@ -304,11 +333,20 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
             .to_string(),
         );
     }
-    match commit(store, job, snap.version, &removed, lines.join("\n").into()).await {
+    let body = Body { info, actions: lines.join("\n") };
+    match commit(store, job, snap.version, &removed, body).await {
         Ok(Landed::Committed { version, retries }) => {
             stats.insert("version_after".into(), version);
             stats.insert("commit_retries".into(), retries as u64);
             Ok((Outcome::Committed { version_before: snap.version, version_after: version, retries }, stats))
+        }
+        Ok(Landed::OtherAttempt { version }) => {
+            remove_attempt_files(store, job, &store_dir).await;
+            // As a rerun that finds the round's commit reports it: this
+            // attempt's figures are not the commit's.
+            stats.retain(|k, _| k == "version_before");
+            stats.insert("version_after".into(), version);
+            Ok((Outcome::AlreadyCommitted { version }, stats))
         }
         Ok(Landed::Conflict { version, why }) => {
             remove_attempt_files(store, job, &store_dir).await;
@@ -337,35 +375,63 @@ enum Landed {
     Committed { version: u64, retries: u32 },
     /// `version` was taken by a commit that conflicts with the unit.
     Conflict { version: u64, why: String },
+    /// Another attempt of the unit's round committed `version`.
+    OtherAttempt { version: u64 },
 }
 
-/// Creates the first free version after `read_version` holding `body` (the
-/// commit's actions, one per line), stepping over versions other writers
-/// took as long as they do not [`conflict`] with the unit.
+/// A commit's content: its `commitInfo` (first, as the protocol asks of
+/// in-commit timestamps and as readers of the history expect) and the
+/// other actions, one per line.
+struct Body {
+    info: serde_json::Value,
+    actions: String,
+}
+
+impl Body {
+    fn bytes(&self) -> bytes::Bytes {
+        format!("{}\n{}", self.info, self.actions).into()
+    }
+
+    /// Raises `commitInfo.timestamp` to `at_least` if it is below.
+    fn not_before(&mut self, at_least: Option<i64>) {
+        let ts = &mut self.info["commitInfo"]["timestamp"];
+        if let Some(t) = at_least.filter(|t| ts.as_i64().is_some_and(|ours| ours < *t)) {
+            *ts = t.into();
+        }
+    }
+}
+
+/// Creates the first free version after `read_version` holding `body`,
+/// stepping over versions other writers took as long as they do not
+/// [`conflict`] with the unit (and keeping its timestamp at or above
+/// theirs).
 async fn commit(
     store: &Store,
     job: &DeltaJob,
     read_version: u64,
     removed: &BTreeSet<String>,
-    body: bytes::Bytes,
+    mut body: Body,
 ) -> Result<Landed, DeltaError> {
     let table = job.table();
     let mut version = read_version + 1;
     let mut retries = 0u32;
     loop {
-        match store.create(&log::commit_path(table, version), body.clone()).await? {
+        match store.create(&log::commit_path(table, version), body.bytes()).await? {
             Created::Created => return Ok(Landed::Committed { version, retries }),
             Created::Exists => {
                 let Some(winner) = log::read_commit(store, table, version).await? else {
                     return Err(job.broken(format!("version {version} was taken, then vanished")));
                 };
-                if is_ours(&winner, job) {
+                match whose(&winner, job) {
                     // Our own create whose reply was lost and was retried.
-                    return Ok(Landed::Committed { version, retries });
+                    Some(Whose::ThisAttempt) => return Ok(Landed::Committed { version, retries }),
+                    Some(Whose::OtherAttempt) => return Ok(Landed::OtherAttempt { version }),
+                    None => {}
                 }
                 if let Some(why) = conflict(&winner, removed) {
                     return Ok(Landed::Conflict { version, why });
                 }
+                body.not_before(log::commit_timestamp(&winner));
                 retries += 1;
                 if retries > MAX_COMMIT_TRIES {
                     return Err(job.broken(format!(
@@ -400,8 +466,22 @@ fn conflict(winner: &[log::Action], inputs: &BTreeSet<String>) -> Option<String>
     None
 }
 
-fn is_ours(commit: &[log::Action], job: &DeltaJob) -> bool {
-    commit.iter().filter_map(|a| a.commit_info.as_ref()).any(|c| c.get("compactd") == Some(&job.marker()))
+/// A commit of this unit's round, by this attempt or another one.
+#[derive(Debug, PartialEq, Eq)]
+enum Whose {
+    ThisAttempt,
+    OtherAttempt,
+}
+
+fn whose(commit: &[log::Action], job: &DeltaJob) -> Option<Whose> {
+    let mine = job.marker();
+    let same_round = |m: &serde_json::Value| ["task", "round", "unit"].iter().all(|k| m.get(k) == mine.get(k));
+    let marker = commit.iter().filter_map(|a| a.commit_info.as_ref()).find_map(|c| c.get("compactd"))?;
+    match (marker == &mine, same_round(marker)) {
+        (true, _) => Some(Whose::ThisAttempt),
+        (false, true) => Some(Whose::OtherAttempt),
+        (false, false) => None,
+    }
 }
 
 /// The version an earlier attempt of this unit's round committed: the

@@ -24,6 +24,7 @@ fn job(attempt: u32) -> DeltaJob {
             io: Default::default(),
         },
         partition: "p=1".into(),
+        clock: crate::clock::ManualClock::new(),
     }
 }
 
@@ -64,13 +65,13 @@ async fn table(store: &Store, files: usize) -> Vec<String> {
     paths
 }
 
-fn info(read: u64) -> String {
-    json!({"commitInfo": {"operation": "OPTIMIZE", "readVersion": read, "compactd": job(1).marker()}}).to_string()
+fn info(read: u64) -> serde_json::Value {
+    json!({"commitInfo": {"timestamp": 5, "operation": "OPTIMIZE", "readVersion": read, "compactd": job(1).marker()}})
 }
 
 /// A unit's commit body: its commitInfo (read version 2), then `lines`.
-fn body(lines: &[String]) -> bytes::Bytes {
-    std::iter::once(info(2)).chain(lines.iter().cloned()).collect::<Vec<_>>().join("\n").into()
+fn body(lines: &[String]) -> Body {
+    Body { info: info(2), actions: lines.join("\n") }
 }
 
 #[tokio::test]
@@ -109,7 +110,7 @@ async fn a_version_holding_this_units_own_commit_is_its_commit() {
     // A create whose reply was lost and whose retry found the name taken.
     let store = Store::memory().await;
     let inputs: BTreeSet<String> = table(&store, 2).await.into_iter().collect();
-    store.put(&log::commit_path(TABLE, 3), info(2).into_bytes()).await.unwrap();
+    store.put(&log::commit_path(TABLE, 3), info(2).to_string().into_bytes()).await.unwrap();
     let landed = commit(&store, &job(1), 2, &inputs, body(&[])).await.unwrap();
     assert_eq!(landed, Landed::Committed { version: 3, retries: 0 });
     assert!(!store.exists(&log::commit_path(TABLE, 4)).await.unwrap());
@@ -199,4 +200,108 @@ async fn orphans_are_not_named_in_a_table_whose_log_this_reader_cannot_fully_rea
     store.put(&format!("{TABLE}_delta_log/00000000000000000002.checkpoint.0a1b.json"), b"{}".to_vec()).await.unwrap();
     let err = orphans::find(&store, TABLE).await.unwrap_err().to_string();
     assert!(err.contains("does not read"), "{err}");
+}
+
+#[tokio::test]
+async fn an_earlier_attempt_of_the_round_that_committed_first_is_reported_already_committed() {
+    let store = Store::memory().await;
+    let inputs: BTreeSet<String> = table(&store, 2).await.into_iter().collect();
+    // Attempt 1 took version 3 (removing the same inputs) while attempt 2 ran.
+    let mut first = info(2);
+    first["commitInfo"]["compactd"] = job(1).marker();
+    let lines = [first.to_string(), json!({"remove": {"path": "p=1/part-0.parquet", "dataChange": false}}).to_string()];
+    store.put(&log::commit_path(TABLE, 3), lines.join("\n").into_bytes()).await.unwrap();
+    let second = job(2);
+    let mut mine = body(&[]);
+    mine.info["commitInfo"]["compactd"] = second.marker();
+    let landed = commit(&store, &second, 2, &inputs, mine).await.unwrap();
+    assert_eq!(landed, Landed::OtherAttempt { version: 3 });
+    // Another round's commit of the same unit is a conflict like any other.
+    let mut other_round = job(1);
+    other_round.merge.round = 2;
+    let mut theirs = body(&[]);
+    theirs.info["commitInfo"]["compactd"] = other_round.marker();
+    let landed = commit(&store, &other_round, 2, &inputs, theirs).await.unwrap();
+    assert!(matches!(landed, Landed::Conflict { version: 3, .. }), "{landed:?}");
+    // Run end to end: attempt 2 read version 2, attempt 1 commits first.
+    let store = Store::memory().await;
+    table(&store, 4).await;
+    let mut slow = job(2);
+    slow.merge.delay_before_commit = std::time::Duration::from_millis(1000);
+    let late = tokio::spawn({
+        let store = store.clone();
+        async move { run(&store, &slow).await }
+    });
+    // Attempt 1 runs once attempt 2 has written its outputs (it read version
+    // 4 before) and while it waits before its commit.
+    while !store.list(&format!("{TABLE}p=1/")).await.unwrap().iter().any(|e| e.name().contains("-a2-")) {
+        tokio::task::yield_now().await;
+    }
+    let (out, _) = run(&store, &job(1)).await.unwrap();
+    assert_eq!(out, Outcome::Committed { version_before: 4, version_after: 5, retries: 0 });
+    let (out, stats) = late.await.unwrap().unwrap();
+    assert_eq!(out, Outcome::AlreadyCommitted { version: 5 }, "{stats:?}");
+    assert_eq!(stats, BTreeMap::from([("version_before".into(), 4), ("version_after".into(), 5)]));
+    assert_eq!(log::load(&store, TABLE).await.unwrap().version, 5, "committed twice");
+    let left: Vec<String> = store.list(&format!("{TABLE}p=1/")).await.unwrap().into_iter().map(|e| e.path).collect();
+    assert!(left.iter().all(|p| !p.contains("-a2-")), "attempt 2's files are left: {left:?}");
+}
+
+#[tokio::test]
+async fn commit_timestamps_come_from_the_clock_at_commit_time_and_never_go_below_the_previous_commits() {
+    let store = Store::memory().await;
+    table(&store, 4).await;
+    let clock = crate::clock::ManualClock::new();
+    let mut j = job(1);
+    j.clock = clock.clone();
+    j.merge.now = std::time::UNIX_EPOCH; // the process start: not used
+    clock.set_wall_ms(1_800_000_000_000);
+    run(&store, &j).await.unwrap();
+    let actions = log::read_commit(&store, TABLE, 5).await.unwrap().unwrap();
+    assert_eq!(log::commit_timestamp(&actions), Some(1_800_000_000_000));
+    let text = String::from_utf8(store.read(&log::commit_path(TABLE, 5)).await.unwrap().unwrap().to_vec()).unwrap();
+    assert_eq!(text.matches("1800000000000").count(), 1 + 4 + 1, "commitInfo, 4 removes, 1 add: {text}");
+    // The next commit of the table has a timestamp ahead of this clock.
+    let store = Store::memory().await;
+    table(&store, 4).await;
+    let ahead = json!({"commitInfo": {"timestamp": 1_900_000_000_000i64, "operation": "WRITE"}});
+    let other = parquet_file(1000..1010);
+    let add5 = add("p=1/other.parquet", other.len());
+    store.put(&format!("{TABLE}p=1/other.parquet"), other).await.unwrap();
+    store.put(&log::commit_path(TABLE, 5), format!("{ahead}\n{add5}").into_bytes()).await.unwrap();
+    run(&store, &j).await.unwrap();
+    let actions = log::read_commit(&store, TABLE, 6).await.unwrap().unwrap();
+    assert_eq!(log::commit_timestamp(&actions), Some(1_900_000_000_000), "read version's time");
+    // A version taken while the unit ran, with a later time: stepped over, its time kept.
+    let inputs: BTreeSet<String> = ["p=1/part-0.parquet".to_string()].into();
+    let later = json!({"commitInfo": {"timestamp": 1_950_000_000_000i64, "operation": "WRITE"}});
+    store.put(&log::commit_path(TABLE, 7), format!("{later}\n{add5}").into_bytes()).await.unwrap();
+    let landed = commit(&store, &j, 6, &inputs, body(&[])).await.unwrap();
+    assert_eq!(landed, Landed::Committed { version: 8, retries: 1 });
+    let actions = log::read_commit(&store, TABLE, 8).await.unwrap().unwrap();
+    assert_eq!(log::commit_timestamp(&actions), Some(1_950_000_000_000));
+}
+
+#[tokio::test]
+async fn an_output_removed_before_the_commit_fails_the_unit_naming_it_and_nothing_is_committed() {
+    let store = Store::memory().await;
+    table(&store, 4).await;
+    let mut j = job(1);
+    j.merge.delay_before_commit = std::time::Duration::from_millis(300);
+    let unit = tokio::spawn({
+        let store = store.clone();
+        async move { run(&store, &j).await }
+    });
+    // Wait for the output, then remove it as `vacuum-orphans` would.
+    let output = loop {
+        let files = store.list(&format!("{TABLE}p=1/")).await.unwrap();
+        if let Some(f) = files.into_iter().find(|e| e.name().starts_with("compactd-")) {
+            break f.path;
+        }
+        tokio::task::yield_now().await;
+    };
+    store.delete(&output).await.unwrap();
+    let err = unit.await.unwrap().unwrap_err().to_string();
+    assert!(err.contains(&output) && err.contains("vanished"), "{err}");
+    assert!(!store.exists(&log::commit_path(TABLE, 5)).await.unwrap(), "a version names a missing file");
 }

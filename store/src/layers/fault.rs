@@ -69,6 +69,8 @@ struct FaultState {
     paused: AtomicBool,
     injected: AtomicU64,
     on_op: Mutex<Option<OpHook>>,
+    /// The kind of the injected errors.
+    error_kind: Mutex<ErrorKind>,
 }
 
 /// Called before each affected operation while the layer is not paused (see
@@ -118,6 +120,7 @@ impl FaultLayer {
                 paused: AtomicBool::new(false),
                 injected: AtomicU64::new(0),
                 on_op: Mutex::new(None),
+                error_kind: Mutex::new(ErrorKind::Unexpected),
             }),
         }
     }
@@ -173,6 +176,12 @@ impl FaultHandle {
     /// slow backend without real sleeps.
     pub fn set_on_op(&self, hook: Option<OpHook>) {
         *self.state.on_op.lock().unwrap_or_else(|e| e.into_inner()) = hook;
+    }
+
+    /// Makes injected faults errors of `kind` (default `Unexpected`): e.g.
+    /// `Conflict`, what OpenDAL makes of S3's 409 on a conditional write.
+    pub fn set_error_kind(&self, kind: ErrorKind) {
+        *self.state.error_kind.lock().unwrap_or_else(|e| e.into_inner()) = kind;
     }
 
     /// Faults injected so far (by every clone of the layer).
@@ -245,22 +254,23 @@ impl FaultState {
     }
 }
 
-fn injected_error(kind: OpKind, path: &str, strike: Strike) -> Error {
+fn injected_error(state: &FaultState, kind: OpKind, path: &str, strike: Strike) -> Error {
     let message = match strike {
         Strike::Before => "injected fault",
         Strike::After => "injected fault (after the operation was performed)",
     };
-    Error::new(ErrorKind::Unexpected, message).with_operation(kind.as_str()).with_context("path", path).set_temporary()
+    let error_kind = *state.error_kind.lock().unwrap_or_else(|e| e.into_inner());
+    Error::new(error_kind, message).with_operation(kind.as_str()).with_context("path", path).set_temporary()
 }
 
 /// Runs `op` under the fault decision for one operation.
 async fn faulty<T>(state: &FaultState, kind: OpKind, path: &str, op: impl Future<Output = Result<T>>) -> Result<T> {
     match state.enter(kind, path).await {
         None => op.await,
-        Some(Strike::Before) => Err(injected_error(kind, path, Strike::Before)),
+        Some(Strike::Before) => Err(injected_error(state, kind, path, Strike::Before)),
         Some(Strike::After) => {
             op.await?;
-            Err(injected_error(kind, path, Strike::After))
+            Err(injected_error(state, kind, path, Strike::After))
         }
     }
 }
@@ -389,7 +399,7 @@ impl FaultWriter {
             };
         }
         if self.phase == WriterPhase::Failed {
-            return Err(injected_error(self.kind, &self.path, Strike::Before));
+            return Err(injected_error(&self.state, self.kind, &self.path, Strike::Before));
         }
         Ok(())
     }
@@ -410,7 +420,7 @@ impl oio::Write for FaultWriter {
         self.enter().await?;
         let meta = self.inner.close().await?;
         if self.phase == WriterPhase::LoseReply {
-            return Err(injected_error(self.kind, &self.path, Strike::After));
+            return Err(injected_error(&self.state, self.kind, &self.path, Strike::After));
         }
         Ok(meta)
     }
@@ -446,12 +456,12 @@ impl oio::List for FaultLister {
                         let _ = self.inner.next().await;
                     }
                     self.phase = ListerPhase::Failed;
-                    return Err(injected_error(OpKind::List, &self.path, strike));
+                    return Err(injected_error(&self.state, OpKind::List, &self.path, strike));
                 }
             }
         }
         if self.phase == ListerPhase::Failed {
-            return Err(injected_error(OpKind::List, &self.path, Strike::Before));
+            return Err(injected_error(&self.state, OpKind::List, &self.path, Strike::Before));
         }
         self.inner.next().await
     }
@@ -469,7 +479,7 @@ impl oio::Delete for FaultDeleter {
     async fn delete(&mut self, path: &str, args: OpDelete) -> Result<()> {
         match self.state.enter(OpKind::Delete, path).await {
             None => self.inner.delete(path, args).await,
-            Some(Strike::Before) => Err(injected_error(OpKind::Delete, path, Strike::Before)),
+            Some(Strike::Before) => Err(injected_error(&self.state, OpKind::Delete, path, Strike::Before)),
             Some(Strike::After) => {
                 // Batching deleters only delete on close, so the lost reply
                 // is reported there.
@@ -483,7 +493,7 @@ impl oio::Delete for FaultDeleter {
     async fn close(&mut self) -> Result<()> {
         self.inner.close().await?;
         match self.lost.take() {
-            Some(path) => Err(injected_error(OpKind::Delete, &path, Strike::After)),
+            Some(path) => Err(injected_error(&self.state, OpKind::Delete, &path, Strike::After)),
             None => Ok(()),
         }
     }

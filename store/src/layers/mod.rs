@@ -56,7 +56,8 @@
 //! # Faults
 //!
 //! [`FaultLayer`] fails operations with a temporary `ErrorKind::Unexpected`
-//! error whose message contains `"injected fault"`, and can delay them. The
+//! error (or another kind: [`FaultHandle::set_error_kind`]) whose message
+//! contains `"injected fault"`, and can delay them. The
 //! decisions come from one seeded RNG per layer (shared by its clones): a
 //! fixed number of draws per affected operation (stat, read open, a writer's
 //! or lister's first I/O, each path queued for deletion), so the same seed
