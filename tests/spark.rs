@@ -227,6 +227,23 @@ fn data_files(table: &Path) -> Vec<String> {
     out
 }
 
+/// Every file below `dir` with its bytes.
+fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.display().to_string(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
 fn delta_table_judged_by_spark(test: &str, legacy: bool) {
     let Some(spark) = Spark::shared() else { return };
     let started = Instant::now();
@@ -263,6 +280,22 @@ fn delta_table_judged_by_spark(test: &str, legacy: bool) {
     eprintln!("{test}: Spark wrote {APPENDS} appends in {:?}", started.elapsed());
 
     start_three(&mut c, &format!("fs://{}", data.display()), "delta");
+    // A table Spark wrote is no other executor's: refused by name, and not
+    // a byte of it changes.
+    let untouched = contents(&table);
+    for exec in ["merge", "parquet"] {
+        let data_uri = format!("fs://{}", data.display());
+        let args = ["submit", "--db", "db", "--schema", "s", "--table", "t", "--executor", exec, "--data", &data_uri];
+        let out = c.compactd(&args);
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        v.check(
+            !out.status.success()
+                && err.contains("is a Delta Lake table")
+                && err.contains(&format!("the {exec} executor never changes it")),
+            || format!("submit --executor {exec} of a Spark-written Delta table: {err}"),
+        );
+    }
+    v.check(contents(&table) == untouched, || "a refused submit changed the table".to_string());
     let status = compact_with(&c, "delta");
     assert_eq!(status["state"], "Done", "{status:#}");
     let units = status["table_versions"].as_array().map_or(0, Vec::len);
