@@ -30,8 +30,10 @@
 //! attempt committed but died before reporting finds its outputs active in
 //! the snapshot and reports that commit instead of compacting again.
 
+pub mod checkpoint;
 pub mod log;
 pub mod orphans;
+pub mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -283,7 +285,8 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
         );
     }
     let first_part_values = values(small[0]);
-    for (o, (bytes, rows)) in staged.outputs.iter().zip(&staged.written) {
+    let collector = stats::Collector::new(&snap.metadata);
+    for ((o, (bytes, _)), footer) in staged.outputs.iter().zip(&staged.written).zip(&staged.footers) {
         let file = o.final_path.rsplit('/').next().unwrap_or_default();
         lines.push(
             json!({"add": {
@@ -292,13 +295,14 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
                 "size": bytes,
                 "modificationTime": now_ms,
                 "dataChange": false,
-                "stats": json!({"numRecords": rows}).to_string(),
+                "stats": collector.file_stats(footer),
             }})
             .to_string(),
         );
     }
     match commit(store, job, snap.version, &removed, lines.join("\n").into()).await {
         Ok(Landed::Committed { version, retries }) => {
+            checkpoint::after_commit(store, &table, version, &snap.metadata, job.merge.now).await;
             stats.insert("version_after".into(), version);
             stats.insert("commit_retries".into(), retries as u64);
             Ok((Outcome::Committed { version_before: snap.version, version_after: version, retries }, stats))
