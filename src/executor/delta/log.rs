@@ -8,7 +8,7 @@
 //!   naming the missing version, never a guess.
 //! - A commit larger than [`MAX_LOG_FILE`] is refused unread (one hostile
 //!   file must not exhaust the executor's memory); a checkpoint is read a
-//!   row group at a time ([`super::checkpoint::rows`]).
+//!   row group at a time ([`super::checkpoint::read::rows`]).
 //! - The snapshot keeps only what compaction needs: the protocol, the
 //!   metadata, and the active files with what their remove actions must
 //!   repeat (not their statistics). Unknown actions (`txn`, `cdc`,
@@ -25,6 +25,7 @@ use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use store::Store;
 
+use super::checkpoint::read::{rows as checkpoint_rows, Columns};
 use super::DeltaError;
 
 /// The log folder, relative to the table's folder.
@@ -237,7 +238,7 @@ pub async fn read_checkpoint_file(
     path: &str,
     len: Option<u64>,
 ) -> Result<Option<Vec<Action>>, DeltaError> {
-    let Some(rows) = super::checkpoint::rows(store, path, len, super::checkpoint::Columns::State).await? else {
+    let Some(rows) = checkpoint_rows(store, path, len, Columns::State).await? else {
         return Ok(None);
     };
     let batches: Vec<Vec<u8>> = rows.try_collect().await?;
@@ -391,7 +392,7 @@ async fn load_from(store: &Store, table: &str, hint: Option<u64>) -> Result<Snap
         Some((v, parts)) => {
             for (path, len) in parts {
                 // A row group at a time: a checkpoint can be larger than memory.
-                let rows = super::checkpoint::rows(store, path, *len, super::checkpoint::Columns::State).await?;
+                let rows = checkpoint_rows(store, path, *len, Columns::State).await?;
                 let mut rows = rows.ok_or_else(|| bad(format!("{path} vanished")))?;
                 while let Some(lines) = rows.try_next().await? {
                     snap.apply(parse_commit(path, &lines)?);

@@ -171,6 +171,8 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     let stem = job.round_stem();
     if mine.iter().any(|f| f.path.rsplit('/').next().is_some_and(|n| n.starts_with(&stem))) {
         let version = find_own_commit(store, job, snap.version).await?;
+        // The attempt may have died before its checkpoint.
+        checkpoint::after_commit(store, &table, version, &snap.metadata, job.merge.now).await;
         stats.insert("version_after".into(), version);
         return Ok((Outcome::AlreadyCommitted { version }, stats));
     }

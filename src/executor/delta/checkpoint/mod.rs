@@ -36,11 +36,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
-use futures::stream::BoxStream;
-use futures::{StreamExt, TryStreamExt};
-use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
+use futures::TryStreamExt;
 use parquet::arrow::async_writer::AsyncArrowWriter;
-use parquet::arrow::ProjectionMask;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 use serde_json::{json, Value};
@@ -55,90 +52,11 @@ use crate::executor::throttle::Throttle;
 const DEFAULT_INTERVAL: u64 = 10;
 /// Tombstones younger than this are kept when the table does not say.
 const DEFAULT_TOMBSTONE_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
-/// Rows per batch, read and written.
-const BATCH_ROWS: usize = 4096;
-
-/// Which columns of a checkpoint a reader takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Columns {
-    /// What a snapshot keeps: `add` without its statistics, the path of a
-    /// `remove`, `metaData` and `protocol`.
-    State,
-    /// Every action, for copying into a new checkpoint (the parsed copies of
-    /// statistics and partition values are not read: a checkpoint compactd
-    /// writes has neither).
-    All,
-}
+use read::{bad, rows, Columns, BATCH_ROWS};
 
 /// `_delta_log/<version>.checkpoint.parquet`
 pub fn path(table: &str, version: u64) -> String {
     format!("{table}{}{version:020}.checkpoint.parquet", log::LOG_DIR)
-}
-
-fn bad(path: &str, problem: impl std::fmt::Display) -> DeltaError {
-    DeltaError::Table { table: path.to_string(), problem: format!("checkpoint: {problem}") }
-}
-
-/// The rows of the checkpoint (or checkpoint part) at `path` (`len` bytes,
-/// if listed), a batch at a time as JSON action lines; only a row group and
-/// a batch are in memory at once. `None` if it does not exist.
-pub async fn rows(
-    store: &Store,
-    path: &str,
-    len: Option<u64>,
-    columns: Columns,
-) -> Result<Option<BoxStream<'static, Result<Vec<u8>, DeltaError>>>, DeltaError> {
-    let len = match len {
-        Some(l) => l,
-        None => match store.stat(path).await? {
-            Some(m) => m.len,
-            None => return Ok(None),
-        },
-    };
-    let (reader, meta) = pq::open(store, path, len, false, &Throttle::none()).await.map_err(|e| bad(path, e))?;
-    let descr = meta.metadata().file_metadata().schema_descr_ptr();
-    let wanted: Vec<usize> =
-        descr.columns().iter().enumerate().filter(|(_, c)| wanted(columns, c.path().parts())).map(|(i, _)| i).collect();
-    let batches = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, meta)
-        .with_projection(ProjectionMask::leaves(&descr, wanted))
-        .with_batch_size(BATCH_ROWS)
-        .build()
-        .map_err(|e| bad(path, e))?;
-    let path = path.to_string();
-    Ok(Some(
-        batches
-            .map(move |batch| {
-                let batch = batch.map_err(|e| bad(&path, e))?;
-                // Explicit nulls: a map's null values (a null partition
-                // value) are dropped otherwise, and an action must keep
-                // every key.
-                let mut w = arrow_json::WriterBuilder::new()
-                    .with_explicit_nulls(true)
-                    .build::<_, arrow_json::writer::LineDelimited>(Vec::new());
-                w.write(&batch).map_err(|e| bad(&path, e))?;
-                w.finish().map_err(|e| bad(&path, e))?;
-                Ok(w.into_inner())
-            })
-            .boxed(),
-    ))
-}
-
-/// Whether a checkpoint's leaf column at `parts` is read for `columns`.
-fn wanted(columns: Columns, parts: &[String]) -> bool {
-    let (top, field) = (parts[0].as_str(), parts.get(1).map(String::as_str));
-    match columns {
-        Columns::State => match top {
-            "add" => !matches!(field, Some("stats" | "stats_parsed" | "partitionValues_parsed")),
-            "remove" => field == Some("path"),
-            "metaData" | "protocol" => true,
-            _ => false,
-        },
-        Columns::All => match top {
-            "add" => !matches!(field, Some("stats_parsed" | "partitionValues_parsed")),
-            "remove" | "metaData" | "protocol" | "txn" | "domainMetadata" | "checkpointMetadata" | "sidecar" => true,
-            _ => false,
-        },
-    }
 }
 
 /// Writes the checkpoint of `version` if it lands on the table's interval
@@ -193,7 +111,7 @@ pub async fn write(
             refuse(format!("delta.checkpointInterval {s:?} is not a positive integer: no checkpoint"))
         })?,
     };
-    if version == 0 || version % interval != 0 {
+    if version == 0 || !version.is_multiple_of(interval) {
         return Ok(None);
     }
     if setting(meta, "delta.checkpoint.writeStatsAsStruct").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
@@ -220,8 +138,8 @@ pub async fn write(
         Some(Ok(d)) => now_ms - d.as_millis() as i64,
         _ => i64::MIN,
     };
-    let segment = segment(store, table, version).await?;
-    let later = Later::read(store, table, segment.checkpoint.as_ref().map_or(0, |(v, _)| v + 1), version).await?;
+    let base = base(store, table, version).await?;
+    let later = Later::read(store, table, base.as_ref().map_or(0, |(v, _)| v + 1), version).await?;
     let keep = Keep { tombstones_after, txns_after, later: &later };
 
     let schema = schema(stats_json);
@@ -240,7 +158,7 @@ pub async fn write(
     };
     // A failure from here on leaves a temp file at most: the name appears
     // only once the write completes.
-    if let Some((_, parts)) = &segment.checkpoint {
+    if let Some((_, parts)) = &base {
         for (part, len) in parts {
             let Some(mut batches) = rows(store, part, *len, Columns::All).await? else {
                 return Err(bad(part, "vanished while it was read"));
@@ -285,7 +203,7 @@ pub fn parse_interval(s: &str) -> Option<Duration> {
     let s = s.trim().to_ascii_lowercase();
     let s = s.strip_prefix("interval").unwrap_or(&s);
     let words: Vec<&str> = s.split_whitespace().collect();
-    if words.is_empty() || words.len() % 2 != 0 {
+    if words.is_empty() || !words.len().is_multiple_of(2) {
         return None;
     }
     let mut micros: u128 = 0;
@@ -306,19 +224,16 @@ pub fn parse_interval(s: &str) -> Option<Duration> {
     Some(Duration::from_micros(u64::try_from(micros).ok()?))
 }
 
-/// The log files a checkpoint of `version` is made from: the newest
-/// complete classic or multi-part checkpoint before it (its parts' paths
-/// and sizes), if any.
-struct Segment {
-    checkpoint: Option<(u64, Vec<(String, Option<u64>)>)>,
-}
+/// A checkpoint part: its path, and its size if listed.
+type Part = (String, Option<u64>);
 
-async fn segment(store: &Store, table: &str, version: u64) -> Result<Segment, DeltaError> {
+/// The newest complete classic or multi-part checkpoint before `version`
+/// (a classic and a multi-part checkpoint of one version are separate
+/// candidates): its version and parts.
+async fn base(store: &Store, table: &str, version: u64) -> Result<Option<(u64, Vec<Part>)>, DeltaError> {
     let dir = format!("{table}{}", log::LOG_DIR);
     let entries: Vec<store::Entry> = store.list_stream_after(&dir, None).try_collect().await?;
-    // (version, parts) -> part number -> path and size: a classic and a
-    // multi-part checkpoint of one version are separate candidates.
-    let mut found: BTreeMap<(u64, u32), BTreeMap<u32, (String, Option<u64>)>> = BTreeMap::new();
+    let mut found: BTreeMap<(u64, u32), BTreeMap<u32, Part>> = BTreeMap::new();
     for e in &entries {
         if e.is_dir || e.path.strip_prefix(dir.as_str()).is_none_or(|n| n.contains('/')) {
             continue;
@@ -329,12 +244,11 @@ async fn segment(store: &Store, table: &str, version: u64) -> Result<Segment, De
             }
         }
     }
-    let checkpoint = found
+    Ok(found
         .into_iter()
         .rev()
         .find(|((_, parts), have)| have.len() as u32 == *parts)
-        .map(|((v, _), have)| (v, have.into_values().collect()));
-    Ok(Segment { checkpoint })
+        .map(|((v, _), have)| (v, have.into_values().collect())))
 }
 
 /// The commits after the base checkpoint, up to the checkpoint's version:
@@ -585,5 +499,6 @@ fn schema(stats_json: bool) -> SchemaRef {
     ]))
 }
 
+pub mod read;
 #[cfg(test)]
 mod tests;
