@@ -294,8 +294,10 @@ def hdfs_get(args):
         shutil.rmtree(args.dir)
     for info in h.get_file_info(fs.FileSelector(base, recursive=True)):
         rel = info.path[len(base):].lstrip("/")
-        # --delta: a Delta table's reader needs its log (`_delta_log/`) too.
-        hidden = [p for p in rel.split("/") if p.startswith((".", "_")) and not (args.delta and p == "_delta_log")]
+        # --delta: a Delta table's reader needs its log (`_delta_log/`, with
+        # its `_last_checkpoint`) too.
+        log = ("_delta_log", "_last_checkpoint")
+        hidden = [p for p in rel.split("/") if p.startswith((".", "_")) and not (args.delta and p in log)]
         if info.type != fs.FileType.File or hidden:
             continue
         dest = os.path.join(args.dir, rel)

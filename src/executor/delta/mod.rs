@@ -16,7 +16,10 @@
 //!    version `v + 1` by creating `_delta_log/<v+1>.json` once (a
 //!    conditional put on S3, a rename that refuses an existing target on
 //!    fs and HDFS): a `commitInfo` with `operation: OPTIMIZE`, a `remove`
-//!    per input and an `add` per output, all with `dataChange: false`;
+//!    per input and an `add` per output (with statistics read from its
+//!    footer, [`stats`]), all with `dataChange: false`; a commit landing
+//!    on the table's checkpoint interval is followed by a checkpoint
+//!    ([`checkpoint`]);
 //! 4. if that version is taken, reads the winner: if it removed one of the
 //!    unit's inputs, or changed the table's metadata or protocol, the unit
 //!    is abandoned (its files deleted, the conflict reported); otherwise

@@ -41,15 +41,16 @@ pub struct Union {
 }
 
 impl Union {
-    /// Folds in `schema`, read from `file`; on a conflict the union is
-    /// unchanged and the error names the field and both files.
+    /// Folds in `schema`, read from `file`; a conflict is an error naming
+    /// the field and both files (the union is not to be used after it).
     pub fn add(&mut self, file: &str, schema: &Schema) -> Result<(), String> {
         let first = self.files == 0;
-        let mut origin = self.origin.clone();
-        let fields = merge_fields(&self.fields, schema.fields(), "", file, first, &mut origin)?;
-        self.fields = fields;
-        self.origin = origin;
         self.files += 1;
+        // The common case: another file of the same schema.
+        if !first && schema.fields().iter().eq(self.fields.iter()) {
+            return Ok(());
+        }
+        self.fields = merge_fields(&self.fields, schema.fields(), "", file, first, &mut self.origin)?;
         Ok(())
     }
 
