@@ -166,8 +166,8 @@ pub async fn write(
             while let Some(lines) = batches.try_next().await? {
                 for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
                     let row: Value = serde_json::from_slice(line).map_err(|e| bad(part, e))?;
-                    if let Some(a) = keep.checkpoint_row(part, row)? {
-                        out.push(&a);
+                    if let Some((kind, a)) = keep.checkpoint_row(part, row)? {
+                        out.push(kind, &a.to_string());
                     }
                 }
                 out.flush().await?;
@@ -175,7 +175,7 @@ pub async fn write(
         }
     }
     for a in later.actions(&keep) {
-        out.push(&a);
+        out.push(a.kind, &a.text);
         if out.rows >= BATCH_ROWS {
             out.flush().await?;
         }
@@ -252,14 +252,33 @@ async fn base(store: &Store, table: &str, version: u64) -> Result<Option<(u64, V
 }
 
 /// The commits after the base checkpoint, up to the checkpoint's version:
-/// their last action for each file, application and table property.
+/// their last action for each file, application and table property, kept
+/// as the commit's own JSON lines (a parsed tree costs several times more).
 #[derive(Default)]
 struct Later {
-    /// File key ([`log::path_key`]) -> its last `add` or `remove` (whole).
-    files: BTreeMap<String, Value>,
-    txns: BTreeMap<String, Value>,
-    protocol: Option<Value>,
-    metadata: Option<Value>,
+    /// File key ([`log::path_key`]) -> its last `add` or `remove`.
+    files: BTreeMap<String, Line>,
+    txns: BTreeMap<String, Line>,
+    protocol: Option<Line>,
+    metadata: Option<Line>,
+}
+
+/// What an action is, for counting and keeping it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Add,
+    /// A tombstone, deleted at this time (ms; 0 if it does not say).
+    Remove(i64),
+    /// An application's transaction, last updated then (if it says).
+    Txn(Option<i64>),
+    Metadata,
+    Protocol,
+}
+
+/// One action as a JSON line.
+struct Line {
+    kind: Kind,
+    text: Box<str>,
 }
 
 impl Later {
@@ -279,42 +298,64 @@ impl Later {
                 }
                 let a: Value = serde_json::from_slice(line)
                     .map_err(|e| bad(&p, format!("line {}: not a Delta action: {e}", i + 1)))?;
-                later.apply(&p, a)?;
+                // Valid JSON, so valid UTF-8.
+                let text = String::from_utf8_lossy(line).trim().into();
+                later.apply(&p, &a, text)?;
             }
         }
         Ok(later)
     }
 
-    fn apply(&mut self, path: &str, action: Value) -> Result<(), DeltaError> {
-        let Value::Object(mut m) = action else {
+    fn apply(&mut self, path: &str, action: &Value, text: Box<str>) -> Result<(), DeltaError> {
+        let Value::Object(m) = action else {
             return Err(bad(path, "an action that is not a JSON object"));
         };
-        refuse_uncarried(path, &m)?;
-        for kind in ["add", "remove"] {
-            if let Some(a) = m.remove(kind) {
-                let p =
-                    a.get("path").and_then(Value::as_str).ok_or_else(|| bad(path, format!("{kind} without a path")))?;
-                self.files.insert(log::path_key(p), json!({ kind: a }));
-                return Ok(());
+        refuse_uncarried(path, m)?;
+        let Some((kind, key)) = classify(m) else {
+            return Ok(()); // commitInfo, cdc, …: not in checkpoints
+        };
+        let line = Line { kind, text };
+        let missing = || bad(path, "an add, remove or txn without its path or appId");
+        match kind {
+            Kind::Add | Kind::Remove(_) => {
+                self.files.insert(log::path_key(&key.ok_or_else(missing)?), line);
             }
-        }
-        if let Some(t) = m.remove("txn") {
-            let app = t.get("appId").and_then(Value::as_str).ok_or_else(|| bad(path, "txn without an appId"))?;
-            self.txns.insert(app.to_string(), json!({"txn": t}));
-        } else if let Some(x) = m.remove("metaData") {
-            self.metadata = Some(json!({"metaData": x}));
-        } else if let Some(x) = m.remove("protocol") {
-            self.protocol = Some(json!({"protocol": x}));
+            Kind::Txn(_) => {
+                self.txns.insert(key.ok_or_else(missing)?, line);
+            }
+            Kind::Metadata => self.metadata = Some(line),
+            Kind::Protocol => self.protocol = Some(line),
         }
         Ok(())
     }
 
     /// The actions the checkpoint takes from these commits.
-    fn actions<'a>(&'a self, keep: &'a Keep) -> impl Iterator<Item = Value> + 'a {
-        let files = self.files.values().filter(|a| keep.file(a));
-        let txns = self.txns.values().filter(|t| keep.txn(&t["txn"]));
-        files.chain(txns).chain(self.metadata.iter()).chain(self.protocol.iter()).cloned()
+    fn actions<'a>(&'a self, keep: &'a Keep) -> impl Iterator<Item = &'a Line> + 'a {
+        let files = self.files.values().chain(self.txns.values()).filter(|l| keep.kind(l.kind));
+        files.chain(self.metadata.iter()).chain(self.protocol.iter())
     }
+}
+
+/// The kind of the one action an action object (or checkpoint row, whose
+/// other columns are null) holds, with its key (a file's path, a txn's
+/// application); `None` for actions checkpoints do not keep.
+fn classify(m: &serde_json::Map<String, Value>) -> Option<(Kind, Option<String>)> {
+    let get = |k: &str| m.get(k).filter(|v| !v.is_null());
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    if let Some(a) = get("add") {
+        return Some((Kind::Add, text(a, "path")));
+    }
+    if let Some(r) = get("remove") {
+        let at = r.get("deletionTimestamp").and_then(Value::as_i64).unwrap_or(0);
+        return Some((Kind::Remove(at), text(r, "path")));
+    }
+    if let Some(t) = get("txn") {
+        return Some((Kind::Txn(t.get("lastUpdated").and_then(Value::as_i64)), text(t, "appId")));
+    }
+    if get("metaData").is_some() {
+        return Some((Kind::Metadata, None));
+    }
+    get("protocol").map(|_| (Kind::Protocol, None))
 }
 
 /// Actions a checkpoint cannot hold as compactd writes it.
@@ -338,46 +379,43 @@ struct Keep<'a> {
 }
 
 impl Keep<'_> {
-    /// An `add` always; a `remove` while it is young enough.
-    fn file(&self, action: &Value) -> bool {
-        match action.get("remove") {
-            None => true,
-            Some(r) => r.get("deletionTimestamp").and_then(Value::as_i64).unwrap_or(0) > self.tombstones_after,
+    /// Tombstones and transactions while young enough; the rest always.
+    fn kind(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Remove(at) => at > self.tombstones_after,
+            Kind::Txn(at) => at.is_none_or(|at| at >= self.txns_after),
+            _ => true,
         }
     }
 
-    fn txn(&self, t: &Value) -> bool {
-        t.get("lastUpdated").and_then(Value::as_i64).is_none_or(|at| at >= self.txns_after)
-    }
-
-    /// A row of the base checkpoint, if the new one keeps it (as the one
-    /// action it holds).
-    fn checkpoint_row(&self, part: &str, row: Value) -> Result<Option<Value>, DeltaError> {
+    /// A row of the base checkpoint, if the new one keeps it: its kind and
+    /// its one action (the row's null columns dropped).
+    fn checkpoint_row(&self, part: &str, row: Value) -> Result<Option<(Kind, Value)>, DeltaError> {
         let Value::Object(mut m) = row else {
             return Err(bad(part, "a row that is not an object"));
         };
         refuse_uncarried(part, &m)?;
-        for kind in ["add", "remove"] {
-            if let Some(a) = m.remove(kind).filter(|a| !a.is_null()) {
-                let p =
-                    a.get("path").and_then(Value::as_str).ok_or_else(|| bad(part, format!("{kind} without a path")))?;
-                let action = json!({ kind: a });
-                let replaced = self.later.files.contains_key(&log::path_key(p));
-                return Ok((!replaced && self.file(&action)).then_some(action));
-            }
+        let Some((kind, key)) = classify(&m) else {
+            return Ok(None);
+        };
+        let replaced = match (kind, &key) {
+            (Kind::Add | Kind::Remove(_), Some(p)) => self.later.files.contains_key(&log::path_key(p)),
+            (Kind::Txn(_), Some(app)) => self.later.txns.contains_key(app),
+            (Kind::Metadata, _) => self.later.metadata.is_some(),
+            (Kind::Protocol, _) => self.later.protocol.is_some(),
+            _ => return Err(bad(part, "an add, remove or txn without its path or appId")),
+        };
+        if replaced || !self.kind(kind) {
+            return Ok(None);
         }
-        if let Some(t) = m.remove("txn").filter(|t| !t.is_null()) {
-            let app = t.get("appId").and_then(Value::as_str).unwrap_or_default();
-            let replaced = self.later.txns.contains_key(app);
-            return Ok((!replaced && self.txn(&t)).then(|| json!({"txn": t})));
-        }
-        if let Some(x) = m.remove("metaData").filter(|x| !x.is_null()) {
-            return Ok(self.later.metadata.is_none().then(|| json!({"metaData": x})));
-        }
-        if let Some(x) = m.remove("protocol").filter(|x| !x.is_null()) {
-            return Ok(self.later.protocol.is_none().then(|| json!({"protocol": x})));
-        }
-        Ok(None)
+        let name = match kind {
+            Kind::Add => "add",
+            Kind::Remove(_) => "remove",
+            Kind::Txn(_) => "txn",
+            Kind::Metadata => "metaData",
+            Kind::Protocol => "protocol",
+        };
+        Ok(m.remove(name).map(|a| (kind, json!({ name: a }))))
     }
 }
 
@@ -395,12 +433,12 @@ struct Out {
 }
 
 impl Out {
-    fn push(&mut self, action: &Value) {
+    fn push(&mut self, kind: Kind, line: &str) {
         self.written.actions += 1;
-        self.written.adds += u64::from(action.get("add").is_some());
-        self.has_protocol |= action.get("protocol").is_some();
-        self.has_metadata |= action.get("metaData").is_some();
-        self.lines.extend_from_slice(action.to_string().as_bytes());
+        self.written.adds += u64::from(kind == Kind::Add);
+        self.has_protocol |= kind == Kind::Protocol;
+        self.has_metadata |= kind == Kind::Metadata;
+        self.lines.extend_from_slice(line.as_bytes());
         self.lines.push(b'\n');
         self.rows += 1;
     }
