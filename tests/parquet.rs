@@ -117,41 +117,188 @@ fn merge_cmd(root: &Path, part: &str, attempt: u32) -> Command {
     c
 }
 
+/// Runs a pyarrow script in `dir`; asserts it succeeded; its stdout.
+fn py(dir: &Path, script: &str) -> String {
+    let py = format!("import datetime as d, glob, json, os, pyarrow as pa, pyarrow.parquet as pq\n{script}");
+    let out = Command::new(common::parquet::python()).args(["-c", &py]).current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "{}\n{script}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `__merge` on partition `part` of `root`'s table: (success, stderr).
+fn merge(root: &Path, part: &str) -> (bool, String) {
+    let out = merge_cmd(root, part, 1).output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 #[test]
 fn spark_int96_timestamps_are_rewritten_as_utc_microseconds_over_their_full_range() {
     // Spark's default timestamp encoding, written by pyarrow the way Spark
-    // writes it, with dates outside the range nanoseconds can hold.
+    // writes it, with dates outside the range nanoseconds can hold. The
+    // footer says Spark 3.5 wrote them (INT96 and other timestamps both read
+    // as stored), so rewriting them as INT64 changes no value.
     let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("db/s/t/p");
-    std::fs::create_dir_all(&dir).unwrap();
-    let judge = |script: &str| {
-        let py = format!(
-            "import datetime as d, glob, pyarrow as pa, pyarrow.parquet as pq\n\
-             ts = [d.datetime(1, 1, 1), d.datetime(1970, 1, 1, 0, 0, 1, 5), d.datetime(9999, 12, 31, 23, 59, 59)]\n\
-             utc = [t.replace(tzinfo=d.timezone.utc) for t in ts]\n{script}"
-        );
-        let out = Command::new(common::parquet::python()).args(["-c", &py]).current_dir(&dir).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    judge(
-        "for i in range(3):\n    pq.write_table(pa.table({'id': [i], 'ts': pa.array([ts[i]], pa.timestamp('us'))}), \
-         f'part-{i}.parquet', use_deprecated_int96_timestamps=True)\n\
-         assert pq.ParquetFile('part-0.parquet').schema.column(1).physical_type == 'INT96'",
+    let t = tmp.path().join("db/s/t");
+    std::fs::create_dir_all(&t).unwrap();
+    let head = "ts = [d.datetime(1, 1, 1), d.datetime(1970, 1, 1, 0, 0, 1, 5), d.datetime(9999, 12, 31, 23, 59, 59)]\n\
+                utc = [x.replace(tzinfo=d.timezone.utc) for x in ts]\n\
+                def w(part, i, ts, kv):\n    os.makedirs(part, exist_ok=True)\n    \
+                t = pa.table({'id': [i], 'ts': pa.array([ts], pa.timestamp('us'))}).replace_schema_metadata(kv)\n    \
+                pq.write_table(t, f'{part}/part-{i}.parquet', use_deprecated_int96_timestamps=True)\n";
+    py(
+        &t,
+        &format!(
+            "{head}for i in range(3): w('p', i, ts[i], {{'org.apache.spark.version': '3.5.1'}})\n\
+             assert pq.ParquetFile('p/part-0.parquet').schema.column(1).physical_type == 'INT96'\n\
+             # No Spark version: how Spark reads INT96 and INT64 timestamps is up to two reader settings.\n\
+             for i in range(2): w('early', i, d.datetime(1850 + i, 1, 1), {{}})\n\
+             for i in range(2): w('late', i, d.datetime(1900 + i, 1, 1), {{}})\n\
+             # Spark 3.0: INT96 LEGACY, other timestamps CORRECTED.\n\
+             for i in range(2): w('spark30', i, d.datetime(1899 + i, 12, 31), {{'org.apache.spark.version': '3.0.3'}})"
+        ),
     );
-    let out = merge_cmd(tmp.path(), "p", 1).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let got = judge(
-        "files = glob.glob('*.parquet'); assert len(files) == 1, files\n\
-         col = pq.ParquetFile(files[0]).schema.column(1)\n\
-         print(col.physical_type, col.logical_type)\n\
-         t = pq.read_table(files[0]).sort_by('id')\n\
-         assert t['ts'].to_pylist() == utc, t['ts'].to_pylist()",
+    let (ok, err) = merge(tmp.path(), "p");
+    assert!(ok, "{err}");
+    let got = py(
+        &t.join("p"),
+        &format!(
+            "{head}files = glob.glob('*.parquet'); assert len(files) == 1, files\n\
+             col = pq.ParquetFile(files[0]).schema.column(1)\n\
+             print(col.physical_type, col.logical_type)\n\
+             t = pq.read_table(files[0]).sort_by('id')\n\
+             assert t['ts'].to_pylist() == utc, t['ts'].to_pylist()"
+        ),
     );
     assert!(
         got.contains("INT64") && got.contains("isAdjustedToUTC=true") && got.contains("timeUnit=microseconds"),
         "{got}"
     );
+    // Values from 1900 on read alike in every mode: merged.
+    let (ok, err) = merge(tmp.path(), "late");
+    assert!(ok, "{err}");
+    // An earlier one could read differently: refused naming the column and
+    // the file, nothing touched.
+    for part in ["early", "spark30"] {
+        let before = snapshot(&t.join(part));
+        let (ok, err) = merge(tmp.path(), part);
+        assert!(!ok, "{part}: merged anyway");
+        assert!(err.contains("INT96 column \"ts\"") && err.contains(&format!("db/s/t/{part}/part-0.parquet")), "{err}");
+        let after = snapshot(&t.join(part));
+        assert!(before.iter().all(|(k, v)| after.get(k) == Some(v)), "{part}: inputs changed");
+    }
+}
+
+#[test]
+fn spark_footer_keys_are_kept_and_inputs_spark_would_rebase_differently_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().join("db/s/t");
+    std::fs::create_dir_all(&t).unwrap();
+    // Dates before the Gregorian switch, as Spark writes them in LEGACY
+    // mode (Julian-rebased values, marked by the footer), and in CORRECTED.
+    let head = "dates = [d.date(1, 1, 1), d.date(1500, 3, 1), d.date(1582, 10, 4), d.date(2020, 1, 1)]\n\
+                row = json.dumps({'type': 'struct', 'fields': [{'name': 'id', 'type': 'long', 'nullable': True, \
+                'metadata': {}}, {'name': 'day', 'type': 'date', 'nullable': True, 'metadata': {}}]})\n\
+                legacy = {'org.apache.spark.version': '3.5.1', 'org.apache.spark.legacyDateTime': '', \
+                'org.apache.spark.legacyINT96': '', 'org.apache.spark.timeZone': 'UTC', \
+                'org.apache.spark.sql.parquet.row.metadata': row, 'owner': 'etl'}\n\
+                def w(part, i, kv):\n    os.makedirs(part, exist_ok=True)\n    \
+                t = pa.table({'id': pa.array([i], pa.int64()), 'day': pa.array([dates[i]], pa.date32())})\n    \
+                pq.write_table(t.replace_schema_metadata(kv), f'{part}/part-{i}.parquet')\n";
+    py(
+        &t,
+        &format!(
+            "{head}for i in range(3): w('legacy', i, legacy)\n\
+             for i in range(3): w('versions', i, {{'org.apache.spark.version': ['3.4.0', '3.5.1', '4.0.0'][i]}})\n\
+             w('mixed', 0, legacy); w('mixed', 1, {{'org.apache.spark.version': '3.5.1'}})\n\
+             w('zones', 0, legacy); w('zones', 1, dict(legacy, **{{'org.apache.spark.timeZone': 'Asia/Tokyo'}}))"
+        ),
+    );
+    for part in ["legacy", "versions"] {
+        let (ok, err) = merge(tmp.path(), part);
+        assert!(ok, "{part}: {err}");
+    }
+    // The output's footer: the inputs' keys (the first input's Spark
+    // version), Arrow's schema, a conventional created_by; dates as stored.
+    let version = env!("CARGO_PKG_VERSION");
+    py(
+        &t,
+        &format!(
+            "{head}for part, want in [('legacy', legacy), ('versions', {{'org.apache.spark.version': '3.4.0'}})]:\n    \
+             files = glob.glob(part + '/*.parquet'); assert len(files) == 1, files\n    \
+             md = pq.ParquetFile(files[0]).metadata\n    \
+             kv = {{k.decode(): v.decode() for k, v in md.metadata.items()}}\n    \
+             assert set(kv) == set(want) | {{'ARROW:schema'}}, kv.keys()\n    \
+             assert all(kv[k] == v for k, v in want.items()), kv\n    \
+             assert md.created_by == 'compactd version {version}', md.created_by\n    \
+             t = pq.read_table(files[0]).sort_by('id')\n    \
+             assert t['day'].to_pylist() == dates[:3], t['day'].to_pylist()"
+        ),
+    );
+    // LEGACY beside CORRECTED, or LEGACY in two time zones: one output
+    // cannot say both; refused naming both files, nothing touched.
+    for part in ["mixed", "zones"] {
+        let before = snapshot(&t.join(part));
+        let (ok, err) = merge(tmp.path(), part);
+        assert!(!ok, "{part}: merged anyway");
+        let (a, b) = (format!("db/s/t/{part}/part-0.parquet"), format!("db/s/t/{part}/part-1.parquet"));
+        assert!(err.contains(&a) && err.contains(&b) && err.contains("Spark reads its dates"), "{part}: {err}");
+        let after = snapshot(&t.join(part));
+        assert!(before.iter().all(|(k, v)| after.get(k) == Some(v)), "{part}: inputs changed");
+    }
+}
+
+#[test]
+fn inputs_differing_only_in_what_readers_resolve_are_merged_and_real_type_conflicts_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().join("db/s/t");
+    std::fs::create_dir_all(&t).unwrap();
+    // An added column, a struct field added, list child names item and
+    // element, nullability, column order and string encodings differ; the
+    // types readers see do not.
+    let script = "os.makedirs('p'); os.makedirs('conflict')\n\
+        s1 = pa.struct([('a', pa.int64())]); s2 = pa.struct([('a', pa.int64()), ('b', pa.string())])\n\
+        a = pa.table({'id': pa.array([1, 2], pa.int64()), 'l': pa.array([[1], None], pa.list_(pa.int32())), \
+        's': pa.array([{'a': 1}, None], s1)}, schema=pa.schema([pa.field('id', pa.int64(), nullable=False), \
+        pa.field('l', pa.list_(pa.int32())), pa.field('s', s1)]))\n\
+        b = pa.table({'s': pa.array([{'a': 3, 'b': 'x'}], s2), 'id': pa.array([3], pa.int64()), \
+        'l': pa.array([[4, 5]], pa.list_(pa.field('element', pa.int32()))), 'extra': pa.array(['e'], pa.large_string())})\n\
+        c = pa.table({'extra': pa.array([None, 'f'], pa.string()), 'id': pa.array([4, 5], pa.int64()), \
+        'l': pa.array([[], [6]], pa.list_(pa.int32()))})\n\
+        for i, x in enumerate([a, b, c]): pq.write_table(x, f'p/part-{i}.parquet')\n\
+        pq.write_table(pa.table({'id': [1], 'x': pa.array([1], pa.int64())}), 'conflict/part-0.parquet')\n\
+        pq.write_table(pa.table({'id': [2], 'x': pa.array(['1'], pa.string())}), 'conflict/part-1.parquet')";
+    py(&t, script);
+    let orig = tmp.path().join("orig");
+    copy_dir(&t.join("p"), &orig);
+    let (ok, err) = merge(tmp.path(), "p");
+    assert!(ok, "{err}");
+    // pyarrow: every input row is in the output, with nulls where its file
+    // lacked a column or field.
+    py(
+        tmp.path(),
+        "files = glob.glob('db/s/t/p/*.parquet'); assert len(files) == 1, files\n\
+         out = pq.read_table(files[0])\n\
+         assert out.schema.names == ['id', 'l', 's', 'extra'], out.schema\n\
+         assert out.schema.field('s').type.num_fields == 2, out.schema\n\
+         def norm(r):\n    s = r.get('s')\n    \
+         return (r['id'], tuple(r['l']) if r.get('l') is not None else None, \
+         None if s is None else (s.get('a'), s.get('b')), r.get('extra'))\n\
+         want = sorted(norm(r) for f in sorted(glob.glob('orig/*.parquet')) for r in pq.read_table(f).to_pylist())\n\
+         got = sorted(norm(r) for r in out.to_pylist())\n\
+         assert got == want, (got, want)\n\
+         print(len(got))",
+    );
+    // Another type is a conflict: named with both files, nothing touched.
+    let before = snapshot(&t.join("conflict"));
+    let (ok, err) = merge(tmp.path(), "conflict");
+    assert!(!ok, "merged a type conflict");
+    assert!(
+        err.contains(
+            "field \"x\" has type Utf8 in db/s/t/conflict/part-1.parquet but Int64 in db/s/t/conflict/part-0.parquet"
+        ),
+        "{err}"
+    );
+    assert_eq!(snapshot(&t.join("conflict")), before);
 }
 
 /// Every file below `dir` with its bytes.
@@ -179,12 +326,13 @@ fn bad_inputs_fail_the_unit_naming_the_file_and_nothing_is_touched() {
     let root = tmp.path().join("data");
     tool(&["gen", root.to_str().unwrap(), "--partitions", "7", "--files", "4", "--rows", "500"], &[]);
     let t = root.join("db/s/t");
-    // dt=0: a field of another type; dt=1: a missing field; dt=2: other
-    // schema metadata; dt=3: truncated; dt=4: not Parquet at all; dt=5: a
-    // footer that does not decode; dt=6: a corrupt data page.
+    // dt=0: a field of another type; dt=1: a missing field that is not
+    // nullable elsewhere; dt=2: Spark LEGACY dates beside files that do not
+    // say; dt=3: truncated; dt=4: not Parquet at all; dt=5: a footer that
+    // does not decode; dt=6: a corrupt data page.
     tool(&["odd", t.join("dt=0/part-00002.parquet").to_str().unwrap(), "--variant", "type"], &[]);
-    tool(&["odd", t.join("dt=1/part-00002.parquet").to_str().unwrap(), "--variant", "missing"], &[]);
-    tool(&["odd", t.join("dt=2/part-00002.parquet").to_str().unwrap(), "--variant", "metadata"], &[]);
+    tool(&["odd", t.join("dt=1/part-00002.parquet").to_str().unwrap(), "--variant", "missing-required"], &[]);
+    tool(&["odd", t.join("dt=2/part-00002.parquet").to_str().unwrap(), "--variant", "spark-legacy"], &[]);
     let f3 = t.join("dt=3/part-00002.parquet");
     let b = std::fs::read(&f3).unwrap();
     std::fs::write(&f3, &b[..b.len() / 2]).unwrap();
@@ -200,8 +348,8 @@ fn bad_inputs_fail_the_unit_naming_the_file_and_nothing_is_touched() {
     tool(&["odd", t.join("dt=6/part-00002.parquet").to_str().unwrap(), "--variant", "corrupt-page"], &[]);
     let cases = [
         ("dt=0", "field \"score\" has type Utf8"),
-        ("dt=1", "field \"score\" is missing"),
-        ("dt=2", "key-value metadata differs (key \"owner\")"),
+        ("dt=1", "field \"id\" is missing from"),
+        ("dt=2", "Spark reads its dates and timestamps"),
         ("dt=3", "not a readable Parquet file"),
         ("dt=4", "not a readable Parquet file"),
         ("dt=5", "not a readable Parquet file"),

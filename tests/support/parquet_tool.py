@@ -13,10 +13,11 @@ makes).
       partition, fewer files, outputs near the target; DuckDB: both tables
       EXCEPT ALL each other are empty and counts match. Prints a JSON summary;
       exits 1 naming what differs.
-  odd FILE --variant type|missing|metadata|corrupt-page
-      Writes one small file whose schema differs from gen's: `score` is a
-      string, `score` is missing, or the schema metadata's owner differs; or
-      one of gen's schema whose first data page is corrupt (with checksums).
+  odd FILE --variant type|missing-required|spark-legacy|corrupt-page
+      Writes one small file that cannot share an output with gen's: `score`
+      is a string; `id` (not nullable in gen's) is missing; Spark's footer
+      keys say its dates are Julian-rebased (LEGACY); or one of gen's schema
+      whose first data page is corrupt (with checksums).
   rows DIR
       Prints {"partition": [rows, files, checksum]} of the table under DIR
       (pyarrow): the kill test's quick oracle.
@@ -100,16 +101,18 @@ def odd(args):
     if args.variant == "type":
         fields = [pa.field("score", pa.string()) if f.name == "score" else f for f in base]
         sch = pa.schema(fields, metadata=base.metadata)
-    elif args.variant == "missing":
-        sch = pa.schema([f for f in base if f.name != "score"], metadata=base.metadata)
-    elif args.variant == "metadata":
-        sch = base.with_metadata({"owner": "someone-else", "compactd.test": "parquet"})
+    elif args.variant == "missing-required":
+        sch = pa.schema([f for f in base if f.name != "id"], metadata=base.metadata)
+    elif args.variant == "spark-legacy":
+        sch = base.with_metadata({**base.metadata, b"org.apache.spark.version": b"3.5.1",
+                                  b"org.apache.spark.legacyDateTime": b""})
     else:
         # The right schema, page checksums on, then bytes of the first data
         # page flipped: the footer reads, the data does not.
         sch = base
     cols = {f.name: [None] * 3 for f in sch}
-    cols["id"] = [10**9, 10**9 + 1, 10**9 + 2]
+    if "id" in sch.names:
+        cols["id"] = [10**9, 10**9 + 1, 10**9 + 2]
     if args.variant != "corrupt-page":
         pq.write_table(pa.table(cols, schema=sch), args.file)
         return
@@ -291,8 +294,10 @@ def hdfs_get(args):
         shutil.rmtree(args.dir)
     for info in h.get_file_info(fs.FileSelector(base, recursive=True)):
         rel = info.path[len(base):].lstrip("/")
-        # --delta: a Delta table's reader needs its log (`_delta_log/`) too.
-        hidden = [p for p in rel.split("/") if p.startswith((".", "_")) and not (args.delta and p == "_delta_log")]
+        # --delta: a Delta table's reader needs its log (`_delta_log/`, with
+        # its `_last_checkpoint`) too.
+        log = ("_delta_log", "_last_checkpoint")
+        hidden = [p for p in rel.split("/") if p.startswith((".", "_")) and not (args.delta and p in log)]
         if info.type != fs.FileType.File or hidden:
             continue
         dest = os.path.join(args.dir, rel)
@@ -317,7 +322,7 @@ def main():
     c.add_argument("--target", type=int, required=True)
     o = sub.add_parser("odd")
     o.add_argument("file")
-    o.add_argument("--variant", choices=["type", "missing", "metadata", "corrupt-page"], required=True)
+    o.add_argument("--variant", choices=["type", "missing-required", "spark-legacy", "corrupt-page"], required=True)
     r = sub.add_parser("rows")
     r.add_argument("dir")
     p = sub.add_parser("s3-put")

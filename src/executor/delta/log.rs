@@ -10,12 +10,14 @@
 //!   number of parts), so a complete single-file checkpoint is used beside
 //!   an incomplete multi-part one of the same version. Hidden files (`.`
 //!   first: Hadoop's `.crc` checksums, temp files) are not log content.
-//! - A commit or checkpoint larger than [`MAX_LOG_FILE`] is refused unread
-//!   (one hostile file must not exhaust the executor's memory).
+//! - A commit larger than [`MAX_LOG_FILE`] is refused unread (one hostile
+//!   file must not exhaust the executor's memory); a checkpoint is read a
+//!   row group at a time ([`super::checkpoint::read::rows`]).
 //! - The snapshot keeps only what compaction needs: the protocol, the
 //!   metadata, and the active files with what their remove actions must
-//!   repeat. Unknown actions (`txn`, `cdc`, `domainMetadata`, …) are
-//!   skipped; they do not change which files are active.
+//!   repeat (not their statistics). Unknown actions (`txn`, `cdc`,
+//!   `domainMetadata`, …) are skipped; they do not change which files are
+//!   active.
 //! - [`Snapshot::check_supported`] refuses tables whose protocol asks a
 //!   writer for something compactd does not do (deletion vectors, column
 //!   mapping, row tracking, …): compacting them naively would corrupt them.
@@ -27,12 +29,13 @@ use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use store::Store;
 
+use super::checkpoint::read::{rows as checkpoint_rows, Columns};
 use super::DeltaError;
 
 /// The log folder, relative to the table's folder.
 pub const LOG_DIR: &str = "_delta_log/";
 
-/// A commit or checkpoint file larger than this is refused unread.
+/// A commit file larger than this is refused unread.
 pub const MAX_LOG_FILE: u64 = 512 << 20;
 
 /// The unit name of an unpartitioned table (a partitioned table's units
@@ -75,6 +78,9 @@ pub struct Metadata {
     pub partition_columns: Vec<String>,
     #[serde(default, deserialize_with = "null_default")]
     pub configuration: BTreeMap<String, Option<String>>,
+    /// The table's schema, as Delta serializes it (JSON).
+    #[serde(default, deserialize_with = "null_default")]
+    pub schema_string: String,
 }
 
 /// A field that is absent or null (checkpoint rows carry explicit nulls)
@@ -87,7 +93,9 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
-/// An active data file, with what an `add` or `remove` of it carries.
+/// An active data file, with what a `remove` of it repeats (not its
+/// `stats`: a snapshot holds every active file, and only a checkpoint, which
+/// reads the log itself, needs them).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Add {
@@ -98,8 +106,6 @@ pub struct Add {
     pub size: i64,
     #[serde(default, deserialize_with = "null_default")]
     pub modification_time: i64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub stats: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, Option<String>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -145,7 +151,7 @@ pub fn commit_path(table: &str, version: u64) -> String {
 }
 
 /// A log file name, classified.
-enum LogFile {
+pub(super) enum LogFile {
     Commit(u64),
     /// A checkpoint of `version`: part `part` of `parts` (1 of 1 for a
     /// single-file checkpoint).
@@ -157,7 +163,7 @@ enum LogFile {
     Other,
 }
 
-fn classify(name: &str) -> LogFile {
+pub(super) fn classify(name: &str) -> LogFile {
     let digits = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit());
     if let Some(v) = name.strip_suffix(".json").filter(|v| digits(v, 20)) {
         return v.parse().map(LogFile::Commit).unwrap_or(LogFile::Other);
@@ -190,7 +196,7 @@ pub fn is_checkpoint(name: &str) -> bool {
 }
 
 /// Reads a log file whole, refusing one over [`MAX_LOG_FILE`].
-async fn read_log_file(store: &Store, path: &str, len: Option<u64>) -> Result<Option<Bytes>, DeltaError> {
+pub(super) async fn read_log_file(store: &Store, path: &str, len: Option<u64>) -> Result<Option<Bytes>, DeltaError> {
     let len = match len {
         Some(l) => Some(l),
         None => store.stat(path).await?.map(|m| m.len),
@@ -241,10 +247,15 @@ pub async fn read_checkpoint_file(
     path: &str,
     len: Option<u64>,
 ) -> Result<Option<Vec<Action>>, DeltaError> {
-    match read_log_file(store, path, len).await? {
-        Some(b) => checkpoint_actions(path, b).map(Some),
-        None => Ok(None),
+    let Some(rows) = checkpoint_rows(store, path, len, Columns::State).await? else {
+        return Ok(None);
+    };
+    let batches: Vec<Vec<u8>> = rows.try_collect().await?;
+    let mut out = vec![];
+    for lines in batches {
+        out.extend(parse_commit(path, &lines)?);
     }
+    Ok(Some(out))
 }
 
 impl Snapshot {
@@ -438,8 +449,12 @@ async fn load_from(store: &Store, table: &str, hint: Option<u64>) -> Result<Snap
     let first = match &checkpoint {
         Some((v, parts)) => {
             for (path, len) in parts {
-                let b = read_log_file(store, path, *len).await?.ok_or_else(|| bad(format!("{path} vanished")))?;
-                snap.apply(checkpoint_actions(path, b)?);
+                // A row group at a time: a checkpoint can be larger than memory.
+                let rows = checkpoint_rows(store, path, *len, Columns::State).await?;
+                let mut rows = rows.ok_or_else(|| bad(format!("{path} vanished")))?;
+                while let Some(lines) = rows.try_next().await? {
+                    snap.apply(parse_commit(path, &lines)?);
+                }
                 snap.reads += 1;
             }
             snap.version = *v;
@@ -468,40 +483,6 @@ async fn load_from(store: &Store, table: &str, hint: Option<u64>) -> Result<Snap
 /// `commitInfo.timestamp` of a commit's actions, if it has one.
 pub fn commit_timestamp(actions: &[Action]) -> Option<i64> {
     actions.iter().filter_map(|a| a.commit_info.as_ref()).find_map(|c| c.get("timestamp")?.as_i64())
-}
-
-/// A checkpoint's actions: its rows turned into the JSON actions they
-/// stand for (one of `add`, `remove`, `metaData`, `protocol` per row;
-/// other columns are not read).
-fn checkpoint_actions(path: &str, bytes: Bytes) -> Result<Vec<Action>, DeltaError> {
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    use parquet::arrow::ProjectionMask;
-    let bad = |e: String| DeltaError::Table { table: path.to_string(), problem: format!("checkpoint: {e}") };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(e.to_string()))?;
-    let wanted: Vec<usize> = builder
-        .parquet_schema()
-        .root_schema()
-        .get_fields()
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| matches!(f.name(), "add" | "remove" | "metaData" | "protocol"))
-        .map(|(i, _)| i)
-        .collect();
-    let mask = ProjectionMask::roots(builder.parquet_schema(), wanted);
-    let reader = builder.with_projection(mask).with_batch_size(4096).build().map_err(|e| bad(e.to_string()))?;
-    let mut out = vec![];
-    for batch in reader {
-        let batch = batch.map_err(|e| bad(e.to_string()))?;
-        // Explicit nulls: a map's null values (a null partition value)
-        // are dropped otherwise, and an action must keep every key.
-        let mut w = arrow_json::WriterBuilder::new()
-            .with_explicit_nulls(true)
-            .build::<_, arrow_json::writer::LineDelimited>(Vec::new());
-        w.write(&batch).map_err(|e| bad(e.to_string()))?;
-        w.finish().map_err(|e| bad(e.to_string()))?;
-        out.extend(parse_commit(path, &w.into_inner())?);
-    }
-    Ok(out)
 }
 
 /// A null partition value in a unit name (Hive's name for it).

@@ -20,7 +20,10 @@
 //!    version `v + 1` by creating `_delta_log/<v+1>.json` once (a
 //!    conditional put on S3, a rename that refuses an existing target on
 //!    fs and HDFS): a `commitInfo` with `operation: OPTIMIZE`, a `remove`
-//!    per input and an `add` per output, all with `dataChange: false`;
+//!    per input and an `add` per output (with statistics read from its
+//!    footer, [`stats`]), all with `dataChange: false`; a commit landing
+//!    on the table's checkpoint interval is followed by a checkpoint
+//!    ([`checkpoint`]);
 //! 4. if that version is taken, reads the winner: if it removed one of the
 //!    unit's inputs, or changed the table's metadata or protocol, the unit
 //!    is abandoned (its files deleted, the conflict reported); if it is
@@ -42,8 +45,10 @@
 //! the snapshot and reports that commit instead of compacting again.
 
 pub mod audit;
+pub mod checkpoint;
 pub mod log;
 pub mod orphans;
+pub mod stats;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -193,6 +198,8 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     let stem = job.round_stem();
     if mine.iter().any(|f| f.path.rsplit('/').next().is_some_and(|n| n.starts_with(&stem))) {
         let version = find_own_commit(store, job, snap.version).await?;
+        // The attempt may have died before its checkpoint.
+        checkpoint::after_commit(store, &table, version, &snap.metadata, job.merge.now).await;
         stats.insert("version_after".into(), version);
         return Ok((Outcome::AlreadyCommitted { version }, stats));
     }
@@ -319,7 +326,8 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
         );
     }
     let first_part_values = values(small[0]);
-    for (o, (bytes, rows)) in staged.outputs.iter().zip(&staged.written) {
+    let collector = stats::Collector::new(&snap.metadata);
+    for ((o, (bytes, _)), footer) in staged.outputs.iter().zip(&staged.written).zip(&staged.footers) {
         let file = o.final_path.rsplit('/').next().unwrap_or_default();
         lines.push(
             json!({"add": {
@@ -328,7 +336,7 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
                 "size": bytes,
                 "modificationTime": now_ms,
                 "dataChange": false,
-                "stats": json!({"numRecords": rows}).to_string(),
+                "stats": collector.file_stats(footer),
             }})
             .to_string(),
         );
@@ -336,6 +344,7 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     let body = Body { info, actions: lines.join("\n") };
     match commit(store, job, snap.version, &removed, body).await {
         Ok(Landed::Committed { version, retries }) => {
+            checkpoint::after_commit(store, &table, version, &snap.metadata, job.merge.now).await;
             stats.insert("version_after".into(), version);
             stats.insert("commit_retries".into(), retries as u64);
             Ok((Outcome::Committed { version_before: snap.version, version_after: version, retries }, stats))

@@ -87,6 +87,9 @@ pub struct Staged {
     pub stats: BTreeMap<String, u64>,
     /// Each output's bytes and rows, in the order of `outputs` (Parquet).
     pub written: Vec<(u64, u64)>,
+    /// Each output's footer, in the order of `outputs` (Parquet): its
+    /// column statistics become a Delta commit's per-file statistics.
+    pub footers: Vec<std::sync::Arc<::parquet::file::metadata::ParquetMetaData>>,
 }
 
 /// Why a merge refused to commit.
