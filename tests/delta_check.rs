@@ -278,3 +278,54 @@ mod running {
         assert!(check.status.success(), "{}", text(&check));
     }
 }
+
+/// A task whose table can never be read ends Failed with the reason, at
+/// once, instead of waiting in `Init` forever; and `stop` ends a task its
+/// manager cannot even load (a damaged task info).
+#[test]
+fn a_task_whose_discovery_fails_for_good_fails_with_the_reason_and_stop_always_ends_a_task() {
+    use common::cluster::{alive, monitor_of, Cluster};
+    use std::time::Duration;
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let table = data.join("db/s/t");
+    gen(&table, 4, 2);
+    // The log moved elsewhere and linked back: the data root never follows
+    // a link, so the table cannot be read.
+    let moved = data.join("elsewhere");
+    std::fs::rename(table.join("_delta_log"), &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, table.join("_delta_log")).unwrap();
+    c.start_with("n1", &["--data", &format!("fs://{}", data.display())]);
+    c.wait_nodes(Duration::from_secs(30), "a node", |r| alive(r).len() == 1 && monitor_of(r).is_some());
+    let out = c.compactd(&["submit", "--db", "db", "--schema", "s", "--table", "t", "--executor", "delta"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let status = c
+        .wait_status(&id, Duration::from_secs(30), "the task ends", |s| s["state"] == "Failed" || s["state"] == "Done");
+    assert_eq!(status["state"], "Failed", "{status:#}");
+    assert!(status.to_string().contains("_delta_log"), "the reason names the log: {status:#}");
+
+    // A task whose info no manager can read: `stop` still ends it. The node
+    // is paused while the task is written and damaged, so that its manager
+    // first looks at it damaged.
+    c.pause("n1");
+    let out = c.compactd(&["submit", "--db", "db", "--schema", "s", "--table", "u", "--executor", "delta"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let info = c.fs_path().join(format!("Compaction_V2/Scheduler/{id}/TaskInfo.pc.db"));
+    std::fs::write(&info, b"{ not json").unwrap();
+    let out = c.compactd(&["stop", &id]);
+    assert!(out.status.success(), "{}", text(&out));
+    c.resume("n1");
+    let dir = c.fs_path().join(format!("Compaction_V2/Scheduler/{id}"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !dir.join("Status.Cancel").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a stopped task stayed in {:?}",
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(c.logs_text().contains("stopping a task that could not be loaded"), "{}", c.logs_text());
+}

@@ -45,6 +45,21 @@ pub async fn plan(
     default_executor: ExecutorKind,
     default_target: u64,
 ) -> store::Result<Plan> {
+    match plan_units(data, info, default_executor, default_target).await {
+        // The table cannot be read for a reason no retry changes (a link
+        // where its log folder should be, no permission): the task fails
+        // with it instead of waiting for it forever.
+        Err(e) if e.is_permanent() => Ok(Plan { cannot_run: Some(e.to_string()), ..Plan::default() }),
+        other => other,
+    }
+}
+
+async fn plan_units(
+    data: &Store,
+    info: &mut TaskInfo,
+    default_executor: ExecutorKind,
+    default_target: u64,
+) -> store::Result<Plan> {
     let mut plan = Plan::default();
     let kind = match &info.run.executor {
         Some(e) => e.kind,
@@ -134,7 +149,7 @@ async fn delta(data: &Store, info: &TaskInfo, default_target: u64) -> store::Res
     let table = table_dir(&info.db_name, &info.schema_name, &info.table_name);
     let found = match crate::executor::delta::partitions_to_compact(data, &table, target).await {
         Ok(f) => f,
-        Err(crate::executor::delta::DeltaError::Store(e)) if !e.is_bad_file() => return Err(e),
+        Err(crate::executor::delta::DeltaError::Store(e)) if !e.is_bad_file() && !e.is_permanent() => return Err(e),
         Err(e) => return Ok(Err(format!("{e} (on the data backend {})", data.uri()))),
     };
     if let Err(e) = layouts::limits::check_units("partitions", found.len() as u64) {

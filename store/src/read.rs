@@ -56,6 +56,28 @@ impl StoreError {
     pub fn is_bad_file(&self) -> bool {
         matches!(self, StoreError::BadFile { .. })
     }
+
+    /// Retrying cannot help: the backend refused the request for what
+    /// stands at the path or who asks (a file or a link where a folder is
+    /// expected, no permission, an unusable file, a backend compactd
+    /// refuses), not for a failure of its own. A caller that retries
+    /// transient errors reports these instead of retrying them forever.
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            StoreError::BadFile { .. } | StoreError::Unsafe { .. } | StoreError::Uri(_) => true,
+            StoreError::Backend { source, .. } => {
+                !source.is_temporary()
+                    && matches!(
+                        source.kind(),
+                        ErrorKind::NotADirectory
+                            | ErrorKind::IsADirectory
+                            | ErrorKind::PermissionDenied
+                            | ErrorKind::ConfigInvalid
+                            | ErrorKind::Unsupported
+                    )
+            }
+        }
+    }
 }
 
 /// What stands at a name, for messages: "folder", "FIFO", "socket",
