@@ -37,8 +37,11 @@ use serde_json::{json, Value};
 
 const NODES: [&str; 3] = ["n1", "n2", "n3"];
 const PARTITIONS: u64 = 3;
-/// Spark appends, each one file in every partition.
-const APPENDS: u64 = 5;
+/// Spark appends, each one file in every partition: versions 0-7, so that
+/// the third of compactd's three OPTIMIZE commits lands on version 10, a
+/// multiple of the checkpoint interval, and writes the checkpoint Spark
+/// then reads from.
+const APPENDS: u64 = 8;
 /// Rows per partition per append.
 const ROWS: u64 = 20;
 const SCHEMA: &str = "id BIGINT, part INT, d DATE, ts TIMESTAMP, amount DECIMAL(12,3), s STRING, ds ARRAY<DATE>, \
@@ -311,6 +314,15 @@ fn delta_table_judged_by_spark(test: &str, legacy: bool) {
             || format!("DESCRIBE HISTORY does not show compactd's OPTIMIZE: {h}"),
         );
     }
+    // compactd's checkpoint of version 10: `_last_checkpoint` names it, and
+    // Spark starts from it (the reads at the newest versions below).
+    let last = std::fs::read_to_string(table.join("_delta_log/_last_checkpoint")).unwrap_or_default();
+    v.check(
+        latest == 10
+            && table.join("_delta_log/00000000000000000010.checkpoint.parquet").exists()
+            && serde_json::from_str::<Value>(&last).is_ok_and(|l| l["version"] == 10),
+        || format!("compactd's commit at version {latest} left no checkpoint of version 10: _last_checkpoint {last:?}"),
+    );
     for version in 0..=latest {
         let want = &at_version[version.min(APPENDS - 1) as usize];
         let reads = read_modes(spark, "delta", t, Some(version));

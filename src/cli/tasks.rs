@@ -151,11 +151,6 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
             .await
             .with_context(|| format!("--data {data}"))?;
         let dir = tasks::table_dir(&spec.db, &spec.schema, &spec.table);
-        // The folders above the table first (a schema folder that is one
-        // Delta table), then the table and one partition.
-        if let Some(why) = crate::table::format::detect_above(&data, &dir).await?.refusal(&dir, kind) {
-            anyhow::bail!("refused: {why}");
-        }
         let listed = data.list(&dir).await?;
         let first = spec.partitions.first().cloned().or_else(|| {
             listed

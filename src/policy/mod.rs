@@ -71,6 +71,10 @@ pub struct Owned {
     pub paused: bool,
     /// The pattern that won.
     pub pattern: String,
+    /// What the folders above the table are (its schema and database
+    /// folders, the data root), from the listings that found it: a table
+    /// inside another format's table is never planned.
+    pub above: crate::table::Findings,
 }
 
 /// The tables on the data backend that some policy matches, each with its
@@ -90,15 +94,21 @@ pub async fn assign(data: &Store, rows: &[PolicyRow]) -> Result<Vec<Owned>, Poli
     let any =
         |names: &[&str]| pats.iter().any(|(_, _, p)| p.split('/').zip(names).all(|(seg, name)| spec::glob(seg, name)));
     let mut out = vec![];
-    for db in folders(data, "").await? {
+    let (dbs, root) = folders(data, "").await?;
+    for db in dbs {
         if !any(&[db.as_str()]) {
             continue;
         }
-        for schema in folders(data, &format!("{db}/")).await? {
+        let (schemas, in_db) = folders(data, &format!("{db}/")).await?;
+        for schema in schemas {
             if !any(&[db.as_str(), schema.as_str()]) {
                 continue;
             }
-            for table in folders(data, &format!("{db}/{schema}/")).await? {
+            let (tables, in_schema) = folders(data, &format!("{db}/{schema}/")).await?;
+            let mut above = root.clone();
+            above.extend(in_db.clone());
+            above.extend(in_schema);
+            for table in tables {
                 let mut best: Option<(&Arc<PolicyDefinition>, bool, &str)> = None;
                 for (d, paused, p) in &pats {
                     if !spec::matches(p, db.as_str(), schema.as_str(), table.as_str()) {
@@ -123,6 +133,7 @@ pub async fn assign(data: &Store, rows: &[PolicyRow]) -> Result<Vec<Owned>, Poli
                         policy: d.clone(),
                         paused,
                         pattern: p.to_string(),
+                        above: above.clone(),
                     });
                 }
             }
@@ -132,15 +143,26 @@ pub async fn assign(data: &Store, rows: &[PolicyRow]) -> Result<Vec<Owned>, Poli
 }
 
 /// Folder names under `dir` on the data backend that are names and not
-/// hidden or reserved (`_…`, `.…`).
-async fn folders(data: &Store, dir: &str) -> Result<Vec<Name>, PolicyError> {
-    Ok(data
-        .list(dir)
-        .await?
+/// hidden or reserved (`_…`, `.…`), and what the folder itself is as a
+/// folder above tables ([`crate::table::Detector::above`]).
+async fn folders(data: &Store, dir: &str) -> Result<(Vec<Name>, crate::table::Findings), PolicyError> {
+    let entries = data.list(dir).await?;
+    let mut d = crate::table::Detector::above();
+    for e in &entries {
+        d.observe_entry(dir, e);
+    }
+    // A candidate (a `metadata/` folder: Iceberg?) is looked into.
+    for sub in d.to_look_into() {
+        for e in data.list(&format!("{dir}{sub}")).await? {
+            d.observe_entry(dir, &e);
+        }
+    }
+    let names = entries
         .into_iter()
         .filter(|e| e.is_dir && !e.name().starts_with(['_', '.']))
         .filter_map(|e| Name::parse(e.name()).ok())
-        .collect())
+        .collect();
+    Ok((names, d.finish()))
 }
 
 /// Policies by name (the planner's and the views' lookup).

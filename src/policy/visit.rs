@@ -107,7 +107,8 @@ impl Visit<'_> {
     pub async fn table(&mut self, tallied: Tallied, report: &mut PlanReport) -> Result<TableSummary, PolicyError> {
         let o = self.item;
         let p = &*o.policy;
-        let Tallied { listed, findings, foreign_file } = tallied;
+        let Tallied { listed, mut findings, foreign_file } = tallied;
+        findings.extend(o.above.clone());
         let dir = tasks::table_dir(&o.db, &o.schema, &o.table);
         let kind = executor_of(p).kind;
         // A table the policy's executor must not change is shown, never
@@ -116,7 +117,7 @@ impl Visit<'_> {
             .refusal(&dir, kind)
             .or_else(|| foreign_file.and_then(|f| crate::table::file::text_merge_refusal_by_name(&f)))
             .map(|why| format!("refused: {why}"))
-            .or_else(|| findings.busy().map(|at| format!("waiting: a write is in progress ({at})")));
+            .or_else(|| findings.busy(self.wall_ms as i64).map(|at| format!("waiting: a write is in progress ({at})")));
         let (newest, stale) = self.list_decisions().await?;
         let summary_path = paths::table_summary(&o.db, &o.schema, &o.table);
         self.requests += 1;
@@ -246,8 +247,8 @@ impl Visit<'_> {
             tally(&mut cursor.listed, &dir, small, &e);
             // The table's format and files, from the same listing: no
             // request of its own.
+            cursor.detector.observe_entry(&dir, &e);
             if let Some(rel) = e.path.strip_prefix(dir.as_str()) {
-                cursor.detector.observe(rel, &e.path);
                 // Inputs of the text merge only: hidden files and compactd's
                 // own are none.
                 let input = !e.is_dir && !rel.split('/').any(|s| s.starts_with(['_', '.']));
@@ -272,9 +273,7 @@ impl Visit<'_> {
         for sub in cursor.detector.to_look_into() {
             self.requests += 1;
             for e in self.data.list(&format!("{dir}{sub}")).await? {
-                if let Some(rel) = e.path.strip_prefix(dir.as_str()) {
-                    cursor.detector.observe(rel, &e.path);
-                }
+                cursor.detector.observe_entry(&dir, &e);
             }
         }
         Ok(Listing::Done(cursor.finish()))

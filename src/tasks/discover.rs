@@ -181,10 +181,9 @@ pub fn table_dir(db: &Name, schema: &Name, table: &Name) -> String {
     format!("{db}/{schema}/{table}/")
 }
 
-/// Why the `kind` executor must not change the table at `dir` (see
-/// [`crate::table::format`]), judged from the table folder (`listed`: a
-/// listing of it the caller has, else one is made) and one of its
-/// partition folders (Hudi and Hive ACID mark partitions too). `None`: it
+/// Why the `kind` executor must not change the table at `dir`, judged by
+/// [`crate::table::format::judge`] with one of its partition folders
+/// (`listed`: a listing of the table folder the caller has). `None`: it
 /// may; always for `command` executors, which are the user's own.
 pub async fn refusal(
     data: &Store,
@@ -193,25 +192,8 @@ pub async fn refusal(
     partition: Option<&Name>,
     kind: ExecutorKind,
 ) -> store::Result<Option<String>> {
-    if !kind.is_builtin_merge() {
-        return Ok(None);
-    }
-    let mut findings = match listed {
-        Some(entries) => crate::table::format::detect_listed(data, dir, entries).await?,
-        None => crate::table::format::detect(data, dir).await?,
-    };
-    let mut text_refusal = None;
-    if let Some(p) = partition {
-        let entries = data.list(&format!("{dir}{p}/")).await?;
-        findings.extend(crate::table::format::partition_findings(dir, &entries));
-        if kind == ExecutorKind::Merge {
-            text_refusal = entries
-                .iter()
-                .filter(|e| !e.is_dir && !e.name().starts_with(['_', '.']))
-                .find_map(|e| crate::table::file::text_merge_refusal_by_name(&e.path));
-        }
-    }
-    Ok(findings.refusal(dir, kind).or(text_refusal))
+    let partition = partition.map(|p| format!("{dir}{p}/"));
+    crate::table::format::judge(data, dir, listed, partition.as_deref(), kind).await
 }
 
 /// The folders `<dir><partition>/`, sorted; names that do not validate or

@@ -188,13 +188,6 @@ pub(super) fn classify(name: &str) -> LogFile {
     }
 }
 
-/// A classic checkpoint (single- or multi-part Parquet), the only kind
-/// compactd reads; `false` for a V2 checkpoint (`<v>.checkpoint.<uuid>.json`
-/// or `.parquet`) and anything else.
-pub fn is_checkpoint(name: &str) -> bool {
-    matches!(classify(name), LogFile::Checkpoint { .. })
-}
-
 /// Reads a log file whole, refusing one over [`MAX_LOG_FILE`].
 pub(super) async fn read_log_file(store: &Store, path: &str, len: Option<u64>) -> Result<Option<Bytes>, DeltaError> {
     let len = match len {
@@ -346,7 +339,7 @@ impl LogListing {
     }
 
     /// The newest version at or below `at_most` with a complete checkpoint.
-    fn newest_complete_checkpoint(&self, at_most: u64) -> Option<(u64, Vec<Listed>)> {
+    pub fn newest_complete_checkpoint(&self, at_most: u64) -> Option<(u64, Vec<Listed>)> {
         let versions: BTreeSet<u64> = self.checkpoints.keys().map(|(v, _)| *v).filter(|v| *v <= at_most).collect();
         versions.into_iter().rev().find_map(|v| self.complete_checkpoint(v).map(|parts| (v, parts)))
     }

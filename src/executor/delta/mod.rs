@@ -179,9 +179,8 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     let table = job.table().to_string();
     // Before anything here is touched: a table that also holds another
     // format's metadata (Apache XTable, UniForm) is not this executor's.
-    if let Err(why) =
-        crate::table::format::check_unit(store, &table, None, layouts::formats::ExecutorKind::Delta).await?
-    {
+    let kind = layouts::formats::ExecutorKind::Delta;
+    if let Some(why) = crate::table::format::judge(store, &table, None, None, kind).await? {
         return Err(job.broken(why));
     }
     // Temp files of a create killed mid-way (fs only): a commit linked but

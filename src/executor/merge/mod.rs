@@ -214,7 +214,7 @@ pub async fn run_with_stats(store: &Store, job: &MergeJob) -> Result<(Outcome, B
         Format::Parquet(_) => layouts::formats::ExecutorKind::Parquet,
     };
     let table = parent_dir(&job.dir);
-    if let Err(why) = crate::table::format::check_unit(store, table, Some(&job.dir), kind).await? {
+    if let Some(why) = crate::table::format::judge(store, table, None, Some(&job.dir), kind).await? {
         return Err(job.broken(why));
     }
     unlink_planted_meta_links(store, job).await?;

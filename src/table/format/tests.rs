@@ -1,4 +1,5 @@
 use super::*;
+use store::Store;
 
 fn judge(rels: &[&str]) -> Findings {
     let mut d = Detector::new();
@@ -47,9 +48,61 @@ fn writes_in_progress_show_as_busy_not_as_a_format() {
     ] {
         let f = judge(&[busy, "p=1/"]);
         assert!(f.is_empty(), "{busy}");
-        assert!(f.busy().is_some(), "{busy}");
+        assert!(f.busy(0).is_some(), "{busy}");
     }
-    assert_eq!(judge(&["p=1/", "_SUCCESS"]).busy(), None);
+    assert_eq!(judge(&["p=1/", "_SUCCESS"]).busy(0), None);
+}
+
+fn entry(path: &str, special: bool, modified_ms: Option<i64>) -> store::Entry {
+    store::Entry {
+        path: path.to_string(),
+        is_dir: path.ends_with('/'),
+        special: special.then_some("symbolic link"),
+        len: None,
+        version: None,
+        modified_ms,
+    }
+}
+
+#[test]
+fn a_write_in_progress_holds_a_table_only_while_it_is_young() {
+    let mut d = Detector::new();
+    d.observe_entry("db/s/t/", &entry("db/s/t/_temporary/0/part-0", false, Some(1_000)));
+    d.observe_entry("db/s/t/", &entry("db/s/t/_temporary/0/part-1", false, Some(5_000)));
+    let f = d.finish();
+    assert_eq!(f.busy(5_000 + BUSY_WINDOW_MS - 1), Some("db/s/t/_temporary/"));
+    assert_eq!(f.busy(5_000 + BUSY_WINDOW_MS), None, "a failed job's leftover, not a write");
+}
+
+#[test]
+fn a_marker_that_is_a_symbolic_link_still_marks() {
+    for (link, format) in [("_delta_log", TableFormat::Delta), (".hoodie", TableFormat::Hudi)] {
+        let mut d = Detector::new();
+        d.observe_entry("db/s/t/", &entry(&format!("db/s/t/{link}"), true, None));
+        assert_eq!(d.finish().formats().collect::<Vec<_>>(), [format], "{link}");
+    }
+}
+
+#[test]
+fn above_a_table_only_a_roots_markers_count() {
+    let above = |rels: &[&str]| {
+        let mut d = Detector::above();
+        for r in rels {
+            d.observe(r, &format!("db/s/{r}"));
+        }
+        d.finish().formats().collect::<Vec<_>>()
+    };
+    assert_eq!(above(&["_delta_log/", "date=2026-11-01/"]), [TableFormat::Delta]);
+    assert_eq!(above(&["metadata/v1.metadata.json", "data/"]), [TableFormat::Iceberg]);
+    assert_eq!(above(&[".hoodie/"]), [TableFormat::Hudi]);
+    // Sibling tables named like partition-level markers mean nothing there.
+    assert!(above(&["bucket-1/", "Fact/", "base_2024/", "delta_1_1/", "_metadata", "t/_committed_1"]).is_empty());
+}
+
+#[test]
+fn a_kafka_topic_may_hold_dots() {
+    assert_eq!(formats(&["p=1/prod.events+0+0000000000+0000000999.json"]), [TableFormat::KafkaConnect]);
+    assert!(judge(&["p=1/prod.events+0+x+1.json"]).is_empty());
 }
 
 #[test]
@@ -123,6 +176,25 @@ fn each_executor_changes_only_what_it_owns() {
     assert!(why.contains("several table formats") && why.contains("XTable"), "{why}");
 
     assert_eq!(Findings::default().refusal("db/s/t/", ExecutorKind::Merge), None);
+}
+
+#[tokio::test]
+async fn judge_looks_above_the_table_and_into_its_partition() {
+    let store = Store::memory().await;
+    // A Delta table partitioned by date then hour: `date=…` looks like a table.
+    store.put("db/events/_delta_log/00000000000000000000.json", "{}").await.unwrap();
+    store.put("db/events/date=1/hour=0/part-0.parquet", "x").await.unwrap();
+    let why = judge_with(&store, "db/events/date=1/", Some("db/events/date=1/hour=0/"), ExecutorKind::Parquet).await;
+    assert!(why.is_some_and(|w| w.contains("is a Delta Lake table (db/events/_delta_log/)")));
+    store.put("db/s/t/p=1/a.parquet", "x").await.unwrap();
+    let why = judge_with(&store, "db/s/t/", Some("db/s/t/p=1/"), ExecutorKind::Merge).await.unwrap();
+    assert!(why.contains("db/s/t/p=1/a.parquet is Parquet"), "{why}");
+    assert_eq!(judge_with(&store, "db/s/t/", Some("db/s/t/p=1/"), ExecutorKind::Parquet).await, None);
+    assert_eq!(judge_with(&store, "db/s/t/", Some("db/s/t/p=1/"), ExecutorKind::Command).await, None);
+}
+
+async fn judge_with(store: &Store, table: &str, part: Option<&str>, kind: ExecutorKind) -> Option<String> {
+    super::judge(store, table, None, part, kind).await.unwrap()
 }
 
 #[tokio::test]

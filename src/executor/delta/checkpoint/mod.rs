@@ -225,30 +225,15 @@ pub fn parse_interval(s: &str) -> Option<Duration> {
 }
 
 /// A checkpoint part: its path, and its size if listed.
-type Part = (String, Option<u64>);
+type Part = log::Listed;
 
-/// The newest complete classic or multi-part checkpoint before `version`
-/// (a classic and a multi-part checkpoint of one version are separate
-/// candidates): its version and parts.
+/// The newest complete checkpoint before `version` (the log reader's
+/// choice: classic or multi-part, whole only): its version and parts.
 async fn base(store: &Store, table: &str, version: u64) -> Result<Option<(u64, Vec<Part>)>, DeltaError> {
-    let dir = format!("{table}{}", log::LOG_DIR);
-    let entries: Vec<store::Entry> = store.list_stream_after(&dir, None).try_collect().await?;
-    let mut found: BTreeMap<(u64, u32), BTreeMap<u32, Part>> = BTreeMap::new();
-    for e in &entries {
-        if e.is_dir || e.path.strip_prefix(dir.as_str()).is_none_or(|n| n.contains('/')) {
-            continue;
-        }
-        if let log::LogFile::Checkpoint { version: v, part, parts } = log::classify(e.name()) {
-            if v < version {
-                found.entry((v, parts)).or_default().insert(part, (e.path.clone(), e.len));
-            }
-        }
+    if version == 0 {
+        return Ok(None);
     }
-    Ok(found
-        .into_iter()
-        .rev()
-        .find(|((_, parts), have)| have.len() as u32 == *parts)
-        .map(|((v, _), have)| (v, have.into_values().collect())))
+    Ok(log::list_log(store, table, None).await?.newest_complete_checkpoint(version - 1))
 }
 
 /// The commits after the base checkpoint, up to the checkpoint's version:

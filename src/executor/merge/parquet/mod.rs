@@ -194,20 +194,29 @@ async fn plan(store: &Store, job: &MergeJob, candidates: &[Input]) -> Result<Pla
             Some(_) => {}
         }
         let int96 = io::int96_columns(meta.metadata());
+        if !int96.is_empty() && !kv.contains_key(spark::VERSION_KEY) {
+            // Spark's INT96 holds microseconds; Hive and Impala write
+            // nanoseconds, which the rewrite as TIMESTAMP(MICROS) would cut.
+            let writer = meta.metadata().file_metadata().created_by().unwrap_or("an unnamed writer");
+            return Err(job.broken(format!(
+                "{path}: its INT96 timestamps were written by {writer}, not Spark: they may hold nanoseconds, \
+                 which compactd's TIMESTAMP(MICROS) outputs would cut; nothing was merged"
+            )));
+        }
         if !int96.is_empty() && !rebase.int96_reads_like_datetime() {
             int96_checks.insert(i, int96);
         }
-        footer_kv.add(&kv, schema.fields().len());
+        footer_kv.add(&kv);
         let arrow: spark::KeyValues = schema.metadata().iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect();
-        arrow_kv.add(&arrow, schema.fields().len());
+        arrow_kv.add(&arrow);
         i += 1;
     }
     let fields = union.fields();
-    let (footer, dropped) = footer_kv.finish(fields.len());
+    let (footer, dropped) = footer_kv.finish();
     if !dropped.is_empty() {
-        tracing::info!(partition = job.dir, keys = ?dropped, "footer keys the inputs disagree on are not kept");
+        tracing::info!(partition = job.dir, keys = ?dropped, "footer keys the inputs do not all share are not kept");
     }
-    let (arrow, _) = arrow_kv.finish(fields.len());
+    let (arrow, _) = arrow_kv.finish();
     let arrow: std::collections::HashMap<String, String> =
         arrow.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect();
     let key_values = footer.into_iter().map(|(key, value)| KeyValue { key, value }).collect();

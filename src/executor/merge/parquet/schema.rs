@@ -94,6 +94,15 @@ fn merge_fields(
     }
     for n in new.iter().filter(|n| !have.iter().any(|h| h.name() == n.name())) {
         let at = path(parent, n.name());
+        // Spark and Hive resolve columns case-insensitively: `ID` beside
+        // `id` would be two columns here and an ambiguous one there.
+        if let Some(h) = out.iter().find(|h| h.name().eq_ignore_ascii_case(n.name())) {
+            return Err(format!(
+                "field {at:?} of {file} and field {:?} differ only in case, which readers resolving columns \
+                 case-insensitively (Spark, Hive) cannot tell apart",
+                path(parent, h.name())
+            ));
+        }
         if !first && !n.is_nullable() {
             let before = origin.get(parent).map(String::as_str).unwrap_or("the files before it");
             return Err(format!("field {at:?} of {file} is not nullable and is missing from {before}"));
@@ -284,10 +293,8 @@ fn conform_array(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, ArrowError> {
             let list = match a.data_type() {
                 List(_) => a.clone(),
                 // Another list encoding: to a `List` of its own element first.
-                LargeList(e) | ListView(e) | LargeListView(e) | FixedSizeList(e, _) => {
-                    arrow_cast::cast(a, &List(e.clone()))?
-                }
-                _ => return arrow_cast::cast(a, to),
+                LargeList(e) | ListView(e) | LargeListView(e) | FixedSizeList(e, _) => cast(a, &List(e.clone()))?,
+                _ => return cast(a, to),
             };
             let l = list.as_any().downcast_ref::<ListArray>().expect("a list type");
             let values = conform_array(l.values(), element.data_type())?;
@@ -296,7 +303,7 @@ fn conform_array(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, ArrowError> {
         Map(entries, sorted) if matches!(a.data_type(), Map(..)) => {
             let m = a.as_any().downcast_ref::<MapArray>().expect("a map type");
             let Struct(want) = entries.data_type() else {
-                return arrow_cast::cast(a, to);
+                return cast(a, to);
             };
             let e = m.entries();
             // By position: the entries' names may differ.
@@ -307,8 +314,16 @@ fn conform_array(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, ArrowError> {
             let e = StructArray::try_new(want.clone(), children, e.nulls().cloned())?;
             Ok(Arc::new(MapArray::try_new(entries.clone(), m.offsets().clone(), e, m.nulls().cloned(), *sorted)?))
         }
-        _ => arrow_cast::cast(a, to),
+        _ => cast(a, to),
     }
+}
+
+/// Arrow's cast, failing where a value does not fit the target type (a
+/// timestamp past the range of a finer unit): by default a cast turns such
+/// a value into null, which would change a row silently.
+fn cast(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, arrow_schema::ArrowError> {
+    let options = arrow_cast::CastOptions { safe: false, ..Default::default() };
+    arrow_cast::cast_with_options(a, to, &options)
 }
 
 #[cfg(test)]

@@ -21,7 +21,8 @@
 //! Invariants a rewrite keeps (checked by the caller with [`Rebase`]):
 //! - every input of an output has the same datetime mode, and the same time
 //!   zone key when that mode is LEGACY; the output carries the first input's
-//!   Spark keys, so it has that mode too ([`KeyValueMerge`]);
+//!   Spark keys, so it has that mode too ([`KeyValueMerge`], which keeps
+//!   the other keys only where every input has them alike);
 //! - INT96 columns are written as INT64 microseconds, which Spark reads
 //!   under the datetime mode rather than the INT96 one. Where an input's two
 //!   modes may differ ([`Rebase::int96_reads_like_datetime`] is false), the
@@ -134,69 +135,52 @@ impl Rebase {
 /// number of inputs):
 /// - Spark's rebase keys exactly as the first input has them (all inputs
 ///   read dates alike, checked separately);
-/// - Spark's schema ([`ROW_METADATA_KEY`]) from the last input holding
-///   every top-level column of the output: an older one would hide added
-///   columns from Spark's schema inference. None if no input holds them all;
-/// - every other key whose inputs agree on its value (a key only some
-///   inputs have is kept).
+/// - every other key that every input has with the same value. A key only
+///   some inputs have, or with different values, is dropped: it may change
+///   how a reader reads the values of the inputs that lack it (Hive's
+///   `writer.time.zone`, an Avro schema), and Spark's own schema
+///   ([`ROW_METADATA_KEY`]) of one file hides columns another added (Spark
+///   then reads the Parquet schema, the union).
 #[derive(Debug, Default)]
 pub struct KeyValueMerge {
     first: Option<KeyValues>,
-    /// Key -> its value while inputs agree, `None` once they disagree.
-    others: BTreeMap<String, Option<Option<String>>>,
-    /// The most top-level columns an input had, and the Spark schema of the
-    /// last input with that many.
-    widest: Option<(usize, Option<Option<String>>)>,
-    spark_schema_seen: bool,
+    inputs: usize,
+    /// Key -> its value while inputs agree (`None` once they disagree), and
+    /// how many inputs have it.
+    others: BTreeMap<String, (Option<Option<String>>, usize)>,
 }
 
 impl KeyValueMerge {
-    /// Folds in the next input's pairs; `columns`: its top-level columns.
-    pub fn add(&mut self, kv: &KeyValues, columns: usize) {
+    /// Folds in the next input's pairs.
+    pub fn add(&mut self, kv: &KeyValues) {
         if self.first.is_none() {
             let rebase = REBASE_KEYS.iter().filter_map(|k| kv.get(*k).map(|v| (k.to_string(), v.clone()))).collect();
             self.first = Some(rebase);
         }
-        self.spark_schema_seen |= kv.contains_key(ROW_METADATA_KEY);
-        // Every input's top-level columns are a subset of the output's: an
-        // input holds them all if it has as many.
-        if self.widest.as_ref().is_none_or(|(n, _)| columns >= *n) {
-            self.widest = Some((columns, kv.get(ROW_METADATA_KEY).cloned()));
-        }
+        self.inputs += 1;
         for (k, v) in kv {
-            if REBASE_KEYS.contains(&k.as_str()) || k == ROW_METADATA_KEY {
+            if REBASE_KEYS.contains(&k.as_str()) {
                 continue;
             }
-            match self.others.get(k) {
-                None => {
-                    self.others.insert(k.clone(), Some(v.clone()));
-                }
-                Some(Some(seen)) if seen != v => {
-                    self.others.insert(k.clone(), None);
-                }
-                _ => {}
+            let e = self.others.entry(k.clone()).or_insert((Some(v.clone()), 0));
+            e.1 += 1;
+            if e.0.as_ref().is_some_and(|seen| seen != v) {
+                e.0 = None;
             }
         }
     }
 
-    /// The output's pairs (`columns`: its top-level columns), and the keys
-    /// dropped because inputs disagree on them.
-    pub fn finish(self, columns: usize) -> (KeyValues, Vec<String>) {
+    /// The output's pairs, and the keys dropped because inputs disagree on
+    /// them or only some have them.
+    pub fn finish(self) -> (KeyValues, Vec<String>) {
         let mut out = self.first.unwrap_or_default();
         let mut dropped = vec![];
-        match self.widest {
-            Some((n, Some(v))) if n == columns => {
-                out.insert(ROW_METADATA_KEY.to_string(), v);
-            }
-            _ if self.spark_schema_seen => dropped.push(ROW_METADATA_KEY.to_string()),
-            _ => {}
-        }
-        for (k, v) in self.others {
+        for (k, (v, n)) in self.others {
             match v {
-                Some(v) => {
+                Some(v) if n == self.inputs => {
                     out.insert(k, v);
                 }
-                None => dropped.push(k),
+                _ => dropped.push(k),
             }
         }
         (out, dropped)
@@ -248,27 +232,25 @@ mod tests {
     }
 
     #[test]
-    fn outputs_keep_the_first_inputs_spark_keys_agreed_keys_and_the_newest_covering_spark_schema() {
+    fn outputs_keep_the_first_inputs_spark_keys_and_the_keys_every_input_shares() {
         let a = kv(&[(VERSION_KEY, "3.4.0"), (ROW_METADATA_KEY, "old"), ("owner", "x"), ("pandas", "1")]);
         let b = kv(&[(VERSION_KEY, "3.5.1"), (ROW_METADATA_KEY, "new"), ("owner", "x"), ("pandas", "2")]);
-        let merge = |inputs: &[(&KeyValues, usize)], columns: usize| {
+        let merge = |inputs: &[&KeyValues]| {
             let mut m = KeyValueMerge::default();
-            for (kv, n) in inputs {
-                m.add(kv, *n);
+            for kv in inputs {
+                m.add(kv);
             }
-            m.finish(columns)
+            m.finish()
         };
-        // b has the output's 3 columns, a only 2 of them.
-        let (out, dropped) = merge(&[(&a, 2), (&b, 3)], 3);
-        assert_eq!(out, kv(&[(VERSION_KEY, "3.4.0"), (ROW_METADATA_KEY, "new"), ("owner", "x")]));
-        assert_eq!(dropped, vec!["pandas".to_string()]);
-        let (out, _) = merge(&[(&b, 3), (&a, 3)], 3);
-        assert_eq!(out.get(ROW_METADATA_KEY), Some(&Some("old".to_string())), "the last of the widest");
-        let (out, dropped) = merge(&[(&a, 2), (&b, 2)], 3);
-        assert!(!out.contains_key(ROW_METADATA_KEY) && dropped.contains(&ROW_METADATA_KEY.to_string()));
-        // A key only some inputs have is kept.
-        let c = kv(&[("only", "here")]);
-        let (out, _) = merge(&[(&kv(&[]), 1), (&c, 1)], 1);
-        assert_eq!(out, c);
+        let (out, dropped) = merge(&[&a, &b]);
+        assert_eq!(out, kv(&[(VERSION_KEY, "3.4.0"), ("owner", "x")]));
+        assert_eq!(dropped, vec![ROW_METADATA_KEY.to_string(), "pandas".to_string()]);
+        let (out, _) = merge(&[&a, &a]);
+        assert_eq!(out, a, "inputs that agree keep everything");
+        // A key only some inputs have is dropped: it may say how to read
+        // values the other inputs wrote otherwise.
+        let c = kv(&[("writer.time.zone", "America/New_York")]);
+        let (out, dropped) = merge(&[&kv(&[]), &c]);
+        assert!(out.is_empty() && dropped == vec!["writer.time.zone".to_string()]);
     }
 }
