@@ -17,7 +17,8 @@
 //!   one is the source of truth.
 //! - [`Findings::refusal`] is the one rule of who may change what: an
 //!   executor changes only the format it owns (`merge` and `parquet`: plain
-//!   folders; `delta`: Delta Lake tables); `command` executors are the
+//!   folders; `delta`: Delta Lake tables; `iceberg`: Apache Iceberg
+//!   tables); `command` executors are the
 //!   user's own programs and are never refused.
 //!
 //! The markers, from each format's specification or reference writer:
@@ -109,6 +110,7 @@ impl TableFormat {
     pub fn owner(self) -> Option<ExecutorKind> {
         match self {
             TableFormat::Delta => Some(ExecutorKind::Delta),
+            TableFormat::Iceberg => Some(ExecutorKind::Iceberg),
             _ => None,
         }
     }

@@ -667,8 +667,9 @@ async fn round_stats(
                     });
                 }
                 for (k, v) in o.stats {
-                    // Versions are not counters: a sum means nothing.
-                    if !k.starts_with("version_") {
+                    // Versions and snapshot ids are not counters: a sum
+                    // means nothing.
+                    if !k.starts_with("version_") && !k.starts_with("snapshot_") {
                         *sum.entry(k).or_insert(0u64) += v;
                     }
                 }
