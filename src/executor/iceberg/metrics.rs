@@ -9,10 +9,11 @@
 //! - A metric compactd is not sure of is omitted, never guessed: a wrong
 //!   bound makes scans skip a file that holds matching rows. So: no
 //!   counts or bounds for columns inside lists and maps, none at all for a
-//!   column one of whose column chunks has no statistics, counts only when
-//!   a bound would be NaN, no bounds for INT96, millisecond times and
-//!   timestamps, unsigned integers and nanosecond timestamps, and no NaN
-//!   counts (a footer does not hold them).
+//!   column one of whose column chunks has no statistics, no bounds for
+//!   floats and doubles (Java's Parquet reader drops their footer min/max,
+//!   and a footer does not say whether NaNs were left out of them), INT96,
+//!   millisecond times and timestamps, unsigned integers and nanosecond
+//!   timestamps, and no NaN counts (a footer does not hold them).
 //! - Modes follow the table's properties: `write.metadata.metrics.default`,
 //!   `write.metadata.metrics.column.<name>`, the first 100 columns only
 //!   for wider tables (`write.metadata.metrics.max-inferred-column-defaults`)
@@ -278,8 +279,6 @@ enum Kind {
     Boolean,
     Int,
     Long,
-    Float,
-    Double,
     /// UTF-8 text: truncated by code points.
     String,
     /// Binary: truncated by bytes.
@@ -333,8 +332,9 @@ fn kind_of(descr: &parquet::schema::types::ColumnDescriptor) -> Kind {
         Physical::BOOLEAN => Kind::Boolean,
         Physical::INT32 => Kind::Int,
         Physical::INT64 => Kind::Long,
-        Physical::FLOAT => Kind::Float,
-        Physical::DOUBLE => Kind::Double,
+        // Java's Parquet reader does not trust a footer's float min/max
+        // (NaN and signed-zero ordering): neither does compactd.
+        Physical::FLOAT | Physical::DOUBLE => Kind::NoBounds,
         Physical::BYTE_ARRAY => Kind::Binary,
         Physical::FIXED_LEN_BYTE_ARRAY => Kind::Fixed,
         Physical::INT96 => Kind::NoBounds,
@@ -346,7 +346,6 @@ fn kind_of(descr: &parquet::schema::types::ColumnDescriptor) -> Kind {
 enum Bound {
     Bool(bool),
     Int(i64),
-    Float(f64),
     /// Strings and binaries: unsigned byte order (UTF-8's is code point order).
     Bytes(Vec<u8>),
     /// A decimal's unscaled value.
@@ -358,7 +357,6 @@ impl Bound {
         match (self, other) {
             (Bound::Bool(a), Bound::Bool(b)) => a.cmp(b),
             (Bound::Int(a), Bound::Int(b)) => a.cmp(b),
-            (Bound::Float(a), Bound::Float(b)) => a.total_cmp(b),
             (Bound::Bytes(a), Bound::Bytes(b)) => a.cmp(b),
             (Bound::Decimal(a), Bound::Decimal(b)) => a.cmp(b),
             _ => Ordering::Equal,
@@ -409,12 +407,6 @@ fn chunk_bounds(kind: Kind, stats: &Statistics) -> Option<(Bound, Bound)> {
             let f = |v: &i64| if kind == Kind::Decimal { Bound::Decimal(*v as i128) } else { Bound::Int(*v) };
             pair(s.min_opt().map(f), s.max_opt().map(f))
         }
-        (Kind::Float, Statistics::Float(s)) => {
-            pair(s.min_opt().map(|v| Bound::Float(*v as f64)), s.max_opt().map(|v| Bound::Float(*v as f64)))
-        }
-        (Kind::Double, Statistics::Double(s)) => {
-            pair(s.min_opt().map(|v| Bound::Float(*v)), s.max_opt().map(|v| Bound::Float(*v)))
-        }
         (Kind::Decimal, _) => {
             let (min, max) = (stats.min_bytes_opt()?, stats.max_bytes_opt()?);
             Some((Bound::Decimal(be_int(min)?), Bound::Decimal(be_int(max)?)))
@@ -432,8 +424,6 @@ fn serialize(kind: Kind, b: &Bound) -> Vec<u8> {
         (_, Bound::Bool(v)) => vec![*v as u8],
         (Kind::Int, Bound::Int(v)) => (*v as i32).to_le_bytes().to_vec(),
         (_, Bound::Int(v)) => v.to_le_bytes().to_vec(),
-        (Kind::Float, Bound::Float(v)) => (*v as f32).to_le_bytes().to_vec(),
-        (_, Bound::Float(v)) => v.to_le_bytes().to_vec(),
         (_, Bound::Bytes(v)) => v.clone(),
         (_, Bound::Decimal(v)) => min_be_bytes(*v),
     }
@@ -544,9 +534,6 @@ pub fn file_metrics(meta: &ParquetMetaData, config: &MetricsConfig) -> FileMetri
             Mode::Full => usize::MAX,
         };
         let (Some((lo, hi)), false) = (bounds, kind == Kind::NoBounds) else { continue };
-        if matches!(lo, Bound::Float(v) if v.is_nan()) || matches!(hi, Bound::Float(v) if v.is_nan()) {
-            continue;
-        }
         let (lo, hi) = (serialize(kind, &lo), serialize(kind, &hi));
         let (lo, hi) = match kind {
             Kind::String => match (truncate_str(&lo, n), truncate_str_max(&hi, n)) {
