@@ -218,3 +218,153 @@ fn three_nodes_compact_a_java_table_on_fs_and_java_and_pyiceberg_agree_at_every_
     assert_eq!(again["state"], "Done", "{again:#}");
     assert!(again["table_versions"].as_array().is_none_or(|v| v.is_empty()), "{again:#}");
 }
+
+#[test]
+fn java_appends_on_hdfs_while_three_nodes_compact_and_no_row_is_lost_or_doubled() {
+    let java = Java::shared();
+    let hdfs = HdfsCluster::shared();
+    let root = hdfs.new_root("iceberg-tree");
+    let data = hdfs.new_root("iceberg-data");
+    let location = format!("{data}/db/s/t");
+    make_table(java, &location, 6, 3);
+    let first = before(java, &location);
+    let mut c = Cluster::on(root, vec![]);
+    start_three(&mut c, &data);
+    // Java commits by a rename that refuses an existing target on HDFS, as
+    // compactd does: no sole-writer statement needed, and both race.
+    java.run(&json!({"cmd": "append_loop_start", "location": location, "appends": 15, "rows": 20, "start": 100, "parts": 3}));
+    let status = compact(&c, &[]);
+    let appended = java.run(&json!({"cmd": "append_loop_wait"}));
+    eprintln!("status: {status:#}");
+    let batches = appended["batches"].as_array().unwrap();
+    assert!(batches.iter().all(|b| b["ok"] == true), "{appended}");
+    assert_eq!(status["state"], "Done", "{status:#}");
+    let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
+    let list = snaps["snapshots"].as_array().unwrap();
+    // History is linear: each snapshot's parent is the one before it.
+    for w in list.windows(2) {
+        assert_eq!(w[1]["parent"], w[0]["id"], "{snaps:#}");
+    }
+    let replace: Vec<&Value> = list.iter().filter(|s| s["operation"] == "replace").collect();
+    assert_eq!(replace.len(), 1, "{snaps:#}");
+    let (new, parent) = (replace[0]["id"].as_i64().unwrap(), replace[0]["parent"].as_i64().unwrap());
+    let at = |id: i64| java.run(&json!({"cmd": "read", "location": location, "snapshot": id}));
+    let (a, b) = (at(new), at(parent));
+    assert_eq!((&a["count"], &a["digest"]), (&b["count"], &b["digest"]), "the replace changed no row");
+    // Every row of every append is there once.
+    let py = pyiceberg_read(&location, "id");
+    let current = &py["snapshots"][py["current"].as_i64().unwrap().to_string()];
+    let keys: Vec<u64> = current["keys"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().parse().unwrap()).collect();
+    let mut want: Vec<u64> = (0..6).flat_map(|b| (0..60).map(move |i| b * 1000 + i)).collect();
+    want.extend((100..115u64).flat_map(|b| (0..20).map(move |i| b * 20 + i)));
+    let (mut got, mut want) = (keys, want);
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want, "rows lost or doubled");
+    for (id, r) in &first.reads {
+        assert_eq!(py["snapshots"][id.to_string()]["rows"], r["count"], "snapshot {id}");
+    }
+    let metrics = java.run(&json!({"cmd": "metrics", "location": location}));
+    for f in metrics["files"].as_array().unwrap().iter().filter(|f| f["path"].as_str().unwrap().contains("/compactd-")) {
+        assert_eq!(f["stored"], f["java"], "metrics of {}", f["path"]);
+        assert_eq!(f["length"], f["size"], "{f}");
+    }
+}
+
+/// A scheduler tree for units run by hand: the task's folder and a subtask
+/// folder per unit (the fence), units `done` recorded as succeeded.
+fn hand_tree(tree: &Path, units: u32, done: &[u32]) {
+    std::fs::create_dir_all(tree.join("Compaction_V2/Registry")).unwrap();
+    let outcomes = tree.join(format!("Compaction_V2/Scheduler/{TASK}/Outcomes"));
+    std::fs::create_dir_all(&outcomes).unwrap();
+    for u in 0..units {
+        for a in 1..=3 {
+            let d = tree.join(format!("Compaction_V2/TaskAssigned/n1/{TASK}.r1.u{u}.a{a}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("TaskInfo.pc.db"), "{}").unwrap();
+        }
+    }
+    for u in done {
+        std::fs::write(outcomes.join(format!("Done.r1.u{u}")), "").unwrap();
+    }
+}
+
+/// `compactd __merge --format iceberg` of unit `index` (`key`; `_commit`
+/// for the commit) at `attempt`, by hand.
+fn hand_unit(data: &Path, tree: &Path, key: &str, index: u32, attempt: u32) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--root", data.to_str().unwrap(), "__merge", "--dir", "db/s/t/", "--task", TASK])
+        .args(["--round", "1", "--attempt", &attempt.to_string(), "--target-size", "8MiB", "--format", "iceberg"])
+        .args(["--partition", key, "--fence-root", &format!("fs://{}", tree.display())])
+        .args(["--fence-dir", &format!("Compaction_V2/TaskAssigned/n1/{TASK}.r1.u{index}.a{attempt}/")])
+        .env("COMPACTD_PARAM_ICEBERG_SOLE_WRITER", "true");
+    cmd
+}
+
+fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+fn live_in(java: &Java, location: &str, part: &str) -> Vec<String> {
+    let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
+    snaps["live"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .filter(|p| p.contains(&format!("/part={part}/")))
+        .collect()
+}
+
+#[test]
+fn a_commit_abandons_units_whose_inputs_were_deleted_rewritten_or_position_deleted_since_and_commits_the_rest() {
+    let java = Java::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, tree) = (tmp.path().join("data"), tmp.path().join("tree"));
+    let location = data.join("db/s/t").to_str().unwrap().to_string();
+    make_table(java, &location, 4, 4);
+    hand_tree(&tree, 5, &[0, 1, 2, 3]);
+    for (u, p) in ["p0", "p1", "p2", "p3"].iter().enumerate() {
+        let out = run_ok(&mut hand_unit(&data, &tree, &format!("spec0,part=\"{p}\""), u as u32, 1));
+        assert!(out.contains("staged"), "{out}");
+    }
+    let p3_inputs = live_in(java, &location, "p3");
+    let staged_before = java.run(&json!({"cmd": "snapshots", "location": location}))["current"].as_i64().unwrap();
+    // Meanwhile: an input of p0 deleted, a row of an input of p1 deleted by
+    // position, p2's inputs compacted by Java's own RewriteFiles.
+    java.run(&json!({"cmd": "delete", "location": location, "path": live_in(java, &location, "p0")[0]}));
+    java.run(&json!({"cmd": "posdelete", "location": location, "path": live_in(java, &location, "p1")[0], "pos": 0}));
+    java.run(&json!({"cmd": "rewrite", "location": location, "paths": live_in(java, &location, "p2")}));
+    let theirs = java.run(&json!({"cmd": "read", "location": location}));
+    let out = run_ok(&mut hand_unit(&data, &tree, "_commit", 4, 1));
+    assert!(out.contains("(1 units, 3 abandoned"), "{out}");
+    // Only p3 was compactd's: its inputs are replaced, the rest is as the
+    // concurrent writers left it, no row lost or doubled.
+    let after = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!((&after["count"], &after["digest"]), (&theirs["count"], &theirs["digest"]));
+    let p3 = live_in(java, &location, "p3");
+    assert_eq!(p3.len(), 1, "{p3:?}");
+    assert!(p3[0].contains("/compactd-"), "{p3:?}");
+    for p in ["p0", "p1", "p2"] {
+        assert!(live_in(java, &location, p).iter().all(|f| !f.contains("/compactd-")), "{p}");
+        let dir = data.join(format!("db/s/t/data/part={p}"));
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("compactd-"))
+            .collect();
+        assert!(left.is_empty(), "an abandoned unit's outputs were left in {}", dir.display());
+    }
+    // The other way round: Java's rewrite of files compactd replaced first
+    // fails its validation; exactly one compaction wins.
+    let lost = java.call(&json!({"cmd": "rewrite", "location": location, "paths": p3_inputs, "validate_from": staged_before}));
+    assert_eq!(lost["ok"], false, "{lost}");
+    assert!(lost["error"].as_str().unwrap().contains("Missing required files to delete"), "{lost}");
+    let metrics = java.run(&json!({"cmd": "metrics", "location": location}));
+    for f in metrics["files"].as_array().unwrap().iter().filter(|f| f["path"].as_str().unwrap().contains("/compactd-")) {
+        assert_eq!(f["stored"], f["java"], "metrics of {}", f["path"]);
+    }
+}

@@ -77,7 +77,8 @@ import org.apache.iceberg.types.Types;
  * live data file's metrics beside ParquetUtil.fileMetrics' and its real length predicates
  * {location} -> per column and value, a filtered scan beside a full scan filtered here delete
  * {location, path} (RowDelta/DeleteFiles of one data file) posdelete {location, path, pos}
- * rewrite {location, paths, validate_from?} (Java's own RewriteFiles of `paths` into one file)
+ * rewrite {location, paths, validate_from?} (Java's own RewriteFiles of `paths`, live at
+ * validate_from, into one file)
  * append_loop_start {location, appends, rows, start} / append_loop_wait
  */
 public class IcebergTool {
@@ -516,7 +517,12 @@ public class IcebergTool {
   }
 
   static DataFile liveFile(Table t, String path) throws Exception {
-    try (CloseableIterable<FileScanTask> tasks = t.newScan().planFiles()) {
+    return liveFile(t, path, t.currentSnapshot().snapshotId());
+  }
+
+  /** The data file at `path` live in snapshot `at`. */
+  static DataFile liveFile(Table t, String path, long at) throws Exception {
+    try (CloseableIterable<FileScanTask> tasks = t.newScan().useSnapshot(at).planFiles()) {
       for (FileScanTask task : tasks) if (task.file().location().equals(path)) return task.file();
     }
     throw new IllegalArgumentException(path + " is not a live data file");
@@ -562,7 +568,7 @@ public class IcebergTool {
     List<Record> rows = new ArrayList<>();
     PartitionKey key = new PartitionKey(t.spec(), t.schema());
     for (JsonNode p : c.get("paths")) {
-      DataFile f = liveFile(t, p.asText());
+      DataFile f = liveFile(t, p.asText(), from);
       old.add(f);
       try (CloseableIterable<Record> rs = Parquet.read(t.io().newInputFile(f.location()))
           .project(t.schema())
