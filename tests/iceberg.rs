@@ -17,7 +17,7 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -92,7 +92,11 @@ fn start_three(c: &mut Cluster, data: &str) {
 /// Submits `db.s.t` as an `iceberg` task with `params`, waits, returns its
 /// `status --json`.
 fn compact(c: &Cluster, params: &[&str]) -> Value {
-    let mut args = vec!["submit", "--db", "db", "--schema", "s", "--table", "t", "--executor", "iceberg"];
+    compact_table(c, "t", params)
+}
+
+fn compact_table(c: &Cluster, table: &str, params: &[&str]) -> Value {
+    let mut args = vec!["submit", "--db", "db", "--schema", "s", "--table", table, "--executor", "iceberg"];
     for p in params {
         args.extend(["--param", p]);
     }
@@ -366,5 +370,150 @@ fn a_commit_abandons_units_whose_inputs_were_deleted_rewritten_or_position_delet
     let metrics = java.run(&json!({"cmd": "metrics", "location": location}));
     for f in metrics["files"].as_array().unwrap().iter().filter(|f| f["path"].as_str().unwrap().contains("/compactd-")) {
         assert_eq!(f["stored"], f["java"], "metrics of {}", f["path"]);
+    }
+}
+
+/// Every file under `dir` with its bytes.
+fn snapshot_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.insert(e.path().display().to_string(), std::fs::read(e.path()).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn tables_compactd_does_not_handle_are_refused_by_name_and_keep_every_byte() {
+    let java = Java::shared();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let loc = |t: &str| data.join(format!("db/s/{t}")).display().to_string();
+    let create = |t: &str, props: Value| {
+        java.run(&json!({"cmd": "create", "location": loc(t), "schema": schema(), "properties": props,
+            "spec": [{"name": "part", "transform": "identity", "source-id": 3, "field-id": 1000}]}));
+        for b in 0..3 {
+            java.run(&json!({"cmd": "append", "location": loc(t), "rows": rows(b, 20, 2), "files": 2}));
+        }
+    };
+    create("v3", json!({"format-version": "3"}));
+    create("gz", json!({"write.metadata.compression-codec": "gzip"}));
+    create("posdel", json!({}));
+    let p0 = live_in(java, &loc("posdel"), "p0");
+    java.run(&json!({"cmd": "posdelete", "location": loc("posdel"), "path": p0[0], "pos": 1}));
+    let cat = data.parent().unwrap().join("catalog");
+    std::fs::create_dir_all(&cat).unwrap();
+    pyiceberg_catalog_table(cat.to_str().unwrap(), &loc("metastore"));
+    let before = snapshot_files(&data);
+    start_three(&mut c, &format!("fs://{}", data.display()));
+    for (t, why) in [
+        ("v3", "format version 3"),
+        ("gz", "gzip"),
+        ("metastore", "catalog's metadata file"),
+    ] {
+        let s = compact_table(&c, t, &["iceberg.sole-writer=true"]);
+        assert_eq!(s["state"], "Failed", "{t}: {s:#}");
+        let err = s["error"].as_str().unwrap_or_default();
+        assert!(err.contains(why) && err.contains(&format!("db/s/{t}/")), "{t}: {s:#}");
+    }
+    let after = snapshot_files(&data);
+    assert_eq!(before.keys().collect::<Vec<_>>(), after.keys().collect::<Vec<_>>());
+    assert!(before == after, "a refused table changed");
+    // A partition a delete file may apply to is not compacted; the others are.
+    let s = compact_table(&c, "posdel", &["iceberg.sole-writer=true"]);
+    assert_eq!(s["state"], "Done", "{s:#}");
+    assert_eq!(live_in(java, &loc("posdel"), "p0"), p0, "the partition with a delete file was rewritten");
+    let p1 = live_in(java, &loc("posdel"), "p1");
+    assert!(p1.len() == 1 && p1[0].contains("/compactd-"), "{p1:?}");
+}
+
+/// Where a unit or a commit is killed: (what runs, the shim's mode, its
+/// path pattern).
+const KILLS: [(&str, &str, &str); 4] = [
+    ("unit", "link-before", "/Staged/r1.u0"),
+    ("commit", "link-before", ".metadata.json"),
+    ("commit", "link-after", ".metadata.json"),
+    ("commit", "rename-before", "version-hint.text"),
+];
+
+#[test]
+fn a_unit_or_commit_killed_at_its_steps_leaves_a_table_read_at_the_old_or_new_snapshot_and_the_rerun_commits_once() {
+    use std::os::unix::process::ExitStatusExt;
+    let java = Java::shared();
+    for (k, (what, at, pattern)) in KILLS.iter().enumerate() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (data, tree) = (tmp.path().join("data"), tmp.path().join("tree"));
+        let location = data.join("db/s/t").display().to_string();
+        make_table(java, &location, 3, 2);
+        hand_tree(&tree, 3, &[0, 1]);
+        let old = java.run(&json!({"cmd": "read", "location": location}));
+        let label = format!("kill {k}: {what} at {at} {pattern}");
+        let unit = |key: &str, index: u32, attempt: u32| hand_unit(&data, &tree, key, index, attempt);
+        let mut first = if *what == "unit" { unit("spec0,part=\"p0\"", 0, 1) } else { unit("_commit", 2, 1) };
+        if *what == "commit" {
+            run_ok(&mut unit("spec0,part=\"p0\"", 0, 1));
+            run_ok(&mut unit("spec0,part=\"p1\"", 1, 1));
+        }
+        first.stdout(Stdio::null()).stderr(Stdio::null());
+        common::killat::arm(&mut first, at, pattern, 1);
+        let status = first.status().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{label}: not killed");
+        // Java and pyiceberg read the table whole, at the old snapshot or
+        // the new one (Java lists; pyiceberg follows the hint).
+        let now = java.run(&json!({"cmd": "read", "location": location}));
+        assert_eq!((&now["count"], &now["digest"]), (&old["count"], &old["digest"]), "{label}");
+        let py = pyiceberg_read(&location, "id");
+        let cur = py["current"].as_i64().unwrap().to_string();
+        assert_eq!(py["snapshots"][&cur]["rows"], old["count"], "{label}: {py}");
+        // The rerun completes: it commits, or finds the killed commit.
+        if *what == "unit" {
+            run_ok(&mut unit("spec0,part=\"p0\"", 0, 2));
+            run_ok(&mut unit("spec0,part=\"p1\"", 1, 1));
+        }
+        let out = run_ok(&mut unit("_commit", 2, 2));
+        let expect = if *at == "link-before" { "committed snapshot" } else { "an earlier attempt" };
+        assert!(out.contains(expect), "{label}: {out}");
+        let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
+        let replaces = snaps["snapshots"].as_array().unwrap().iter().filter(|s| s["operation"] == "replace").count();
+        assert_eq!(replaces, 1, "{label}: {snaps:#}");
+        let now = java.run(&json!({"cmd": "read", "location": location}));
+        assert_eq!((&now["count"], &now["digest"]), (&old["count"], &old["digest"]), "{label}");
+        assert_eq!(now["files"], 2, "{label}: {now}");
+        let py = pyiceberg_read(&location, "id");
+        assert_eq!(py["current"], snaps["current"], "{label}: the hint is brought up to date");
+        // The killed attempt's files no snapshot names are orphans: named
+        // by `check --data`, removed by `vacuum-orphans` only.
+        let data_uri = format!("fs://{}", data.display());
+        let tree_uri = format!("fs://{}", tree.display());
+        let check = Command::new(BIN).args(["--root", &tree_uri, "check", "--data", &data_uri, "--json"]).output().unwrap();
+        let anomalies: Vec<Value> = serde_json::from_slice(&check.stdout)
+            .unwrap_or_else(|e| panic!("{label}: check --json: {e}: {}", String::from_utf8_lossy(&check.stderr)));
+        let named: Vec<&str> = anomalies
+            .iter()
+            .filter(|a| a["problem"].as_str().unwrap_or("").contains("orphan of the iceberg executor"))
+            .filter_map(|a| a["path"].as_str())
+            .collect();
+        match k {
+            0 => assert!(named.len() == 1 && named[0].contains("-a1-0.parquet"), "{label}: {anomalies:#?}"),
+            1 => assert!(!named.is_empty() && named.iter().all(|p| p.contains("/metadata/") && p.contains("-a1-")), "{label}: {named:?}"),
+            _ => assert!(named.is_empty(), "{label}: {named:?}"),
+        }
+        let vac = Command::new(BIN)
+            .args(["--root", &tree_uri, "vacuum-orphans", "--data", &data_uri, "--older-than", "1ms"])
+            .arg("--unknown-tasks-finished")
+            .output()
+            .unwrap();
+        assert!(vac.status.success(), "{label}: {}", String::from_utf8_lossy(&vac.stderr));
+        for p in &named {
+            assert!(!data.join(p).exists(), "{label}: {p} not vacuumed");
+        }
+        let again = java.run(&json!({"cmd": "read", "location": location}));
+        assert_eq!(again["digest"], old["digest"], "{label}: vacuum removed a live file");
     }
 }

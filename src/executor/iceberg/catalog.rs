@@ -82,6 +82,10 @@ async fn list(store: &Store, dir: &str) -> Result<Listing, IcebergError> {
 /// gzip versions.
 pub async fn load(store: &Store, dir: &str) -> Result<Table, IcebergError> {
     let broken = |problem: String| IcebergError::Table { table: dir.to_string(), problem };
+    // Temp files of a create killed mid-way (fs only): a version linked but
+    // not yet unlinked from its temp has two names (and is not read) until
+    // then.
+    store.sweep_stale_temps(&format!("{dir}{METADATA_DIR}")).await?;
     let l = list(store, dir).await?;
     if let Some(f) = &l.foreign {
         return Err(broken(format!(

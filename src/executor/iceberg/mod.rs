@@ -45,6 +45,7 @@ pub mod catalog;
 pub mod commit;
 pub mod manifest;
 pub mod metrics;
+pub mod orphans;
 pub mod table;
 pub mod unit;
 
