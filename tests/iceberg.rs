@@ -216,7 +216,10 @@ fn three_nodes_compact_a_java_table_on_fs_and_java_and_pyiceberg_agree_at_every_
     let status = compact(&c, &["iceberg.sole-writer=true"]);
     eprintln!("status: {status:#}");
     assert_eq!(status["stats"]["rows_in"], status["stats"]["rows_out"], "{status:#}");
-    assert_compacted(java, &location, &location, &old, &status);
+    let new = assert_compacted(java, &location, &location, &old, &status);
+    let text = c.compactd(&["status", status["id"].as_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("(commit)") && text.contains(&format!("snapshot {} -> {new}", old.current)), "{text}");
     // A second task finds nothing small enough twice in a partition.
     let again = compact(&c, &["iceberg.sole-writer=true"]);
     assert_eq!(again["state"], "Done", "{again:#}");

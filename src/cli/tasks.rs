@@ -305,10 +305,19 @@ pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
             } else if v.version_after == Some(v.version_before) {
                 "nothing to compact".to_string()
             } else {
-                let g = |k: &str| v.stats.get(k).copied().unwrap_or(0);
-                format!("{} files into {}, {} rows", g("files_in"), g("files_out"), g("rows_out"))
+                let g = |k: &str| v.figure(k);
+                let files = format!("{} files into {}, {} rows", g("files_in"), g("files_out"), g("rows_out"));
+                match v.snapshots() {
+                    Some((read, after)) => format!(
+                        "snapshot {read} -> {}: {files}, {} bytes into {}",
+                        after.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
+                        g("bytes_in"),
+                        g("bytes_out")
+                    ),
+                    None => files,
+                }
             };
-            let part = v.partition.as_deref().unwrap_or("");
+            let part = v.partition.as_deref().unwrap_or(if v.snapshots().is_some() { "(commit)" } else { "" });
             println!("{:<6} {:<28} {:>10} {:>10}  {what}", v.unit, part, v.version_before, after);
         }
     }
