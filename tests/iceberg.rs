@@ -150,7 +150,10 @@ fn assert_compacted(java: &Java, location: &str, py_location: &str, old: &Before
     assert_eq!(s["summary"]["total-records"], parent["summary"]["total-records"], "{s}");
     // The same rows at the new snapshot and at every older one.
     let now = java.run(&json!({"cmd": "read", "location": location}));
-    assert_eq!((&now["count"], &now["digest"]), (&old.reads[&old.current]["count"], &old.reads[&old.current]["digest"]));
+    assert_eq!(
+        (&now["count"], &now["digest"]),
+        (&old.reads[&old.current]["count"], &old.reads[&old.current]["digest"])
+    );
     assert!(now["files"].as_u64().unwrap() < old.reads[&old.current]["files"].as_u64().unwrap(), "{now}");
     for (id, r) in &old.reads {
         let again = java.run(&json!({"cmd": "read", "location": location, "snapshot": id}));
@@ -239,7 +242,9 @@ fn java_appends_on_hdfs_while_three_nodes_compact_and_no_row_is_lost_or_doubled(
     start_three(&mut c, &data);
     // Java commits by a rename that refuses an existing target on HDFS, as
     // compactd does: no sole-writer statement needed, and both race.
-    java.run(&json!({"cmd": "append_loop_start", "location": location, "appends": 15, "rows": 20, "start": 100, "parts": 3}));
+    java.run(
+        &json!({"cmd": "append_loop_start", "location": location, "appends": 15, "rows": 20, "start": 100, "parts": 3}),
+    );
     let status = compact(&c, &[]);
     let appended = java.run(&json!({"cmd": "append_loop_wait"}));
     eprintln!("status: {status:#}");
@@ -261,7 +266,8 @@ fn java_appends_on_hdfs_while_three_nodes_compact_and_no_row_is_lost_or_doubled(
     // Every row of every append is there once.
     let py = pyiceberg_read(&location, "id");
     let current = &py["snapshots"][py["current"].as_i64().unwrap().to_string()];
-    let keys: Vec<u64> = current["keys"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().parse().unwrap()).collect();
+    let keys: Vec<u64> =
+        current["keys"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().parse().unwrap()).collect();
     let mut want: Vec<u64> = (0..6).flat_map(|b| (0..60).map(move |i| b * 1000 + i)).collect();
     want.extend((100..115u64).flat_map(|b| (0..20).map(move |i| b * 20 + i)));
     let (mut got, mut want) = (keys, want);
@@ -272,7 +278,8 @@ fn java_appends_on_hdfs_while_three_nodes_compact_and_no_row_is_lost_or_doubled(
         assert_eq!(py["snapshots"][id.to_string()]["rows"], r["count"], "snapshot {id}");
     }
     let metrics = java.run(&json!({"cmd": "metrics", "location": location}));
-    for f in metrics["files"].as_array().unwrap().iter().filter(|f| f["path"].as_str().unwrap().contains("/compactd-")) {
+    for f in metrics["files"].as_array().unwrap().iter().filter(|f| f["path"].as_str().unwrap().contains("/compactd-"))
+    {
         assert_eq!(f["stored"], f["java"], "metrics of {}", f["path"]);
         assert_eq!(f["length"], f["size"], "{f}");
     }
@@ -367,11 +374,13 @@ fn a_commit_abandons_units_whose_inputs_were_deleted_rewritten_or_position_delet
     }
     // The other way round: Java's rewrite of files compactd replaced first
     // fails its validation; exactly one compaction wins.
-    let lost = java.call(&json!({"cmd": "rewrite", "location": location, "paths": p3_inputs, "validate_from": staged_before}));
+    let lost =
+        java.call(&json!({"cmd": "rewrite", "location": location, "paths": p3_inputs, "validate_from": staged_before}));
     assert_eq!(lost["ok"], false, "{lost}");
     assert!(lost["error"].as_str().unwrap().contains("Missing required files to delete"), "{lost}");
     let metrics = java.run(&json!({"cmd": "metrics", "location": location}));
-    for f in metrics["files"].as_array().unwrap().iter().filter(|f| f["path"].as_str().unwrap().contains("/compactd-")) {
+    for f in metrics["files"].as_array().unwrap().iter().filter(|f| f["path"].as_str().unwrap().contains("/compactd-"))
+    {
         assert_eq!(f["stored"], f["java"], "metrics of {}", f["path"]);
     }
 }
@@ -415,11 +424,7 @@ fn tables_compactd_does_not_handle_are_refused_by_name_and_keep_every_byte() {
     pyiceberg_catalog_table(cat.to_str().unwrap(), &loc("metastore"));
     let before = snapshot_files(&data);
     start_three(&mut c, &format!("fs://{}", data.display()));
-    for (t, why) in [
-        ("v3", "format version 3"),
-        ("gz", "gzip"),
-        ("metastore", "catalog's metadata file"),
-    ] {
+    for (t, why) in [("v3", "format version 3"), ("gz", "gzip"), ("metastore", "catalog's metadata file")] {
         let s = compact_table(&c, t, &["iceberg.sole-writer=true"]);
         assert_eq!(s["state"], "Failed", "{t}: {s:#}");
         let err = s["error"].as_str().unwrap_or_default();
@@ -494,7 +499,8 @@ fn a_unit_or_commit_killed_at_its_steps_leaves_a_table_read_at_the_old_or_new_sn
         // by `check --data`, removed by `vacuum-orphans` only.
         let data_uri = format!("fs://{}", data.display());
         let tree_uri = format!("fs://{}", tree.display());
-        let check = Command::new(BIN).args(["--root", &tree_uri, "check", "--data", &data_uri, "--json"]).output().unwrap();
+        let check =
+            Command::new(BIN).args(["--root", &tree_uri, "check", "--data", &data_uri, "--json"]).output().unwrap();
         let anomalies: Vec<Value> = serde_json::from_slice(&check.stdout)
             .unwrap_or_else(|e| panic!("{label}: check --json: {e}: {}", String::from_utf8_lossy(&check.stderr)));
         let named: Vec<&str> = anomalies
@@ -504,7 +510,10 @@ fn a_unit_or_commit_killed_at_its_steps_leaves_a_table_read_at_the_old_or_new_sn
             .collect();
         match k {
             0 => assert!(named.len() == 1 && named[0].contains("-a1-0.parquet"), "{label}: {anomalies:#?}"),
-            1 => assert!(!named.is_empty() && named.iter().all(|p| p.contains("/metadata/") && p.contains("-a1-")), "{label}: {named:?}"),
+            1 => assert!(
+                !named.is_empty() && named.iter().all(|p| p.contains("/metadata/") && p.contains("-a1-")),
+                "{label}: {named:?}"
+            ),
             _ => assert!(named.is_empty(), "{label}: {named:?}"),
         }
         let vac = Command::new(BIN)

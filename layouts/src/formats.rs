@@ -149,9 +149,7 @@ impl ExecutorKind {
 
     /// The kind a [`ExecutorKind::label`] names.
     pub fn from_label(s: &str) -> Option<ExecutorKind> {
-        ExecutorKind::ALL
-            .into_iter()
-            .find(|k| k.label() == s)
+        ExecutorKind::ALL.into_iter().find(|k| k.label() == s)
     }
 
     /// `merge`, `parquet`, `delta` or `iceberg`: built in, one partition

@@ -57,6 +57,9 @@ pub const FAILED_PREFIX: &str = "Failed.";
 pub const OUTPUT: &str = "Output";
 pub const OUTCOMES_DIR: &str = "Outcomes";
 pub const STAGED_DIR: &str = "Staged";
+/// The `partition_name` of an `iceberg` task's commit unit (reserved: a
+/// leading `_` is never a partition unit's).
+pub const COMMIT_UNIT: &str = "_commit";
 
 /// Every top-level folder of the v2 tree; anything else below `Compaction_V2/`
 /// is reported by `compactd check`.
@@ -154,7 +157,8 @@ pub fn staged_unit(task: &TaskId, round: u32, unit: u32, attempt: u32) -> String
 pub fn parse_staged_unit(file_name: &str) -> Option<(u32, u32, u32)> {
     let (r, rest) = file_name.strip_prefix('r')?.split_once(".u")?;
     let (u, a) = rest.split_once(".a")?;
-    let num = |s: &str| (!s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?;
+    let num =
+        |s: &str| (!s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?;
     Some((num(r)?, num(u)?, num(a)?))
 }
 

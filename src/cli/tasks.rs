@@ -542,9 +542,12 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         now: crate::clock::wall_time(&*crate::clock::SystemClock::shared()),
         format: match args.format {
             MergeFormat::Lines => crate::executor::merge::Format::Lines,
-            MergeFormat::Parquet | MergeFormat::Delta | MergeFormat::Iceberg => crate::executor::merge::Format::Parquet(
-                crate::executor::merge::parquet::ParquetOptions::for_target(args.target_size, args.compression),
-            ),
+            MergeFormat::Parquet | MergeFormat::Delta | MergeFormat::Iceberg => {
+                crate::executor::merge::Format::Parquet(crate::executor::merge::parquet::ParquetOptions::for_target(
+                    args.target_size,
+                    args.compression,
+                ))
+            }
         },
         io: crate::executor::throttle::Throttle::from_env()?,
     };
@@ -553,7 +556,10 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         let clock = crate::clock::SystemClock::shared();
         let mut job = crate::executor::iceberg::IcebergJob::new(job, partition, clock);
         // The task's parameter, as the worker passes parameters to executors.
-        let sole = format!("COMPACTD_PARAM_{}", crate::executor::iceberg::catalog::SOLE_WRITER_PARAM.replace(['.', '-'], "_").to_uppercase());
+        let sole = format!(
+            "COMPACTD_PARAM_{}",
+            crate::executor::iceberg::catalog::SOLE_WRITER_PARAM.replace(['.', '-'], "_").to_uppercase()
+        );
         job.sole_writer = std::env::var(sole).is_ok_and(|v| v == "true");
         let (outcome, stats) = crate::executor::iceberg::run(&data, &job).await?;
         println!("{outcome}");

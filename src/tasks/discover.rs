@@ -32,7 +32,7 @@ pub enum Unit {
 /// The partition a [`Unit::Commit`] subtask names: reserved (a leading `_`),
 /// so never a partition unit's.
 pub fn commit_unit_name() -> Name {
-    Name::parse("_commit").expect("a valid name")
+    Name::parse(layouts::v2::COMMIT_UNIT).expect("a valid name")
 }
 
 /// What a task runs, as its manager decides when it loads the task.

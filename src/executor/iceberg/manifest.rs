@@ -193,14 +193,17 @@ pub async fn read_list(store: &Store, table: &Table, path: &str) -> Result<Manif
 /// Reads a manifest, its inherited fields made explicit from `m`.
 pub async fn read_manifest(store: &Store, table: &Table, m: &ManifestRef) -> Result<Manifest, IcebergError> {
     let file = read_avro(store, table, &m.path).await?;
-    let broken = |problem: String| IcebergError::Table { table: table.dir.clone(), problem: format!("{}: {problem}", m.path) };
+    let broken =
+        |problem: String| IcebergError::Table { table: table.dir.clone(), problem: format!("{}: {problem}", m.path) };
     let rs = avro::record_schema(&file.schema).ok_or_else(|| broken("not a manifest".into()))?;
     let df = sub_schema(rs, entry_id::DATA_FILE).map_err(broken)?;
     let v2 = table.format_version() >= 2;
     if v2 && avro::field_by_id(rs, entry_id::SEQUENCE).is_none() {
-        return Err(broken("a manifest without sequence numbers in a v2 table (written before an upgrade): \
+        return Err(broken(
+            "a manifest without sequence numbers in a v2 table (written before an upgrade): \
                            compactd does not rewrite it"
-            .into()));
+                .into(),
+        ));
     }
     let mut entries = vec![];
     for r in &file.records {
@@ -460,7 +463,9 @@ impl Commit<'_> {
             };
             avro::set(ls, &mut rec, id, value)?;
         }
-        for (id, v) in [(list_id::ADDED_ROWS, rows[0]), (list_id::EXISTING_ROWS, rows[1]), (list_id::DELETED_ROWS, rows[2])] {
+        for (id, v) in
+            [(list_id::ADDED_ROWS, rows[0]), (list_id::EXISTING_ROWS, rows[1]), (list_id::DELETED_ROWS, rows[2])]
+        {
             avro::set_if_present(ls, &mut rec, id, Value::Long(v))?;
         }
         let present: Vec<&Value> = parts.iter().flatten().collect();
@@ -519,7 +524,10 @@ impl Commit<'_> {
                 } else if !entry_id::SET.contains(&id) {
                     // Everything else is the input's business: emptied.
                     if !matches!(f.schema, apache_avro::Schema::Union(_)) {
-                        return Err(format!("data_file field {} (id {id}) is required and compactd cannot fill it", f.name));
+                        return Err(format!(
+                            "data_file field {} (id {id}) is required and compactd cannot fill it",
+                            f.name
+                        ));
                     }
                     d = with(&d, &f.name, avro::fit(&f.schema, Value::Null)?);
                 }

@@ -320,9 +320,7 @@ fn kind_of(descr: &parquet::schema::types::ColumnDescriptor) -> Kind {
     match descr.converted_type() {
         ConvertedType::UTF8 | ConvertedType::ENUM | ConvertedType::JSON => return Kind::String,
         ConvertedType::DECIMAL => return Kind::Decimal,
-        ConvertedType::DATE | ConvertedType::INT_8 | ConvertedType::INT_16 | ConvertedType::INT_32 => {
-            return Kind::Int
-        }
+        ConvertedType::DATE | ConvertedType::INT_8 | ConvertedType::INT_16 | ConvertedType::INT_32 => return Kind::Int,
         ConvertedType::INT_64 | ConvertedType::TIME_MICROS | ConvertedType::TIMESTAMP_MICROS => return Kind::Long,
         ConvertedType::BSON => return Kind::Binary,
         ConvertedType::NONE => {}
@@ -517,9 +515,10 @@ pub fn file_metrics(meta: &ParquetMetaData, config: &MetricsConfig) -> FileMetri
             if let Some((lo, hi)) = min_max {
                 bounds = Some(match bounds {
                     None => (lo, hi),
-                    Some((a, b)) => {
-                        (if lo.cmp(&a) == Ordering::Less { lo } else { a }, if hi.cmp(&b) == Ordering::Greater { hi } else { b })
-                    }
+                    Some((a, b)) => (
+                        if lo.cmp(&a) == Ordering::Less { lo } else { a },
+                        if hi.cmp(&b) == Ordering::Greater { hi } else { b },
+                    ),
                 });
             }
         }

@@ -6,7 +6,7 @@
 //!
 //! A task has one unit per partition (a spec id and partition tuple, named
 //! by [`manifest::unit_key`]) holding two or more small data files, and one
-//! last unit, the commit ([`crate::tasks::discover::Unit::Commit`]):
+//! last unit, the commit (named [`layouts::v2::COMMIT_UNIT`]):
 //! 1. a partition unit ([`unit`]) reads the current snapshot, refuses what
 //!    compactd does not handle ([`table::Table::check_supported`], delete
 //!    files that may apply, data that is not Parquet), rewrites the
@@ -77,7 +77,7 @@ pub struct IcebergJob {
     /// The shared job fields, with `dir` the table's folder.
     pub merge: MergeJob,
     /// The unit: a [`manifest::unit_key`], or the commit's
-    /// ([`crate::tasks::discover::commit_unit_name`]).
+    /// ([`layouts::v2::COMMIT_UNIT`]).
     pub unit: String,
     /// Wall time for the snapshot's timestamp.
     pub clock: crate::clock::SharedClock,
@@ -206,7 +206,10 @@ impl Head {
 
     /// Every live entry, with the index of its manifest.
     pub fn live(&self) -> impl Iterator<Item = (usize, &Entry)> {
-        self.manifests.iter().enumerate().flat_map(|(i, m)| m.entries.iter().filter(|e| e.is_live()).map(move |e| (i, e)))
+        self.manifests
+            .iter()
+            .enumerate()
+            .flat_map(|(i, m)| m.entries.iter().filter(|e| e.is_live()).map(move |e| (i, e)))
     }
 
     /// Why delete files may apply to the files of the unit `key`, if they
@@ -264,7 +267,7 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
     {
         return Err(job.broken(why));
     }
-    if job.unit == crate::tasks::discover::commit_unit_name().as_str() {
+    if job.unit == layouts::v2::COMMIT_UNIT {
         commit::run(store, job).await
     } else {
         unit::run(store, job).await

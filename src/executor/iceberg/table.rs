@@ -157,7 +157,9 @@ impl Table {
         }
         if let Some(id) = self.current_snapshot_id() {
             if self.snapshot(id).is_none() {
-                return Err(format!("its current snapshot {id} has no manifest list (a v1 snapshot listing manifests inline)"));
+                return Err(format!(
+                    "its current snapshot {id} has no manifest list (a v1 snapshot listing manifests inline)"
+                ));
             }
         }
         if let Some(main) = self.meta["refs"]["main"]["snapshot-id"].as_i64() {
