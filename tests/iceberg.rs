@@ -168,7 +168,7 @@ fn assert_compacted(java: &Java, location: &str, py_location: &str, old: &Before
     assert_eq!(added.len() as u64, commit["stats"]["committed_files_out"].as_u64().unwrap(), "{diff}");
     let old_seq = parent["sequence_number"].as_i64().unwrap();
     for f in &added {
-        assert!(f["path"].as_str().unwrap().rsplit('/').next().unwrap().starts_with(&format!("compactd-")), "{f}");
+        assert!(f["path"].as_str().unwrap().rsplit('/').next().unwrap().starts_with("compactd-"), "{f}");
         assert_eq!(f["data_sequence_number"].as_i64(), Some(old_seq), "the outputs keep the read snapshot's: {f}");
         assert_eq!(f["file_sequence_number"].as_i64(), s["sequence_number"].as_i64(), "{f}");
         assert!(f.get("sort_order_id").is_none(), "never copied from the inputs: {f}");

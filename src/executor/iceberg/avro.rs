@@ -26,7 +26,7 @@ use apache_avro::Schema;
 pub struct AvroFile {
     pub schema_json: String,
     pub schema: Schema,
-    pub meta: Vec<(String, Vec<u8>)>,
+    pub meta: Meta,
     pub records: Vec<Value>,
 }
 
@@ -84,8 +84,11 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+/// User metadata of a container file, in file order.
+pub type Meta = Vec<(String, Vec<u8>)>;
+
 /// The schema text and the user metadata (every key but `avro.*`).
-fn header(b: &[u8]) -> Result<(String, Vec<(String, Vec<u8>)>), String> {
+fn header(b: &[u8]) -> Result<(String, Meta), String> {
     if b.get(..4) != Some(b"Obj\x01") {
         return Err("not an Avro container file (no Obj\\x01 magic)".into());
     }
