@@ -330,6 +330,8 @@ fn live_in(java: &Java, location: &str, part: &str) -> Vec<String> {
         .iter()
         .map(|p| p.as_str().unwrap().to_string())
         .filter(|p| p.contains(&format!("/part={part}/")))
+        .collect::<BTreeSet<String>>()
+        .into_iter()
         .collect()
 }
 
