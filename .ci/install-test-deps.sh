@@ -3,7 +3,8 @@
 # idempotent and quick when already done): the loopback S3 server's venv
 # (moto), the Parquet judges' venv (pyarrow, DuckDB, hdfs-native), Spark
 # with Delta Lake (the Delta and Parquet judge of tests/spark.rs), the HDFS
-# launcher (Hadoop's MiniDFSCluster, built with Maven; needs Java 17), and
+# launcher (Hadoop's MiniDFSCluster, built with Maven; needs Java 17), Java
+# Iceberg's test tool (tests/iceberg.rs, built with Maven), and
 # Debian's chromium and jq (the status page's browser test, the README's
 # examples), nftables and faketime (the network-fault tests' cuts and
 # skewed clocks), krb5-user (kinit for the Kerberos HDFS test; it brings
@@ -25,6 +26,9 @@ bash .ci/install-spark.sh
 
 echo "== install: the real HDFS the HDFS tests start (Hadoop's MiniDFSCluster launcher, built with Maven)"
 bash .ci/install-hdfs.sh
+
+echo "== install: Java Iceberg, the reference writer and judge of the iceberg executor (tests/iceberg.rs, built with Maven)"
+bash .ci/install-iceberg.sh
 
 echo "== install: Debian's chromium (tests/ops.rs), jq (README's examples, tests/readme.rs), nftables and faketime (tests/netfaults.rs), krb5-user (tests/hdfs_kerberos.rs)"
 missing=()

@@ -477,6 +477,14 @@ async fn check_task_dir(store: &Store, dir: &Entry, subtask: bool, out: &mut Vec
                     out.push(Anomaly::new(&o.path, "unexpected entry in a task's Outcomes/"));
                 }
             }
+        } else if !subtask && f.is_dir && name == v2::STAGED_DIR {
+            for o in list(store, &f.path, out).await? {
+                if v2::parse_staged_unit(o.name()).is_some() {
+                    read_json::<serde_json::Value>(store, &o, "staged unit", out).await?;
+                } else {
+                    out.push(Anomaly::new(&o.path, "unexpected entry in a task's Staged/"));
+                }
+            }
         } else if subtask && name == v2::OUTPUT {
             read_bytes(store, &f, "executor output", out).await?;
         } else {
@@ -558,6 +566,7 @@ mod tests {
             commands: vec![],
             addr: None,
             executor: None,
+            executors: None,
         };
         store.put(&v2::heartbeat(&hb.node), formats::encode(&hb)).await.unwrap();
         crate::serve::wake::stamp_at(&store, "cli", &hb.node, 1).await.unwrap();

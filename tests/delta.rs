@@ -92,7 +92,7 @@ fn three_nodes_compact_a_delta_table_on_fs_and_deltalake_agrees_at_every_version
     let addr = rows.iter().find_map(|r| r["addr"].as_str()).expect("a node with an address");
     let (code, page) = common::http::get(addr, &format!("/tasks/{id}")).unwrap();
     assert_eq!(code, 200, "{page}");
-    assert!(page.contains("Delta table versions") && page.contains("part=3"), "{page}");
+    assert!(page.contains("Table versions (Delta, Iceberg)") && page.contains("part=3"), "{page}");
     // A second task finds the table compact: no units, Done.
     let again = compact(&c);
     assert_eq!(again["state"], "Done", "{again:#}");

@@ -160,6 +160,13 @@ fn expect(block: &Block, out: &str, dir: &Path) {
         assert_eq!(counts, ["12", "15"], "line {}: the Delta block's counts\n{out}", block.line);
         assert!(out.contains("COMMITTED") && out.contains("day=2026-11-25"), "line {}: status\n{out}", block.line);
         assert!(out.contains("ok: no anomalies"), "line {}: check --data\n{out}", block.line);
+    } else if t.contains("cp -r fixtures/iceberg/lake") {
+        // 9 versions before, 10 after (one replace for the task); the commit
+        // unit in `status`; no orphans.
+        let counts: Vec<&str> = out.lines().map(str::trim).filter(|l| l.parse::<u32>().is_ok()).collect();
+        assert_eq!(counts, ["9", "10"], "line {}: the Iceberg block's counts\n{out}", block.line);
+        assert!(out.contains("(commit)") && out.contains("16 files into 2"), "line {}: status\n{out}", block.line);
+        assert!(out.contains("ok: no anomalies"), "line {}: check --data\n{out}", block.line);
     } else if t.contains("--cron") {
         // The repeat task waits for its calendar time, and stops when told.
         assert!(out.contains("next round") && out.contains("Europe/Berlin"), "line {}: status\n{out}", block.line);

@@ -35,7 +35,7 @@ fn formats_tool(args: &[&str]) -> Value {
 fn expected(format: &str) -> (&'static str, Option<&'static str>) {
     match format {
         "delta" => ("is a Delta Lake table", Some("delta")),
-        "iceberg" => ("is an Apache Iceberg table", None),
+        "iceberg" => ("is an Apache Iceberg table", Some("iceberg")),
         "hudi" => ("is an Apache Hudi table", None),
         "spark-streaming-sink" => ("Spark Structured Streaming file sink", None),
         "paimon" => ("is an Apache Paimon table", None),
@@ -72,7 +72,7 @@ fn no_executor_changes_a_table_it_does_not_own_and_a_policy_leaves_every_byte() 
     for (format, table) in &tables {
         let (db, schema, name) = split(table);
         let (phrase, owner) = expected(format);
-        for exec in ["merge", "parquet", "delta"] {
+        for exec in ["merge", "parquet", "delta", "iceberg"] {
             if owner == Some(exec) || (format == "plain-parquet" && exec != "merge") {
                 continue;
             }

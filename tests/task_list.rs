@@ -41,6 +41,7 @@ async fn tree(uri: &RootUri, n: usize) -> (Store, OpCounter, Vec<TaskId>) {
             commands: vec![],
             addr: None,
             executor: None,
+            executors: None,
         }],
         offline: vec![],
         last_event: 0,

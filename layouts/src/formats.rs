@@ -113,6 +113,10 @@ pub enum ExecutorKind {
     /// Built in: compacts one partition of a Delta Lake table (the folder
     /// holding `_delta_log/`) as one `OPTIMIZE` commit of the table.
     Delta,
+    /// Built in: compacts an Apache Iceberg table: each unit rewrites one
+    /// partition (spec and partition tuple) and stages its outputs, then one
+    /// last unit commits them all as one `replace` snapshot.
+    Iceberg,
     /// A command template run by `sh -c`.
     Command,
     /// Succeeds at once, in process: measures the scheduler alone
@@ -127,22 +131,46 @@ impl ExecutorKind {
             ExecutorKind::Merge => "merge",
             ExecutorKind::Parquet => "parquet",
             ExecutorKind::Delta => "delta",
+            ExecutorKind::Iceberg => "iceberg",
             ExecutorKind::Command => "command",
             ExecutorKind::Noop => "noop",
         }
     }
 
+    /// Every kind this version knows (and runs).
+    pub const ALL: [ExecutorKind; 6] = [
+        ExecutorKind::Merge,
+        ExecutorKind::Parquet,
+        ExecutorKind::Delta,
+        ExecutorKind::Iceberg,
+        ExecutorKind::Command,
+        ExecutorKind::Noop,
+    ];
+
     /// The kind a [`ExecutorKind::label`] names.
     pub fn from_label(s: &str) -> Option<ExecutorKind> {
-        [ExecutorKind::Merge, ExecutorKind::Parquet, ExecutorKind::Delta, ExecutorKind::Command, ExecutorKind::Noop]
-            .into_iter()
-            .find(|k| k.label() == s)
+        ExecutorKind::ALL.into_iter().find(|k| k.label() == s)
     }
 
-    /// `merge`, `parquet` or `delta`: built in, one partition per unit,
-    /// run as `compactd __merge`.
+    /// `merge`, `parquet`, `delta` or `iceberg`: built in, one partition
+    /// per unit, run as `compactd __merge`.
     pub fn is_builtin_merge(self) -> bool {
-        matches!(self, ExecutorKind::Merge | ExecutorKind::Parquet | ExecutorKind::Delta)
+        matches!(self, ExecutorKind::Merge | ExecutorKind::Parquet | ExecutorKind::Delta | ExecutorKind::Iceberg)
+    }
+
+    /// The executors a node that does not advertise its own list runs
+    /// (versions before [`Heartbeat::executors`]): a task of another kind
+    /// is never placed on it, since it could not even read the task.
+    pub const LEGACY: [ExecutorKind; 4] =
+        [ExecutorKind::Merge, ExecutorKind::Parquet, ExecutorKind::Delta, ExecutorKind::Command];
+
+    /// Whether a member advertising `executors` (`None`: an older node that
+    /// advertises none, see [`ExecutorKind::LEGACY`]) runs this kind.
+    pub fn run_by(self, executors: Option<&[String]>) -> bool {
+        match executors {
+            Some(list) => list.iter().any(|e| e == self.label()),
+            None => ExecutorKind::LEGACY.contains(&self),
+        }
     }
 }
 
@@ -324,6 +352,12 @@ pub struct Heartbeat {
     /// node whose executor it does not know.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor: Option<String>,
+    /// The executors this node runs ([`ExecutorKind::label`]s), so that a
+    /// manager places a unit only on nodes that run its executor. Absent
+    /// in heartbeats of older nodes (see [`ExecutorKind::LEGACY`]). Strings,
+    /// as for `executor`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executors: Option<Vec<String>>,
 }
 
 /// One member as the monitor sees it.
@@ -341,13 +375,16 @@ pub struct Member {
     /// The default executor its heartbeat advertises.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor: Option<String>,
+    /// The executors its heartbeat advertises (absent: an older node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executors: Option<Vec<String>>,
 }
 
 impl Member {
     /// A member known by its incarnation alone (an offline record, an
     /// expired session): no commands, address or executor.
     pub fn bare(node: NodeId, incarnation: u64, session_timeout_ms: u64) -> Member {
-        Member { node, incarnation, session_timeout_ms, commands: vec![], addr: None, executor: None }
+        Member { node, incarnation, session_timeout_ms, commands: vec![], addr: None, executor: None, executors: None }
     }
 }
 

@@ -56,6 +56,10 @@ pub const DONE_PREFIX: &str = "Done.";
 pub const FAILED_PREFIX: &str = "Failed.";
 pub const OUTPUT: &str = "Output";
 pub const OUTCOMES_DIR: &str = "Outcomes";
+pub const STAGED_DIR: &str = "Staged";
+/// The `partition_name` of an `iceberg` task's commit unit (reserved: a
+/// leading `_` is never a partition unit's).
+pub const COMMIT_UNIT: &str = "_commit";
 
 /// Every top-level folder of the v2 tree; anything else below `Compaction_V2/`
 /// is reported by `compactd check`.
@@ -135,6 +139,27 @@ pub fn parse_unit_outcome(file_name: &str) -> Option<(bool, u32, u32)> {
     let num =
         |s: &str| (!s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?;
     Some((ok, num(r)?, num(u)?))
+}
+
+/// `Scheduler/<task>/Staged/`: what the units of an `iceberg` task staged
+/// for its commit unit.
+pub fn staged_dir(task: &TaskId) -> String {
+    format!("{SCHEDULER}{task}/{STAGED_DIR}/")
+}
+
+/// `Scheduler/<task>/Staged/r<round>.u<unit>.a<attempt>`: one attempt's
+/// staged outputs (created once by that attempt).
+pub fn staged_unit(task: &TaskId, round: u32, unit: u32, attempt: u32) -> String {
+    format!("{SCHEDULER}{task}/{STAGED_DIR}/r{round}.u{unit}.a{attempt}")
+}
+
+/// Parses a staged-unit file name into (round, unit, attempt).
+pub fn parse_staged_unit(file_name: &str) -> Option<(u32, u32, u32)> {
+    let (r, rest) = file_name.strip_prefix('r')?.split_once(".u")?;
+    let (u, a) = rest.split_once(".a")?;
+    let num =
+        |s: &str| (!s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?;
+    Some((num(r)?, num(u)?, num(a)?))
 }
 
 /// `Scheduler/<task>/Reassign.u<unit>`: a request to move a subtask.

@@ -105,6 +105,7 @@ fn member() -> impl Strategy<Value = Member> {
     )
         .prop_map(|(node, incarnation, t, commands, addr)| Member {
             executor: addr.as_ref().map(|_| "merge".to_string()),
+            executors: (t % 2 == 0).then(|| vec!["merge".to_string(), "iceberg".to_string()]),
             node,
             incarnation,
             session_timeout_ms: t,
@@ -130,6 +131,7 @@ fn heartbeat() -> impl Strategy<Value = Heartbeat> {
             commands: if m[0] % 2 == 0 { vec![] } else { vec!["compact_orc".into(), "stats".into()] },
             addr: (m[1] % 2 == 1).then(|| format!("host-{}:7471", m[1] % 100)),
             executor: (m[0] % 3 == 0).then(|| "parquet".into()),
+            executors: (m[1] % 3 == 0).then(|| vec!["parquet".into(), "iceberg".into()]),
         },
     )
 }

@@ -1,8 +1,8 @@
 //! `compactd check`: report every anomaly in the tree (exit 1 if any); with
-//! `--data`, also audit the Delta tables of a data backend, table by table:
-//! orphans the `delta` executor left, versions whose active files are
-//! missing, and tables that cannot be read (named; the others are still
-//! checked). `compactd vacuum-orphans`: remove those orphans (opt-in, by
+//! `--data`, also audit the Delta and Iceberg tables of a data backend,
+//! table by table: orphans the `delta` and `iceberg` executors left, Delta
+//! versions whose active files are missing, and tables that cannot be read
+//! (named; the others are still checked). `compactd vacuum-orphans`: remove those orphans (opt-in, by
 //! age, never one whose task is not finished).
 //!
 //! Both read the scheduler tree (`--root`) to tell a finished task's
@@ -19,6 +19,7 @@ use anyhow::Context;
 use layouts::TaskId;
 
 use crate::executor::delta::{audit, orphans};
+use crate::executor::iceberg::orphans as iceberg_orphans;
 
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
@@ -42,6 +43,9 @@ pub async fn run(store: store::Store, args: CheckArgs) -> anyhow::Result<i32> {
         let data = open_data(store.options(), uri).await?;
         let mut fates = Fates::new(&store);
         for table in orphans::tables(&data, args.table.as_deref()).await? {
+            if args.table.is_some() && iceberg_orphans::is_table(&data, &table).await {
+                continue;
+            }
             let a = match audit::audit(&data, &table).await {
                 Ok(a) => a,
                 Err(e) => {
@@ -81,6 +85,34 @@ pub async fn run(store: store::Store, args: CheckArgs) -> anyhow::Result<i32> {
                         "orphan of the delta executor ({} bytes; {why}): no version of {table} names it; `compactd \
                          vacuum-orphans --data {uri} --older-than 2h` removes it (2h: at least twice the executor \
                          timeout, `run --command-timeout`, default 1h, plus any clock skew)",
+                        o.bytes
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(uri) = &args.data {
+        let data = open_data(store.options(), uri).await?;
+        let mut fates = Fates::new(&store);
+        for table in iceberg_orphans::tables(&data, args.table.as_deref()).await? {
+            let found_here = match iceberg_orphans::find(&data, &table).await {
+                Ok(f) => f,
+                Err(e) => {
+                    found.push(crate::check::Anomaly::new(&table, format!("Iceberg table not checked: {e}")));
+                    continue;
+                }
+            };
+            for o in &found_here {
+                let why = match fates.of(iceberg_orphans::task_of(&o.path)).await {
+                    Fate::Unfinished(_) => continue,
+                    Fate::Finished(why) | Fate::Unknown(why) => why,
+                };
+                found.push(crate::check::Anomaly::new(
+                    &o.path,
+                    format!(
+                        "orphan of the iceberg executor ({} bytes; {why}): no snapshot of {table} names it; \
+                         `compactd vacuum-orphans --data {uri} --older-than 2h` removes it (2h: at least twice the \
+                         executor timeout, `run --command-timeout`, default 1h, plus any clock skew)",
                         o.bytes
                     ),
                 ));
@@ -215,6 +247,9 @@ pub async fn vacuum_orphans(store: store::Store, args: VacuumOrphansArgs) -> any
     let (mut removed, mut kept, mut failed) = (0usize, 0usize, BTreeSet::new());
     let verb = if args.dry_run { "would remove" } else { "removed" };
     for table in orphans::tables(&data, args.table.as_deref()).await? {
+        if args.table.is_some() && iceberg_orphans::is_table(&data, &table).await {
+            continue;
+        }
         let found = match orphans::find(&data, &table).await {
             Ok(f) => f,
             Err(e) => {
@@ -251,6 +286,54 @@ pub async fn vacuum_orphans(store: store::Store, args: VacuumOrphansArgs) -> any
                 }
                 for o in &named {
                     println!("kept {} (a version committed since names it)", o.path);
+                }
+                removed += gone.len();
+                kept += named.len();
+            }
+            Err(e) => {
+                eprintln!("{table}: not vacuumed: {e}");
+                failed.insert(table);
+            }
+        }
+    }
+    // Iceberg tables: the same rules, their own references.
+    for table in iceberg_orphans::tables(&data, args.table.as_deref()).await? {
+        let found = match iceberg_orphans::find(&data, &table).await {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("{table}: not vacuumed: {e}");
+                failed.insert(table);
+                continue;
+            }
+        };
+        let mut chosen = vec![];
+        for o in found {
+            let keep = match fates.of(iceberg_orphans::task_of(&o.path)).await {
+                Fate::Unfinished(why) => Some(format!("{why}: its unit may still commit it")),
+                Fate::Unknown(why) if !args.unknown_tasks_finished => {
+                    Some(format!("{why}; --unknown-tasks-finished removes it"))
+                }
+                Fate::Finished(_) | Fate::Unknown(_) => None,
+            };
+            let keep = keep.or_else(|| {
+                let old = o.modified_ms.is_some_and(|m| now_ms - m > older_than_ms);
+                (!old).then(|| "younger than --older-than, or of unknown age".to_string())
+            });
+            match keep {
+                Some(why) => {
+                    println!("kept {} ({why})", o.path);
+                    kept += 1;
+                }
+                None => chosen.push(o),
+            }
+        }
+        match iceberg_orphans::vacuum(&data, &table, chosen, args.dry_run).await {
+            Ok((gone, named)) => {
+                for o in &gone {
+                    println!("{verb} {} ({} bytes)", o.path, o.bytes);
+                }
+                for o in &named {
+                    println!("kept {} (a snapshot committed since names it)", o.path);
                 }
                 removed += gone.len();
                 kept += named.len();

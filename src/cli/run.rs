@@ -148,6 +148,9 @@ pub enum ExecutorArg {
     Parquet,
     /// Built in: compacts a partition of a Delta Lake table as one commit.
     Delta,
+    /// Built in: compacts the partitions of an Apache Iceberg table, one
+    /// `replace` snapshot per task.
+    Iceberg,
     Command,
     /// Succeeds at once, in process (measures the scheduler alone). Built
     /// with the `testing` feature only.
@@ -213,6 +216,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         ExecutorArg::Merge => ExecutorKind::Merge,
         ExecutorArg::Parquet => ExecutorKind::Parquet,
         ExecutorArg::Delta => ExecutorKind::Delta,
+        ExecutorArg::Iceberg => ExecutorKind::Iceberg,
         ExecutorArg::Command => ExecutorKind::Command,
         #[cfg(feature = "testing")]
         ExecutorArg::Noop => ExecutorKind::Noop,

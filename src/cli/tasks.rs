@@ -47,6 +47,9 @@ pub enum TaskExecutorArg {
     /// A Delta Lake table: each unit is one partition, compacted as one
     /// OPTIMIZE commit of the table.
     Delta,
+    /// An Apache Iceberg table: each unit is one partition; one commit (a
+    /// `replace` snapshot) for the whole task.
+    Iceberg,
 }
 
 #[derive(Debug, clap::Args)]
@@ -87,7 +90,8 @@ pub struct SubmitArgs {
     #[arg(long, value_parser = NodeId::parse)]
     pub manager: Option<NodeId>,
     /// Built-in executor of this task: merge (newline-delimited text),
-    /// parquet (Parquet files) or delta (a Delta Lake table). Default: the
+    /// parquet (Parquet files), delta (a Delta Lake table) or iceberg (an
+    /// Apache Iceberg table). Default: the
     /// nodes' `run --executor`, recorded in the task at submit (nodes that
     /// disagree are an error). A table of a format the executor does not
     /// own (Delta, Iceberg, Hudi, Hive ACID, …) is refused by name.
@@ -121,6 +125,7 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
             TaskExecutorArg::Merge => ExecutorKind::Merge,
             TaskExecutorArg::Parquet => ExecutorKind::Parquet,
             TaskExecutorArg::Delta => ExecutorKind::Delta,
+            TaskExecutorArg::Iceberg => ExecutorKind::Iceberg,
         };
         spec.executor = Some(ExecutorSpec { kind, command: None, command_name: None, timeout_ms: None });
     }
@@ -161,9 +166,9 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
         if let Some(why) = tasks::discover::refusal(&data, &dir, Some(&listed), first.as_ref(), kind).await? {
             anyhow::bail!("refused: {why}");
         }
-        // A Delta table's partitions are values of its log, checked by the
-        // unit itself.
-        if !spec.partitions.is_empty() && kind != ExecutorKind::Delta {
+        // A Delta or Iceberg table's partitions are values of its log or
+        // manifests, checked by the unit itself.
+        if !spec.partitions.is_empty() && !matches!(kind, ExecutorKind::Delta | ExecutorKind::Iceberg) {
             if let Some(why) = tasks::missing_partitions(&data, &dir, &spec.partitions).await? {
                 anyhow::bail!("{why} (a command task whose partitions are not folders: --command-name)");
             }
@@ -295,10 +300,19 @@ pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
             } else if v.version_after == Some(v.version_before) {
                 "nothing to compact".to_string()
             } else {
-                let g = |k: &str| v.stats.get(k).copied().unwrap_or(0);
-                format!("{} files into {}, {} rows", g("files_in"), g("files_out"), g("rows_out"))
+                let g = |k: &str| v.figure(k);
+                let files = format!("{} files into {}, {} rows", g("files_in"), g("files_out"), g("rows_out"));
+                match v.snapshots() {
+                    Some((read, after)) => format!(
+                        "snapshot {read} -> {}: {files}, {} bytes into {}",
+                        after.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
+                        g("bytes_in"),
+                        g("bytes_out")
+                    ),
+                    None => files,
+                }
             };
-            let part = v.partition.as_deref().unwrap_or("");
+            let part = v.partition.as_deref().unwrap_or(if v.snapshots().is_some() { "(commit)" } else { "" });
             println!("{:<6} {:<28} {:>10} {:>10}  {what}", v.unit, part, v.version_before, after);
         }
     }
@@ -486,6 +500,9 @@ pub enum MergeFormat {
     Parquet,
     /// A Delta Lake table: --dir is the table, --partition the unit.
     Delta,
+    /// An Apache Iceberg table: --dir is the table, --partition the unit
+    /// (or `_commit`: the task's commit of what its units staged).
+    Iceberg,
 }
 
 pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
@@ -520,12 +537,30 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         now: crate::clock::wall_time(&*crate::clock::SystemClock::shared()),
         format: match args.format {
             MergeFormat::Lines => crate::executor::merge::Format::Lines,
-            MergeFormat::Parquet | MergeFormat::Delta => crate::executor::merge::Format::Parquet(
-                crate::executor::merge::parquet::ParquetOptions::for_target(args.target_size, args.compression),
-            ),
+            MergeFormat::Parquet | MergeFormat::Delta | MergeFormat::Iceberg => {
+                crate::executor::merge::Format::Parquet(crate::executor::merge::parquet::ParquetOptions::for_target(
+                    args.target_size,
+                    args.compression,
+                ))
+            }
         },
         io: crate::executor::throttle::Throttle::from_env()?,
     };
+    if args.format == MergeFormat::Iceberg {
+        let partition = args.partition.context("--format iceberg needs --partition (a unit of the table)")?;
+        let clock = crate::clock::SystemClock::shared();
+        let mut job = crate::executor::iceberg::IcebergJob::new(job, partition, clock);
+        // The task's parameter, as the worker passes parameters to executors.
+        let sole = format!(
+            "COMPACTD_PARAM_{}",
+            crate::executor::iceberg::catalog::SOLE_WRITER_PARAM.replace(['.', '-'], "_").to_uppercase()
+        );
+        job.sole_writer = std::env::var(sole).is_ok_and(|v| v == "true");
+        let (outcome, stats) = crate::executor::iceberg::run(&data, &job).await?;
+        println!("{outcome}");
+        println!("{}{}", crate::executor::STATS_PREFIX, serde_json::to_string(&stats)?);
+        return Ok(0);
+    }
     if args.format == MergeFormat::Delta {
         let partition = args.partition.context("--format delta needs --partition (a unit of the table)")?;
         let clock = crate::clock::SystemClock::shared();

@@ -338,6 +338,7 @@ mod tests {
             commands: vec![],
             addr: None,
             executor: None,
+            executors: None,
         }
     }
 

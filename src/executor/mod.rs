@@ -21,6 +21,8 @@
 
 pub mod delta;
 
+pub mod iceberg;
+
 pub mod merge;
 
 pub mod reaper;
@@ -279,13 +281,14 @@ pub fn spawn(
             c.arg("-c").arg(render(template, &req.vars, &req.params));
             c
         }
-        ExecutorKind::Merge | ExecutorKind::Parquet | ExecutorKind::Delta => {
+        ExecutorKind::Merge | ExecutorKind::Parquet | ExecutorKind::Delta | ExecutorKind::Iceberg => {
             let exe = std::env::current_exe()?;
             let mut c = tokio::process::Command::new(exe);
             let table = format!("{}/{}/{}/", req.var("db"), req.var("schema"), req.var("table"));
-            // A Delta unit is a partition of the table's log, not a folder.
+            // A Delta or Iceberg unit is a partition of the table's log or
+            // manifests, not a folder.
             let dir = match req.kind {
-                ExecutorKind::Delta => table,
+                ExecutorKind::Delta | ExecutorKind::Iceberg => table,
                 _ => format!("{table}{}/", req.var("partition")),
             };
             c.args(["--root", &req.data_uri, "__merge", "--dir", &dir, "--task", req.var("task")])
@@ -295,8 +298,8 @@ pub fn spawn(
                 ExecutorKind::Parquet => {
                     c.args(["--format", "parquet", "--compression", &req.compression]);
                 }
-                ExecutorKind::Delta => {
-                    c.args(["--format", "delta", "--compression", &req.compression])
+                ExecutorKind::Delta | ExecutorKind::Iceberg => {
+                    c.args(["--format", req.kind.label(), "--compression", &req.compression])
                         .args(["--partition", req.var("partition")]);
                 }
                 _ => {}
@@ -319,7 +322,7 @@ pub fn spawn(
         cmd.env(format!("COMPACTD_PARAM_{}", env_name(k)), v);
     }
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
-    if let (Some(io), ExecutorKind::Merge | ExecutorKind::Parquet | ExecutorKind::Delta) = (io, req.kind) {
+    if let (Some(io), true) = (io, req.kind.is_builtin_merge()) {
         io.attach(&mut cmd)?;
     }
     // Drop to the configured user for commands: supplementary groups, then

@@ -50,6 +50,7 @@ pub(super) async fn with_member(store: &Store) {
             commands: vec![],
             addr: None,
             executor: None,
+            executors: None,
         }],
         offline: vec![],
         last_event: 0,

@@ -464,5 +464,6 @@ fn member_of(hb: &Heartbeat) -> Member {
         commands: hb.commands.clone(),
         addr: hb.addr.clone(),
         executor: hb.executor.clone(),
+        executors: hb.executors.clone(),
     }
 }

@@ -435,6 +435,10 @@ impl Node {
             commands: self.work.as_ref().map(|w| w.cfg.commands.keys().cloned().collect()).unwrap_or_default(),
             addr: self.addr.clone(),
             executor: self.work.as_ref().map(|w| w.cfg.executor.label().to_string()),
+            executors: self
+                .work
+                .as_ref()
+                .map(|_| layouts::formats::ExecutorKind::ALL.iter().map(|k| k.label().to_string()).collect()),
         };
         if !self.join_marked {
             if self.work.is_some() {
@@ -533,6 +537,14 @@ impl Node {
     }
 
     /// The command names each member advertises (from the view).
+    /// The executors each member advertises (`None`: an older node).
+    fn member_executors(&self) -> BTreeMap<layouts::NodeId, Option<Vec<String>>> {
+        self.election
+            .view()
+            .map(|v| v.members.iter().map(|m| (m.node.clone(), m.executors.clone())).collect())
+            .unwrap_or_default()
+    }
+
     fn member_commands(&self) -> BTreeMap<layouts::NodeId, Vec<String>> {
         self.election
             .view()

@@ -82,6 +82,7 @@ impl Node {
         }
         let members = self.members();
         let member_commands = self.member_commands();
+        let member_executors = self.member_executors();
         let wall = self.clock.wall_ms();
         let is_member = members.get(&me) == Some(&incarnation);
         let Some(work) = self.work.as_mut() else {
@@ -119,6 +120,7 @@ impl Node {
                 me: &me,
                 members: &members,
                 commands: &member_commands,
+                executors: &member_executors,
                 cfg: &work.cfg,
                 wall_ms: wall,
                 folders: &mut cache,

@@ -41,6 +41,7 @@ async fn with_member(store: &Store) {
             commands: vec![],
             addr: None,
             executor: None,
+            executors: None,
         }],
         offline: vec![],
         last_event: 0,

@@ -542,6 +542,7 @@ mod tests {
             commands: vec![],
             addr: addr.map(String::from),
             executor: None,
+            executors: None,
         }
     }
 

@@ -2,7 +2,10 @@
 //! (a task written without one takes its manager's default), and its units:
 //! its shards, the partitions it names, or, when it names none, the
 //! partition folders of its table on the data backend (for a `delta` task,
-//! the partitions of the table's log that hold small files). A table its
+//! the partitions of the table's log that hold small files; for an
+//! `iceberg` task, the partitions of its current snapshot that hold small
+//! files, then one last unit, [`Unit::Commit`], that commits what they
+//! staged as one snapshot). A table its
 //! executor must not change ([`refusal`], see [`crate::table::format`]) is
 //! no unit's. Discovery runs once per round by the task's manager, which
 //! records what it found in the task's info so that a later manager runs the
@@ -19,6 +22,17 @@ pub enum Unit {
     Shard(Shard),
     /// A command task without partitions or shards: one subtask.
     Whole,
+    /// An `iceberg` task's last unit: commits what its partition units
+    /// staged as one snapshot of the table. Dispatched once every other
+    /// unit of the round has ended; its subtask names the partition
+    /// [`commit_unit_name`].
+    Commit,
+}
+
+/// The partition a [`Unit::Commit`] subtask names: reserved (a leading `_`),
+/// so never a partition unit's.
+pub fn commit_unit_name() -> Name {
+    Name::parse(layouts::v2::COMMIT_UNIT).expect("a valid name")
 }
 
 /// What a task runs, as its manager decides when it loads the task.
@@ -75,10 +89,11 @@ async fn plan_units(
         (0..n).map(|index| Unit::Shard(Shard { index, total: n })).collect()
     } else if !info.run.partitions.is_empty() {
         plan.cannot_run = refusal(data, &table, None, info.run.partitions.first(), kind).await?;
-        // A Delta unit is a partition of the table's log, not a folder: the
-        // unit itself finds it (or nothing) in the log. A merge of a folder
-        // that is not there would "succeed" having merged nothing.
-        if !command && kind != ExecutorKind::Delta && plan.cannot_run.is_none() {
+        // A Delta or Iceberg unit is a partition of the table's log or
+        // manifests, not a folder: the unit itself finds it (or nothing)
+        // there. A merge of a folder that is not there would "succeed"
+        // having merged nothing.
+        if !command && !matches!(kind, ExecutorKind::Delta | ExecutorKind::Iceberg) && plan.cannot_run.is_none() {
             plan.cannot_run = missing_partitions(data, &table, &info.run.partitions).await?;
         }
         info.run.partitions.iter().cloned().map(Unit::Partition).collect()
@@ -101,6 +116,9 @@ async fn plan_units(
             }
         }
     };
+    if kind == ExecutorKind::Iceberg && !plan.units.is_empty() {
+        plan.units.push(Unit::Commit);
+    }
     Ok(plan)
 }
 
@@ -120,6 +138,12 @@ pub async fn units(
             return Ok(Err(why));
         }
         return delta(data, info, default_target).await;
+    }
+    if kind == ExecutorKind::Iceberg {
+        if let Some(why) = refusal(data, &dir, None, None, kind).await? {
+            return Ok(Err(why));
+        }
+        return iceberg(data, info, default_target).await;
     }
     let listed = data.list(&dir).await?;
     let found = partition_folders_in(&listed);
@@ -150,6 +174,37 @@ async fn delta(data: &Store, info: &TaskInfo, default_target: u64) -> store::Res
     let found = match crate::executor::delta::partitions_to_compact(data, &table, target).await {
         Ok(f) => f,
         Err(crate::executor::delta::DeltaError::Store(e)) if !e.is_bad_file() && !e.is_permanent() => return Err(e),
+        Err(e) => return Ok(Err(format!("{e} (on the data backend {})", data.uri()))),
+    };
+    if let Err(e) = layouts::limits::check_units("partitions", found.len() as u64) {
+        return Ok(Err(format!("refused: {table} on the data backend holds {e}")));
+    }
+    let mut out = vec![];
+    for p in found {
+        match Name::parse(&p) {
+            Ok(n) => out.push(n),
+            Err(e) => return Ok(Err(format!("{table}: partition {p:?} cannot name a unit: {e}"))),
+        }
+    }
+    Ok(Ok(out))
+}
+
+/// The units of an `iceberg` task: the partitions (spec and tuple) of the
+/// table's current snapshot with two or more small data files and no
+/// delete file that may apply. `Err`: why the task cannot run (not an
+/// Iceberg table, one compactd refuses, a catalog it does not commit to).
+async fn iceberg(data: &Store, info: &TaskInfo, default_target: u64) -> store::Result<Result<Vec<Name>, String>> {
+    let target = target_size(info, default_target);
+    let table = table_dir(&info.db_name, &info.schema_name, &info.table_name);
+    let sole = info.run.params.get(crate::executor::iceberg::catalog::SOLE_WRITER_PARAM).is_some_and(|v| v == "true");
+    if let Err(e) = crate::executor::iceberg::catalog::check_writers(data, &table, sole) {
+        return Ok(Err(e.to_string()));
+    }
+    let found = match crate::executor::iceberg::partitions_to_compact(data, &table, target).await {
+        Ok(f) => f,
+        Err(crate::executor::iceberg::IcebergError::Store(e)) if !e.is_bad_file() && !e.is_permanent() => {
+            return Err(e)
+        }
         Err(e) => return Ok(Err(format!("{e} (on the data backend {})", data.uri()))),
     };
     if let Err(e) = layouts::limits::check_units("partitions", found.len() as u64) {

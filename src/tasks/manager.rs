@@ -101,6 +101,9 @@ pub struct Ctx<'a> {
     pub members: &'a BTreeMap<NodeId, u64>,
     /// The command names each member advertises.
     pub commands: &'a BTreeMap<NodeId, Vec<String>>,
+    /// The executors each member advertises (`None`: an older node, see
+    /// [`formats::ExecutorKind::run_by`]).
+    pub executors: &'a BTreeMap<NodeId, Option<Vec<String>>>,
     pub cfg: &'a WorkConfig,
     pub wall_ms: u64,
     pub folders: &'a mut FolderCache,
@@ -574,10 +577,24 @@ impl TaskManager {
             Some(n) => ctx.members.keys().filter(|m| ctx.commands.get(*m).is_some_and(|c| c.contains(n))).collect(),
             None => vec![],
         };
-        let ring = if having.is_empty() { Ring::new(ctx.members.keys()) } else { Ring::new(having) };
+        // Only on members that run the task's executor: a node that does
+        // not know it could not even read the subtask's info.
+        let kind = info.run.executor.as_ref().map(|e| e.kind).unwrap_or(ctx.cfg.executor);
+        let runs = |m: &&NodeId| kind.run_by(ctx.executors.get(*m).and_then(|e| e.as_deref()));
+        let ring = if having.is_empty() {
+            Ring::new(ctx.members.keys().filter(runs))
+        } else {
+            Ring::new(having.into_iter().filter(runs))
+        };
         if ring.is_empty() {
             return Ok(());
         }
+        // A commit unit waits until every other unit of the round ended.
+        let others_ended = self
+            .units
+            .iter()
+            .zip(&self.runs)
+            .all(|(unit, r)| *unit == Unit::Commit || matches!(r.state, UnitState::Done | UnitState::Failed));
         let mut dispatched = 0;
         let mut planned: Vec<(usize, NodeId, Name, Vec<u8>)> = vec![];
         let mut held: HashMap<NodeId, usize> = HashMap::new();
@@ -595,7 +612,7 @@ impl TaskManager {
             }
         }
         for u in 0..self.runs.len() {
-            if self.runs[u].state != UnitState::Pending {
+            if self.runs[u].state != UnitState::Pending || (self.units[u] == Unit::Commit && !others_ended) {
                 continue;
             }
             // The deadline bounds a round's time (a heartbeat is written
@@ -638,6 +655,10 @@ impl TaskManager {
                 }
                 Unit::Shard(s) => Some(*s),
                 Unit::Whole => None,
+                Unit::Commit => {
+                    sub.partition_name = Some(discover::commit_unit_name());
+                    None
+                }
             };
             sub.run.subtask = Some(SubtaskMeta {
                 parent: self.id,

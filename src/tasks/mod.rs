@@ -271,8 +271,11 @@ pub struct TaskStatus {
     /// Counters the executors reported for this round's finished units,
     /// summed (e.g. `skipped_special`: non-regular entries left alone).
     pub stats: BTreeMap<String, u64>,
-    /// A `delta` task's finished units this round: the table version each
-    /// read and the one it committed (absent for other executors).
+    /// A `delta` task's finished units this round, an `iceberg` task's
+    /// commit unit: the table (metadata) version each read and the one it
+    /// committed, an `iceberg` commit's snapshots in its `stats`
+    /// (`snapshot_before`, `snapshot_after`) with the files, bytes and rows
+    /// it committed (`committed_*`); absent for other executors.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub table_versions: Vec<UnitVersions>,
     /// This round's units that failed for good, with their last error.
@@ -303,6 +306,21 @@ pub struct UnitVersions {
     pub abandoned: bool,
     /// The unit's other figures (files, bytes and rows in and out).
     pub stats: BTreeMap<String, u64>,
+}
+
+impl UnitVersions {
+    /// A figure of what the unit committed: a `delta` unit's own, an
+    /// `iceberg` commit unit's `committed_*` (its units' figures are their
+    /// own outcomes).
+    pub fn figure(&self, k: &str) -> u64 {
+        self.stats.get(k).or_else(|| self.stats.get(&format!("committed_{k}"))).copied().unwrap_or(0)
+    }
+
+    /// An `iceberg` commit's snapshots: the one it read, the one it
+    /// committed (or found committed).
+    pub fn snapshots(&self) -> Option<(u64, Option<u64>)> {
+        Some((*self.stats.get("snapshot_before")?, self.stats.get("snapshot_after").copied()))
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -667,8 +685,9 @@ async fn round_stats(
                     });
                 }
                 for (k, v) in o.stats {
-                    // Versions are not counters: a sum means nothing.
-                    if !k.starts_with("version_") {
+                    // Versions and snapshot ids are not counters: a sum
+                    // means nothing.
+                    if !k.starts_with("version_") && !k.starts_with("snapshot_") {
                         *sum.entry(k).or_insert(0u64) += v;
                     }
                 }

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod freezer;
 pub mod hdfs;
 pub mod http;
+pub mod iceberg;
 pub mod killat;
 pub mod netns;
 pub mod parquet;

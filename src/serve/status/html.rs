@@ -433,11 +433,16 @@ pub fn render_task(t: &TaskStatus, served_by: &str, wall_ms: u64) -> String {
     b.push_str(&subtasks_table(&t.subtasks, true));
     if !t.table_versions.is_empty() {
         b.push_str(
-            "<h2>Delta table versions</h2><table id=\"versions\"><tr><th>unit</th><th>partition</th>\
-             <th>read</th><th>committed</th><th>files in</th><th>files out</th><th>rows</th></tr>",
+            "<h2>Table versions (Delta, Iceberg)</h2><table id=\"versions\"><tr><th>unit</th><th>partition</th>\
+             <th>read</th><th>committed</th><th>snapshot read</th><th>snapshot committed</th><th>files in</th>\
+             <th>files out</th><th>bytes in</th><th>bytes out</th><th>rows</th></tr>",
         );
         for v in &t.table_versions {
-            let g = |k: &str| v.stats.get(k).map(|n| n.to_string()).unwrap_or_default();
+            let g = |k: &str| v.figure(k).to_string();
+            let (snap_read, snap_after) = match v.snapshots() {
+                Some((r, a)) => (r.to_string(), a.map(|a| a.to_string()).unwrap_or_else(|| "—".into())),
+                None => (String::new(), String::new()),
+            };
             let after = match (v.abandoned, v.version_after) {
                 (true, Some(a)) => format!("abandoned (conflict at {a})"),
                 (_, Some(a)) => a.to_string(),
@@ -446,13 +451,19 @@ pub fn render_task(t: &TaskStatus, served_by: &str, wall_ms: u64) -> String {
             let _ = write!(
                 b,
                 "<tr><td class=\"num\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                 <td class=\"num\">{}</td></tr>",
                 v.unit,
                 esc(v.partition.as_deref().unwrap_or("")),
                 v.version_before,
                 esc(&after),
+                snap_read,
+                esc(&snap_after),
                 g("files_in"),
                 g("files_out"),
+                g("bytes_in"),
+                g("bytes_out"),
                 g("rows_out"),
             );
         }

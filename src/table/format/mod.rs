@@ -22,7 +22,8 @@
 //! - A symbolic link at a marker's name counts as the marker.
 //! - [`Findings::refusal`] is the one rule of who may change what: an
 //!   executor changes only the format it owns (`merge` and `parquet`: plain
-//!   folders; `delta`: Delta Lake tables); `command` executors are the
+//!   folders; `delta`: Delta Lake tables; `iceberg`: Apache Iceberg
+//!   tables); `command` executors are the
 //!   user's own programs and are never refused.
 //!
 //! The markers, from each format's specification or reference writer:
@@ -119,6 +120,7 @@ impl TableFormat {
     pub fn owner(self) -> Option<ExecutorKind> {
         match self {
             TableFormat::Delta => Some(ExecutorKind::Delta),
+            TableFormat::Iceberg => Some(ExecutorKind::Iceberg),
             _ => None,
         }
     }

@@ -1,0 +1,145 @@
+//! A partition unit of an `iceberg` task: rewrites the partition's small
+//! data files and stages the outputs for the task's commit (see the
+//! module doc of [`super`]).
+//!
+//! Invariants:
+//! - Nothing of the table's metadata is written: the outputs are files no
+//!   snapshot names, and the staged record lives in the scheduler tree.
+//! - Outputs are written in the inputs' own schema (the union the Parquet
+//!   rewrite makes, field ids kept), spec and partition, beside the first
+//!   input; an output's size in the record is the stored object's.
+//! - A unit refuses, naming the file, a partition where a delete file may
+//!   apply or whose files are not Parquet; it removes its own files when it
+//!   fails before staging.
+
+use std::collections::BTreeMap;
+
+use store::Store;
+
+use super::manifest::{fnv64, unit_key, Entry};
+use super::metrics::{file_metrics, MetricsConfig};
+use super::{catalog, Head, IcebergError, IcebergJob, Outcome, StagedOutput, StagedUnit};
+use crate::executor::merge::{parquet, Format, SUPERSEDED};
+
+/// The file-name stem of this unit's outputs in this round.
+pub fn round_stem(job: &IcebergJob) -> String {
+    format!("compactd-{}-r{}-u{:016x}-a", job.merge.task, job.merge.round, fnv64(&job.unit))
+}
+
+pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<String, u64>), IcebergError> {
+    let dir = job.table().to_string();
+    catalog::check_writers(store, &dir, job.sole_writer)?;
+    let head = Head::load(store, &dir).await?;
+    let Some(snapshot) = head.snapshot.clone() else {
+        return Ok((Outcome::NothingToDo, BTreeMap::new()));
+    };
+    let t = &head.table;
+    let mine: Vec<&Entry> = head
+        .live()
+        .map(|(_, e)| e)
+        .filter(|e| e.content == 0 && unit_key(e.spec_id, &e.partition) == job.unit)
+        .collect();
+    if let Some(d) = head.deletes_in(&job.unit) {
+        return Err(job.broken(format!(
+            "unit {}: delete file {d} may apply to its files; compactd does not rewrite files with deletes yet",
+            job.unit
+        )));
+    }
+    let threshold = parquet::small_threshold(job.merge.target_size) as i64;
+    let mut small: Vec<&Entry> = mine.into_iter().filter(|e| e.file_size < threshold).collect();
+    if let Some(e) = small.iter().find(|e| !e.file_format.eq_ignore_ascii_case("parquet")) {
+        return Err(job.broken(format!("{} is {} data: compactd rewrites Parquet only", e.file_path, e.file_format)));
+    }
+    small.sort_by(|a, b| a.file_path.cmp(&b.file_path));
+    if small.len() < 2 {
+        return Ok((Outcome::NothingToDo, BTreeMap::new()));
+    }
+    let mut inputs = vec![];
+    for e in &small {
+        inputs.push((t.store_path(&e.file_path).map_err(|p| job.broken(p))?, e.file_size.max(0) as u64));
+    }
+    let first = &inputs[0].0;
+    let out_dir = first.rfind('/').map(|i| first[..=i].to_string()).unwrap_or_else(|| dir.clone());
+    store.sweep_stale_temps(&out_dir).await?;
+    let stem = format!("{}{}-", round_stem(job), job.merge.attempt);
+    let name = |k: usize| {
+        let p = format!("{out_dir}{stem}{k}.parquet");
+        (p.clone(), p)
+    };
+    let Format::Parquet(options) = &job.merge.format else {
+        return Err(job.broken("the iceberg executor writes Parquet: its job's format must be Parquet"));
+    };
+    let staged = match parquet::rewrite(store, &job.merge, options, inputs, name).await {
+        Ok(s) => s,
+        Err(e) => {
+            remove_attempt_files(store, &out_dir, &stem).await;
+            return Err(e.into());
+        }
+    };
+    if staged.outputs.is_empty() {
+        return Ok((Outcome::NothingToDo, BTreeMap::new()));
+    }
+    let config = MetricsConfig::new(&t.properties(), t.current_schema(), &t.sort_fields());
+    let by_store: BTreeMap<String, &Entry> =
+        small.iter().map(|e| (t.store_path(&e.file_path).unwrap_or_default(), *e)).collect();
+    let mut outputs = vec![];
+    let mut input_paths = vec![];
+    for ((o, (bytes, _)), footer) in staged.outputs.iter().zip(&staged.written).zip(&staged.footers) {
+        outputs.push(StagedOutput {
+            uri: t.file_uri(&o.final_path),
+            store_path: o.final_path.clone(),
+            size: *bytes,
+            metrics: file_metrics(footer, &config),
+        });
+        for i in &o.inputs {
+            input_paths.push(by_store[i].file_path.clone());
+        }
+    }
+    let record = StagedUnit {
+        unit: job.unit.clone(),
+        spec_id: small[0].spec_id,
+        table_uuid: t.uuid().to_string(),
+        format_version: t.format_version(),
+        snapshot_read: snapshot.id,
+        sequence_number: snapshot.sequence_number,
+        inputs: input_paths,
+        outputs,
+        stats: staged.stats.clone(),
+    };
+    let (tree, task) = job.tree()?;
+    if let Some((sched, folder)) = &job.merge.fence {
+        let files = sched.list(folder).await?;
+        let ours = files.iter().any(|e| e.name() == layouts::v2::TASK_INFO)
+            && !files.iter().any(|e| e.name() == layouts::SubtaskState::Cancel.file_name());
+        if !ours {
+            remove_attempt_files(store, &out_dir, &stem).await;
+            return Err(job.broken(SUPERSEDED));
+        }
+    }
+    let path = layouts::v2::staged_unit(&task, job.merge.round, job.unit_index()?, job.merge.attempt);
+    let bytes = serde_json::to_vec_pretty(&record).expect("a staged unit serializes");
+    if tree.create(&path, bytes).await? == store::Created::Exists {
+        // An attempt number is never reused: a record there is this
+        // attempt's own create whose reply was lost.
+        tracing::info!(path, "the staged record exists already (a retried create)");
+    }
+    let mut stats = staged.stats;
+    stats.insert("snapshot_read".into(), snapshot.id as u64);
+    let outcome = Outcome::Staged { inputs: record.inputs.len(), outputs: record.outputs.len() };
+    Ok((outcome, stats))
+}
+
+/// Deletes the files this attempt wrote (no snapshot names them). Best
+/// effort: what is left is an orphan for `vacuum-orphans`.
+pub async fn remove_attempt_files(store: &Store, dir: &str, prefix: &str) {
+    match store.list(dir).await {
+        Ok(entries) => {
+            for e in entries.iter().filter(|e| !e.is_dir && e.name().starts_with(prefix)) {
+                if let Err(err) = store.delete(&e.path).await {
+                    tracing::warn!(path = e.path, error = %err, "could not remove a file of an uncommitted attempt");
+                }
+            }
+        }
+        Err(err) => tracing::warn!(dir, error = %err, "could not list a folder to clean an uncommitted attempt"),
+    }
+}
