@@ -1,4 +1,5 @@
-//! The fs layer's listing: a walk in chunks that never follows links and
+//! The fs layer's listing: a walk in chunks that never follows links (each
+//! folder is opened with `nofollow`, its entries are not followed) and
 //! hides (and, for dead processes of this host, removes) temp files.
 
 use super::*;
@@ -10,7 +11,9 @@ pub(super) struct Walk {
     pub(super) first: Option<String>,
     /// The folder to open first (relative, ends in `/`).
     pub(super) start: Option<String>,
-    pub(super) stack: Vec<(String, fs::ReadDir)>,
+    /// Each open folder: its path, its entries, its handle (the entries'
+    /// paths go through it).
+    pub(super) stack: Vec<(String, fs::ReadDir, nofollow::Dir)>,
     pub(super) recursive: bool,
 }
 
@@ -30,18 +33,17 @@ impl Walk {
     pub(super) fn next_chunk(&mut self, max: usize) -> io::Result<Vec<oio::Entry>> {
         let mut out = Vec::new();
         if let Some(start) = self.start.take() {
-            match fs::read_dir(self.root.join(&start)) {
-                Ok(rd) => self.stack.push((start, rd)),
+            match open(&self.root, &start)? {
+                Some(opened) => self.stack.push((start, opened.0, opened.1)),
                 // A folder that is not there lists as empty.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
-                Err(e) => return Err(e),
+                None => return Ok(out),
             }
             if let Some(first) = self.first.take() {
                 out.push(oio::Entry::new(&first, MetadataBuilder::dir().build()));
             }
         }
         while out.len() < max {
-            let Some((dir, rd)) = self.stack.last_mut() else { break };
+            let Some((dir, rd, handle)) = self.stack.last_mut() else { break };
             let de = match rd.next() {
                 None => {
                     self.stack.pop();
@@ -63,7 +65,7 @@ impl Walk {
                 // A write in progress, or the leftover of a crashed one of
                 // this host: never listed; a dead process's is removed.
                 if pid.is_some_and(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists()) {
-                    let _ = fs::remove_file(de.path());
+                    let _ = handle.unlink(&name, false);
                 }
                 continue;
             }
@@ -91,10 +93,8 @@ impl Walk {
                 let sub = format!("{rel}/");
                 out.push(oio::Entry::new(&sub, b.build()));
                 if self.recursive {
-                    match fs::read_dir(self.root.join(&sub)) {
-                        Ok(rd) => self.stack.push((sub, rd)),
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(e),
+                    if let Some((rd, handle)) = open(&self.root, &sub)? {
+                        self.stack.push((sub, rd, handle));
                     }
                 }
             } else {
@@ -102,6 +102,18 @@ impl Walk {
             }
         }
         Ok(out)
+    }
+}
+
+/// Opens the folder `rel` for a listing, without following a link on the
+/// way; `None` if it is not there.
+fn open(root: &Path, rel: &str) -> io::Result<Option<(fs::ReadDir, nofollow::Dir)>> {
+    let Some(dir) = nofollow::open_dir(root, rel)? else { return Ok(None) };
+    // Through the handle's /proc name: exactly the folder opened above.
+    match fs::read_dir(dir.path()) {
+        Ok(rd) => Ok(Some((rd, dir))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
 }
 
