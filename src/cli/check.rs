@@ -67,7 +67,7 @@ pub struct VacuumOrphansArgs {
     /// Remove only orphans last written longer ago than this (by the
     /// backend's clock). Make it longer than the longest a unit runs (the
     /// executor timeout): a unit still writing has not committed yet.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = layouts::units::parse_duration_or_zero)]
     pub older_than: std::time::Duration,
     /// List what would be removed; remove nothing.
     #[arg(long)]

@@ -4,7 +4,7 @@
 //! create of the next version number and is written before the main copy
 //! is replaced, so a crash leaves the previous definition or the new one.
 
-use layouts::formats::{decode, encode};
+use layouts::formats::{self, decode, encode};
 use layouts::policies::{self as paths, PolicyDefinition, PolicyPause};
 use layouts::Name;
 use serde::Serialize;
@@ -58,6 +58,12 @@ pub async fn apply(store: &Store, mut def: PolicyDefinition, by: &str, wall_ms: 
     }
     def.by = by.to_string();
     def.wall_ms = wall_ms;
+    // Every later read refuses a state file over the limit: so does apply,
+    // before anything is written (with the widest version number).
+    let bytes = encode(&PolicyDefinition { version: u64::MAX, ..def.clone() }).len();
+    if bytes > formats::MAX_FILE_BYTES {
+        return Err(PolicyError::TooLarge { policy: def.name.to_string(), bytes, limit: formats::MAX_FILE_BYTES });
+    }
     def.version = logged_versions(store, &def.name).await?.last().copied().unwrap_or(0) + 1;
     // A concurrent apply took the number: take the next one; nothing logged
     // is ever overwritten.
