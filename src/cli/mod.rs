@@ -92,7 +92,7 @@ pub enum Command {
     Jobs(jobs::JobsArgs),
     /// Show one job instance with its steps and tasks.
     Job(jobs::JobArgs),
-    /// Table policies: apply, list, show, pause, resume.
+    /// Table policies: apply, list, show, pause, resume, delete.
     Policy(policy::PolicyArgs),
     /// The tables the policies keep compact, as the planner last saw them.
     Tables(policy::TablesArgs),

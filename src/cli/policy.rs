@@ -40,6 +40,10 @@ pub enum PolicyCommand {
     Pause { policy: Name },
     /// Submit again for a paused policy's tables.
     Resume { policy: Name },
+    /// Delete a policy: nothing new is submitted for its tables (running
+    /// tasks finish; a table another policy matches goes to that one). Its
+    /// version log is kept.
+    Delete { policy: Name },
 }
 
 #[derive(Debug, clap::Args)]
@@ -132,6 +136,13 @@ pub async fn policy(store: Store, args: PolicyArgs) -> anyhow::Result<i32> {
             define::resume(&store, &policy).await?;
             super::outln!("policy {policy} resumed");
         }
+        PolicyCommand::Delete { policy } => {
+            let version = define::delete(&store, &policy).await?;
+            super::outln!(
+                "policy {policy} deleted (was version {version}; its version log is kept): nothing new is submitted \
+                 for its tables, tasks already submitted finish"
+            );
+        }
     }
     Ok(0)
 }
@@ -163,7 +174,13 @@ pub async fn tables(store: Store, args: TablesArgs) -> anyhow::Result<i32> {
                         .to_string()
                 })
                 .unwrap_or_else(|| "-".into());
-            let state = if t.paused { "policy paused".to_string() } else { s.state.clone() };
+            let state = if t.policy_deleted {
+                "policy deleted: not planned".to_string()
+            } else if t.paused {
+                "policy paused".to_string()
+            } else {
+                s.state.clone()
+            };
             super::outln!(
                 "{:<32} {:<16} {:>10} {:>11} {:>9} {:<20} {}",
                 t.table,
