@@ -94,8 +94,11 @@ pub struct RunArgs {
     pub allow_unfinished_upgrade: bool,
     /// Where this node listens for wake-up pokes and serves its read-only
     /// status: HOST:PORT (port 0 picks a free port), or `off` (then the
-    /// node only polls; others' pokes to it are skipped).
-    #[arg(long, env = "COMPACTD_LISTEN", default_value = "0.0.0.0:7471", value_parser = parse_listen)]
+    /// node only polls; others' pokes to it are skipped). The default is
+    /// this host only: on a cluster of several hosts give the address of
+    /// the cluster's network (10.0.0.5:7471), or other hosts' pokes reach
+    /// this node only through its inbox, at its next poll.
+    #[arg(long, env = "COMPACTD_LISTEN", default_value = "127.0.0.1:7471", value_parser = parse_listen)]
     pub listen: Listen,
     /// `--listen` was left at its default: if that port is taken (a second
     /// node on this host), the node takes a free one and says so.
@@ -303,6 +306,13 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
                 other => other
                     .map_err(|e| anyhow::anyhow!("--listen {addr}: {e} (pick another address, or --listen off)"))?,
             };
+            if l.local.ip().is_loopback() && args.advertise.is_none() {
+                tracing::info!(
+                    listen = %l.local,
+                    "listening on this host only: nodes on other hosts cannot poke this node, their work reaches it \
+                     at its next poll (set --listen to an address of the cluster's network)"
+                );
+            }
             let face = if args.ops_listen.is_some() {
                 tracing::info!(listen = %l.local, advertise = %l.advertise, "listening for wake-ups");
                 Face::Wake
