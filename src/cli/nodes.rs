@@ -31,7 +31,7 @@ pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
         None => super::outln!("monitor: none elected yet"),
     }
     super::outln!(
-        "{:<28} {:<6} {:<8} {:>14} {:>8} {:>7} {:>12}",
+        "{:<28} {:<6} {:<8} {:>14} {:>8} {:>7} {:>12}  VERSION",
         "NODE",
         "ALIVE",
         "MONITOR",
@@ -47,7 +47,7 @@ pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
             skewed.push(format!("{} ({skew})", r.id));
         }
         super::outln!(
-            "{:<28} {:<6} {:<8} {:>14} {:>8} {:>7} {:>12}",
+            "{:<28} {:<6} {:<8} {:>14} {:>8} {:>7} {:>12}  {}",
             r.id,
             if r.alive {
                 "yes"
@@ -60,7 +60,9 @@ pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
             r.incarnation.map(|i| i.to_string()).unwrap_or_default(),
             r.pid.map(|p| p.to_string()).unwrap_or_default(),
             r.fenced_actions,
-            skew
+            skew,
+            // The version each node runs, for a rolling upgrade.
+            r.version.as_deref().unwrap_or("")
         );
     }
     if !skewed.is_empty() {
