@@ -160,6 +160,8 @@ fn a_policy_no_reader_could_read_is_refused_at_apply_with_nothing_written() {
 }
 
 /// Runs `compactd args` and returns its output with its peak RSS (KiB).
+// The child is reaped by `wait4` (which reports its rusage), not `wait`.
+#[allow(clippy::zombie_processes)]
 fn with_peak_rss(c: &Cluster, args: &[&str]) -> (Output, i64) {
     use std::io::Read;
     let mut child = Command::new(BIN)

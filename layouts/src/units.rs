@@ -32,7 +32,7 @@ pub const MAX_TARGET_SIZE: u64 = 64 << 30;
 /// `1099511627776` → `1 TiB`, `68719476736` → `64 GiB`: a size for messages.
 pub fn show_size(n: u64) -> String {
     for (unit, m) in [("TiB", 1u64 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if n >= m && n % m == 0 {
+        if n >= m && n.is_multiple_of(m) {
             return format!("{} {unit}", n / m);
         }
     }
