@@ -66,8 +66,8 @@ pub struct SubmitArgs {
     /// Run as N shards instead of partitions (command executor; at most 100000).
     #[arg(long, conflicts_with = "partitions")]
     pub shards: Option<u32>,
-    /// Rounds of a repeat task (0: until stopped); with --interval or --cron.
-    #[arg(long, requires = "when")]
+    /// Rounds of a repeat task (0: until stopped; at most 1000000); with --interval or --cron.
+    #[arg(long, requires = "when", value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub repeat: Option<u32>,
     /// Pause between rounds of a repeat task.
     #[arg(long, value_parser = parse_duration, requires = "repeat", group = "when")]
@@ -322,8 +322,8 @@ pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
 pub struct ListArgs {
     #[arg(long)]
     pub json: bool,
-    /// Show at most this many tasks, newest first; 0 shows all.
-    #[arg(long, default_value_t = 100)]
+    /// Show at most this many tasks, newest first (at most 10000000); 0 shows all.
+    #[arg(long, default_value_t = 100, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(0..=10_000_000), |n| n as usize))]
     pub limit: usize,
     /// Only tasks in these states (comma-separated or repeated: Init, Running,
     /// Done, Failed, Cancel).
