@@ -124,7 +124,7 @@ fn a_policy_no_reader_could_read_is_refused_at_apply_with_nothing_written() {
         let tables: Vec<String> = (0..n).map(|i| format!("\"d/s/t{i:07}\"")).collect();
         format!("name = \"{name}\"\ntables = [{}]\nmin-small-files = 2\n", tables.join(","))
     };
-    // Over the limit as a file (the 4.4 MB policy).
+    // Over the limit as a file (4.4 MB).
     let big = dir.join("big.toml");
     std::fs::write(&big, policy("big", 300_000)).unwrap();
     assert!(std::fs::metadata(&big).unwrap().len() > 4_400_000);

@@ -1,5 +1,5 @@
 //! Every shell block of README.md, pasted in order into one shell, as a
-//! newcomer does in a fresh clone (issues 29 and 38): a README that drifts
+//! newcomer does in a fresh clone: a README that drifts
 //! from the binary, or whose sections step on each other, fails CI.
 //!
 //! The blocks run one after the other in one `bash -euo pipefail` (the

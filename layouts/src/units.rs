@@ -152,7 +152,7 @@ mod tests {
     fn durations_have_a_maximum_instead_of_wrapping() {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("3650d"), Ok(MAX_DURATION));
-        // The wrap of the issue: 2^64 ms is 18446744073709551.616 s.
+        // 2^64 ms is 18446744073709551.616 s: these used to wrap.
         for s in ["18446744073709552s", "3651d", "18446744073709551615s", "99999999999999999999999s"] {
             let e = parse_duration(s).unwrap_err();
             assert!(e.contains(s) && e.contains("maximum of 3650d"), "{s}: {e}");
