@@ -1,6 +1,7 @@
-//! The fs layer's listing: a walk in chunks that never follows links (each
-//! folder is opened with `nofollow`, its entries are not followed) and
-//! hides (and, for dead processes of this host, removes) temp files.
+//! The fs layer's listing: a walk in chunks that never follows links (the
+//! folder listed is opened with `nofollow`, each subfolder with `openat
+//! (O_NOFOLLOW)` from its parent's handle, each entry `lstat`ed from it)
+//! and hides (and, for dead processes of this host, removes) temp files.
 
 use super::*;
 
@@ -11,9 +12,9 @@ pub(super) struct Walk {
     pub(super) first: Option<String>,
     /// The folder to open first (relative, ends in `/`).
     pub(super) start: Option<String>,
-    /// Each open folder: its path, its entries, its handle (the entries'
-    /// paths go through it).
-    pub(super) stack: Vec<(String, fs::ReadDir, nofollow::Dir)>,
+    /// Each open folder: its path, its names, its handle (the names are
+    /// looked at relative to it).
+    pub(super) stack: Vec<(String, nofollow::Entries, nofollow::Dir)>,
     pub(super) recursive: bool,
 }
 
@@ -33,8 +34,8 @@ impl Walk {
     pub(super) fn next_chunk(&mut self, max: usize) -> io::Result<Vec<oio::Entry>> {
         let mut out = Vec::new();
         if let Some(start) = self.start.take() {
-            match open(&self.root, &start)? {
-                Some(opened) => self.stack.push((start, opened.0, opened.1)),
+            match nofollow::open_dir(&self.root, &start)? {
+                Some(dir) => self.stack.push((start, dir.entries()?, dir)),
                 // A folder that is not there lists as empty.
                 None => return Ok(out),
             }
@@ -43,13 +44,13 @@ impl Walk {
             }
         }
         while out.len() < max {
-            let Some((dir, rd, handle)) = self.stack.last_mut() else { break };
-            let de = match rd.next() {
+            let Some((dir, names, handle)) = self.stack.last_mut() else { break };
+            let name = match names.next() {
                 None => {
                     self.stack.pop();
                     continue;
                 }
-                Some(Ok(de)) => de,
+                Some(Ok(name)) => name,
                 // Removed while listed: what is gone is gone.
                 Some(Err(e)) if e.kind() == io::ErrorKind::NotFound => {
                     self.stack.pop();
@@ -57,7 +58,7 @@ impl Walk {
                 }
                 Some(Err(e)) => return Err(e),
             };
-            let Some(name) = de.file_name().to_str().map(str::to_string) else {
+            let Ok(name) = String::from_utf8(name) else {
                 // Not UTF-8: not a name compactd or OpenDAL can address.
                 continue;
             };
@@ -70,31 +71,25 @@ impl Walk {
                 continue;
             }
             let rel = format!("{dir}{name}");
-            // No symbolic link is followed: `file_type` and `metadata` of a
-            // directory entry do not follow.
-            let meta = match de.metadata() {
-                Ok(m) => m,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
+            // No symbolic link is followed: the entry is `lstat`ed.
+            let Some(st) = handle.lstat(&name)? else { continue };
+            let kind = st.st_mode & libc::S_IFMT;
+            let mut b = match kind {
+                libc::S_IFDIR => MetadataBuilder::dir(),
+                libc::S_IFREG => MetadataBuilder::file(st.st_size as u64),
+                _ => MetadataBuilder::unknown(),
             };
-            let mut b = if meta.is_dir() {
-                MetadataBuilder::dir()
-            } else if meta.is_file() {
-                MetadataBuilder::file(meta.len())
-            } else {
-                MetadataBuilder::unknown()
-            };
-            if let Ok(t) = meta.modified() {
-                if let Ok(t) = opendal::raw::Timestamp::try_from(t) {
-                    b.last_modified(t);
-                }
+            if let Ok(t) = opendal::raw::Timestamp::try_from(modified(&st)) {
+                b.last_modified(t);
             }
-            if meta.is_dir() {
+            if kind == libc::S_IFDIR {
                 let sub = format!("{rel}/");
                 out.push(oio::Entry::new(&sub, b.build()));
                 if self.recursive {
-                    if let Some((rd, handle)) = open(&self.root, &sub)? {
-                        self.stack.push((sub, rd, handle));
+                    // Relative to its parent's handle: no link on the way.
+                    if let Some(child) = handle.open_child(&name)? {
+                        let names = child.entries()?;
+                        self.stack.push((sub, names, child));
                     }
                 }
             } else {
@@ -105,16 +100,11 @@ impl Walk {
     }
 }
 
-/// Opens the folder `rel` for a listing, without following a link on the
-/// way; `None` if it is not there.
-fn open(root: &Path, rel: &str) -> io::Result<Option<(fs::ReadDir, nofollow::Dir)>> {
-    let Some(dir) = nofollow::open_dir(root, rel)? else { return Ok(None) };
-    // Through the handle's /proc name: exactly the folder opened above.
-    match fs::read_dir(dir.path()) {
-        Ok(rd) => Ok(Some((rd, dir))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
+/// When a file was last modified, from its `stat`.
+pub(super) fn modified(st: &libc::stat) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH
+        + std::time::Duration::from_secs(st.st_mtime.max(0) as u64)
+        + std::time::Duration::from_nanos(st.st_mtime_nsec.max(0) as u64)
 }
 
 /// For a temp name of a create or put: `Some(Some(pid))` if a process of

@@ -176,10 +176,7 @@ impl Service for FsCreateService {
             libc::S_IFREG => MetadataBuilder::file(st.st_size as u64),
             _ => MetadataBuilder::unknown(),
         };
-        let modified = std::time::UNIX_EPOCH
-            + std::time::Duration::from_secs(st.st_mtime.max(0) as u64)
-            + std::time::Duration::from_nanos(st.st_mtime_nsec.max(0) as u64);
-        if let Ok(t) = opendal::raw::Timestamp::try_from(modified) {
+        if let Ok(t) = opendal::raw::Timestamp::try_from(list::modified(&st)) {
             b.last_modified(t);
         }
         Ok(RpStat::new(b.build()))

@@ -69,6 +69,40 @@ impl Dir {
         Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
+    /// Opens the folder `name` in this one without following a link;
+    /// `None` if it is gone. (A listing's subfolders: one `openat`.)
+    pub(crate) fn open_child(&self, name: &str) -> io::Result<Option<Dir>> {
+        let n = cstr(name)?;
+        // SAFETY: a valid fd and C string.
+        let r = unsafe { libc::openat(self.raw(), n.as_ptr(), DIR_FLAGS | libc::O_NOFOLLOW) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::ENOENT) => Ok(None),
+                Some(libc::ELOOP) | Some(libc::ENOTDIR) => Err(not_a_folder(name)),
+                _ => Err(e),
+            };
+        }
+        // SAFETY: a fresh fd.
+        Ok(Some(Dir { fd: unsafe { OwnedFd::from_raw_fd(r) } }))
+    }
+
+    /// The names in this folder (`.` and `..` left out), read from this
+    /// handle itself: exactly the folder opened, whatever its path is now.
+    pub(crate) fn entries(&self) -> io::Result<Entries> {
+        // SAFETY: a valid fd; the duplicate is owned by the DIR from here on.
+        let fd = cvt(unsafe { libc::fcntl(self.raw(), libc::F_DUPFD_CLOEXEC, 0) })?;
+        // SAFETY: `fd` is a fresh descriptor of a folder.
+        let dir = unsafe { libc::fdopendir(fd) };
+        if dir.is_null() {
+            let e = io::Error::last_os_error();
+            // SAFETY: fdopendir failed: `fd` is still ours to close.
+            unsafe { libc::close(fd) };
+            return Err(e);
+        }
+        Ok(Entries { dir })
+    }
+
     /// Syncs the folder itself (its entries survive a power loss).
     pub(crate) fn sync(&self) -> io::Result<()> {
         // SAFETY: a valid fd.
@@ -82,6 +116,50 @@ impl Dir {
         let flags = if dir { libc::AT_REMOVEDIR } else { 0 };
         // SAFETY: a valid fd and C string.
         cvt(unsafe { libc::unlinkat(self.raw(), n.as_ptr(), flags) }).map(|_| ())
+    }
+}
+
+/// A folder's names being read (`readdir`); see [`Dir::entries`].
+pub(crate) struct Entries {
+    dir: *mut libc::DIR,
+}
+
+// SAFETY: the stream is used by one thread at a time (a listing moves from
+// one blocking call to the next), and only through `&mut self`: a shared
+// reference gives no access to it.
+unsafe impl Send for Entries {}
+// SAFETY: as above, `&Entries` exposes nothing.
+unsafe impl Sync for Entries {}
+
+impl Iterator for Entries {
+    /// A name as bytes (not every name is UTF-8).
+    type Item = io::Result<Vec<u8>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            // readdir reports an error only through errno, left as it was
+            // at the end of the stream.
+            // SAFETY: errno is this thread's.
+            unsafe { *libc::__errno_location() = 0 };
+            // SAFETY: a valid, open stream.
+            let e = unsafe { libc::readdir64(self.dir) };
+            if e.is_null() {
+                let err = io::Error::last_os_error();
+                return (err.raw_os_error() != Some(0)).then_some(Err(err));
+            }
+            // SAFETY: readdir returned an entry whose name is NUL-terminated.
+            let name = unsafe { std::ffi::CStr::from_ptr((*e).d_name.as_ptr()) }.to_bytes();
+            if name != b"." && name != b".." {
+                return Some(Ok(name.to_vec()));
+            }
+        }
+    }
+}
+
+impl Drop for Entries {
+    fn drop(&mut self) {
+        // SAFETY: opened by fdopendir, closed once (with its descriptor).
+        unsafe { libc::closedir(self.dir) };
     }
 }
 
