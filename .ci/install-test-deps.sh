@@ -8,7 +8,8 @@
 # Debian's chromium and jq (the status page's browser test, the README's
 # examples), nftables and faketime (the network-fault tests' cuts and
 # skewed clocks), krb5-user (kinit for the Kerberos HDFS test; it brings
-# the GSSAPI library hdfs-native loads). README.md's test block is this
+# the GSSAPI library hdfs-native loads), cargo-deb, dpkg-dev and man-db
+# (the Debian package's build and install test). README.md's test block is this
 # script and the test command; .ci/run calls it too.
 #
 # Usage: bash .ci/install-test-deps.sh
@@ -30,13 +31,18 @@ bash .ci/install-hdfs.sh
 echo "== install: Java Iceberg, the reference writer and judge of the iceberg executor (tests/iceberg.rs, built with Maven)"
 bash .ci/install-iceberg.sh
 
-echo "== install: Debian's chromium (tests/ops.rs), jq (README's examples, tests/readme.rs), nftables and faketime (tests/netfaults.rs), krb5-user (tests/hdfs_kerberos.rs)"
+echo "== install: cargo-deb, which builds the Debian package (.ci/build-deb.sh, tests/deb.rs)"
+bash .ci/install-cargo-deb.sh
+
+echo "== install: Debian's chromium (tests/ops.rs), jq (README's examples, tests/readme.rs), nftables and faketime (tests/netfaults.rs), krb5-user (tests/hdfs_kerberos.rs), dpkg-dev and man-db (tests/deb.rs)"
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 command -v nft >/dev/null 2>&1 || missing+=(nftables)
 command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 command -v kinit >/dev/null 2>&1 || missing+=(krb5-user)
+command -v dpkg-shlibdeps >/dev/null 2>&1 || missing+=(dpkg-dev)
+command -v man >/dev/null 2>&1 || missing+=(man-db)
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
         echo "install-test-deps: need ${missing[*]}: run as root, or: sudo apt-get install -y ${missing[*]}" >&2

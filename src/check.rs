@@ -21,9 +21,12 @@ impl Anomaly {
     }
 }
 
+/// One line of text output: control and bidirectional characters of the
+/// path (a name anyone with write access chose) and of the problem escaped,
+/// so that an anomaly never prints as two lines or reorders its line.
 impl std::fmt::Display for Anomaly {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path, self.problem)
+        write!(f, "{}: {}", layouts::name::shown(&self.path), layouts::name::shown(&self.problem))
     }
 }
 

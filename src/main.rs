@@ -5,7 +5,7 @@ fn main() -> ExitCode {
         Ok(l) => l,
         Err(compactd::cli::config::ConfigError::Clap(e)) => e.exit(),
         Err(e) => {
-            compactd::logging::eprint_line(&format!("compactd: error: {e}"));
+            compactd::logging::eprint_line(&format!("compactd: error: {}", layouts::name::shown(&e.to_string())));
             return ExitCode::from(2);
         }
     };
@@ -26,7 +26,7 @@ fn main() -> ExitCode {
     let code = match rt.block_on(compactd::cli::dispatch(cli)) {
         Ok(code) => code,
         Err(e) => {
-            compactd::logging::eprint_line(&format!("compactd: error: {e:#}"));
+            compactd::logging::eprint_line(&format!("compactd: error: {}", compactd::cli::error_line(&e)));
             1
         }
     };

@@ -194,7 +194,9 @@ fn garbage_scenario(folder_lease: bool) {
     let (code, out, err) = check(&cluster);
     assert_eq!(code, Some(1), "check must fail\n{out}\n{err}");
     for p in &expect {
-        assert!(out.contains(p.as_str()) || out.contains(&format!("{p}/")), "check does not name {p:?}:\n{out}\n{err}");
+        // Text output shows control characters escaped.
+        let p = layouts::name::shown(p);
+        assert!(out.contains(&*p) || out.contains(&format!("{p}/")), "check does not name {p:?}:\n{out}\n{err}");
     }
 
     let data = root.parent().unwrap().join("data");

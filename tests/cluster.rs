@@ -148,7 +148,11 @@ fn failover(cluster: &mut Cluster) {
     assert!(!tree.heartbeat_exists(&first), "the dead node's heartbeat is cleaned up");
     let rows = cluster.nodes();
     assert_eq!(alive(&rows).len(), 2, "{rows:#?}");
-    assert!(!rows.iter().any(|r| r["id"] == first.as_str()), "{rows:#?}");
+    // Listed as declared offline (until the record is purged), not alive.
+    assert!(
+        rows.iter().any(|r| r["id"] == first.as_str() && r["declared_offline"] == true && r["alive"] == false),
+        "{rows:#?}"
+    );
     let check = cluster.compactd(&["check"]);
     assert!(check.status.success(), "check found anomalies: {}", String::from_utf8_lossy(&check.stdout));
 }

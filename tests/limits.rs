@@ -93,6 +93,7 @@ fn submit_refuses_what_is_over_a_limit_naming_the_limit() {
         (vec!["--command", &big_template], 1, vec!["template", "65536 bytes"]),
         (vec!["--command-name", "x", "--param", &big_value], 1, vec!["param \"k\"", "4096 bytes"]),
         (many_params.clone(), 1, vec!["101 params", "limit of 100"]),
+        (vec!["--repeat", "1000001", "--interval", "1s"], 2, vec!["--repeat", "0..=1000000"]),
         (vec!["--interval", "1s"], 2, vec!["--repeat"]),
         (vec!["--cron", "0 2 * * *"], 2, vec!["--repeat"]),
         (vec!["--repeat", "1", "--cron", "0 2 * * *", "--interval", "1s"], 2, vec!["--cron", "--interval"]),

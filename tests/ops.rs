@@ -227,7 +227,7 @@ fn the_unit_file_passes_systemd_analyze_verify() {
     let dir = tempfile::tempdir().unwrap();
     let check = |text: &str| {
         let path = dir.path().join("compactd.service");
-        std::fs::write(&path, text.replace("/usr/local/bin/compactd", BIN)).unwrap();
+        std::fs::write(&path, text.replace("ExecStart=compactd ", &format!("ExecStart={BIN} "))).unwrap();
         let out = std::process::Command::new("systemd-analyze").arg("verify").arg(&path).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr).to_string();
         // Warnings about the unit name it by path; others (the host's own

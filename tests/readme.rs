@@ -1,16 +1,20 @@
-//! Every shell block of README.md, run as pasted (issue 29): a README that
-//! drifts from the binary fails CI.
+//! Every shell block of README.md, pasted in order into one shell, as a
+//! newcomer does in a fresh clone: a README that drifts
+//! from the binary, or whose sections step on each other, fails CI.
 //!
-//! Each ```` ```sh ```` block runs with `bash -euo pipefail` in a scratch
-//! folder holding a copy of `fixtures/`, with `compactd` on `PATH` and
-//! `target/release/compactd` pointing at the binary under test (`cargo
-//! build --release` is a no-op here: the test already built it), and
-//! `/tmp/cluster` moved into the scratch folder. A block must exit 0, and
-//! what its comments promise is checked against its output ([`expect`]). A
-//! block is skipped only behind an explicit marker on the line before it,
-//! `<!-- readme-test: skip (reason) -->`, for what needs a remote service;
-//! every skip is printed with its reason. Background processes a block
-//! starts are killed with its session when it ends.
+//! The blocks run one after the other in one `bash -euo pipefail` (the
+//! shell's variables, jobs and working folder carry over from block to
+//! block, so a section that leaves a node running or reuses another's
+//! folders fails here), in a scratch folder that holds what a fresh clone
+//! does for them: a copy of `fixtures/`, and `target/release/compactd` (a
+//! link to the binary under test, so `cargo build --release` is replaced by
+//! a no-op: the test already built it). Nothing else: no `compactd` on
+//! `PATH`, no `COMPACTD_*` in the environment. The whole run must exit 0,
+//! and what each block's comments promise is checked against its output
+//! ([`expect`]). A block is left out only behind an explicit marker on the
+//! line before it, `<!-- readme-test: skip (reason) -->`, for what needs a
+//! remote service or rebuilds compactd; every skip is printed with its
+//! reason.
 // Real processes on real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -19,7 +23,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_compactd");
-const LIMIT: Duration = Duration::from_secs(120);
+/// The whole README, all its blocks in one shell (30 s here).
+const LIMIT: Duration = Duration::from_secs(300);
 
 struct Block {
     line: usize,
@@ -62,30 +67,37 @@ fn copy_dir(from: &Path, to: &Path) {
     assert!(st.success(), "cp -a {} {}", from.display(), to.display());
 }
 
-/// Runs a block in `dir`; returns (exit code, stdout, stderr).
-fn run(block: &Block, dir: &Path) -> (Option<i32>, String, String) {
-    let bin_dir = dir.join(".bin");
-    std::fs::create_dir_all(&bin_dir).unwrap();
-    std::os::unix::fs::symlink(BIN, bin_dir.join("compactd")).unwrap();
+/// The line that starts each block's output in the one shell's stdout.
+const MARK: &str = "@@readme-block ";
+
+/// Runs `blocks` in order in one shell in `dir`; returns (exit code,
+/// stdout, stderr, processes of the shell's session still running when it
+/// ended: what a section started and did not stop).
+fn run(blocks: &[&Block], dir: &Path) -> (Option<i32>, String, String, Vec<String>) {
     std::fs::create_dir_all(dir.join("target/release")).unwrap();
     std::os::unix::fs::symlink(BIN, dir.join("target/release/compactd")).unwrap();
-    let script = block
-        .text
-        .replace("cargo build --release", "true")
-        .replace("/tmp/cluster", &dir.join("cluster").display().to_string());
-    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    // As pasted: the blocks one after the other, a marker line between
+    // them on stdout (to tell their outputs apart) and on stderr.
+    let mut script = String::new();
+    for b in blocks {
+        script += &format!("echo '{MARK}{0}'; echo '{MARK}{0}' >&2\n", b.line);
+        script += &b.text.replace("cargo build --release", "true");
+    }
     let (out_path, err_path) = (dir.join(".stdout"), dir.join(".stderr"));
     let mut cmd = Command::new("bash");
     cmd.args(["-euo", "pipefail", "-c", &script])
         .current_dir(dir)
-        .env("PATH", path)
-        .env_remove("COMPACTD_LISTEN")
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out_path).unwrap())
         .stderr(std::fs::File::create(&err_path).unwrap());
-    // A session of its own: whatever the block starts in the background is
-    // killed with it.
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("COMPACTD_") {
+            cmd.env_remove(k);
+        }
+    }
+    // A session of its own: whatever the blocks leave running is found,
+    // and killed, by it.
     unsafe {
         use std::os::unix::process::CommandExt;
         cmd.pre_exec(|| {
@@ -94,22 +106,58 @@ fn run(block: &Block, dir: &Path) -> (Option<i32>, String, String) {
         });
     }
     let mut child = cmd.spawn().unwrap();
-    let pgid = child.id() as i32;
+    let sid = child.id() as i32;
     let start = Instant::now();
     let code = loop {
         if let Some(st) = child.try_wait().unwrap() {
             break st.code();
         }
         if start.elapsed() > LIMIT {
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            unsafe { libc::kill(-sid, libc::SIGKILL) };
             let _ = child.wait();
             break None;
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    // A node told to stop takes a moment to leave the cluster.
+    let mut left = session(sid);
+    let t = Instant::now();
+    while !left.is_empty() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+        left = session(sid);
+    }
+    for p in &left {
+        if let Some(pid) = p.split_whitespace().next().and_then(|p| p.parse::<i32>().ok()) {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
     let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
-    (code, read(out_path), read(err_path))
+    (code, read(out_path), read(err_path), left)
+}
+
+/// The processes of session `sid`: `<pid> <command line>`.
+fn session(sid: i32) -> Vec<String> {
+    let mut out = vec![];
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        // SAFETY: getsid of any pid is a plain query.
+        if unsafe { libc::getsid(pid) } == sid {
+            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let cmdline: String = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            out.push(format!("{pid} {}", cmdline.trim()));
+        }
+    }
+    out
+}
+
+/// Each block's part of the one shell's stdout.
+fn outputs(out: &str) -> std::collections::BTreeMap<usize, String> {
+    let mut parts = std::collections::BTreeMap::new();
+    for part in out.split(MARK).skip(1) {
+        let (line, rest) = part.split_once('\n').unwrap_or((part, ""));
+        parts.insert(line.trim().parse().unwrap(), rest.to_string());
+    }
+    parts
 }
 
 /// The rows of each `compactd nodes` table in `out`: (id, alive, monitor).
@@ -142,7 +190,7 @@ fn expect(block: &Block, out: &str, dir: &Path) {
         let counts: Vec<&str> = out.lines().map(str::trim).filter(|l| l.parse::<u32>().is_ok()).collect();
         assert_eq!(counts, ["3"], "line {}: 3 files after\n{out}", block.line);
         let lines: usize =
-            walk(&dir.join("data")).iter().map(|e| std::fs::read_to_string(e).unwrap().lines().count()).sum();
+            walk(&dir.join("warehouse")).iter().map(|e| std::fs::read_to_string(e).unwrap().lines().count()).sum();
         assert_eq!(lines, 60, "line {}: the same 60 lines after the merges", block.line);
     } else if t.contains("cp -r fixtures/sample data") {
         // "12 small files" before, "3 files, the same 60 lines" after.
@@ -182,8 +230,8 @@ fn expect(block: &Block, out: &str, dir: &Path) {
         let second = monitor(&tables[1]).unwrap_or_else(|| panic!("line {}: no new monitor\n{out}", block.line));
         assert_ne!(first, second, "line {}: the killed monitor is still the monitor\n{out}", block.line);
         assert!(
-            tables[1].iter().all(|r| r.0 != first || r.1 != "yes"),
-            "line {}: the killed node is still alive\n{out}",
+            tables[1].iter().any(|r| r.0 == first && r.1 == "OFFLN"),
+            "line {}: the killed monitor is not shown declared offline\n{out}",
             block.line
         );
         assert!(out.contains("ok: no anomalies"), "line {}: check\n{out}", block.line);
@@ -206,24 +254,52 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 }
 
 #[test]
-fn every_shell_block_of_the_readme_runs_as_pasted() {
+fn the_readme_pasted_top_to_bottom_into_one_shell_ends_with_every_documented_result() {
     let all = blocks();
     assert!(all.len() >= 5, "README.md has only {} shell blocks: is the parser right?", all.len());
-    let mut ran = 0;
+    let mut runs = vec![];
     for b in &all {
-        if let Some(why) = &b.skip {
-            eprintln!("README.md line {}: skipped {why}", b.line);
-            assert!(why.starts_with('(') && why.len() > 4, "line {}: a skip marker must give its reason", b.line);
-            continue;
+        match &b.skip {
+            Some(why) => {
+                eprintln!("README.md line {}: skipped {why}", b.line);
+                assert!(why.starts_with('(') && why.len() > 4, "line {}: a skip marker must give its reason", b.line);
+            }
+            None => runs.push(b),
         }
-        let scratch = tempfile::tempdir().unwrap();
-        copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"), scratch.path());
-        let t = Instant::now();
-        let (code, out, err) = run(b, scratch.path());
-        eprintln!("README.md line {}: exit {code:?} in {:?}", b.line, t.elapsed());
-        assert_eq!(code, Some(0), "README.md line {}:\n{}\nstdout:\n{out}\nstderr:\n{err}", b.line, b.text);
-        expect(b, &out, scratch.path());
-        ran += 1;
     }
-    assert!(ran >= 2, "only {ran} blocks ran");
+    assert!(runs.len() >= 5, "only {} blocks run", runs.len());
+    let scratch = tempfile::tempdir().unwrap();
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"), scratch.path());
+    let t = Instant::now();
+    let (code, out, err, left) = run(&runs, scratch.path());
+    eprintln!("README.md: {} blocks in one shell, exit {code:?} in {:?}", runs.len(), t.elapsed());
+    let parts = outputs(&out);
+    // The block that failed is the last one that started.
+    let last = parts.keys().next_back().copied().unwrap_or(0);
+    assert_eq!(
+        code,
+        Some(0),
+        "README.md: the shell failed in the block at line {last}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    assert!(left.is_empty(), "README.md: the blocks left processes running: {left:?}");
+    for b in &runs {
+        let got = parts.get(&b.line).unwrap_or_else(|| panic!("line {}: no output part\n{out}", b.line));
+        expect(b, got, scratch.path());
+    }
+}
+
+/// The README shows `fixtures/jobs/nightly.json` as it is, and states how
+/// long the first build takes here.
+#[test]
+fn the_readme_shows_the_job_fixture_as_it_is_and_the_build_time() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let start = readme.find("```json\n{\n  \"jobName\": \"nightly\"").expect("the nightly job in the README");
+    let body = &readme[start + 8..];
+    let shown: serde_json::Value = serde_json::from_str(&body[..body.find("```").unwrap()]).unwrap();
+    let file =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/jobs/nightly.json")).unwrap();
+    assert_eq!(shown, serde_json::from_str::<serde_json::Value>(&file).unwrap());
+    let first = blocks().into_iter().find(|b| b.skip.is_none()).unwrap();
+    let build = first.text.lines().next().unwrap();
+    assert!(build.starts_with("cargo build --release") && build.contains(" min"), "{build}");
 }

@@ -372,3 +372,49 @@ fn the_listener_holds_a_bounded_number_of_connections() {
     }
     panic!("three rounds took longer than the header timeout: the bound could not be observed on this machine");
 }
+
+/// `POST` to `addr`'s poke route; returns the status line.
+fn poke_raw(addr: &str, query: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "POST /v1/poke?{query} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.lines().next().unwrap_or_default().to_string()
+}
+
+/// A node's advertised address that reaches another node (a loopback
+/// address seen from another host, where the default `--listen` binds; a
+/// port another node took after a restart): the receiver refuses a poke
+/// meant for someone else (`421`), so its sender writes the meant node's
+/// inbox, and that node starts the work at its next poll instead of after
+/// `FULL_LIST_EVERY` polls (60 s here).
+#[test]
+fn a_poke_that_reaches_another_node_is_refused_and_the_meant_node_takes_its_work_at_its_next_poll() {
+    let (mut c, data) = fs_cluster();
+    c.timings = vec!["--heartbeat", "1s", "--session-timeout", "5s", "--lease", "5s"];
+    // n1 manages, n2 alone defines the command: every unit is dispatched
+    // into n2's folder, and n2 is poked at the address it advertises.
+    c.start_with("n1", &["--data", &data]);
+    let rows = c.wait_nodes(Duration::from_secs(30), "n1 alive", |r| alive(r) == ["n1"]);
+    let n1_addr = rows[0]["addr"].as_str().expect("n1 advertises its listener").to_string();
+    // n2 listens elsewhere but advertises n1's address.
+    c.start_with("n2", &["--data", &data, "--command", "ok=true", "--advertise", &n1_addr]);
+    c.wait_nodes(Duration::from_secs(30), "n1 and n2 alive", |r| alive(r).len() == 2);
+
+    assert!(poke_raw(&n1_addr, "scope=work&node=n2").contains(" 421 "), "a poke for n2 reaching n1");
+    assert!(poke_raw(&n1_addr, "scope=work&node=n1").contains(" 202 "));
+    assert!(poke_raw(&n1_addr, "scope=work").contains(" 202 "), "pokes of older versions name no node");
+
+    let t0 = Instant::now();
+    let out = c.compactd(
+        &["submit", "--db", "d", "--schema", "s", "--table", "t", "--shards", "2"]
+            .into_iter()
+            .chain(["--command-name", "ok", "--manager", "n1", "--wait"])
+            .collect::<Vec<_>>(),
+    );
+    let took = t0.elapsed();
+    assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text());
+    eprintln!("a task managed by a node whose address reaches another one: done in {took:?}");
+    assert!(took < Duration::from_secs(20), "took {took:?}: the misdirected pokes were taken as delivered");
+}

@@ -23,17 +23,6 @@ pub enum FormatError {
 }
 
 /// Parses a tree file of a known format.
-/// Parses `1048576`, `64KiB`, `128MiB`, `1GiB`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mul) = [("GiB", 1u64 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)]
-        .iter()
-        .find_map(|(suffix, m)| s.strip_suffix(suffix).map(|n| (n, *m)))
-        .unwrap_or((s, 1));
-    let n: u64 = num.trim().parse().map_err(|_| format!("{s:?} is not a size (write 1048576, 64KiB, 128MiB, 1GiB)"))?;
-    n.checked_mul(mul).filter(|v| *v > 0).ok_or_else(|| "size must be positive and fit in 64 bits".into())
-}
-
 pub fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, FormatError> {
     if bytes.len() > MAX_FILE_BYTES {
         return Err(FormatError::TooLarge(bytes.len()));

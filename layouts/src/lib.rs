@@ -19,6 +19,7 @@ pub mod limits;
 pub mod name;
 pub mod policies;
 pub mod state;
+pub mod units;
 pub mod v1;
 pub mod v2;
 

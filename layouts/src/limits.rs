@@ -34,6 +34,12 @@ pub const MAX_PARAM_VALUE_BYTES: usize = 4096;
 /// allows for one argument of `sh -c`.
 pub const MAX_TEMPLATE_BYTES: usize = 64 * 1024;
 
+/// Prefix of the params compactd sets itself: the planner's decision
+/// marker ([`crate::policies::MARKER_PARAM`]) and its target size, a job
+/// step's marker. Tasks are found by their marker, so a submitter must not
+/// set one: `submit`, `trigger` and `define apply` refuse them.
+pub const RESERVED_PARAM_PREFIX: &str = "compactd_";
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LimitError {
     #[error("{asked} {what} is over the limit of {limit} {per}")]
@@ -45,6 +51,20 @@ pub enum LimitError {
          (`<partition>/_compactd/`) or hidden, and partition discovery skips them"
     )]
     ReservedPartition(String),
+    #[error(
+        "param {0:?} is reserved: names starting with `{RESERVED_PARAM_PREFIX}` are set by compactd itself \
+         (the policy planner's and the jobs' markers, a policy's target size)"
+    )]
+    ReservedParam(String),
+}
+
+/// Refuses params a submitter may not set ([`RESERVED_PARAM_PREFIX`]);
+/// compactd's own planner and job driver set them after this check.
+pub fn check_submitted_params<'a>(names: impl IntoIterator<Item = &'a String>) -> Result<(), LimitError> {
+    match names.into_iter().find(|k| k.to_ascii_lowercase().starts_with(RESERVED_PARAM_PREFIX)) {
+        Some(k) => Err(LimitError::ReservedParam(k.clone())),
+        None => Ok(()),
+    }
 }
 
 /// A partition name compactd never compacts: its own `_compactd/` and any

@@ -76,6 +76,38 @@ impl<'de> serde::Deserialize<'de> for Name {
     }
 }
 
+/// Whether text output must escape `c`: control characters (a name must
+/// not forge a line of output) and the characters that change the
+/// direction or order of the text around them on a terminal (bidirectional
+/// embeddings, overrides and isolates, directional marks, line and
+/// paragraph separators).
+pub fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{2028}' | '\u{2029}')
+        || ('\u{202A}'..='\u{202E}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+}
+
+/// A name, path or message as text output shows it: every character of
+/// [`needs_escape`] written as Rust writes it in a string (`\n`, `\t`,
+/// `\u{202e}`), everything else as it is. `Name`s hold no control
+/// characters, but may hold the others; names read from listings or files
+/// may hold anything.
+pub fn shown(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(needs_escape) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if needs_escape(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// A node's identity, like the seed's `xcloud24_9876` (`<host>_<port>`).
 ///
 /// Stricter than [`Name`]: node ids appear in file names that are split on
@@ -144,6 +176,15 @@ pub fn fnv1a32(bytes: &[u8]) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn output_shows_control_and_bidi_characters_escaped() {
+        assert_eq!(super::shown("db/public/events"), "db/public/events");
+        assert_eq!(super::shown("x\nok: no anomalies"), "x\\nok: no anomalies");
+        assert_eq!(super::shown("evil\u{202E}txt.exe"), "evil\\u{202e}txt.exe");
+        assert_eq!(super::shown("a\u{2067}b\u{2069}\t\u{1b}[31m"), "a\\u{2067}b\\u{2069}\\t\\u{1b}[31m");
+        assert_eq!(super::shown("état"), "état");
+    }
+
     use super::*;
 
     #[test]

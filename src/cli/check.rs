@@ -224,7 +224,7 @@ pub struct VacuumOrphansArgs {
     /// backend's clock). Outputs of tasks that are not finished are kept
     /// whatever the age; make it longer than twice the longest a unit runs
     /// (the executor timeout, `run --command-timeout`) all the same.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = layouts::units::parse_duration_or_zero)]
     pub older_than: std::time::Duration,
     /// Also remove orphans of tasks the tree (`--root`) has neither under
     /// `Scheduler/` nor in its archive (archived longer ago than the

@@ -25,6 +25,9 @@ use super::Cli;
 /// Read when it exists and no `--config` is given.
 pub const DEFAULT_PATH: &str = "/etc/compactd/compactd.toml";
 
+/// The largest configuration file read: 1 MiB (a commented example is 2 KiB).
+pub const MAX_CONFIG_BYTES: usize = 1 << 20;
+
 /// Subcommands whose flags the file sets (`config` prints what `run` gets).
 const RUN_LIKE: &[&str] = &["run", "config"];
 
@@ -126,8 +129,10 @@ pub fn load(argv: Vec<OsString>) -> Result<Loaded, ConfigError> {
         return Ok(Loaded { cli, file: None, matches: first, from_file: vec![] });
     };
     let shown = path.display().to_string();
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| ConfigError::File { path: shown.clone(), why: e.to_string() })?;
+    let bytes = super::read_bounded(&path, MAX_CONFIG_BYTES, "a configuration file")
+        .map_err(|why| ConfigError::File { path: shown.clone(), why })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| ConfigError::File { path: shown.clone(), why: "not UTF-8 text".into() })?;
     let table: toml::Table =
         toml::from_str(&text).map_err(|e| ConfigError::File { path: shown.clone(), why: e.to_string() })?;
     let globals = keys_of(&cmd, true);

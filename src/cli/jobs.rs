@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 use std::time::{Duration, UNIX_EPOCH};
 
-use anyhow::Context;
 use layouts::{Name, NodeId};
 use serde::Serialize;
 use store::Store;
@@ -115,18 +114,19 @@ pub async fn define(store: Store, args: DefineArgs) -> anyhow::Result<i32> {
     match args.command {
         DefineCommand::Apply { file, json } => {
             let shown = file.display().to_string();
-            let bytes = std::fs::read(&file).with_context(|| format!("reading {shown}"))?;
+            let bytes = super::read_bounded(&file, layouts::formats::MAX_FILE_BYTES, "a job definition")
+                .map_err(|e| anyhow::anyhow!("{shown}: {e}"))?;
             let spec = jobs::spec::parse(&shown, &bytes)?;
             let who = writer();
             let applied = define::apply(&store, &spec, &who, who.as_str(), now_ms()).await?;
             for w in define::warnings(&store, &spec).await? {
-                eprintln!("warning: {w}");
+                super::errln!("warning: {w}");
             }
             if json {
                 print_json(&applied)?;
             } else if applied.changed {
                 let steps: Vec<&str> = applied.changed_steps.iter().map(Name::as_str).collect();
-                println!(
+                super::outln!(
                     "{}: version {} (changed steps: {}; relations version {})",
                     applied.job,
                     applied.version,
@@ -134,7 +134,7 @@ pub async fn define(store: Store, args: DefineArgs) -> anyhow::Result<i32> {
                     applied.relations_version
                 );
             } else {
-                println!("{}: unchanged (version {})", applied.job, applied.version);
+                super::outln!("{}: unchanged (version {})", applied.job, applied.version);
             }
         }
         DefineCommand::Versions { job, json } => {
@@ -142,10 +142,10 @@ pub async fn define(store: Store, args: DefineArgs) -> anyhow::Result<i32> {
             if json {
                 print_json(&rows)?;
             } else {
-                println!("{:<8} {:<8} {:<25} {:<24} STEPS", "VERSION", "CURRENT", "LOGGED", "BY");
+                super::outln!("{:<8} {:<8} {:<25} {:<24} STEPS", "VERSION", "CURRENT", "LOGGED", "BY");
                 for r in rows {
                     let steps: Vec<String> = r.steps.iter().map(|s| format!("{}@{}", s.name, s.version)).collect();
-                    println!(
+                    super::outln!(
                         "{:<8} {:<8} {:<25} {:<24} {}",
                         r.version,
                         if r.current { "yes" } else { "" },
@@ -158,14 +158,14 @@ pub async fn define(store: Store, args: DefineArgs) -> anyhow::Result<i32> {
         }
         DefineCommand::Switch { job, version } => {
             let def = define::switch(&store, &job, version).await?;
-            println!("{}: switched to version {}", def.name, def.version);
+            super::outln!("{}: switched to version {}", def.name, def.version);
         }
         DefineCommand::Show { job, version } => {
             print_json(&define::show(&store, &job, version).await?)?;
         }
         DefineCommand::Delete { job } => {
             let v = define::delete(&store, &job).await?;
-            println!("{job}: deleted (was version {v}; the version log is kept)");
+            super::outln!("{job}: deleted (was version {v}; the version log is kept)");
         }
         DefineCommand::List { json } => {
             let rows = define::list(&store).await?;
@@ -179,9 +179,9 @@ pub async fn define(store: Store, args: DefineArgs) -> anyhow::Result<i32> {
                 let rows: Vec<Row> = rows.into_iter().map(|(job, version)| Row { job, version }).collect();
                 print_json(&rows)?;
             } else {
-                println!("{:<32} VERSION", "JOB");
+                super::outln!("{:<32} VERSION", "JOB");
                 for (job, v) in rows {
-                    println!("{:<32} {}", job.as_str(), v.map_or("deleted".into(), |v| v.to_string()));
+                    super::outln!("{:<32} {}", job.as_str(), v.map_or("deleted".into(), |v| v.to_string()));
                 }
             }
         }
@@ -208,7 +208,7 @@ pub async fn trigger(store: Store, args: TriggerArgs) -> anyhow::Result<i32> {
         }
         print_json(&Out { created: t.created, job: view })?;
     } else if t.created {
-        println!(
+        super::outln!(
             "created job {}/{} (definition version {}, {} steps)",
             view.job,
             view.trigger,
@@ -216,7 +216,7 @@ pub async fn trigger(store: Store, args: TriggerArgs) -> anyhow::Result<i32> {
             view.steps.len()
         );
     } else {
-        println!(
+        super::outln!(
             "job {}/{} exists: {} (definition version {}, created {} by {})",
             view.job,
             view.trigger,
@@ -241,20 +241,25 @@ pub async fn list(store: Store, args: JobsArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     if !schedules.is_empty() {
-        println!("{:<24} {:<20} {:<20} NEXT FIRE", "SCHEDULED JOB", "SCHEDULE", "TIME ZONE");
+        super::outln!("{:<24} {:<20} {:<20} NEXT FIRE", "SCHEDULED JOB", "SCHEDULE", "TIME ZONE");
         for s in &schedules {
             let next = s.problem.clone().unwrap_or_else(|| when(s.next_fire_ms));
-            println!("{:<24} {:<20} {:<20} {next}", s.job.as_str(), s.schedule, s.time_zone);
+            super::outln!("{:<24} {:<20} {:<20} {next}", s.job.as_str(), s.schedule, s.time_zone);
         }
-        println!();
+        super::outln!();
     }
-    println!(
+    super::outln!(
         "{:<24} {:<20} {:<10} {:>7} {:>9} {:<25} FINISHED",
-        "JOB", "TRIGGER", "STATE", "VERSION", "STEPS OK", "CREATED"
+        "JOB",
+        "TRIGGER",
+        "STATE",
+        "VERSION",
+        "STEPS OK",
+        "CREATED"
     );
     for v in views {
         let ok = v.steps.iter().filter(|s| s.state == layouts::jobs::StepState::Succeeded).count();
-        println!(
+        super::outln!(
             "{:<24} {:<20} {:<10} {:>7} {:>9} {:<25} {}",
             v.job.as_str(),
             v.trigger.as_str(),
@@ -277,7 +282,7 @@ pub async fn show(store: Store, args: JobArgs) -> anyhow::Result<i32> {
         print_json(&v)?;
         return Ok(0);
     }
-    println!(
+    super::outln!(
         "job {}/{}: {} (definition version {}, created {}, finished {})",
         v.job,
         v.trigger,
@@ -288,12 +293,12 @@ pub async fn show(store: Store, args: JobArgs) -> anyhow::Result<i32> {
     );
     if let Some(s) = &v.schedule {
         let next = s.problem.clone().unwrap_or_else(|| format!("next fire {}", when(s.next_fire_ms)));
-        println!("schedule {:?} in {}: {next}", s.schedule, s.time_zone);
+        super::outln!("schedule {:?} in {}: {next}", s.schedule, s.time_zone);
     }
-    println!("{:<20} {:<10} {:<30} {:<25} {:<25} AFTER", "STEP", "STATE", "TASK", "STARTED", "FINISHED");
+    super::outln!("{:<20} {:<10} {:<30} {:<25} {:<25} AFTER", "STEP", "STATE", "TASK", "STARTED", "FINISHED");
     for s in &v.steps {
         let deps: Vec<&str> = s.dependent_steps.iter().map(Name::as_str).collect();
-        println!(
+        super::outln!(
             "{:<20} {:<10} {:<30} {:<25} {:<25} {}",
             s.name.as_str(),
             s.state.as_str(),
@@ -303,7 +308,7 @@ pub async fn show(store: Store, args: JobArgs) -> anyhow::Result<i32> {
             deps.join(",")
         );
         if let Some(r) = &s.reason {
-            println!("{:<20} {r}", "");
+            super::outln!("{:<20} {r}", "");
         }
     }
     Ok(0)

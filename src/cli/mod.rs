@@ -1,5 +1,23 @@
 //! The command line: parsing, dispatch, exit codes (0 ok, 1 failure, 2 usage).
 
+/// `println!` for text output that may hold names read from the tree or the
+/// data backend: the line is printed with control and bidirectional
+/// characters escaped ([`layouts::name::shown`]), so that a name can
+/// neither add a line to the output nor reorder the one it is on. JSON
+/// output is escaped by JSON itself.
+macro_rules! outln {
+    () => { println!() };
+    ($($arg:tt)*) => { println!("{}", layouts::name::shown(&format!($($arg)*))) };
+}
+pub(crate) use outln;
+
+/// [`outln`] for stderr, through [`crate::logging::eprint_line`] (never
+/// panics on a broken stderr).
+macro_rules! errln {
+    ($($arg:tt)*) => { $crate::logging::eprint_line(&layouts::name::shown(&format!($($arg)*))) };
+}
+pub(crate) use errln;
+
 pub mod check;
 pub mod config;
 pub mod jobs;
@@ -14,18 +32,19 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "compactd", version, about = "Compaction scheduler coordinating through files on a shared backend")]
 pub struct Cli {
-    /// Backend root: a path or fs:///abs/path, memory://, s3://bucket/prefix?endpoint=…&region=…
+    /// Backend root: a path or fs:///abs/path, memory://, s3://bucket/prefix?endpoint=…&region=…,
+    /// hdfs://namenode:port/path, hdfs://nameservice/path or hdfs:///path
     #[arg(long, global = true, env = "COMPACTD_ROOT", default_value = "./cluster.compact")]
     pub root: String,
 
     /// Limit of each backend request (each attempt); `0s` for none. Also read
     /// by executors started by a node (environment).
-    #[arg(long, global = true, env = "COMPACTD_BACKEND_TIMEOUT", default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, global = true, env = "COMPACTD_BACKEND_TIMEOUT", default_value = "5s", value_parser = layouts::units::parse_duration_or_zero)]
     pub backend_timeout: std::time::Duration,
 
     /// Retries of an idempotent backend request that failed transiently
-    /// (timeouts, 5xx, resets), with exponential backoff and jitter.
-    #[arg(long, global = true, env = "COMPACTD_BACKEND_RETRIES", default_value_t = 2)]
+    /// (timeouts, 5xx, resets), with exponential backoff and jitter (at most 10).
+    #[arg(long, global = true, env = "COMPACTD_BACKEND_RETRIES", default_value_t = 2, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u8).range(0..=10), usize::from))]
     pub backend_retries: usize,
 
     /// Configuration file (TOML) for `run` and the global flags; default
@@ -73,7 +92,7 @@ pub enum Command {
     Jobs(jobs::JobsArgs),
     /// Show one job instance with its steps and tasks.
     Job(jobs::JobArgs),
-    /// Table policies: apply, list, show, pause, resume.
+    /// Table policies: apply, list, show, pause, resume, delete.
     Policy(policy::PolicyArgs),
     /// The tables the policies keep compact, as the planner last saw them.
     Tables(policy::TablesArgs),
@@ -99,6 +118,41 @@ pub enum Command {
     },
     /// Print the man page (roff): `compactd man > /usr/share/man/man1/compactd.1`.
     Man,
+}
+
+/// The one line `compactd: error: …` prints for a failed command: each
+/// error of the chain once (an error whose message already quotes its cause
+/// is not followed by that cause again), with control and bidirectional
+/// characters escaped (a name read from the tree must not forge a line).
+pub fn error_line(e: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || msg.contains(&text) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&text);
+    }
+    layouts::name::shown(&msg).into_owned()
+}
+
+/// Reads a file a person named (a policy, a job definition, the
+/// configuration file), at most `max` bytes: a larger one, or one that never
+/// ends (`/dev/zero`), is refused once `max + 1` bytes were read, with the
+/// limit in the message (the caller names the path). `what` says what the
+/// file is.
+pub fn read_bounded(path: &std::path::Path, max: usize, what: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    f.take(max as u64 + 1).read_to_end(&mut buf).map_err(|e| e.to_string())?;
+    if buf.len() > max {
+        return Err(format!("over the {max}-byte limit of {what} (reading stopped there)"));
+    }
+    Ok(buf)
 }
 
 /// Commands that need no backend: they print and return.

@@ -20,19 +20,25 @@ pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
     let lease = crate::cluster::election::newest_lease_noting(&store, &mut skipped).await?;
     let rows = crate::serve::status::nodes_with(&store, lease.as_ref(), &mut skipped).await?;
     for a in &skipped {
-        crate::logging::eprint_line(&format!("compactd: skipping {a}"));
+        super::errln!("compactd: skipping {a}");
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);
     }
     match &lease {
-        Some(l) => println!("monitor: {} (epoch {}, renewal {})", l.holder, l.epoch, l.renewal),
-        None => println!("monitor: none elected yet"),
+        Some(l) => super::outln!("monitor: {} (epoch {}, renewal {})", l.holder, l.epoch, l.renewal),
+        None => super::outln!("monitor: none elected yet"),
     }
-    println!(
-        "{:<28} {:<6} {:<8} {:>14} {:>8} {:>7} {:>12}",
-        "NODE", "ALIVE", "MONITOR", "INCARNATION", "PID", "FENCED", "CLOCK SKEW"
+    super::outln!(
+        "{:<28} {:<6} {:<8} {:>14} {:>8} {:>7} {:>12}  VERSION",
+        "NODE",
+        "ALIVE",
+        "MONITOR",
+        "INCARNATION",
+        "PID",
+        "FENCED",
+        "CLOCK SKEW"
     );
     let mut skewed = vec![];
     for r in rows {
@@ -40,8 +46,8 @@ pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
         if crate::serve::status::skew_flagged(&r) {
             skewed.push(format!("{} ({skew})", r.id));
         }
-        println!(
-            "{:<28} {:<6} {:<8} {:>14} {:>8} {:>7} {:>12}",
+        super::outln!(
+            "{:<28} {:<6} {:<8} {:>14} {:>8} {:>7} {:>12}  {}",
             r.id,
             if r.alive {
                 "yes"
@@ -54,13 +60,15 @@ pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
             r.incarnation.map(|i| i.to_string()).unwrap_or_default(),
             r.pid.map(|p| p.to_string()).unwrap_or_default(),
             r.fenced_actions,
-            skew
+            skew,
+            // The version each node runs, for a rolling upgrade.
+            r.version.as_deref().unwrap_or("")
         );
     }
     if !skewed.is_empty() {
         // Sessions and leases do not depend on it; timestamps these nodes
         // write (job runs, history, logs) do.
-        println!(
+        super::outln!(
             "clock skew: {} differ from the backend's clock by {} s or more, beyond what one heartbeat can be off \
              by (compactd's sessions and leases do not depend on wall clocks; the times these nodes write do: \
              check their NTP)",

@@ -40,6 +40,10 @@ pub enum PolicyCommand {
     Pause { policy: Name },
     /// Submit again for a paused policy's tables.
     Resume { policy: Name },
+    /// Delete a policy: nothing new is submitted for its tables (running
+    /// tasks finish; a table another policy matches goes to that one). Its
+    /// version log is kept.
+    Delete { policy: Name },
 }
 
 #[derive(Debug, clap::Args)]
@@ -75,30 +79,32 @@ fn who() -> String {
 pub async fn policy(store: Store, args: PolicyArgs) -> anyhow::Result<i32> {
     match args.command {
         PolicyCommand::Apply { file, json } => {
-            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let bytes = super::read_bounded(&file, layouts::formats::MAX_FILE_BYTES, "a policy file")
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let text = String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", file.display()))?;
             let def = spec::parse(&file.display().to_string(), &text)?;
             let applied = define::apply(&store, def, &who(), wall_now_ms()).await?;
             if json {
                 print_json(&applied)?;
             } else if applied.changed {
-                println!("policy {} version {}", applied.policy, applied.version);
+                super::outln!("policy {} version {}", applied.policy, applied.version);
             } else {
-                println!("policy {} unchanged (version {})", applied.policy, applied.version);
+                super::outln!("policy {} unchanged (version {})", applied.policy, applied.version);
             }
         }
         PolicyCommand::List { json } => {
             let mut bad = vec![];
             let rows = define::list(&store, &mut bad).await?;
             for e in &bad {
-                crate::logging::eprint_line(&format!("compactd: skipping: {e}"));
+                super::errln!("compactd: skipping: {e}");
             }
             if json {
                 print_json(&rows)?;
             } else {
-                println!("{:<20} {:>7} {:<7} {:<10} TABLES", "POLICY", "VERSION", "STATE", "EXECUTOR");
+                super::outln!("{:<20} {:>7} {:<7} {:<10} TABLES", "POLICY", "VERSION", "STATE", "EXECUTOR");
                 for r in rows {
                     let d = &r.definition;
-                    println!(
+                    super::outln!(
                         "{:<20} {:>7} {:<7} {:<10} {}",
                         d.name.as_str(),
                         d.version,
@@ -124,11 +130,18 @@ pub async fn policy(store: Store, args: PolicyArgs) -> anyhow::Result<i32> {
         }
         PolicyCommand::Pause { policy } => {
             define::pause(&store, &policy, &who(), wall_now_ms()).await?;
-            println!("policy {policy} paused");
+            super::outln!("policy {policy} paused");
         }
         PolicyCommand::Resume { policy } => {
             define::resume(&store, &policy).await?;
-            println!("policy {policy} resumed");
+            super::outln!("policy {policy} resumed");
+        }
+        PolicyCommand::Delete { policy } => {
+            let version = define::delete(&store, &policy).await?;
+            super::outln!(
+                "policy {policy} deleted (was version {version}; its version log is kept): nothing new is submitted \
+                 for its tables, tasks already submitted finish"
+            );
         }
     }
     Ok(0)
@@ -138,14 +151,19 @@ pub async fn tables(store: Store, args: TablesArgs) -> anyhow::Result<i32> {
     let mut bad = vec![];
     let rows = view::tables(&store, usize::MAX, &mut bad).await?;
     for e in &bad {
-        crate::logging::eprint_line(&format!("compactd: skipping: {e}"));
+        super::errln!("compactd: skipping: {e}");
     }
     if args.json {
         print_json(&rows)?;
     } else {
-        println!(
+        super::outln!(
             "{:<32} {:<16} {:>10} {:>11} {:>9} {:<20} STATE",
-            "TABLE", "POLICY", "PARTITIONS", "SMALL FILES", "IN FLIGHT", "LAST COMPACTION"
+            "TABLE",
+            "POLICY",
+            "PARTITIONS",
+            "SMALL FILES",
+            "IN FLIGHT",
+            "LAST COMPACTION"
         );
         for t in &rows {
             let s = &t.summary;
@@ -156,10 +174,22 @@ pub async fn tables(store: Store, args: TablesArgs) -> anyhow::Result<i32> {
                         .to_string()
                 })
                 .unwrap_or_else(|| "-".into());
-            let state = if t.paused { "policy paused".to_string() } else { s.state.clone() };
-            println!(
+            let state = if t.policy_deleted {
+                "policy deleted: not planned".to_string()
+            } else if t.paused {
+                "policy paused".to_string()
+            } else {
+                s.state.clone()
+            };
+            super::outln!(
                 "{:<32} {:<16} {:>10} {:>11} {:>9} {:<20} {}",
-                t.table, s.policy, s.partitions, s.small_files, s.in_flight, last, state
+                t.table,
+                s.policy,
+                s.partitions,
+                s.small_files,
+                s.in_flight,
+                last,
+                state
             );
         }
     }
@@ -174,16 +204,16 @@ pub async fn plan(store: Store, args: PlanArgs) -> anyhow::Result<i32> {
         print_json(&dry)?;
     } else {
         if dry.would_submit.is_empty() {
-            println!("nothing would be submitted now");
+            super::outln!("nothing would be submitted now");
         }
         for s in &dry.would_submit {
-            println!("would submit {s}");
+            super::outln!("would submit {s}");
         }
         for s in &dry.not_visited {
-            println!("not planned now: {s}");
+            super::outln!("not planned now: {s}");
         }
         for e in &dry.errors {
-            crate::logging::eprint_line(&format!("compactd: {e}"));
+            super::errln!("compactd: {e}");
         }
     }
     Ok(if dry.errors.is_empty() { 0 } else { 1 })

@@ -54,7 +54,7 @@ pub struct RunArgs {
     pub allow_root: bool,
     /// Size of merged outputs: files below it are merged (merge executor), files
     /// below 3/4 of it are rewritten (parquet executor); e.g. 134217728 or 128MiB.
-    #[arg(long, default_value = "128MiB", value_parser = parse_size)]
+    #[arg(long, default_value = "128MiB", value_parser = parse_target_size)]
     pub target_size: u64,
     /// Codec of the parquet executor's outputs: zstd (level 1), zstd:LEVEL, snappy, lz4, gzip, none.
     #[arg(long, default_value = "zstd", value_parser = parse_compression_arg)]
@@ -64,11 +64,11 @@ pub struct RunArgs {
     /// when not set. Command executors are not limited.
     #[arg(long, value_name = "BYTES_PER_SECOND", value_parser = parse_size)]
     pub io_limit: Option<u64>,
-    /// Subtasks this node runs at once.
-    #[arg(long, default_value_t = 2)]
+    /// Subtasks this node runs at once (1 to 1024).
+    #[arg(long, default_value_t = 2, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u16).range(1..=1024), usize::from))]
     pub max_running: usize,
-    /// Re-dispatches of a failed subtask before it fails for good.
-    #[arg(long, default_value_t = 3)]
+    /// Re-dispatches of a failed subtask before it fails for good (at most 100).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=100))]
     pub retries: u32,
     /// Executor time limit.
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
@@ -86,16 +86,19 @@ pub struct RunArgs {
     /// monitor's duty; see `compactd policy`).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub plan_interval: Duration,
-    /// Backend requests the policy planner may spend per monitor round.
-    #[arg(long, default_value_t = 200)]
+    /// Backend requests the policy planner may spend per monitor round (1 to 1000000).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub plan_budget: u64,
     /// Start even if a v1 → v2 upgrade of this root is unfinished.
     #[arg(long)]
     pub allow_unfinished_upgrade: bool,
     /// Where this node listens for wake-up pokes and serves its read-only
     /// status: HOST:PORT (port 0 picks a free port), or `off` (then the
-    /// node only polls; others' pokes to it are skipped).
-    #[arg(long, env = "COMPACTD_LISTEN", default_value = "0.0.0.0:7471", value_parser = parse_listen)]
+    /// node only polls; others' pokes to it are skipped). The default is
+    /// this host only: on a cluster of several hosts give the address of
+    /// the cluster's network (10.0.0.5:7471), or other hosts' pokes reach
+    /// this node only through its inbox, at its next poll.
+    #[arg(long, env = "COMPACTD_LISTEN", default_value = "127.0.0.1:7471", value_parser = parse_listen)]
     pub listen: Listen,
     /// `--listen` was left at its default: if that port is taken (a second
     /// node on this host), the node takes a free one and says so.
@@ -162,14 +165,9 @@ fn parse_compression_arg(s: &str) -> Result<String, String> {
     crate::executor::merge::parquet::parse_compression(s).map(|_| s.to_string())
 }
 
-/// Parses `500ms`, `10s`, `1h`, `1h30m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (write durations like 500ms, 10s, 1h)"))?;
-    if d.is_zero() {
-        return Err("duration must be positive".into());
-    }
-    Ok(d)
-}
+/// Durations and sizes, each with its maximum (`layouts::units`); clap
+/// names the flag (or the configuration file its key) in the error.
+pub use layouts::units::{parse_duration, parse_size, parse_target_size};
 
 /// A retention: a duration, or `0` for ever.
 fn parse_retention(s: &str) -> Result<Duration, String> {
@@ -178,8 +176,6 @@ fn parse_retention(s: &str) -> Result<Duration, String> {
     }
     parse_duration(s)
 }
-
-pub use layouts::formats::parse_size;
 
 fn default_node_id() -> String {
     let host = hostname::get().ok().and_then(|h| h.into_string().ok()).unwrap_or_else(|| "node".into());
@@ -314,6 +310,13 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
                 other => other
                     .map_err(|e| anyhow::anyhow!("--listen {addr}: {e} (pick another address, or --listen off)"))?,
             };
+            if l.local.ip().is_loopback() && args.advertise.is_none() {
+                tracing::info!(
+                    listen = %l.local,
+                    "listening on this host only: nodes on other hosts cannot poke this node, their work reaches it \
+                     at its next poll (set --listen to an address of the cluster's network)"
+                );
+            }
             let face = if args.ops_listen.is_some() {
                 tracing::info!(listen = %l.local, advertise = %l.advertise, "listening for wake-ups");
                 Face::Wake
@@ -458,11 +461,20 @@ mod tests {
     }
 
     #[test]
-    fn sizes_and_durations() {
-        assert_eq!(parse_size("128MiB").unwrap(), 128 << 20);
-        assert_eq!(parse_size("4096").unwrap(), 4096);
-        assert!(parse_size("0").is_err() && parse_size("x").is_err());
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert!(parse_duration("0s").is_err());
+    fn sizes_durations_and_counts_name_the_flag_and_the_maximum() {
+        let err = |argv: &[&str]| run_args(argv).unwrap_err().to_string();
+        let e = err(&["compactd", "run", "--session-timeout", "18446744073709552s"]);
+        assert!(e.contains("--session-timeout") && e.contains("maximum of 3650d"), "{e}");
+        let e = err(&["compactd", "run", "--target-size", "18446744073709551616"]);
+        assert!(e.contains("--target-size") && e.contains("maximum of 64 GiB"), "{e}");
+        let e = err(&["compactd", "run", "--max-running", "100000"]);
+        assert!(e.contains("--max-running") && e.contains("1..=1024"), "{e}");
+        let e = err(&["compactd", "run", "--archive-retention", "99999d"]);
+        assert!(e.contains("--archive-retention") && e.contains("maximum"), "{e}");
+        assert_eq!(
+            run_args(&["compactd", "run", "--archive-retention", "0"]).unwrap().archive_retention,
+            Duration::ZERO
+        );
+        assert_eq!(run_args(&["compactd", "run", "--max-running", "3"]).unwrap().max_running, 3);
     }
 }

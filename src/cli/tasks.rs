@@ -37,6 +37,7 @@ fn parse_kv(s: &str) -> Result<(String, String), String> {
     if k.is_empty() || !k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.') {
         return Err(format!("parameter name {k:?} may only hold letters, digits, '_', '-', '.'"));
     }
+    layouts::limits::check_submitted_params([&k.to_string()]).map_err(|e| e.to_string())?;
     Ok((k.to_string(), v.to_string()))
 }
 
@@ -68,8 +69,8 @@ pub struct SubmitArgs {
     /// Run as N shards instead of partitions (command executor; at most 100000).
     #[arg(long, conflicts_with = "partitions")]
     pub shards: Option<u32>,
-    /// Rounds of a repeat task (0: until stopped); with --interval or --cron.
-    #[arg(long, requires = "when")]
+    /// Rounds of a repeat task (0: until stopped; at most 1000000); with --interval or --cron.
+    #[arg(long, requires = "when", value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub repeat: Option<u32>,
     /// Pause between rounds of a repeat task.
     #[arg(long, value_parser = parse_duration, requires = "repeat", group = "when")]
@@ -183,7 +184,7 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     if args.json {
         println!("{}", serde_json::json!({ "id": id }));
     } else {
-        println!("{id}");
+        super::outln!("{id}");
     }
     if !args.wait {
         return Ok(0);
@@ -221,17 +222,17 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
                 b.set_position(r.success + r.failed);
                 b.set_message(format!("{state}, {} failed", r.failed));
             }
-            None if line != last => eprintln!("{line}"),
+            None if line != last => super::errln!("{line}"),
             None => {}
         }
         last = line;
         if state.is_terminal() {
             if let Some(b) = &bar {
                 b.finish_and_clear();
-                eprintln!("{last}");
+                super::errln!("{last}");
             }
             if let Some(e) = &info.run.error {
-                eprintln!("{id}: {e}");
+                super::errln!("{id}: {e}");
             }
             return Ok(if state == TaskState::Done { 0 } else { 1 });
         }
@@ -257,14 +258,14 @@ pub struct StatusArgs {
 pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
     let s = tasks::status(&store, &args.task).await?;
     for p in &s.skipped {
-        crate::logging::eprint_line(&format!("compactd: skipping {p}"));
+        super::errln!("compactd: skipping {p}");
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
         return Ok(0);
     }
-    println!("task {}  {}.{}.{}", s.id, s.db, s.schema, s.table);
-    println!(
+    super::outln!("task {}  {}.{}.{}", s.id, s.db, s.schema, s.table);
+    super::outln!(
         "state {}  round {}  manager {}  success {}  failed {}",
         s.state,
         s.round,
@@ -273,26 +274,26 @@ pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
         s.result.failed
     );
     if s.stop_requested && !s.state.is_terminal() {
-        println!("stop requested");
+        super::outln!("stop requested");
     }
     if let (Some(next), false) = (s.next_round_at_ms, s.state.is_terminal()) {
         let at = humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(next));
         match &s.repeat.cron {
             Some(c) => {
                 let tz = s.repeat.time_zone.as_deref().unwrap_or(crate::schedule::DEFAULT_ZONE);
-                println!("next round {at} (schedule {c:?} in {tz})");
+                super::outln!("next round {at} (schedule {c:?} in {tz})");
             }
-            None => println!("next round {at}"),
+            None => super::outln!("next round {at}"),
         }
     }
     if let Some(e) = &s.error {
-        println!("error: {e}");
+        super::outln!("error: {e}");
     }
     for f in &s.failures {
-        println!("unit {} failed: {}", f.unit, f.error.as_deref().unwrap_or("(no error recorded)"));
+        super::outln!("unit {} failed: {}", f.unit, f.error.as_deref().unwrap_or("(no error recorded)"));
     }
     if !s.table_versions.is_empty() {
-        println!("{:<6} {:<28} {:>10} {:>10}  RESULT", "UNIT", "PARTITION", "VERSION", "COMMITTED");
+        super::outln!("{:<6} {:<28} {:>10} {:>10}  RESULT", "UNIT", "PARTITION", "VERSION", "COMMITTED");
         for v in &s.table_versions {
             let after = v.version_after.map(|a| a.to_string()).unwrap_or_else(|| "-".into());
             let what = if v.abandoned {
@@ -313,14 +314,14 @@ pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
                 }
             };
             let part = v.partition.as_deref().unwrap_or(if v.snapshots().is_some() { "(commit)" } else { "" });
-            println!("{:<6} {:<28} {:>10} {:>10}  {what}", v.unit, part, v.version_before, after);
+            super::outln!("{:<6} {:<28} {:>10} {:>10}  {what}", v.unit, part, v.version_before, after);
         }
     }
     if !s.subtasks.is_empty() {
-        println!("{:<52} {:<20} {:<16} {:<8} {:>7}", "SUBTASK", "PARTITION", "NODE", "STATE", "ATTEMPT");
+        super::outln!("{:<52} {:<20} {:<16} {:<8} {:>7}", "SUBTASK", "PARTITION", "NODE", "STATE", "ATTEMPT");
         for t in &s.subtasks {
             let unit = t.partition.clone().or(t.shard.map(|s| format!("shard {s}"))).unwrap_or_default();
-            println!("{:<52} {:<20} {:<16} {:<8} {:>7}", t.id, unit, t.node, t.state.as_str(), t.attempt);
+            super::outln!("{:<52} {:<20} {:<16} {:<8} {:>7}", t.id, unit, t.node, t.state.as_str(), t.attempt);
         }
     }
     Ok(0)
@@ -330,8 +331,8 @@ pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
 pub struct ListArgs {
     #[arg(long)]
     pub json: bool,
-    /// Show at most this many tasks, newest first; 0 shows all.
-    #[arg(long, default_value_t = 100)]
+    /// Show at most this many tasks, newest first (at most 10000000); 0 shows all.
+    #[arg(long, default_value_t = 100, value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(0..=10_000_000), |n| n as usize))]
     pub limit: usize,
     /// Only tasks in these states (comma-separated or repeated: Init, Running,
     /// Done, Failed, Cancel).
@@ -343,12 +344,12 @@ pub async fn list(store: Store, args: ListArgs) -> anyhow::Result<i32> {
     let query = tasks::TaskQuery { limit: (args.limit > 0).then_some(args.limit), states: args.state.clone() };
     let page = tasks::list_page(&store, &query).await?;
     for p in &page.problems {
-        eprintln!("skipped {p}");
+        super::errln!("skipped {p}");
     }
     let rows = page.rows;
     // Only a limit hides tasks; a skipped one was named above.
     if page.read < page.matched {
-        eprintln!(
+        super::errln!(
             "showing the newest {} of {} tasks{} (--limit 0 shows all)",
             page.read,
             page.matched,
@@ -359,13 +360,19 @@ pub async fn list(store: Store, args: ListArgs) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);
     }
-    println!(
+    super::outln!(
         "{:<32} {:<8} {:<30} {:<16} {:>5} {:>8} {:>7}",
-        "TASK", "STATE", "TABLE", "MANAGER", "ROUND", "SUCCESS", "FAILED"
+        "TASK",
+        "STATE",
+        "TABLE",
+        "MANAGER",
+        "ROUND",
+        "SUCCESS",
+        "FAILED"
     );
     for r in rows {
         let state = r.state.map(|s| s.as_str()).unwrap_or("(no status)");
-        println!(
+        super::outln!(
             "{:<32} {:<8} {:<30} {:<16} {:>5} {:>8} {:>7}",
             r.id.to_string(),
             state,
@@ -390,7 +397,7 @@ pub async fn stop(store: Store, args: StopArgs) -> anyhow::Result<i32> {
     if let Some(m) = tasks::manager_of(&store, &args.task).await {
         poke_work(&store, &m).await;
     }
-    println!("stop requested for {}; its manager cancels it", args.task);
+    super::outln!("stop requested for {}; its manager cancels it", args.task);
     Ok(0)
 }
 
@@ -415,7 +422,7 @@ pub async fn reassign(store: Store, args: ReassignArgs) -> anyhow::Result<i32> {
         }
         let term = tasks::reassign_manager(&store, &id, &node, "reassign", wall_ms()).await?;
         poke_work(&store, &node).await;
-        println!("task {id} is managed by {node} from term {term}");
+        super::outln!("task {id} is managed by {node} from term {term}");
         return Ok(0);
     }
     let (task, _, unit, _) = v2::parse_subtask_name(&args.id)
@@ -430,7 +437,7 @@ pub async fn reassign(store: Store, args: ReassignArgs) -> anyhow::Result<i32> {
     if let Some(m) = tasks::manager_of(&store, &task).await {
         poke_work(&store, &m).await;
     }
-    println!("reassign requested for unit {unit} of task {task}; its manager moves it");
+    super::outln!("reassign requested for unit {unit} of task {task}; its manager moves it");
     Ok(0)
 }
 
@@ -443,16 +450,16 @@ pub struct HistoryArgs {
 pub async fn history(store: Store, args: HistoryArgs) -> anyhow::Result<i32> {
     let (tasks, bad) = crate::monitor::tasks::read_history(&store).await?;
     for a in &bad {
-        eprintln!("skipping {a}");
+        super::errln!("skipping {a}");
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&tasks)?);
         return Ok(0);
     }
-    println!("{:<32} {:<8} {:<30} {:>8} {:>7}", "TASK", "STATE", "TABLE", "SUCCESS", "FAILED");
+    super::outln!("{:<32} {:<8} {:<30} {:>8} {:>7}", "TASK", "STATE", "TABLE", "SUCCESS", "FAILED");
     for t in tasks {
         let i = &t.info;
-        println!(
+        super::outln!(
             "{:<32} {:<8} {:<30} {:>8} {:>7}",
             i.id.to_string(),
             t.state.as_str(),
@@ -475,7 +482,7 @@ pub struct MergeArgs {
     pub round: u32,
     #[arg(long)]
     pub attempt: u32,
-    #[arg(long, value_parser = crate::cli::run::parse_size)]
+    #[arg(long, value_parser = crate::cli::run::parse_target_size)]
     pub target_size: u64,
     /// What the partition's files are.
     #[arg(long, value_enum, default_value = "lines")]

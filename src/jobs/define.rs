@@ -240,6 +240,7 @@ pub async fn warnings(store: &Store, spec: &JobSpec) -> Result<Vec<String>, JobE
 
 pub async fn apply(store: &Store, spec: &JobSpec, who: &NodeId, by: &str, wall_ms: u64) -> Result<Applied, JobError> {
     spec::validate(spec)?;
+    refuse_unreadable(spec, by)?;
     let job = &spec.job_name;
     let cur = current(store, job).await?;
     let job_versions = logged_versions(store, job).await?;
@@ -393,6 +394,66 @@ pub async fn apply(store: &Store, spec: &JobSpec, who: &NodeId, by: &str, wall_m
         changed_steps,
         relations_version: rel.version,
     })
+}
+
+/// Refuses a definition whose files in the tree would be over the size
+/// every reader refuses ([`layouts::formats::MAX_FILE_BYTES`]), before
+/// anything is written: a step, the relations or the job's main copy (each
+/// encoded with the widest numbers it may get).
+fn refuse_unreadable(spec: &JobSpec, by: &str) -> Result<(), JobError> {
+    let max = layouts::formats::MAX_FILE_BYTES;
+    let too_large = |what: String, bytes: usize| JobError::Invalid {
+        job: spec.job_name.to_string(),
+        problem: format!(
+            "{what} would be {bytes} bytes in the tree, over the {max}-byte limit of a state file that every \
+             reader refuses (nothing was written)"
+        ),
+    };
+    let wide = u64::MAX;
+    for s in &spec.steps {
+        let d = StepDefinition { name: s.step_name.clone(), code: wide, version: wide, body: s.body(), wall_ms: wide };
+        let n = encode(&d).len();
+        if n > max {
+            return Err(too_large(format!("step {:?}", s.step_name.as_str()), n));
+        }
+    }
+    let rows: Vec<Relation> = spec
+        .steps
+        .iter()
+        .flat_map(|s| {
+            let pre: Vec<Option<Name>> = if s.dependent_steps.is_empty() {
+                vec![None]
+            } else {
+                s.dependent_steps.iter().cloned().map(Some).collect()
+            };
+            pre.into_iter().map(|p| Relation {
+                pre_step: p,
+                pre_code: wide,
+                post_step: s.step_name.clone(),
+                post_code: wide,
+            })
+        })
+        .collect();
+    let n = encode(&Relations { job_code: wide, version: wide, relations: rows, wall_ms: wide }).len();
+    if n > max {
+        return Err(too_large("its relations".into(), n));
+    }
+    let def = JobDefinition {
+        name: spec.job_name.clone(),
+        code: wide,
+        version: wide,
+        steps: spec.steps.iter().map(|s| StepRef { name: s.step_name.clone(), code: wide, version: wide }).collect(),
+        relations_version: wide,
+        wall_ms: wide,
+        by: by.to_string(),
+        schedule: spec.schedule.clone(),
+        time_zone: spec.time_zone.clone(),
+    };
+    let n = encode(&def).len();
+    if n > max {
+        return Err(too_large("its main copy".into(), n));
+    }
+    Ok(())
 }
 
 /// Replaces the main copies with a logged version: steps and relations

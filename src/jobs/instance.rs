@@ -80,6 +80,8 @@ pub async fn trigger(
     if let Some(k) = params.keys().find(|k| !valid_param_name(k)) {
         return Err(JobError::BadParam(format!("{k:?}: the name must be ASCII letters, digits and `_`")));
     }
+    layouts::limits::check_submitted_params(params.keys())
+        .map_err(|e| JobError::Invalid { job: job.to_string(), problem: e.to_string() })?;
     // An existing instance is reported even if its definition is gone since.
     match read_instance(store, job, trigger).await {
         Ok(Some(instance)) => return Ok(Triggered { created: false, instance }),

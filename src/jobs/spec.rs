@@ -199,10 +199,16 @@ fn step_problem(s: &StepSpec) -> Option<String> {
     if s.sharding == Some(0) {
         return Some("sharding must be at least 1".into());
     }
+    if let Some(ms) = s.timeout_ms {
+        if let Err(e) = layouts::units::check_duration(std::time::Duration::from_millis(ms)) {
+            return Some(format!("\"timeoutMs\": {e}"));
+        }
+    }
     let limits = [
         s.sharding.map(|n| layouts::limits::check_units("shards", n.into())),
         Some(layouts::limits::check_partitions(&s.partitions)),
         Some(layouts::limits::check_params(&s.params)),
+        Some(layouts::limits::check_submitted_params(s.params.keys())),
         s.command.as_deref().map(|t| layouts::limits::check_template("the `command` template", t)),
     ];
     if let Some(Err(e)) = limits.into_iter().flatten().find(Result::is_err) {

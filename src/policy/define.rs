@@ -1,10 +1,10 @@
 //! Policy definitions in the tree: apply (a new logged version, then the
-//! main copy), list, show, pause and resume. The write order is the job
+//! main copy), list, show, pause, resume and delete. The write order is the job
 //! definitions' (see `crate::jobs::define`): the log entry is an atomic
 //! create of the next version number and is written before the main copy
 //! is replaced, so a crash leaves the previous definition or the new one.
 
-use layouts::formats::{decode, encode};
+use layouts::formats::{self, decode, encode};
 use layouts::policies::{self as paths, PolicyDefinition, PolicyPause};
 use layouts::Name;
 use serde::Serialize;
@@ -58,6 +58,12 @@ pub async fn apply(store: &Store, mut def: PolicyDefinition, by: &str, wall_ms: 
     }
     def.by = by.to_string();
     def.wall_ms = wall_ms;
+    // Every later read refuses a state file over the limit: so does apply,
+    // before anything is written (with the widest version number).
+    let bytes = encode(&PolicyDefinition { version: u64::MAX, ..def.clone() }).len();
+    if bytes > formats::MAX_FILE_BYTES {
+        return Err(PolicyError::TooLarge { policy: def.name.to_string(), bytes, limit: formats::MAX_FILE_BYTES });
+    }
     def.version = logged_versions(store, &def.name).await?.last().copied().unwrap_or(0) + 1;
     // A concurrent apply took the number: take the next one; nothing logged
     // is ever overwritten.
@@ -135,6 +141,21 @@ pub async fn resume(store: &Store, policy: &Name) -> Result<(), PolicyError> {
     require(store, policy).await?;
     store.delete(&paths::policy_paused(policy)).await?;
     Ok(())
+}
+
+/// Deletes a policy: its main copy first (from then on no planner round
+/// owns its tables by it, and `list` no longer shows it), then its pause
+/// and schedule marks. Its logged versions are kept (`show --version`; a
+/// later apply of the name continues their numbering), and so are its
+/// tables' decisions: a planner task already submitted finishes, and a
+/// table another policy matches is planned by that one, which waits for
+/// those tasks like for its own. Returns the deleted version.
+pub async fn delete(store: &Store, policy: &Name) -> Result<u64, PolicyError> {
+    let def = require(store, policy).await?;
+    store.delete(&paths::policy_main(policy)).await?;
+    store.delete(&paths::policy_paused(policy)).await?;
+    store.delete(&paths::policy_last_pass(policy)).await?;
+    Ok(def.version)
 }
 
 async fn require(store: &Store, policy: &Name) -> Result<PolicyDefinition, PolicyError> {

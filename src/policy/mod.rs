@@ -59,6 +59,11 @@ pub enum PolicyError {
     NotFound { policy: String },
     #[error("policy {policy:?} has no logged version {version}")]
     VersionNotFound { policy: String, version: u64 },
+    #[error(
+        "policy {policy:?} would be {bytes} bytes in the tree, over the {limit}-byte limit of a state file that \
+         every reader refuses (nothing was written; name fewer table patterns)"
+    )]
+    TooLarge { policy: String, bytes: usize, limit: usize },
 }
 
 /// A table and the policy that owns it.

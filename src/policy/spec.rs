@@ -10,7 +10,7 @@
 //! ```
 
 use layouts::policies::PolicyDefinition;
-use layouts::Name;
+use layouts::{units, Name};
 use serde::Deserialize;
 
 use super::PolicyError;
@@ -53,6 +53,10 @@ fn default_executor() -> String {
 pub const DEFAULT_TARGET_SIZE: u64 = 128 << 20;
 pub const DEFAULT_MIN_INTERVAL_MS: u64 = 10 * 60 * 1000;
 pub const DEFAULT_MAX_UNITS_PER_TABLE: u32 = 2;
+/// The largest `min-small-files` (a billion small files in one partition).
+pub const MAX_MIN_SMALL_FILES: u64 = 1_000_000_000;
+/// The largest `weight`.
+pub const MAX_WEIGHT: u32 = 1_000_000;
 
 /// Parses and checks a policy file; `path` names it in errors.
 pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
@@ -68,38 +72,41 @@ pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
         check_pattern(t).map_err(|p| bad(format!("{}: {t:?}: {p}", at("tables"))))?;
     }
     check_executor(&f.executor).map_err(|p| bad(format!("{}: {p}", at("executor"))))?;
-    let size = |key: &str, v: &Option<Size>| -> Result<Option<u64>, PolicyError> {
-        match v {
-            None => Ok(None),
-            Some(Size::Bytes(0)) => Err(bad(format!("{}: must be positive", at(key)))),
-            Some(Size::Bytes(n)) => Ok(Some(*n)),
-            Some(Size::Text(s)) => {
-                layouts::formats::parse_size(s).map(Some).map_err(|p| bad(format!("{}: {p}", at(key))))
-            }
-        }
+    // Sizes, durations and counts each have a maximum (`layouts::units`),
+    // named with the key.
+    let size = |key: &str, v: &Option<Size>, max: u64| -> Result<Option<u64>, PolicyError> {
+        let checked = match v {
+            None => return Ok(None),
+            Some(Size::Bytes(n)) => units::check_size(*n, max),
+            Some(Size::Text(s)) => units::parse_size_max(s, max),
+        };
+        checked.map(Some).map_err(|p| bad(format!("{}: {p}", at(key))))
     };
     let duration = |key: &str, v: &Option<String>| -> Result<Option<u64>, PolicyError> {
         v.as_deref()
-            .map(|s| {
-                humantime::parse_duration(s)
-                    .map(|d| d.as_millis() as u64)
-                    .map_err(|e| bad(format!("{}: {s:?} is not a duration ({e}; write 30s, 10m, 6h)", at(key))))
-            })
+            .map(|s| units::parse_duration_or_zero(s).map(units::millis).map_err(|p| bad(format!("{}: {p}", at(key)))))
             .transpose()
     };
-    let target_size = size("target-size", &f.target_size)?.unwrap_or(DEFAULT_TARGET_SIZE);
-    let small_file_size = size("small-file-size", &f.small_file_size)?.unwrap_or(target_size / 2).max(1);
+    let count = |key: &str, v: Option<u64>, min: u64, max: u64, why: &str| -> Result<Option<u64>, PolicyError> {
+        match v {
+            Some(n) if n < min => Err(bad(format!("{}: at least {min}{why}", at(key)))),
+            Some(n) if n > max => Err(bad(format!("{}: {n} is over the maximum of {max}", at(key)))),
+            other => Ok(other),
+        }
+    };
+    let target_size = size("target-size", &f.target_size, units::MAX_TARGET_SIZE)?.unwrap_or(DEFAULT_TARGET_SIZE);
+    let small_file_size =
+        size("small-file-size", &f.small_file_size, units::MAX_TARGET_SIZE)?.unwrap_or(target_size / 2).max(1);
     if small_file_size > target_size {
         return Err(bad(format!("{}: over the target size ({target_size} bytes)", at("small-file-size"))));
     }
-    let min_small_bytes = size("min-small-bytes", &f.min_small_bytes)?;
+    let min_small_bytes = size("min-small-bytes", &f.min_small_bytes, units::MAX_SIZE)?;
     let max_small_age_ms = duration("max-small-age", &f.max_small_age)?;
     if f.min_small_files.is_none() && min_small_bytes.is_none() && max_small_age_ms.is_none() {
         return Err(bad("say when a partition is due: min-small-files, min-small-bytes or max-small-age".into()));
     }
-    if f.min_small_files.is_some_and(|n| n < 2) {
-        return Err(bad(format!("{}: at least 2 (one file is not merged)", at("min-small-files"))));
-    }
+    let min_small_files =
+        count("min-small-files", f.min_small_files, 2, MAX_MIN_SMALL_FILES, " (one file is not merged)")?;
     let time_zone = f.time_zone.clone().unwrap_or_else(|| "UTC".into());
     if let Some(expr) = &f.schedule {
         Cron::parse(expr, &time_zone).map_err(|e| bad(format!("{}: {e}", at("schedule"))))?;
@@ -107,14 +114,15 @@ pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
         Cron::parse("0 0 * * *", &time_zone).map_err(|e| bad(format!("{}: {e}", at("time-zone"))))?;
     }
     Windows::parse(&f.windows, &time_zone).map_err(|e| bad(format!("{}: {e}", at("windows"))))?;
-    let weight = f.weight.unwrap_or(1);
-    if weight == 0 {
-        return Err(bad(format!("{}: at least 1", at("weight"))));
-    }
-    let max_units_per_table = f.max_units_per_table.unwrap_or(DEFAULT_MAX_UNITS_PER_TABLE);
-    if max_units_per_table == 0 {
-        return Err(bad(format!("{}: at least 1 (pause the policy to stop it)", at("max-units-per-table"))));
-    }
+    let weight = count("weight", f.weight.map(u64::from), 1, MAX_WEIGHT.into(), "")?.unwrap_or(1) as u32;
+    let max_units_per_table = count(
+        "max-units-per-table",
+        f.max_units_per_table.map(u64::from),
+        1,
+        layouts::limits::MAX_UNITS.into(),
+        " (pause the policy to stop it)",
+    )?
+    .map_or(DEFAULT_MAX_UNITS_PER_TABLE, |n| n as u32);
     Ok(PolicyDefinition {
         name,
         version: 0,
@@ -122,7 +130,7 @@ pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
         executor: f.executor,
         target_size,
         small_file_size,
-        min_small_files: f.min_small_files,
+        min_small_files,
         min_small_bytes,
         max_small_age_ms,
         schedule: f.schedule,
@@ -242,6 +250,33 @@ mod tests {
                 .unwrap_err()
                 .to_string();
         assert!(e.contains("line 4, key `time-zone`"), "{e}");
+    }
+
+    #[test]
+    fn sizes_durations_and_counts_are_refused_past_their_maximum_naming_the_key() {
+        let base = "name = \"w\"\ntables = [\"a/b/c\"]\nmin-small-files = 4\n";
+        let cases = [
+            ("min-interval = \"18446744073709552s\"", "line 4, key `min-interval`", "maximum of 3650d"),
+            ("max-small-age = \"18446744073709552s\"", "line 4, key `max-small-age`", "maximum of 3650d"),
+            ("target-size = \"17179869184GiB\"", "line 4, key `target-size`", "maximum of 64 GiB"),
+            ("target-size = 9223372036854775807", "line 4, key `target-size`", "maximum of 64 GiB"),
+            ("target-size = 0", "line 4, key `target-size`", "positive"),
+            ("min-small-bytes = \"2TiB\"", "line 4, key `min-small-bytes`", "maximum of 1 TiB"),
+            ("weight = 4000000000", "line 4, key `weight`", "maximum of 1000000"),
+            ("max-units-per-table = 100001", "line 4, key `max-units-per-table`", "maximum of 100000"),
+        ];
+        for (line, at, says) in cases {
+            let e = parse("w.toml", &format!("{base}{line}\n")).unwrap_err().to_string();
+            assert!(e.contains("w.toml") && e.contains(at) && e.contains(says), "{line}: {e}");
+        }
+        let e = parse("w.toml", "name = \"w\"\ntables = [\"a/b/c\"]\nmin-small-files = 2000000000\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 3, key `min-small-files`") && e.contains("maximum"), "{e}");
+        // At the maximum: taken, and stored without a wrap.
+        let p = parse("w.toml", &format!("{base}min-interval = \"3650d\"\ntarget-size = \"64GiB\"\n")).unwrap();
+        assert_eq!(p.min_interval_ms, 3650 * 86_400 * 1000);
+        assert_eq!(p.target_size, 64 << 30);
     }
 
     #[test]

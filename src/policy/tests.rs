@@ -461,3 +461,41 @@ async fn a_stopped_task_holds_its_partition_until_its_executors_have_surely_ende
     assert!(pass(&mut p, &tree, &data, seen + settle - 1).await.submitted.is_empty());
     assert_eq!(pass(&mut p, &tree, &data, seen + settle).await.submitted.len(), 1);
 }
+
+#[tokio::test]
+async fn a_deleted_policy_hands_its_tables_on_and_its_running_decision_is_kept() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    let text = "name = \"orders\"\ntables = [\"db/public/orders\"]\nmin-small-files = 2\nmin-interval = \"0s\"\n";
+    define::apply(&tree, spec::parse("o.toml", text).unwrap(), "test", T0).await.unwrap();
+    write(&data, "orders", "p1", 4).await;
+    let mut p = planner("n1");
+    let r = pass(&mut p, &tree, &data, T0).await;
+    assert_eq!(r.submitted.len(), 1, "{:?}", r.submitted);
+    let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
+    assert_eq!(views[0].summary.policy, "orders");
+
+    assert_eq!(define::delete(&tree, &n("orders")).await.unwrap(), 1);
+    let mut bad = vec![];
+    let names: Vec<String> =
+        define::list(&tree, &mut bad).await.unwrap().iter().map(|r| r.definition.name.to_string()).collect();
+    assert_eq!(names, ["warehouse"]);
+    assert!(matches!(define::delete(&tree, &n("orders")).await, Err(PolicyError::NotFound { .. })));
+    assert_eq!(define::version(&tree, &n("orders"), 1).await.unwrap().version, 1, "the version log is kept");
+    let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
+    assert!(views[0].policy_deleted, "{views:?}");
+
+    // The table now belongs to the less specific policy, which waits for
+    // the deleted one's task like for its own.
+    let r = pass(&mut p, &tree, &data, T0 + 1000).await;
+    assert!(r.submitted.is_empty(), "a partition with a task in flight: {:?}", r.submitted);
+    let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
+    assert_eq!((views[0].summary.policy.as_str(), views[0].policy_deleted), ("warehouse", false));
+    finish(&tree, &task_ids(&tree).await[0]).await;
+    let r = pass(&mut p, &tree, &data, T0 + 2000).await;
+    assert_eq!(r.submitted.len(), 1, "{:?}", r.submitted);
+
+    // Applied again, the name goes on from its logged versions.
+    let again = define::apply(&tree, spec::parse("o.toml", text).unwrap(), "test", T0).await.unwrap();
+    assert_eq!(again.version, 2);
+}

@@ -16,6 +16,11 @@ pub struct TableView {
     /// `<db>/<schema>/<table>`.
     pub table: String,
     pub paused: bool,
+    /// The policy the summary names is deleted: nothing plans the table
+    /// any more (unless another policy matches it: its next pass rewrites
+    /// the summary).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub policy_deleted: bool,
     #[serde(flatten)]
     pub summary: TableSummary,
 }
@@ -28,6 +33,16 @@ pub async fn tables(store: &Store, limit: usize, bad: &mut Vec<PolicyError>) -> 
         .await?
         .into_iter()
         .map(|r| (r.definition.name.to_string(), r.paused))
+        .collect();
+    // A policy that could not be read is not a deleted one.
+    let unreadable: Vec<String> = bad_rows
+        .iter()
+        .filter_map(|e| match e {
+            PolicyError::Malformed { path, .. } => {
+                path.strip_prefix(paths::POLICIES).and_then(|p| p.split('/').next()).map(str::to_string)
+            }
+            _ => None,
+        })
         .collect();
     bad.extend(bad_rows);
     let mut paths_found = vec![];
@@ -47,6 +62,7 @@ pub async fn tables(store: &Store, limit: usize, bad: &mut Vec<PolicyError>) -> 
             Ok(Some(summary)) => out.push(TableView {
                 table: format!("{}/{}/{}", summary.db, summary.schema, summary.table),
                 paused: paused.get(&summary.policy).copied().unwrap_or(false),
+                policy_deleted: !paused.contains_key(&summary.policy) && !unreadable.contains(&summary.policy),
                 summary,
             }),
             Ok(None) => {}

@@ -5,7 +5,8 @@
 //! serves only pokes, the ops port everything else.
 //!
 //! Routes ([`ROUTES`]; README "The listener" lists them for ops):
-//! - `POST /v1/poke?scope=work|monitor` → `202 Accepted`, body ignored;
+//! - `POST /v1/poke?scope=work|monitor[&node=ID]` → `202 Accepted`, body
+//!   ignored; `421` when `node` names another node than this one;
 //! - `GET /v1/status` → JSON: node, address, wake-up and backend counters;
 //! - `GET /metrics` → Prometheus (OpenMetrics text) exposition;
 //! - `GET /healthz`, `GET /readyz` → 200 or 503 with the reason;
@@ -212,9 +213,18 @@ async fn api_job(State(s): State<HttpState>, Path((job, trigger)): Path<(String,
 #[derive(Deserialize)]
 struct PokeQuery {
     scope: Option<String>,
+    /// The node the poker means (absent from older pokers).
+    node: Option<String>,
 }
 
 async fn poke(State(s): State<HttpState>, Query(q): Query<PokeQuery>) -> (StatusCode, &'static str) {
+    // A poke meant for another node (an address another node advertised
+    // reaches this one: a port reused after a restart, or 127.0.0.1 seen
+    // from another host) is refused, so that its sender writes the
+    // intended node's inbox instead of believing it delivered.
+    if q.node.as_deref().is_some_and(|n| n != s.node) {
+        return (StatusCode::MISDIRECTED_REQUEST, "not the node this poke is for\n");
+    }
     match q.scope.as_deref().map(Scope::parse).unwrap_or(Some(Scope::Work)) {
         Some(scope) => {
             s.wake.poke(scope);

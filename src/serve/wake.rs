@@ -336,8 +336,10 @@ impl Pokes {
                 Target::Reading(n) => (Some(n), None),
                 Target::Monitor => (view.map(|v| &v.holder), None),
             };
-            match node.and_then(|n| addrs.get(n)) {
-                Some(Some(a)) => r.sends.push(Outgoing { scope: *scope, addr: a.to_string(), work: work.cloned() }),
+            match node.and_then(|n| addrs.get(n).map(|a| (n, a))) {
+                Some((n, Some(a))) => {
+                    r.sends.push(Outgoing { scope: *scope, addr: a.to_string(), node: n.clone(), work: work.cloned() })
+                }
                 found => {
                     r.unknown += usize::from(found.is_none());
                     r.unreachable.extend(work.cloned());
@@ -348,7 +350,7 @@ impl Pokes {
         // One poke per node and scope; a `work` poke that stamps on failure
         // outranks a hint's, which does not.
         r.sends.dedup_by(|later, kept| {
-            let same = later.scope == kept.scope && later.addr == kept.addr;
+            let same = later.scope == kept.scope && later.addr == kept.addr && later.node == kept.node;
             if same && kept.work.is_none() {
                 kept.work = later.work.take();
             }
@@ -363,6 +365,9 @@ impl Pokes {
 pub struct Outgoing {
     pub scope: Scope,
     pub addr: String,
+    /// The node the address is this poke's for: the receiver refuses a poke
+    /// meant for another node (then this one fails and stamps).
+    pub node: NodeId,
     /// The node of a `work` poke: stamped if the poke fails.
     pub work: Option<NodeId>,
 }
@@ -447,7 +452,7 @@ impl Poker {
         let Resolved { sends, mut unreachable, unknown } = pokes.resolve(view);
         let c = &self.wake.counters;
         c.dropped.fetch_add(unknown as u64, Ordering::Relaxed);
-        for Outgoing { scope, addr, work } in sends {
+        for Outgoing { scope, addr, node, work } in sends {
             let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
                 c.dropped.fetch_add(1, Ordering::Relaxed);
                 unreachable.extend(work);
@@ -459,7 +464,7 @@ impl Poker {
             let wake = self.wake.clone();
             let inbox = self.inbox.clone();
             tokio::spawn(async move {
-                if let Err(e) = poke(&client, &addr, scope).await {
+                if let Err(e) = poke(&client, &addr, scope, &node).await {
                     wake.counters.failed.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(%addr, "poke failed (the receiver will poll): {e}");
                     if let (Some(inbox), Some(node)) = (inbox, work) {
@@ -475,8 +480,9 @@ impl Poker {
 }
 
 /// One poke; the error says why it was not taken.
-pub async fn poke(client: &reqwest::Client, addr: &str, scope: Scope) -> Result<(), String> {
-    let url = format!("http://{addr}/v1/poke?scope={}", scope.as_str());
+pub async fn poke(client: &reqwest::Client, addr: &str, scope: Scope, node: &NodeId) -> Result<(), String> {
+    // Node ids are letters, digits, `_`, `-` and `.`: nothing to escape.
+    let url = format!("http://{addr}/v1/poke?scope={}&node={node}", scope.as_str());
     let resp = client.post(&url).send().await.map_err(|e| e.to_string())?;
     if resp.status().is_success() {
         Ok(())
@@ -512,11 +518,11 @@ pub async fn poke_in_view(store: &store::Store, view: Option<&Lease>, pokes: &Po
             None
         }
     };
-    let attempts = sends.into_iter().map(|Outgoing { scope, addr, work }| {
+    let attempts = sends.into_iter().map(|Outgoing { scope, addr, node, work }| {
         let client = &client;
         async move {
             let Some(client) = client else { return work };
-            match poke(client, &addr, scope).await {
+            match poke(client, &addr, scope, &node).await {
                 Ok(()) => None,
                 Err(e) => {
                     tracing::debug!(%addr, "poke failed (the receiver will poll): {e}");

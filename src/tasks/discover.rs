@@ -227,7 +227,7 @@ pub fn target_size(info: &TaskInfo, default: u64) -> u64 {
         .params
         .get(crate::policy::TARGET_SIZE_PARAM)
         .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0)
+        .filter(|n| *n > 0 && *n <= layouts::units::MAX_TARGET_SIZE)
         .unwrap_or(default)
 }
 

@@ -677,7 +677,7 @@ impl Store {
         if self.beneath.is_some() {
             return false;
         }
-        let (root, p) = (root.clone(), root.join(dir.trim_end_matches('/')));
+        let (root, p) = (root.clone(), dir.trim_end_matches('/').to_string());
         match tokio::task::spawn_blocking(move || fs::spread_children(&root, &p)).await {
             Ok(Ok(set)) => set,
             Ok(Err(e)) => {

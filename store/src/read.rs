@@ -13,21 +13,23 @@
 //!   sparse file or `/dev/zero` costs 4 MiB, not RAM). WebHDFS and memory
 //!   send one request without a range and stop reading past the limit (the
 //!   rest of the response is dropped unread).
-//! - Only regular files are opened. On fs the type is checked with `stat`
-//!   before `open`, and the file is opened non-blocking and checked again
-//!   with `fstat` (a FIFO swapped in between cannot hang the reader); a
-//!   folder, FIFO, socket or device at a file's name, or a symbolic link
-//!   loop, is [`StoreError::BadFile`]. S3 has only objects; HDFS refuses to
-//!   read a folder.
+//! - Only regular files are opened. On fs no symbolic link is followed,
+//!   in the folders leading to the file or at its name (`fs::nofollow`);
+//!   the type is checked with `lstat` before `open`, and the file is opened
+//!   `O_NOFOLLOW`, non-blocking and checked again with `fstat` (a link or
+//!   FIFO swapped in between is refused and cannot hang the reader); a
+//!   folder, link, FIFO, socket or device at a file's name is
+//!   [`StoreError::BadFile`], and so is a file below a link. S3 has only
+//!   objects; HDFS refuses to read a folder.
 //! - A data store ([`Store::open_data`]) reads whole objects of any size:
 //!   executors read the inputs they were asked to merge.
 //!
 //! Callers treat [`StoreError::is_bad_file`] like a file that does not
 //! parse: that one file loses its meaning, nothing else stops.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use bytes::Bytes;
@@ -102,33 +104,57 @@ fn kind_of(t: std::fs::FileType) -> &'static str {
 /// regular file; [`Store::read`] turns it into [`BadFile::NotAFile`].
 pub(crate) const NOT_A_FILE: &str = "compactd: not a regular file";
 
-/// Reads the regular file at `file`, at most `limit` bytes (all of it when
-/// `None`), without ever opening anything else.
-pub(crate) fn read_regular(file: &Path, limit: Option<u64>) -> io::Result<Vec<u8>> {
-    let not_a_file =
-        |t: std::fs::FileType| io::Error::new(io::ErrorKind::InvalidInput, format!("{NOT_A_FILE}: {}", kind_of(t)));
-    // Follows links: a link to a regular file reads it; a loop of links is
-    // a bad file like any other thing that cannot be read as one.
-    let meta = match std::fs::metadata(file) {
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{NOT_A_FILE}: symlink-loop")))
-        }
+/// Reads the regular file at `rel` below the fs root `root` from `offset`,
+/// at most `limit` bytes (all of it when `None`), without ever opening
+/// anything else: no
+/// link is followed, neither in the folders leading to it nor at its name
+/// (`fs::nofollow`), and only a regular file is read.
+pub(crate) fn read_regular(root: &Path, rel: &str, offset: u64, limit: Option<u64>) -> io::Result<Vec<u8>> {
+    let not_a_file = |kind: &str| io::Error::new(io::ErrorKind::InvalidInput, format!("{NOT_A_FILE}: {kind}"));
+    let (dir, name) = crate::fs::nofollow::split(rel)?;
+    let not_found = || io::Error::new(io::ErrorKind::NotFound, format!("{rel}: not found"));
+    let dir = match crate::fs::nofollow::open_dir(root, &dir) {
+        Ok(Some(d)) => d,
+        Ok(None) => return Err(not_found()),
+        // A link (or a file) where a folder of the path should be: what
+        // stands at this name cannot be a state file either.
+        Err(e) if e.kind() == io::ErrorKind::NotADirectory => return Err(not_a_file("symbolic link")),
+        Err(e) => return Err(e),
+    };
+    let Some(st) = dir.lstat(&name)? else { return Err(not_found()) };
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(not_a_file(kind_of_mode(st.st_mode)));
+    }
+    // O_NOFOLLOW and non-blocking: a link or FIFO swapped in since the
+    // stat is refused by the open or by the fstat below.
+    let f: File = match dir.open_read(&name) {
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(not_a_file("symbolic link")),
         other => other?,
     };
-    if !meta.is_file() {
-        return Err(not_a_file(meta.file_type()));
-    }
-    // Non-blocking: if a FIFO was swapped in since the stat, open returns at
-    // once and the fstat below refuses it.
-    let f: File = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(file)?;
     let meta = f.metadata()?;
     if !meta.is_file() {
-        return Err(not_a_file(meta.file_type()));
+        return Err(not_a_file(kind_of(meta.file_type())));
     }
     let limit = limit.unwrap_or(u64::MAX);
-    let mut buf = Vec::with_capacity(meta.len().min(limit) as usize);
+    let mut f = f;
+    if offset > 0 {
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(offset))?;
+    }
+    let mut buf = Vec::with_capacity(meta.len().saturating_sub(offset).min(limit) as usize);
     f.take(limit).read_to_end(&mut buf)?;
     Ok(buf)
+}
+
+/// [`kind_of`] for a `stat`'s mode.
+fn kind_of_mode(mode: libc::mode_t) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFDIR => "folder",
+        libc::S_IFIFO => "FIFO",
+        libc::S_IFSOCK => "socket",
+        libc::S_IFBLK | libc::S_IFCHR => "device",
+        libc::S_IFLNK => "symbolic link",
+        _ => "special",
+    }
 }
 
 /// Whether a ranged read failed only because the object is shorter than
@@ -169,7 +195,7 @@ impl Store {
             ErrorKind::Unsupported if e.to_string().contains(NOT_A_FILE) => {
                 let what = e.to_string();
                 let kind = what.split(&format!("{NOT_A_FILE}: ")).nth(1).unwrap_or("special");
-                let kind = kind.split([',', ' ', ')']).next().unwrap_or("special");
+                let kind = kind.split([',', ')', '\n']).next().unwrap_or("special").trim();
                 Err(bad(BadFile::NotAFile(kind.to_string())))
             }
             _ => Err(self.err("read", path, e)),

@@ -370,13 +370,15 @@ async fn fs_reads_of_the_tree_refuse_what_is_not_a_small_regular_file() {
     sparse.set_len(2 << 30).unwrap();
     std::fs::write(d.join("small"), b"{}").unwrap();
     symlink(d.join("small"), d.join("link-to-small")).unwrap();
+    std::os::unix::fs::symlink(&d, dir.path().join("linked-folder")).unwrap();
     let cases = [
         ("folder", "folder"),
         ("fifo", "FIFO"),
-        ("zero", "device"),
-        ("null", "device"),
-        ("loop-a", "symlink-loop"),
+        ("zero", "symbolic link"),
+        ("null", "symbolic link"),
+        ("loop-a", "symbolic link"),
         ("sparse", "limit"),
+        ("link-to-small", "symbolic link"),
     ];
     for (name, says) in cases {
         let path = format!("t/{name}");
@@ -388,8 +390,44 @@ async fn fs_reads_of_the_tree_refuse_what_is_not_a_small_regular_file() {
         assert!(msg.contains(&path), "{name}: {msg}");
         assert!(err.is_bad_file() && msg.contains(says), "{name}: {msg}");
     }
-    // A link to a regular file is read like the file.
-    assert_eq!(&s.read("t/link-to-small").await.unwrap().unwrap()[..], b"{}");
+    // No link of the tree is followed (as the data root's are not): not at
+    // a file's name, not in the folders leading to it.
+    let err = s.read("linked-folder/small").await.expect_err("a file below a link");
+    assert!(err.is_bad_file() && err.to_string().contains("symbolic link"), "{err}");
+    assert_eq!(&s.read("t/small").await.unwrap().unwrap()[..], b"{}");
+}
+
+/// Writes, listings, stats and deletes of a tree over fs follow no link
+/// either: a folder of the tree replaced by a link to somewhere else gets
+/// nothing written there, lists nothing from there, and a delete removes
+/// a link itself, never its target.
+#[tokio::test]
+async fn fs_tree_writes_lists_and_deletes_never_follow_a_link() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), b"SECRET").unwrap();
+    let s = fs_store(dir.path()).await;
+    std::fs::create_dir_all(dir.path().join("Registry")).unwrap();
+    symlink(outside.path(), dir.path().join("Registry/Nodes")).unwrap();
+    assert!(s.create("Registry/Nodes/n1", b"{}".to_vec()).await.is_err(), "a create through a link");
+    assert!(s.put("Registry/Nodes/n1", b"{}".to_vec()).await.is_err(), "a put through a link");
+    assert!(!outside.path().join("n1").exists(), "nothing was written through the link");
+    assert!(s.list("Registry/Nodes/").await.is_err(), "a listing through a link");
+    assert!(s.stat("Registry/Nodes/secret").await.unwrap().is_none(), "a stat through a link");
+    // A link at a file's name: stat sees the name, delete removes the name.
+    symlink(outside.path().join("secret"), dir.path().join("Registry/beat")).unwrap();
+    let listed = s.list("Registry/").await.unwrap();
+    assert!(listed.iter().any(|e| e.name() == "beat" && !e.is_dir), "{listed:?}");
+    assert!(s.exists("Registry/beat").await.unwrap());
+    s.delete("Registry/beat").await.unwrap();
+    assert!(std::fs::symlink_metadata(dir.path().join("Registry/beat")).is_err(), "the link is gone");
+    assert_eq!(std::fs::read(outside.path().join("secret")).unwrap(), b"SECRET", "its target is kept");
+    s.delete_all("Registry/Nodes/").await.unwrap();
+    assert_eq!(std::fs::read(outside.path().join("secret")).unwrap(), b"SECRET", "nothing below the link deleted");
+    // The tree itself still works.
+    assert_eq!(s.create("Registry/x/y", b"1".to_vec()).await.unwrap(), Created::Created);
+    assert_eq!(&s.read("Registry/x/y").await.unwrap().unwrap()[..], b"1");
 }
 
 /// A data store over fs whose file system stops answering (a hung NFS

@@ -355,7 +355,13 @@ pub fn render_index(v: &ClusterView) -> String {
         );
         for t in &v.tables {
             let s = &t.summary;
-            let state = if t.paused { "policy paused".to_string() } else { s.state.clone() };
+            let state = if t.policy_deleted {
+                "policy deleted: not planned".to_string()
+            } else if t.paused {
+                "policy paused".to_string()
+            } else {
+                s.state.clone()
+            };
             let _ = write!(
                 b,
                 "<tr data-table=\"{name}\"><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",

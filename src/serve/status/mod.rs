@@ -69,9 +69,10 @@ pub fn fmt_skew(ms: i64) -> String {
 
 pub use crate::cluster::election::newest_lease;
 
-/// Every node with a heartbeat or in the member view. A node is `alive`
-/// only with a heartbeat present and its incarnation in the view; `monitor`
-/// only with a heartbeat and an unreleased lease.
+/// Every node with a heartbeat, in the member view, or declared offline
+/// and not purged yet (`declared_offline`, its heartbeat usually gone). A
+/// node is `alive` only with a heartbeat present and its incarnation in
+/// the view; `monitor` only with a heartbeat and an unreleased lease.
 pub async fn nodes(store: &Store) -> store::Result<Vec<NodeRow>> {
     let lease = newest_lease(store).await?;
     nodes_with(store, lease.as_ref(), &mut Vec::new()).await
@@ -87,7 +88,9 @@ pub async fn nodes_with(
     let (dated, bad) = crate::cluster::liveness::read_heartbeats_dated(store).await?;
     skipped.extend(bad);
     let mut ids: BTreeMap<NodeId, Option<&DatedHeartbeat>> = dated.iter().map(|(k, d)| (k.clone(), Some(d))).collect();
-    for m in lease.iter().flat_map(|l| l.members.iter()) {
+    // Nodes declared offline are shown until the monitor purges their
+    // record, whether or not their heartbeat file is still there.
+    for m in lease.iter().flat_map(|l| l.members.iter().chain(&l.offline)) {
         ids.entry(m.node.clone()).or_insert(None);
     }
     let rows = ids
@@ -95,7 +98,10 @@ pub async fn nodes_with(
         .map(|(id, dated)| {
             let hb = dated.map(|d| &d.beat);
             let member = lease.and_then(|l| l.members.iter().find(|m| m.node == id));
-            let incarnation = hb.map(|h| h.incarnation).or(member.map(|m| m.incarnation));
+            // The newest incarnation declared offline, for a node known by
+            // that record alone.
+            let offline = lease.and_then(|l| l.offline.iter().filter(|m| m.node == id).map(|m| m.incarnation).max());
+            let incarnation = hb.map(|h| h.incarnation).or(member.map(|m| m.incarnation)).or(offline);
             let alive = hb.is_some() && member.is_some_and(|m| Some(m.incarnation) == incarnation);
             let declared_offline =
                 lease.is_some_and(|l| l.offline.iter().any(|m| m.node == id && Some(m.incarnation) == incarnation));

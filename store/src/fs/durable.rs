@@ -4,29 +4,31 @@
 
 use super::*;
 
-/// Stage + link. `Ok(true)`: created; `Ok(false)`: the name existed.
+/// Stage + link, in the target's folder opened without following links
+/// (`nofollow`). `Ok(true)`: created; `Ok(false)`: the name existed.
 pub(super) fn create_complete(root: &Path, path: &str, data: &[u8]) -> io::Result<bool> {
-    let target = root.join(path);
-    let target = target.as_path();
+    let (parent_rel, name) = nofollow::split(path)?;
+    // Missing folders are made (each synced into its parent); a link where
+    // a folder should be is an error, never followed.
+    let dir = nofollow::make_dir(root, &parent_rel)?;
     // A name that exists already loses without staging anything (the link
     // below stays the decision: a racer may still publish in between).
-    if fs::symlink_metadata(target).is_ok() {
+    if dir.lstat(&name)?.is_some() {
         return Ok(false);
     }
-    let parent = target.parent().unwrap_or(root);
-    create_dirs_synced(root, parent)?;
     // Only the publish may say "exists" (a stale temp name is skipped).
-    let (tmp, mut f) = open_temp(parent, CREATE_TEMP, path)?;
+    let (tmp, mut f) = open_temp(&dir.path(), CREATE_TEMP, path)?;
+    let target = dir.join(&name);
     let published = (|| {
         f.write_all(data)?;
         f.sync_all()?;
-        publish_noreplace(&tmp, target)
+        publish_noreplace(&tmp, &target)
     })();
     drop(f);
     let _ = fs::remove_file(&tmp);
     match published {
         Ok(()) => {
-            sync_dir(parent)?;
+            sync_dir(&root.join(&parent_rel), &dir)?;
             Ok(true)
         }
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
@@ -35,7 +37,9 @@ pub(super) fn create_complete(root: &Path, path: &str, data: &[u8]) -> io::Resul
 }
 
 /// Publishes `tmp` as `target` unless `target` exists: `link(2)`, or where the
-/// file system has no hard links, `renameat2(RENAME_NOREPLACE)`.
+/// file system has no hard links, `renameat2(RENAME_NOREPLACE)`. Both name
+/// the same folder through its handle (`/proc/self/fd/…`), and neither
+/// follows a link at `target`.
 pub(super) fn publish_noreplace(tmp: &Path, target: &Path) -> io::Result<()> {
     match fs::hard_link(tmp, target) {
         Ok(()) => Ok(()),
@@ -75,35 +79,6 @@ pub(super) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     }
 }
 
-/// Creates the missing folders from `root` down to `dir`, syncing the parent
-/// of each new one so the chain survives a power loss.
-pub(super) fn create_dirs_synced(root: &Path, dir: &Path) -> io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    let mut missing = vec![];
-    let mut d = dir;
-    while !d.is_dir() {
-        missing.push(d.to_path_buf());
-        match d.parent() {
-            Some(p) if p.starts_with(root) || p == root => d = p,
-            _ => break,
-        }
-    }
-    for m in missing.iter().rev() {
-        match fs::create_dir(m) {
-            Ok(()) => {
-                if let Some(p) = m.parent() {
-                    sync_dir(p)?;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && m.is_dir() => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
 /// `FS_TOPDIR_FL` (`chattr +T`, not in the libc crate).
 pub(crate) const FS_TOPDIR_FL: libc::c_int = 0x0002_0000;
 
@@ -133,10 +108,10 @@ pub(crate) fn attr_flags(f: &File) -> Option<libc::c_int> {
 /// short. A journalled ext4 does no such walk; there the attribute only
 /// changes which group a folder lands in (not measured here: this machine's
 /// only disk has no journal).
-pub(crate) fn spread_children(root: &Path, dir: &Path) -> io::Result<bool> {
+pub(crate) fn spread_children(root: &Path, dir: &str) -> io::Result<bool> {
     use std::os::unix::io::AsRawFd;
-    create_dirs_synced(root, dir)?;
-    let f = File::open(dir)?;
+    let d = nofollow::make_dir(root, dir)?;
+    let f = File::open(d.path())?;
     let Some(mut flags) = attr_flags(&f) else { return Ok(false) };
     if flags & FS_TOPDIR_FL != 0 {
         return Ok(true);
@@ -156,16 +131,19 @@ pub(crate) fn spread_children(root: &Path, dir: &Path) -> io::Result<bool> {
 /// task folder and creates as many subtask folders in one node's folder
 /// (`WRITE_CONCURRENCY` at a time), and each of those used to sync the
 /// shared folder itself.
-pub(super) fn sync_dir(dir: &Path) -> io::Result<()> {
+///
+/// `key` names the folder (its path below the root: one folder, one
+/// group); `dir` is this caller's handle of it, which its own sync uses.
+pub(super) fn sync_dir(key: &Path, dir: &nofollow::Dir) -> io::Result<()> {
     static SYNCS: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<PathBuf, Arc<DirSync>>>> =
         std::sync::OnceLock::new();
     let map = SYNCS.get_or_init(Default::default);
-    let slot = map.lock().unwrap_or_else(|e| e.into_inner()).entry(dir.to_path_buf()).or_default().clone();
-    let r = slot.sync(|| File::open(dir)?.sync_all());
+    let slot = map.lock().unwrap_or_else(|e| e.into_inner()).entry(key.to_path_buf()).or_default().clone();
+    let r = slot.sync(|| dir.sync());
     // The last one out removes the folder's entry.
     let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
     if Arc::strong_count(&slot) == 2 {
-        m.remove(dir);
+        m.remove(key);
     }
     r
 }

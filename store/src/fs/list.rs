@@ -1,5 +1,7 @@
-//! The fs layer's listing: a walk in chunks that never follows links and
-//! hides (and, for dead processes of this host, removes) temp files.
+//! The fs layer's listing: a walk in chunks that never follows links (the
+//! folder listed is opened with `nofollow`, each subfolder with `openat
+//! (O_NOFOLLOW)` from its parent's handle, each entry `lstat`ed from it)
+//! and hides (and, for dead processes of this host, removes) temp files.
 
 use super::*;
 
@@ -10,7 +12,9 @@ pub(super) struct Walk {
     pub(super) first: Option<String>,
     /// The folder to open first (relative, ends in `/`).
     pub(super) start: Option<String>,
-    pub(super) stack: Vec<(String, fs::ReadDir)>,
+    /// Each open folder: its path, its names, its handle (the names are
+    /// looked at relative to it).
+    pub(super) stack: Vec<(String, nofollow::Entries, nofollow::Dir)>,
     pub(super) recursive: bool,
 }
 
@@ -30,24 +34,23 @@ impl Walk {
     pub(super) fn next_chunk(&mut self, max: usize) -> io::Result<Vec<oio::Entry>> {
         let mut out = Vec::new();
         if let Some(start) = self.start.take() {
-            match fs::read_dir(self.root.join(&start)) {
-                Ok(rd) => self.stack.push((start, rd)),
+            match nofollow::open_dir(&self.root, &start)? {
+                Some(dir) => self.stack.push((start, dir.entries()?, dir)),
                 // A folder that is not there lists as empty.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
-                Err(e) => return Err(e),
+                None => return Ok(out),
             }
             if let Some(first) = self.first.take() {
                 out.push(oio::Entry::new(&first, MetadataBuilder::dir().build()));
             }
         }
         while out.len() < max {
-            let Some((dir, rd)) = self.stack.last_mut() else { break };
-            let de = match rd.next() {
+            let Some((dir, names, handle)) = self.stack.last_mut() else { break };
+            let name = match names.next() {
                 None => {
                     self.stack.pop();
                     continue;
                 }
-                Some(Ok(de)) => de,
+                Some(Ok(name)) => name,
                 // Removed while listed: what is gone is gone.
                 Some(Err(e)) if e.kind() == io::ErrorKind::NotFound => {
                     self.stack.pop();
@@ -55,7 +58,7 @@ impl Walk {
                 }
                 Some(Err(e)) => return Err(e),
             };
-            let Some(name) = de.file_name().to_str().map(str::to_string) else {
+            let Ok(name) = String::from_utf8(name) else {
                 // Not UTF-8: not a name compactd or OpenDAL can address.
                 continue;
             };
@@ -63,38 +66,30 @@ impl Walk {
                 // A write in progress, or the leftover of a crashed one of
                 // this host: never listed; a dead process's is removed.
                 if pid.is_some_and(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists()) {
-                    let _ = fs::remove_file(de.path());
+                    let _ = handle.unlink(&name, false);
                 }
                 continue;
             }
             let rel = format!("{dir}{name}");
-            // No symbolic link is followed: `file_type` and `metadata` of a
-            // directory entry do not follow.
-            let meta = match de.metadata() {
-                Ok(m) => m,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
+            // No symbolic link is followed: the entry is `lstat`ed.
+            let Some(st) = handle.lstat(&name)? else { continue };
+            let kind = st.st_mode & libc::S_IFMT;
+            let mut b = match kind {
+                libc::S_IFDIR => MetadataBuilder::dir(),
+                libc::S_IFREG => MetadataBuilder::file(st.st_size as u64),
+                _ => MetadataBuilder::unknown(),
             };
-            let mut b = if meta.is_dir() {
-                MetadataBuilder::dir()
-            } else if meta.is_file() {
-                MetadataBuilder::file(meta.len())
-            } else {
-                MetadataBuilder::unknown()
-            };
-            if let Ok(t) = meta.modified() {
-                if let Ok(t) = opendal::raw::Timestamp::try_from(t) {
-                    b.last_modified(t);
-                }
+            if let Ok(t) = opendal::raw::Timestamp::try_from(modified(&st)) {
+                b.last_modified(t);
             }
-            if meta.is_dir() {
+            if kind == libc::S_IFDIR {
                 let sub = format!("{rel}/");
                 out.push(oio::Entry::new(&sub, b.build()));
                 if self.recursive {
-                    match fs::read_dir(self.root.join(&sub)) {
-                        Ok(rd) => self.stack.push((sub, rd)),
-                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                        Err(e) => return Err(e),
+                    // Relative to its parent's handle: no link on the way.
+                    if let Some(child) = handle.open_child(&name)? {
+                        let names = child.entries()?;
+                        self.stack.push((sub, names, child));
                     }
                 }
             } else {
@@ -103,6 +98,13 @@ impl Walk {
         }
         Ok(out)
     }
+}
+
+/// When a file was last modified, from its `stat`.
+pub(super) fn modified(st: &libc::stat) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH
+        + std::time::Duration::from_secs(st.st_mtime.max(0) as u64)
+        + std::time::Duration::from_nanos(st.st_mtime_nsec.max(0) as u64)
 }
 
 /// For a temp name of a create or put: `Some(Some(pid))` if a process of

@@ -62,6 +62,7 @@
 
 mod durable;
 mod list;
+pub(crate) mod nofollow;
 mod put;
 
 use std::fs::{self, File, OpenOptions};
@@ -137,17 +138,52 @@ impl Service for FsCreateService {
         self.inner.capability()
     }
 
-    async fn create_dir(&self, ctx: &OperationContext, path: &str, args: OpCreateDir) -> Result<RpCreateDir> {
-        self.inner.create_dir(ctx, path, args).await
+    async fn create_dir(&self, _ctx: &OperationContext, path: &str, _args: OpCreateDir) -> Result<RpCreateDir> {
+        let (root, p) = (self.root.clone(), path.to_string());
+        tokio::task::spawn_blocking(move || nofollow::make_dir(&root, &p).map(drop))
+            .await
+            .map_err(|e| Error::new(ErrorKind::Unexpected, "fs create_dir task failed").set_source(e))?
+            .map_err(|e| io_error(e, "create_dir", path))?;
+        Ok(RpCreateDir::default())
     }
 
-    async fn stat(&self, ctx: &OperationContext, path: &str, args: OpStat) -> Result<RpStat> {
-        self.inner.stat(ctx, path, args).await
+    /// What stands at the name itself: a link is not followed (it is a
+    /// name of unknown kind, as in a listing).
+    async fn stat(&self, _ctx: &OperationContext, path: &str, _args: OpStat) -> Result<RpStat> {
+        let (root, p) = (self.root.clone(), path.to_string());
+        let st = tokio::task::spawn_blocking(move || -> io::Result<Option<libc::stat>> {
+            let rel = p.trim_end_matches('/');
+            if rel.is_empty() {
+                return nofollow::open_dir(&root, "")?.map(|d| d.lstat(".")).transpose().map(Option::flatten);
+            }
+            let (dir, name) = nofollow::split(rel)?;
+            match nofollow::open_dir(&root, &dir) {
+                Ok(Some(d)) => d.lstat(&name),
+                Ok(None) => Ok(None),
+                // Below a link: nothing of the tree stands there.
+                Err(e) if e.kind() == io::ErrorKind::NotADirectory => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+        .await
+        .map_err(|e| Error::new(ErrorKind::Unexpected, "fs stat task failed").set_source(e))?
+        .map_err(|e| io_error(e, "stat", path))?;
+        let Some(st) = st else {
+            return Err(Error::new(ErrorKind::NotFound, "not found").with_context("path", path));
+        };
+        let mut b = match st.st_mode & libc::S_IFMT {
+            libc::S_IFDIR => MetadataBuilder::dir(),
+            libc::S_IFREG => MetadataBuilder::file(st.st_size as u64),
+            _ => MetadataBuilder::unknown(),
+        };
+        if let Ok(t) = opendal::raw::Timestamp::try_from(list::modified(&st)) {
+            b.last_modified(t);
+        }
+        Ok(RpStat::new(b.build()))
     }
 
-    fn read(&self, ctx: &OperationContext, path: &str, args: OpRead) -> Result<Self::Reader> {
-        let inner = self.inner.read(ctx, path, args)?;
-        Ok(Box::new(WholeFileReader { file: self.root.join(path), path: path.to_string(), inner }))
+    fn read(&self, _ctx: &OperationContext, path: &str, _args: OpRead) -> Result<Self::Reader> {
+        Ok(Box::new(WholeFileReader { root: self.root.clone(), path: path.to_string() }))
     }
 
     fn write(&self, ctx: &OperationContext, path: &str, args: OpWrite) -> Result<Self::Writer> {
@@ -181,8 +217,21 @@ impl Service for FsCreateService {
         self.inner.copy(ctx, from, to, args)
     }
 
-    async fn rename(&self, ctx: &OperationContext, from: &str, to: &str, args: OpRename) -> Result<RpRename> {
-        self.inner.rename(ctx, from, to, args).await
+    /// Both folders opened without following links; the names themselves
+    /// are renamed (a link at `to` is replaced, never followed).
+    async fn rename(&self, _ctx: &OperationContext, from: &str, to: &str, _args: OpRename) -> Result<RpRename> {
+        let (root, f, t) = (self.root.clone(), from.to_string(), to.to_string());
+        tokio::task::spawn_blocking(move || {
+            let ((fd, fname), (td, tname)) = (nofollow::split(&f)?, nofollow::split(&t)?);
+            let from_dir = nofollow::open_dir(&root, &fd)?
+                .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{f}: not found")))?;
+            let to_dir = nofollow::make_dir(&root, &td)?;
+            fs::rename(from_dir.join(&fname), to_dir.join(&tname))
+        })
+        .await
+        .map_err(|e| Error::new(ErrorKind::Unexpected, "fs rename task failed").set_source(e))?
+        .map_err(|e| io_error(e, "rename", from))?;
+        Ok(RpRename::default())
     }
 
     async fn presign(&self, ctx: &OperationContext, path: &str, args: OpPresign) -> Result<RpPresign> {
@@ -255,18 +304,21 @@ impl oio::Write for FsWriter {
     }
 }
 
-/// Reads a file from its start in one call, at most the range's size
-/// (`read.rs`: regular files only); other ranges go to OpenDAL's reader.
+/// Reads a range of a file in one call (`read.rs`: regular files only, no
+/// link followed); a range from the start is bounded (see [`whole_limit`]).
 struct WholeFileReader {
-    file: PathBuf,
+    root: Arc<PathBuf>,
     path: String,
-    inner: oio::Reader,
 }
 
 impl WholeFileReader {
-    async fn read_whole(&self, limit: Option<u64>) -> Result<Buffer> {
-        let file = self.file.clone();
-        match tokio::task::spawn_blocking(move || crate::read::read_regular(&file, limit)).await {
+    async fn read_range(&self, range: BytesRange) -> Result<Buffer> {
+        let (root, path) = (self.root.clone(), self.path.clone());
+        let (offset, limit) = match range.offset() {
+            0 => (0, Some(whole_limit(range))),
+            n => (n, range.size()),
+        };
+        match tokio::task::spawn_blocking(move || crate::read::read_regular(&root, &path, offset, limit)).await {
             Ok(Ok(bytes)) => Ok(Buffer::from(bytes)),
             Ok(Err(e)) => Err(io_error(e, "read", &self.path)),
             Err(e) => Err(Error::new(ErrorKind::Unexpected, "read task failed").set_source(e)),
@@ -285,17 +337,11 @@ fn whole_limit(range: BytesRange) -> u64 {
 
 impl oio::Read for WholeFileReader {
     async fn open(&self, range: BytesRange) -> Result<(RpRead, Box<dyn oio::ReadStreamDyn>)> {
-        if range.offset() != 0 {
-            return oio::Read::open(&self.inner, range).await;
-        }
-        Ok((RpRead::default(), Box::new(self.read_whole(Some(whole_limit(range))).await?)))
+        Ok((RpRead::default(), Box::new(self.read_range(range).await?)))
     }
 
     async fn read(&self, range: BytesRange) -> Result<(RpRead, Buffer)> {
-        if range.offset() != 0 {
-            return oio::Read::read(&self.inner, range).await;
-        }
-        Ok((RpRead::default(), self.read_whole(Some(whole_limit(range))).await?))
+        Ok((RpRead::default(), self.read_range(range).await?))
     }
 }
 
@@ -323,13 +369,27 @@ struct FsDeleter {
 
 impl oio::OneShotDelete for FsDeleter {
     async fn delete_once(&self, path: String, args: OpDelete) -> Result<()> {
-        let p = self.root.join(&path);
+        let (root, p) = (self.root.clone(), path.clone());
         let recursive = args.recursive();
-        let r = tokio::task::spawn_blocking(move || match fs::symlink_metadata(&p) {
-            Ok(m) if m.is_dir() && recursive => fs::remove_dir_all(&p),
-            Ok(m) if m.is_dir() => fs::remove_dir(&p),
-            Ok(_) => fs::remove_file(&p),
-            Err(e) => Err(e),
+        // The name itself is removed, a link included, never what it
+        // points to; the folders leading to it are not followed either.
+        let r = tokio::task::spawn_blocking(move || {
+            let (dir, name) = nofollow::split(&p)?;
+            let dir = match nofollow::open_dir(&root, &dir) {
+                Ok(Some(d)) => d,
+                Ok(None) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotADirectory => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            match dir.lstat(&name)? {
+                None => Ok(()),
+                Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR && recursive => {
+                    // std's remove_dir_all does not follow links inside.
+                    fs::remove_dir_all(dir.join(&name))
+                }
+                Some(st) if st.st_mode & libc::S_IFMT == libc::S_IFDIR => dir.unlink(&name, true),
+                Some(_) => dir.unlink(&name, false),
+            }
         })
         .await
         .map_err(|e| Error::new(ErrorKind::Unexpected, "fs delete task failed").set_source(e))?;
@@ -414,6 +474,10 @@ pub enum Quarantine {
 pub fn sweep_stale_temps(tmp_dir: &Path) -> io::Result<usize> {
     let prefixes = LEGACY_TEMP_PREFIXES.map(|p| format!("{p}{}.", host_tag()));
     let mut removed = 0;
+    // Only a real folder of the root: a link planted there is not followed.
+    if !fs::symlink_metadata(tmp_dir).is_ok_and(|m| m.is_dir()) {
+        return Ok(0);
+    }
     let entries = match fs::read_dir(tmp_dir) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),

@@ -11,7 +11,9 @@ pub struct PutWriter {
     pub(super) path: String,
     pub(super) buf: Vec<u8>,
     pub(super) len: u64,
-    pub(super) temp: Option<(PathBuf, File)>,
+    /// The target's folder (opened without following links), the temp
+    /// file's path through it, and the temp file.
+    pub(super) temp: Option<(nofollow::Dir, PathBuf, File)>,
 }
 
 impl PutWriter {
@@ -34,26 +36,26 @@ impl PutWriter {
             let mut temp = match temp {
                 Some(t) => t,
                 None => {
-                    let target = root.join(&path);
-                    let parent = target.parent().unwrap_or(&root);
-                    if !parent.is_dir() {
-                        fs::create_dir_all(parent)?;
-                    }
-                    open_temp(parent, PUT_TEMP, &path)?
+                    let (parent, _) = nofollow::split(&path)?;
+                    let dir = nofollow::make_dir(&root, &parent)?;
+                    let (tmp, f) = open_temp(&dir.path(), PUT_TEMP, &path)?;
+                    (dir, tmp, f)
                 }
             };
             let r = (|| {
-                temp.1.write_all(&data)?;
+                temp.2.write_all(&data)?;
                 if publish {
-                    temp.1.sync_all()?;
-                    fs::rename(&temp.0, root.join(&path))?;
+                    temp.2.sync_all()?;
+                    // The rename replaces the name itself, a link included.
+                    let (_, name) = nofollow::split(&path)?;
+                    fs::rename(&temp.1, temp.0.join(&name))?;
                 }
                 Ok(())
             })();
             match r {
                 Ok(()) => Ok((!publish).then_some(temp)),
                 Err(e) => {
-                    let _ = fs::remove_file(&temp.0);
+                    let _ = fs::remove_file(&temp.1);
                     Err(e)
                 }
             }
@@ -71,7 +73,7 @@ impl PutWriter {
 
     pub(super) fn abort(&mut self) {
         self.buf.clear();
-        if let Some((temp, _)) = self.temp.take() {
+        if let Some((_dir, temp, _)) = self.temp.take() {
             let _ = fs::remove_file(temp);
         }
     }
