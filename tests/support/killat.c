@@ -34,9 +34,28 @@
 
 static const char *mode(void) { return getenv("COMPACTD_KILL_AT"); }
 
-static int path_matches(const char *path) {
+static int path_matches_as_given(const char *path) {
     const char *pat = getenv("COMPACTD_KILL_PATH");
     return pat && *pat && path && strstr(path, pat) != NULL;
+}
+
+/* The store reaches names through folders it opened without following
+ * links, as /proc/self/fd/N/<name>: the pattern is matched against the
+ * folder's real path too. */
+static int path_matches(const char *path) {
+    if (path_matches_as_given(path)) return 1;
+    const char *prefix = "/proc/self/fd/";
+    if (!path || strncmp(path, prefix, strlen(prefix)) != 0) return 0;
+    const char *rest = path + strlen(prefix);
+    const char *slash = strchr(rest, '/');
+    if (!slash) return 0;
+    char link[64], real[4096 + 256];
+    snprintf(link, sizeof link, "%.*s%.*s", (int)strlen(prefix), prefix, (int)(slash - rest), rest);
+    ssize_t n = readlink(link, real, 4096);
+    if (n <= 0) return 0;
+    real[n] = 0;
+    strncat(real, slash, sizeof real - strlen(real) - 1);
+    return path_matches_as_given(real);
 }
 
 static void die_now(void) { kill(getpid(), SIGKILL); }
