@@ -216,3 +216,50 @@ async fn guard_timer(
         }
     }
 }
+
+#[cfg(test)]
+// A real child and the daemon's real-time guard timer.
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+    use crate::executor::{ExecRequest, Groups};
+    use layouts::formats::ExecutorKind;
+
+    /// The guard's kill does not wait for a tick: with the daemon asleep
+    /// between polls (no tick runs here at all), its timer kills the
+    /// executors at the deadline.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_guard_timer_kills_at_the_deadline_without_a_tick() {
+        let clock = crate::clock::SystemClock::shared();
+        let groups = Groups::guarded();
+        let req = ExecRequest {
+            kind: ExecutorKind::Command,
+            command: Some("sleep 30".into()),
+            timeout: Duration::from_secs(60),
+            vars: Default::default(),
+            params: Default::default(),
+            data_uri: String::new(),
+            target_size: 0,
+            compression: String::new(),
+            fence: None,
+            run_as: None,
+        };
+        let now = clock.mono();
+        assert!(crate::executor::spawn(&req, now, &groups, 7, None, None).is_err(), "started under a closed guard");
+        let deadline = now + Duration::from_millis(300);
+        groups.open(7, deadline, now);
+        let mut run = crate::executor::spawn(&req, clock.mono(), &groups, 7, None, None).unwrap();
+        assert!(crate::executor::spawn(&req, clock.mono(), &groups, 6, None, None).is_err(), "another incarnation");
+        tokio::spawn(guard_timer(groups.clone(), clock.clone(), Duration::from_secs(1), None));
+        let ended = loop {
+            if run.try_finish(clock.mono()).is_some() {
+                break clock.mono();
+            }
+            assert!(clock.mono() < deadline + Duration::from_secs(5), "not killed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert!(ended >= deadline, "killed {:?} before the deadline", deadline - ended);
+        assert!(ended < deadline + Duration::from_millis(200), "killed {:?} late", ended - deadline);
+        assert!(!groups.may_start(7, clock.mono()), "the guard stays closed");
+    }
+}

@@ -368,8 +368,7 @@ impl Metrics {
             "Times the session guard killed this node's executors (no heartbeat counted for 0.8 of the session)",
             guard_kills.clone(),
         );
-        let short =
-            || Histogram::new([0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0].into_iter());
+        let short = || Histogram::new([0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]);
         let guard_late = short();
         r.register_with_unit(
             "compactd_guard_kill_lateness",

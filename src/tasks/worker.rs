@@ -279,17 +279,15 @@ impl Worker {
         let mut acks = vec![];
         for (name, _) in folder.subtasks.iter().filter(|(_, f)| cancelled(f)) {
             match self.running.get_mut(name) {
-                Some(r) => {
-                    if !r.cancelled {
-                        tracing::info!(subtask = %name, "subtask cancelled by its manager: killing its executor");
-                        r.cancelled = true;
-                        if let Some(e) = r.exec.as_mut() {
-                            e.kill();
-                        }
+                Some(r) if !r.cancelled => {
+                    tracing::info!(subtask = %name, "subtask cancelled by its manager: killing its executor");
+                    r.cancelled = true;
+                    if let Some(e) = r.exec.as_mut() {
+                        e.kill();
                     }
                 }
                 None if !self.reports.contains_key(name) => acks.push(name.clone()),
-                None => {}
+                _ => {}
             }
         }
         for name in acks {
