@@ -330,8 +330,34 @@ fn a_node_cut_from_storage_but_not_from_its_peers_stops_its_runs_before_they_run
     let runs = lab.check_runs(&task);
     let killed = assert_no_overlap(&runs);
     let n3_cut_short = runs.values().flatten().filter(|r| r.node == "n3" && !r.ended).count();
-    // How soon the units n3 lost ran again: from the cut, and from the
-    // killed run's last sign of life (the margin the protocol kept).
+    // How soon n3's units were given to others once it was declared (from
+    // the nodes' logs), and when they ran again: from the cut (a unit waits
+    // for a free slot, 2 per node) and from the killed run's last sign of
+    // life (the margin the protocol kept).
+    let stamp = |l: &str| -> Option<f64> {
+        let t = l.split_whitespace().next()?.split('T').nth(1)?.trim_end_matches('Z');
+        let mut p = t.split(':').map(|x| x.parse::<f64>().ok());
+        Some(p.next()?? * 3600.0 + p.next()?? * 60.0 + p.next()??)
+    };
+    let lines: Vec<String> = ["n1", "n2", "n3"]
+        .iter()
+        .flat_map(|n| {
+            std::fs::read_to_string(lab.c.log_path(n)).unwrap_or_default().lines().map(String::from).collect::<Vec<_>>()
+        })
+        .collect();
+    let declared = lines
+        .iter()
+        .filter(|l| l.contains("declared offline") && l.contains("node=n3"))
+        .filter_map(|l| stamp(l))
+        .reduce(f64::min);
+    let moved = lines
+        .iter()
+        .filter(|l| l.contains("dispatching again") && l.contains("node n3 "))
+        .filter_map(|l| stamp(l))
+        .reduce(f64::min);
+    if let (Some(d), Some(m)) = (declared, moved) {
+        eprintln!("n3's units dispatched again {:.0} ms after its declaration", (m - d) * 1e3);
+    }
     for g in gaps(&runs).iter().filter(|g| g.before.0 == "n3" && !g.before.2) {
         let start = runs[&g.unit].iter().find(|r| r.attempt == g.after.1).unwrap().start_ns;
         eprintln!(

@@ -31,7 +31,8 @@ use super::reaper;
 /// What [`Groups::trip`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tripped {
-    /// Executor groups killed.
+    /// Executor groups killed (by the trip, or at the same deadline by the
+    /// reaper just before it).
     pub killed: usize,
     /// How long after the deadline the kill landed.
     pub late: Duration,
@@ -69,6 +70,9 @@ struct GroupSet {
     live: BTreeSet<i32>,
     reaper: Option<reaper::Reaper>,
     guard: Guard,
+    /// Executors that ended at or past the open guard's deadline, before
+    /// the trip: the reaper, which kills at the same instant, got them.
+    ended_at_deadline: usize,
 }
 
 impl GroupSet {
@@ -137,6 +141,7 @@ impl Groups {
         let boot = crate::clock::boot_ns() + until.saturating_sub(now).as_nanos() as u64;
         let mut g = self.lock();
         g.guard = Guard::Open(Open { incarnation, until, boot_ns: boot });
+        g.ended_at_deadline = 0;
         g.tell(&format!("D{boot}"));
         drop(g);
         self.changed.notify_waiters();
@@ -164,7 +169,7 @@ impl Groups {
             return None;
         }
         g.guard = Guard::Closed;
-        let killed = g.kill_all();
+        let killed = g.kill_all() + std::mem::take(&mut g.ended_at_deadline);
         drop(g);
         self.changed.notify_waiters();
         Some(Tripped { killed, late: now - o.until })
@@ -215,6 +220,11 @@ impl Groups {
 
     pub(super) fn remove(&self, pgid: i32) {
         let mut g = self.lock();
+        if let Guard::Open(o) = g.guard {
+            if crate::clock::boot_ns() >= o.boot_ns {
+                g.ended_at_deadline += 1;
+            }
+        }
         g.live.remove(&pgid);
         g.tell(&format!("-{pgid}"));
     }
