@@ -389,6 +389,17 @@ fn a_node_cut_from_storage_but_not_from_its_peers_stops_its_runs_before_they_run
         log.lines().any(|l| l.contains("executors killed") && !l.contains("killed=0")),
         "n3's session guard killed nothing:\n{log}"
     );
+    // And counted it, with how late the kill landed and the margin left.
+    let kills = lab.metric("n3", "compactd_guard_kills_total").unwrap_or(0.0);
+    let late = lab.metric("n3", "compactd_guard_kill_lateness_seconds_sum").unwrap_or(f64::NAN);
+    let margin = lab.metric("n3", "compactd_guard_kill_margin_seconds_sum").unwrap_or(f64::NAN);
+    eprintln!(
+        "n3's guard: {kills} kills, {:.1} ms late in all, {:.0} ms of margin left in all",
+        late * 1e3,
+        margin * 1e3
+    );
+    assert!(kills >= 1.0, "n3's guard kills are not counted");
+    assert!(late < 0.1 * kills && margin > 0.6 * kills, "late kills: {late} s late, {margin} s of margin in {kills}");
 }
 
 #[test]

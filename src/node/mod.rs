@@ -178,7 +178,7 @@ impl Node {
         self.prior_gone = true;
     }
 
-    /// When the last successful heartbeat write started (monotonic).
+    /// When the last counted heartbeat write started (monotonic).
     pub fn last_beat_ok(&self) -> Option<Duration> {
         self.last_beat_ok
     }

@@ -118,12 +118,12 @@ impl Node {
                 Err(e) => tracing::warn!("writing the join marker failed (retried with the next beat): {e}"),
             }
         }
-        self.next_beat_at = now + self.cfg.heartbeat;
         // The session is measured from when the write started: that is the
         // latest moment the monitor may have seen the previous beat.
         let started = self.clock.mono();
         self.store.put(&v2::heartbeat(&self.cfg.id), formats::encode(&hb)).await?;
         let replied = self.clock.mono();
+        self.next_beat_at = now + self.cfg.heartbeat;
         let window = self.cfg.session_timeout.mul_f64(GUARD_FRACTION);
         let limit = self.guard.unwrap_or(started + window);
         if replied >= limit {

@@ -367,9 +367,9 @@ impl Worker {
         if deadline.passed() {
             return Ok(());
         }
-        // New: start, as many as there is room for. The reads and `Running`
-        // marks go out concurrently; each subtask's executor starts once its
-        // own mark is written.
+        // New: start, as many as there is room for. The claims and reads go
+        // out concurrently; each subtask's executor starts once its own
+        // claim is made and its info read.
         if !self.groups.may_start(incarnation, deadline.now()) {
             // The session guard is closed (no heartbeat counted yet, or past
             // its deadline): claim nothing that could not start.
