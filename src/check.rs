@@ -534,6 +534,8 @@ async fn check_assigned(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
         for sub in list(store, &node_dir.path, out).await? {
             if !sub.is_dir && v2::parse_manage_pointer(sub.name()).is_some() {
                 read_json::<formats::ManagePointer>(store, &sub, "manager pointer", out).await?;
+            } else if !sub.is_dir && v2::parse_ended_marker(sub.name()).is_some() {
+                read_json::<formats::EndedMark>(store, &sub, "ended incarnation marker", out).await?;
             } else if !sub.is_dir {
                 out.push(Anomaly::new(&sub.path, "a file stands where a subtask folder is expected"));
             } else if v2::parse_subtask_name(sub.name()).is_none() {

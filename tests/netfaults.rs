@@ -14,7 +14,13 @@
 //! Where namespaces cannot be made (not root) each test prints `SKIP` and
 //! passes; `.ci/run` sets `COMPACTD_REQUIRE_NETNS=1`, which makes that a
 //! failure. `COMPACTD_NEMESIS_SECS` lengthens the random-nemesis test (20 s
-//! by default); `COMPACTD_NEMESIS_SEED` replays one (every run prints its).
+//! by default); `COMPACTD_NEMESIS_SEED` replays one (every run prints its);
+//! `COMPACTD_NEMESIS_LOAD=<n>` runs it under CPU contention (`n` busy-looping
+//! processes pinned to the CPUs, stopped and resumed in seeded bursts:
+//! tests/common/load.rs), where timing races show. Each run prints the
+//! smallest gap between a run's last sign of life and the next attempt's
+//! start, and what the nodes' session guards logged (kills, how late, the
+//! margin left).
 // Real processes, real links and wall-clock seeds: real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -24,8 +30,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::cluster::{alive, monitor_of, Cluster};
+use common::load::Load;
 use common::netns::{skewed_clock_env, Net};
-use common::runs::{assert_no_overlap, read_runs, recording_command_per_task, Run};
+use common::runs::{assert_no_overlap, gaps, read_runs, recording_command_per_task, Gap, Run};
 use common::s3::S3Server;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -49,6 +56,8 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Hosts, storage and nodes of one test; dropped in this order: the
 /// processes, the S3 server, then the namespaces.
 struct Lab {
+    /// CPU burners, if any (dropped first: they run in the namespaces).
+    load: Option<Load>,
     c: Cluster,
     backend: [&'static str; 4],
     s3: S3Server,
@@ -82,6 +91,7 @@ impl Lab {
             c.netns_of.insert(n.clone(), h.ns.clone());
         }
         Some(Lab {
+            load: None,
             c,
             backend,
             s3,
@@ -210,6 +220,53 @@ impl Lab {
         read_runs(&self.records.path().join(task))
     }
 
+    /// Runs `n` CPU burners in the hosts' namespaces (see `Load`).
+    fn load(&mut self, n: usize, seed: u64) {
+        let mut namespaces: Vec<String> = self.net.hosts.values().map(|h| h.ns.clone()).collect();
+        namespaces.push(self.net.storage.ns.clone());
+        self.load = Some(Load::start(n, &namespaces, seed));
+    }
+
+    /// What `node`'s session guard logged: per kill, how late after its
+    /// deadline and the margin left before the node's units could go
+    /// elsewhere (ms).
+    fn guard_kills(&self, node: &str) -> Vec<(f64, f64)> {
+        let log = std::fs::read_to_string(self.c.log_path(node)).unwrap_or_default();
+        log.lines()
+            .filter(|l| l.contains("executors killed"))
+            .filter_map(|l| Some((field_ms(l, "late=")?, field_ms(l, "margin=").unwrap_or(f64::NAN))))
+            .collect()
+    }
+
+    /// Checks the runs of `task`; on an overlap, prints first what the
+    /// nodes logged about the unit's fate (placement, ends, declarations,
+    /// elections, rejoins, guard kills), then fails.
+    fn check_runs(&self, task: &str) -> BTreeMap<u64, Vec<Run>> {
+        let runs = self.runs(task);
+        if gaps(&runs).iter().any(|g| g.ms <= 0.0) {
+            const WORDS: &[&str] = &[
+                "dispatching again",
+                "manager round failed",
+                "declared offline",
+                "node joined",
+                "elected monitor",
+                "stepping down",
+                "rejoining",
+                "executors killed",
+                "waiting for it to end",
+                "taken back",
+                "vanished",
+            ];
+            for n in ["n1", "n2", "n3"] {
+                let log = std::fs::read_to_string(self.c.log_path(n)).unwrap_or_default();
+                let picked: Vec<&str> = log.lines().filter(|l| WORDS.iter().any(|w| l.contains(w))).collect();
+                eprintln!("--- {n}: {} lines\n{}", picked.len(), picked.join("\n"));
+            }
+        }
+        assert_no_overlap(&runs);
+        runs
+    }
+
     /// Rejoins `node` logged (each a new incarnation after its session ran
     /// out).
     fn rejoins(&self, node: &str) -> usize {
@@ -225,6 +282,26 @@ fn redispatches(runs: &BTreeMap<u64, Vec<Run>>) -> u64 {
     runs.values().map(|l| l.len().saturating_sub(1) as u64).sum()
 }
 
+/// A duration field of a log line (`late=12.5ms`), in ms.
+fn field_ms(line: &str, key: &str) -> Option<f64> {
+    let v = line.split(key).nth(1)?.split_whitespace().next()?;
+    let num: String = v.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    let x: f64 = num.parse().ok()?;
+    Some(match &v[num.len()..] {
+        "ns" => x / 1e6,
+        "µs" | "us" => x / 1e3,
+        "ms" => x,
+        "s" => x * 1e3,
+        _ => return None,
+    })
+}
+
+/// The smallest gap, overall and after a run that was killed.
+fn smallest(g: &[Gap]) -> (Option<&Gap>, Option<&Gap>) {
+    let by = |a: &&Gap, b: &&Gap| a.ms.total_cmp(&b.ms);
+    (g.iter().min_by(by), g.iter().filter(|g| !g.before.2).min_by(by))
+}
+
 #[test]
 fn a_node_cut_from_storage_but_not_from_its_peers_stops_its_runs_before_they_run_elsewhere() {
     const SHARDS: u32 = 6;
@@ -236,6 +313,7 @@ fn a_node_cut_from_storage_but_not_from_its_peers_stops_its_runs_before_they_run
     lab.wait_runs_on(&task, "n3", Duration::from_secs(20));
     lab.net.cut("n3", "storage");
     let cut_at = Instant::now();
+    let cut_wall_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     lab.c.wait_nodes(Duration::from_secs(30), "n3 offline", |r| alive(r) == ["n1", "n2"]);
     eprintln!("n3 cut from storage: declared offline after {:?}", cut_at.elapsed());
     // Past its session for sure, then heal.
@@ -249,9 +327,47 @@ fn a_node_cut_from_storage_but_not_from_its_peers_stops_its_runs_before_they_run
     assert_eq!(after["n2"], before["n2"], "n2 rejoined");
     assert!(after["n3"] > before["n3"], "n3 kept its incarnation through a cut longer than its session");
     lab.wait_done(&task, SHARDS, Duration::from_secs(90));
-    let runs = lab.runs(&task);
+    let runs = lab.check_runs(&task);
     let killed = assert_no_overlap(&runs);
     let n3_cut_short = runs.values().flatten().filter(|r| r.node == "n3" && !r.ended).count();
+    // How soon n3's units were given to others once it was declared (from
+    // the nodes' logs), and when they ran again: from the cut (a unit waits
+    // for a free slot, 2 per node) and from the killed run's last sign of
+    // life (the margin the protocol kept).
+    let stamp = |l: &str| -> Option<f64> {
+        let t = l.split_whitespace().next()?.split('T').nth(1)?.trim_end_matches('Z');
+        let mut p = t.split(':').map(|x| x.parse::<f64>().ok());
+        Some(p.next()?? * 3600.0 + p.next()?? * 60.0 + p.next()??)
+    };
+    let lines: Vec<String> = ["n1", "n2", "n3"]
+        .iter()
+        .flat_map(|n| {
+            std::fs::read_to_string(lab.c.log_path(n)).unwrap_or_default().lines().map(String::from).collect::<Vec<_>>()
+        })
+        .collect();
+    let declared = lines
+        .iter()
+        .filter(|l| l.contains("declared offline") && l.contains("node=n3"))
+        .filter_map(|l| stamp(l))
+        .reduce(f64::min);
+    let moved = lines
+        .iter()
+        .filter(|l| l.contains("dispatching again") && l.contains("node n3 "))
+        .filter_map(|l| stamp(l))
+        .reduce(f64::min);
+    if let (Some(d), Some(m)) = (declared, moved) {
+        eprintln!("n3's units dispatched again {:.0} ms after its declaration", (m - d) * 1e3);
+    }
+    for g in gaps(&runs).iter().filter(|g| g.before.0 == "n3" && !g.before.2) {
+        let start = runs[&g.unit].iter().find(|r| r.attempt == g.after.1).unwrap().start_ns;
+        eprintln!(
+            "unit {} re-dispatched: ran again on {} {:.2} s after the cut, {:.2} s after its killed run's last sign of life",
+            g.unit,
+            g.after.0,
+            (start as f64 - cut_wall_ns as f64) / 1e9,
+            g.ms / 1e3
+        );
+    }
     eprintln!(
         "{} runs of {SHARDS} units, {killed} cut short ({n3_cut_short} on n3), {} re-dispatched",
         runs.values().map(Vec::len).sum::<usize>(),
@@ -273,6 +389,17 @@ fn a_node_cut_from_storage_but_not_from_its_peers_stops_its_runs_before_they_run
         log.lines().any(|l| l.contains("executors killed") && !l.contains("killed=0")),
         "n3's session guard killed nothing:\n{log}"
     );
+    // And counted it, with how late the kill landed and the margin left.
+    let kills = lab.metric("n3", "compactd_guard_kills_total").unwrap_or(0.0);
+    let late = lab.metric("n3", "compactd_guard_kill_lateness_seconds_sum").unwrap_or(f64::NAN);
+    let margin = lab.metric("n3", "compactd_guard_kill_margin_seconds_sum").unwrap_or(f64::NAN);
+    eprintln!(
+        "n3's guard: {kills} kills, {:.1} ms late in all, {:.0} ms of margin left in all",
+        late * 1e3,
+        margin * 1e3
+    );
+    assert!(kills >= 1.0, "n3's guard kills are not counted");
+    assert!(late < 0.1 * kills && margin > 0.6 * kills, "late kills: {late} s late, {margin} s of margin in {kills}");
 }
 
 #[test]
@@ -377,7 +504,7 @@ fn the_monitors_host_cut_off_for_two_leases_is_replaced_and_fenced() {
     assert!(fenced >= 1.0, "the old monitor stepped down without counting it");
     let task = lab.submit(3, &old);
     lab.wait_done(&task, 3, Duration::from_secs(60));
-    assert_no_overlap(&lab.runs(&task));
+    lab.check_runs(&task);
 }
 
 /// The nemesis's seed: `COMPACTD_NEMESIS_SEED`, or a random one (printed,
@@ -408,8 +535,7 @@ fn a_flapping_link_to_storage_loses_no_task() {
         std::thread::sleep(Duration::from_millis(rng.random_range(1000..=4000)));
     }
     lab.wait_done(&task, SHARDS, Duration::from_secs(90));
-    let runs = lab.runs(&task);
-    assert_no_overlap(&runs);
+    let runs = lab.check_runs(&task);
     let (rejoins, again) = (lab.rejoins("n3"), redispatches(&runs));
     let others: usize = ["n1", "n2"].iter().map(|n| lab.rejoins(n)).sum();
     let n3_cut_short = runs.values().flatten().filter(|r| r.node == "n3" && !r.ended).count();
@@ -442,8 +568,7 @@ fn a_slow_lossy_link_to_storage_loses_no_task() {
     // A minute more of the slow link while idle: sessions hold.
     std::thread::sleep(Duration::from_secs(30));
     lab.net.slow_link("storage", 0, 0, 0);
-    let runs = lab.runs(&task);
-    assert_no_overlap(&runs);
+    let runs = lab.check_runs(&task);
     let rejoins: usize = ["n1", "n2", "n3"].iter().map(|n| lab.rejoins(n)).sum();
     let again = redispatches(&runs);
     eprintln!(
@@ -529,16 +654,69 @@ fn skewed_wall_clocks_change_nothing_but_are_shown() {
     eprintln!("ids made on n3's host (-120 s): {ids:?}");
 }
 
+/// The nemesis's overlap, replayed on purpose: the monitor's host (which
+/// also manages the task) is cut off for about one session, healed, and cut
+/// off again. Its view, its rejoin and its units' placement churn through
+/// every window where a view can omit a live node or name an old
+/// incarnation of it; a manager must still never give a running unit to
+/// another node. `COMPACTD_NEMESIS_ROUNDS` cuts (2 by default; 5 of them
+/// made two runs of one unit at once in 2 of 6 runs before the fix).
+#[test]
+fn a_monitor_cut_off_for_about_a_session_again_and_again_runs_no_unit_twice() {
+    const SHARDS: u32 = 12;
+    let Some(mut lab) = Lab::new("monitor-flap") else { return };
+    let rounds: usize = std::env::var("COMPACTD_NEMESIS_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(2);
+    let seed = seed();
+    eprintln!("monitor flap: {rounds} cuts, seed {seed} (COMPACTD_NEMESIS_SEED={seed} replays its choices)");
+    let mut rng = StdRng::seed_from_u64(seed);
+    lab.start_all(3);
+    let mut tasks = vec![];
+    for _ in 0..rounds {
+        let rows = lab.c.wait_nodes(Duration::from_secs(40), "a monitor and 3 members", |r| {
+            monitor_of(r).is_some() && alive(r).len() == 3
+        });
+        let m = monitor_of(&rows).unwrap();
+        tasks.push(lab.submit(SHARDS, &m));
+        std::thread::sleep(Duration::from_millis(100));
+        lab.net.isolate(&m);
+        std::thread::sleep(SESSION - Duration::from_millis(200) + Duration::from_millis(rng.random_range(0..=400)));
+        lab.net.heal_all();
+        std::thread::sleep(Duration::from_millis(rng.random_range(500..=2500)));
+    }
+    let mut again = 0;
+    let mut all_gaps = vec![];
+    for t in &tasks {
+        lab.wait_done(t, SHARDS, Duration::from_secs(120));
+        let runs = lab.check_runs(t);
+        again += redispatches(&runs);
+        all_gaps.extend(gaps(&runs));
+    }
+    let (gap, after_kill) = smallest(&all_gaps);
+    eprintln!(
+        "monitor flap: {} tasks done, {again} re-dispatches, 0 overlaps; smallest gap {:?} ms, after a killed run {:?} ms",
+        tasks.len(),
+        gap.map(|g| g.ms.round()),
+        after_kill.map(|g| g.ms.round())
+    );
+}
+
 #[test]
 fn a_random_nemesis_loses_no_task_and_runs_no_unit_twice_at_once() {
     const SHARDS: u32 = 12;
     let Some(mut lab) = Lab::new("nemesis") else { return };
     let secs: u64 = std::env::var("COMPACTD_NEMESIS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let load: usize = std::env::var("COMPACTD_NEMESIS_LOAD").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     let seed = seed();
-    eprintln!("nemesis: {secs} s, seed {seed} (COMPACTD_NEMESIS_SEED={seed} COMPACTD_NEMESIS_SECS={secs} replays it)");
+    eprintln!(
+        "nemesis: {secs} s, seed {seed}, {load} CPU burners (COMPACTD_NEMESIS_SEED={seed} COMPACTD_NEMESIS_SECS={secs} \
+         COMPACTD_NEMESIS_LOAD={load} replays its choices)"
+    );
     let mut rng = StdRng::seed_from_u64(seed);
     // Units of 3 s: the faults land on running work.
     lab.start_all(3);
+    if load > 0 {
+        lab.load(load, seed ^ 0x10ad);
+    }
     let mut tasks = vec![lab.submit(SHARDS, "n1")];
     let nodes = ["n1", "n2", "n3"];
     let start = Instant::now();
@@ -590,15 +768,31 @@ fn a_random_nemesis_loses_no_task_and_runs_no_unit_twice_at_once() {
     for t in &tasks {
         lab.wait_done(t, SHARDS, Duration::from_secs(120));
     }
+    lab.load = None;
     let mut again = 0;
+    let mut all_gaps = vec![];
     for t in &tasks {
-        let runs = lab.runs(t);
-        assert_no_overlap(&runs);
+        let runs = lab.check_runs(t);
         again += redispatches(&runs);
+        all_gaps.extend(gaps(&runs));
     }
     let rejoins: usize = nodes.iter().map(|n| lab.rejoins(n)).sum();
+    let kills: Vec<(f64, f64)> = nodes.iter().flat_map(|n| lab.guard_kills(n)).collect();
+    let (gap, after_kill) = smallest(&all_gaps);
+    let show = |g: Option<&Gap>| {
+        g.map_or("none".into(), |g| {
+            format!("{:.0} ms (unit {}: {} a{} to {} a{})", g.ms, g.unit, g.before.0, g.before.1, g.after.0, g.after.1)
+        })
+    };
     eprintln!(
-        "nemesis: {} tasks of {SHARDS} units done; {again} re-dispatches; {rejoins} rejoins; seed {seed}",
-        tasks.len()
+        "nemesis: {} tasks of {SHARDS} units done; {again} re-dispatches; {rejoins} rejoins; 0 overlaps; smallest gap \
+         between runs of a unit {}, after a killed run {}; {} guard kills, latest {:.1} ms after the deadline, \
+         smallest margin left {:.0} ms; seed {seed}, {load} burners",
+        tasks.len(),
+        show(gap),
+        show(after_kill),
+        kills.len(),
+        kills.iter().map(|k| k.0).fold(0.0, f64::max),
+        kills.iter().map(|k| k.1).fold(f64::INFINITY, f64::min),
     );
 }

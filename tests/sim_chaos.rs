@@ -165,6 +165,8 @@ struct Sim {
     tasks: Vec<(TaskId, u32)>,
     /// Rounds at which a task is (still) to be submitted.
     submits: Vec<usize>,
+    /// When the settle phase began (faults off).
+    settle_start: Duration,
 }
 
 /// Statistics of one schedule, to show that the chaos does something.
@@ -235,6 +237,7 @@ impl Sim {
             work: None,
             tasks: Vec::new(),
             submits: Vec::new(),
+            settle_start: Duration::ZERO,
         };
         sim.log(format!("{n} nodes, event retention {retention:?}"));
         for i in 1..=n {
@@ -510,6 +513,12 @@ impl Sim {
         }
         for s in &self.cluster.slots {
             let n = s.node.as_ref().unwrap();
+            // A node whose beats failed in the chaos ends that incarnation at
+            // its session guard's deadline, even when the faults stopped
+            // just before: settled means a beat counted since.
+            if n.last_beat_ok().is_none_or(|b| b < self.settle_start) {
+                return Err(format!("(c) {} has counted no heartbeat since the chaos ended", n.id()));
+            }
             let v = n.view().ok_or_else(|| format!("(c) {} has no view", n.id()))?;
             if v.epoch != view.epoch {
                 return Err(format!(
@@ -570,6 +579,7 @@ impl Sim {
         }
         self.log("settle: faults off, all nodes running".into());
         let start = self.cluster.clock.mono();
+        self.settle_start = start;
         let mut stable = 0;
         let mut last_err = String::new();
         while self.cluster.clock.mono() - start < SETTLE_MAX {

@@ -129,6 +129,10 @@ async fn a_paused_monitor_steps_down_on_resume_without_declaring_anyone() {
     assert_eq!(sim.monitors().len(), 1);
     sim.cluster.slots[m].paused = false;
     // On resume its clock has jumped: every heartbeat looks stale to it.
+    // Its first tick ends its incarnation (its session guard's deadline is
+    // long past) and does nothing else; the next one finds its lease lapsed.
+    sim.round().await;
+    assert!(sim.node(m).stats().rejoins >= 1, "a node paused past its session rejoins at once");
     sim.round().await;
     assert!(!sim.node(m).is_monitor());
     assert!(sim.node(m).stats().fenced_actions >= 1, "{:?}", sim.node(m).stats());

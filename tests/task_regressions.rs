@@ -446,9 +446,18 @@ async fn attempts_after_manager_change(restart: bool) {
         }
         assert!(sim.cluster.clock.mono() < Duration::from_secs(60), "units never settled on n3");
     };
-    // n1 cannot create anything any more: its re-dispatches fail.
-    sim.slot("n1").extra.set_error_rate(1.0);
-    // n3's session runs out; n1 deletes its folders and fails to dispatch.
+    // n3's session runs out; n1 takes its unstarted subtasks back (it
+    // creates their claims), deletes their folders, and from then on cannot
+    // create anything: its re-dispatches fail.
+    let faults = sim.slot("n1").extra.clone();
+    let (claims, wanted) = (Arc::new(std::sync::atomic::AtomicUsize::new(0)), on_n3.len());
+    let n3_claim = format!("{}n3/", v2::TASK_ASSIGNED);
+    faults.clone().set_on_op(Some(Arc::new(move |kind, path: &str| {
+        let claim = kind == OpKind::Create && path.contains(&n3_claim) && path.ends_with("Status.Running");
+        if claim && claims.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == wanted {
+            faults.set_error_rate(1.0);
+        }
+    })));
     for _ in 0..100 {
         sim.round().await;
         if sim.store.list(&format!("{}n3/", v2::TASK_ASSIGNED)).await.unwrap().is_empty() {
@@ -459,6 +468,8 @@ async fn attempts_after_manager_change(restart: bool) {
         sim.store.list(&format!("{}n3/", v2::TASK_ASSIGNED)).await.unwrap().is_empty(),
         "n1 did not remove n3's subtasks {on_n3:?}"
     );
+    sim.round().await;
+    assert!(sim.slot("n1").extra.injected() > 0, "n1's re-dispatches did not fail");
     if restart {
         sim.restart("n1").await;
     } else {

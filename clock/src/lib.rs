@@ -15,8 +15,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
     /// Monotonic time since an arbitrary origin. Keeps running while the
-    /// process is stopped (SIGSTOP), which is what lets a paused node notice,
-    /// on resume, that its lease and session may have lapsed.
+    /// process is stopped (SIGSTOP) and while the host is suspended
+    /// ([`boot_ns`]), which is what lets a paused node notice, on resume,
+    /// that its lease and session may have lapsed.
     fn mono(&self) -> Duration;
     /// Wall-clock Unix milliseconds.
     fn wall_ms(&self) -> u64;
@@ -24,21 +25,40 @@ pub trait Clock: Send + Sync + std::fmt::Debug + 'static {
 
 pub type SharedClock = Arc<dyn Clock>;
 
+/// Nanoseconds of the host's `CLOCK_BOOTTIME`: monotonic, shared by every
+/// process of the host, and counting while the host is suspended (where
+/// `CLOCK_MONOTONIC`, and so `Instant`, stops). A node's session guard and
+/// its executors' reaper (a separate process) judge one deadline on it; a
+/// host that slept through a session finds it over on waking.
+pub fn boot_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: plain syscall writing into a timespec we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    if rc != 0 {
+        // Not on Linux (or a kernel before 2.6.39): the monotonic clock,
+        // which only misses a suspend.
+        #[allow(clippy::disallowed_methods)] // the clock itself
+        return FALLBACK.get_or_init(Instant::now).elapsed().as_nanos() as u64;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+static FALLBACK: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
 #[derive(Debug)]
 pub struct SystemClock {
-    origin: Instant,
+    origin_ns: u64,
 }
 
 impl SystemClock {
-    #[allow(clippy::disallowed_methods)] // the clock itself
     pub fn shared() -> SharedClock {
-        Arc::new(SystemClock { origin: Instant::now() })
+        Arc::new(SystemClock { origin_ns: boot_ns() })
     }
 }
 
 impl Clock for SystemClock {
     fn mono(&self) -> Duration {
-        self.origin.elapsed()
+        Duration::from_nanos(boot_ns().saturating_sub(self.origin_ns))
     }
 
     #[allow(clippy::disallowed_methods)] // the clock itself

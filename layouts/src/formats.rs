@@ -427,6 +427,18 @@ pub struct OfflineRecord {
     pub event_seq: Option<u64>,
 }
 
+/// `TaskAssigned/<node>/Ended.<incarnation>`: an incarnation that ended on
+/// its node's own account, its executors dead ([`crate::v2::ended_marker`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndedMark {
+    pub node: NodeId,
+    pub incarnation: u64,
+    pub wall_ms: u64,
+    /// Why it ended (a rejoin's reason, a clean leave).
+    #[serde(default)]
+    pub why: String,
+}
+
 /// What a change event reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind")]

@@ -50,6 +50,7 @@ pub const LEASE_PREFIX: &str = "Lease.";
 pub const COMPRESS_DIR: &str = "Compress";
 pub const MANAGER_PREFIX: &str = "Manager.";
 pub const MANAGE_PREFIX: &str = "Manage.";
+pub const ENDED_PREFIX: &str = "Ended.";
 pub const STOP: &str = "Stop";
 pub const REASSIGN_PREFIX: &str = "Reassign.";
 pub const DONE_PREFIX: &str = "Done.";
@@ -179,6 +180,24 @@ pub fn manage_pointer(node: &NodeId, task: &TaskId) -> String {
 
 pub fn parse_manage_pointer(file_name: &str) -> Option<TaskId> {
     TaskId::parse(file_name.strip_prefix(MANAGE_PREFIX)?).ok()
+}
+
+/// `TaskAssigned/<node>/Ended.<incarnation>`: written by the node itself
+/// once an incarnation of it ended on its own account (it rejoined under a
+/// new one, or left) and that incarnation's executors are dead: it starts
+/// nothing any more. Managers list the node's folder anyway; a subtask that
+/// incarnation claimed may go to another node at once, as after an offline
+/// declaration ([`crate::formats::EndedMark`]).
+pub fn ended_marker(node: &NodeId, incarnation: u64) -> String {
+    format!("{TASK_ASSIGNED}{node}/{ENDED_PREFIX}{incarnation}")
+}
+
+pub fn parse_ended_marker(file_name: &str) -> Option<u64> {
+    let inc = file_name.strip_prefix(ENDED_PREFIX)?;
+    if inc.is_empty() || !inc.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    inc.parse().ok()
 }
 
 /// Attempt numbers reserved per manager term: the attempts dispatched in

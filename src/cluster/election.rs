@@ -96,6 +96,9 @@ pub struct Election {
     next_renew_at: Duration,
     /// When the fence last listed the election folder (a leader).
     fence_listed_at: Option<Duration>,
+    /// Read again after each backend request whose timing a decision rests
+    /// on ([`Election::fresh`]); without it, the `now` a caller passes.
+    clock: Option<crate::clock::SharedClock>,
 }
 
 impl Election {
@@ -109,7 +112,21 @@ impl Election {
             view: None,
             next_renew_at: Duration::ZERO,
             fence_listed_at: None,
+            clock: None,
         }
+    }
+
+    /// Reads `clock` whenever a decision rests on the time a request
+    /// returned, not on the `now` of the caller's tick (which may be a whole
+    /// heartbeat write and more behind).
+    pub fn with_clock(mut self, clock: crate::clock::SharedClock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The time now: the clock's, never before `now`.
+    pub fn fresh(&self, now: Duration) -> Duration {
+        self.clock.as_ref().map_or(now, |c| c.mono().max(now))
     }
 
     pub fn set_incarnation(&mut self, incarnation: u64) {
@@ -174,7 +191,9 @@ impl Election {
             return Ok(Err(Fenced::Superseded { epoch: self.known_epoch.unwrap_or(0) }));
         };
         let epoch = l.lease.epoch;
-        let since = now.saturating_sub(l.renewed_at);
+        // The trust window is judged right before the action, not at the
+        // start of a tick that may have spent seconds on requests since.
+        let since = self.fresh(now).saturating_sub(l.renewed_at);
         let verdict = if since >= self.lease_len.mul_f64(LOCAL_VALIDITY) {
             Err(Fenced::Lapsed { epoch, since })
         } else if self.newer_lease_exists(store, epoch, now).await? {
@@ -294,21 +313,25 @@ impl Election {
             Err(e) if e.is_bad_file() => None,
             Err(e) => return Err(e),
         };
+        // Changes are stamped once the read returned: the renewal it shows
+        // may have been written after this tick began. (Expiry is judged on
+        // `now`, from before the read: that errs the safe way.)
+        let seen_at = self.fresh(now);
         let Role::Follower { watched } = &mut self.role else { unreachable!() };
         let w = watched.get_or_insert_with(|| Watched {
             epoch,
             renewal: None,
-            changed_at: now,
+            changed_at: seen_at,
             lease_len: self.lease_len,
             released: false,
         });
         if w.epoch != epoch {
-            *w = Watched { epoch, renewal: None, changed_at: now, lease_len: self.lease_len, released: false };
+            *w = Watched { epoch, renewal: None, changed_at: seen_at, lease_len: self.lease_len, released: false };
         }
         if let Some(lease) = read {
             if w.renewal != Some(lease.renewal) {
                 w.renewal = Some(lease.renewal);
-                w.changed_at = now;
+                w.changed_at = seen_at;
             }
             w.lease_len = Duration::from_millis(lease.lease_ms.max(1));
             w.released = lease.released;

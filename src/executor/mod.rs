@@ -21,6 +21,9 @@
 
 pub mod delta;
 
+mod groups;
+pub use groups::{Groups, Tripped};
+
 pub mod iceberg;
 
 pub mod merge;
@@ -156,86 +159,6 @@ pub struct Running {
 /// the worker uses it to wake its node (see [`crate::serve::wake`]).
 pub type OnExit = Box<dyn FnOnce() + Send + 'static>;
 
-/// The process groups of a node's live executors, shared with the daemon
-/// loop: while a tick waits on a backend that does not answer, the loop
-/// kills them all before the node's session can run out (the session
-/// guard, see `node::daemon`), so that no unit runs here and, after the
-/// monitor declared this node offline, on another node at once.
-/// With a reaper ([`Groups::start_reaper`], the daemon's), they are also
-/// killed when the daemon dies.
-#[derive(Clone, Default)]
-pub struct Groups(Arc<Mutex<GroupSet>>);
-
-#[derive(Default)]
-struct GroupSet {
-    live: std::collections::BTreeSet<i32>,
-    reaper: Option<reaper::Reaper>,
-}
-
-impl GroupSet {
-    /// Tells the reaper; one that is gone is replaced (told of every live
-    /// group), and without one executors fall back to the death signal.
-    fn tell(&mut self, op: char, pgid: i32) {
-        let Some(r) = self.reaper.as_mut() else { return };
-        if let Err(e) = r.send(op, pgid) {
-            tracing::warn!("the executors' reaper is gone ({e}); starting a new one");
-            self.reaper = None;
-            match reaper::Reaper::start(&self.live) {
-                Ok(r) => self.reaper = Some(r),
-                Err(e) => tracing::error!(
-                    "cannot start the executors' reaper ({e}): executors now get a death signal instead, \
-                     which spares what they start if this daemon is killed"
-                ),
-            }
-        }
-    }
-}
-
-impl std::fmt::Debug for Groups {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let g = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        f.debug_struct("Groups").field("live", &g.live).field("reaper", &g.reaper.is_some()).finish()
-    }
-}
-
-impl Groups {
-    fn insert(&self, pgid: i32) {
-        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        g.live.insert(pgid);
-        g.tell('+', pgid);
-    }
-
-    fn remove(&self, pgid: i32) {
-        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        g.live.remove(&pgid);
-        g.tell('-', pgid);
-    }
-
-    /// Starts the reaper that kills the live executors' groups when this
-    /// process dies (see [`reaper`]); only a `compactd run` daemon does, as
-    /// it runs `<this executable> __reaper`.
-    pub fn start_reaper(&self) -> std::io::Result<()> {
-        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if g.reaper.is_none() {
-            g.reaper = Some(reaper::Reaper::start(&g.live)?);
-        }
-        Ok(())
-    }
-
-    fn has_reaper(&self) -> bool {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).reaper.is_some()
-    }
-
-    /// Kills every live executor and all it started; returns how many.
-    pub fn kill_all(&self) -> usize {
-        let groups = self.0.lock().unwrap_or_else(|e| e.into_inner()).live.clone();
-        for &g in &groups {
-            kill_group(g);
-        }
-        groups.len()
-    }
-}
-
 /// How long the output may go on after the child ended (a process that
 /// left the group may hold the pipe open).
 const OUTPUT_GRACE: Duration = Duration::from_secs(1);
@@ -260,13 +183,15 @@ fn capture(
     })
 }
 
-/// Starts an executor for `req`, listed in `groups` while it lives;
-/// `on_exit` runs once it has ended. A built-in executor asks `io` (the
-/// node's limit, if any) before its reads and writes.
+/// Starts an executor for `req`, listed in `groups` while it lives, if
+/// their session guard lets `incarnation` start one at `now` (see
+/// [`Groups`]); `on_exit` runs once it has ended. A built-in executor asks
+/// `io` (the node's limit, if any) before its reads and writes.
 pub fn spawn(
     req: &ExecRequest,
     now: Duration,
     groups: &Groups,
+    incarnation: u64,
     io: Option<&throttle::IoLimit>,
     on_exit: Option<OnExit>,
 ) -> std::io::Result<Running> {
@@ -344,7 +269,11 @@ pub fn spawn(
         // and exec on values prepared before the fork; nothing else runs there.
         unsafe { pre_exec(&mut cmd, drop_to, death_signal) };
     }
-    let mut child = cmd.spawn()?;
+    let mut child = groups.start_child(incarnation, now, || {
+        let child = cmd.spawn()?;
+        let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+        Ok((child, pgid))
+    })?;
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     let tail = Arc::new(Mutex::new(Vec::new()));
     let captures: Vec<_> =
@@ -353,13 +282,12 @@ pub fn spawn(
             .flatten()
             .collect();
     let (tx, exit) = tokio::sync::oneshot::channel();
-    groups.insert(pgid);
     let groups = groups.clone();
     tokio::spawn(async move {
         let status = child.wait().await;
         // The child is gone; make sure nothing it started lingers (that also
         // closes the pipes they held), then let the output drain.
-        kill_group(pgid);
+        groups::kill_group(pgid);
         groups.remove(pgid);
         let _ = tokio::time::timeout(OUTPUT_GRACE, futures::future::join_all(captures)).await;
         let _ = tx.send(status);
@@ -388,15 +316,6 @@ unsafe fn pre_exec(
         }
         Ok(())
     });
-}
-
-fn kill_group(pgid: i32) {
-    if pgid > 0 {
-        // SAFETY: plain syscall on a process group we created.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
-    }
 }
 
 impl Running {
@@ -431,7 +350,7 @@ impl Running {
     /// Kills the executor and everything it started (the child leads its
     /// process group).
     pub fn kill(&mut self) {
-        kill_group(self.pgid);
+        groups::kill_group(self.pgid);
     }
 }
 
@@ -547,7 +466,7 @@ mod tests {
             run_as: None,
         };
         let clock = crate::clock::SystemClock::shared();
-        let mut r = spawn(&req, clock.mono(), &Groups::default(), None, None).unwrap();
+        let mut r = spawn(&req, clock.mono(), &Groups::default(), 0, None, None).unwrap();
         let f = loop {
             if let Some(f) = r.try_finish(clock.mono()) {
                 break f;
@@ -564,7 +483,7 @@ mod tests {
     async fn timeout_kills_the_whole_group() {
         let req = command("sleep 30 & sleep 30", Duration::from_millis(100));
         let clock = crate::clock::SystemClock::shared();
-        let mut r = spawn(&req, clock.mono(), &Groups::default(), None, None).unwrap();
+        let mut r = spawn(&req, clock.mono(), &Groups::default(), 0, None, None).unwrap();
         let pgid = r.pid();
         let f = finished(&mut r, &clock).await;
         assert!(f.error.unwrap().contains("timed out"));
@@ -579,10 +498,10 @@ mod tests {
         let req = |cmd: &str| command(cmd, Duration::from_secs(60));
         let clock = crate::clock::SystemClock::shared();
         let groups = Groups::default();
-        let mut quick = spawn(&req("true"), clock.mono(), &groups, None, None).unwrap();
+        let mut quick = spawn(&req("true"), clock.mono(), &groups, 0, None, None).unwrap();
         finished(&mut quick, &clock).await;
-        let mut a = spawn(&req("sleep 30 & sleep 30"), clock.mono(), &groups, None, None).unwrap();
-        let mut b = spawn(&req("sleep 30"), clock.mono(), &groups, None, None).unwrap();
+        let mut a = spawn(&req("sleep 30 & sleep 30"), clock.mono(), &groups, 0, None, None).unwrap();
+        let mut b = spawn(&req("sleep 30"), clock.mono(), &groups, 0, None, None).unwrap();
         let (ga, gb) = (a.pid(), b.pid());
         assert_eq!(groups.kill_all(), 2, "the ended executor is not listed");
         assert!(!finished(&mut a, &clock).await.success);

@@ -5,6 +5,13 @@
 //! (SIGKILL, OOM, panic), the reaper kills every group still registered and
 //! exits.
 //!
+//! It also keeps the node's session-guard deadline (`D<ns>`, an instant of
+//! `CLOCK_BOOTTIME`, see [`super::groups`]): once that instant passes it
+//! kills every group registered, and any registered later until a new
+//! deadline comes. The daemon kills them there itself; the reaper's copy
+//! is what holds when the daemon cannot (SIGSTOP, a starved or stuck
+//! runtime), since the monitor's clock keeps running.
+//!
 //! Why a process and not `PR_SET_PDEATHSIG` in each child: setting it needs
 //! code between fork and exec, which forces a full `fork` of the daemon (its
 //! hundreds of mappings and threads) for every executor; without it the
@@ -20,7 +27,7 @@
 //! to the death signal (see [`super::spawn`]).
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
 
@@ -38,7 +45,7 @@ pub(super) struct Reaper {
 impl Reaper {
     /// Starts `<this executable> __reaper` in its own process group (a
     /// Ctrl-C in the daemon's terminal is not for it), told of `live`.
-    pub(super) fn start(live: &BTreeSet<i32>) -> std::io::Result<Reaper> {
+    pub(super) fn start(live: &BTreeSet<i32>, deadline: Option<u64>) -> std::io::Result<Reaper> {
         let exe = std::env::current_exe()?;
         let mut cmd = Command::new(exe);
         cmd.arg("__reaper").stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::inherit()).process_group(0);
@@ -57,8 +64,11 @@ impl Reaper {
             }
         }
         let mut r = Reaper { child, pipe, pending: Vec::new() };
+        if let Some(d) = deadline {
+            r.send(&format!("D{d}"))?;
+        }
         for g in live {
-            r.send('+', *g)?;
+            r.send(&format!("+{g}"))?;
         }
         tracing::debug!(pid = r.child.id(), "executors' reaper started");
         Ok(r)
@@ -67,9 +77,10 @@ impl Reaper {
     /// One message; `Err` if the reaper is gone. Never blocks: what the
     /// pipe has no room for waits in memory for the next message (a few
     /// bytes per executor started or ended while the reaper is stopped).
-    pub(super) fn send(&mut self, op: char, pgid: i32) -> std::io::Result<()> {
+    pub(super) fn send(&mut self, msg: &str) -> std::io::Result<()> {
         let pipe = self.pipe.as_mut().ok_or_else(|| std::io::Error::other("the pipe to the reaper is closed"))?;
-        self.pending.extend_from_slice(format!("{op}{pgid}\n").as_bytes());
+        self.pending.extend_from_slice(msg.as_bytes());
+        self.pending.push(b'\n');
         while !self.pending.is_empty() {
             match pipe.write(&self.pending) {
                 Ok(n) => {
@@ -102,8 +113,14 @@ impl Drop for Reaper {
     }
 }
 
+/// How long the reaper waits on its pipe at most while a deadline is set:
+/// it reads the clock again after each wait, so a suspended host or a
+/// missed wake-up costs at most this much lateness.
+const DEADLINE_SLICE_MS: u64 = 500;
+
 /// The reaper's side (`compactd __reaper`): reads messages from stdin until
-/// it closes, then kills every group still registered. Returns the exit code.
+/// it closes, killing every registered group whenever the deadline passes;
+/// at the end it kills every group still registered. Returns the exit code.
 pub fn serve() -> i32 {
     // SAFETY: setting signal dispositions in a single-threaded process.
     unsafe {
@@ -111,26 +128,104 @@ pub fn serve() -> i32 {
             libc::signal(s, libc::SIG_IGN);
         }
     }
-    let mut live = BTreeSet::new();
-    for line in std::io::stdin().lock().lines() {
-        let Ok(line) = line else { break };
+    let mut state = ReaperState::default();
+    let mut buf = Vec::new();
+    loop {
+        let now = crate::clock::boot_ns();
+        state.kill_if_due(now);
+        let timeout: i32 = match state.deadline {
+            Some(d) if d > now => ((d - now) / 1_000_000 + 1).min(DEADLINE_SLICE_MS) as i32,
+            _ => -1,
+        };
+        let mut pfd = libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd we own.
+        let n = unsafe { libc::poll(&mut pfd, 1, timeout) };
+        if n == 0 || (n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted) {
+            continue;
+        }
+        let mut chunk = [0u8; 4096];
+        // SAFETY: reading into a buffer we own.
+        let r = unsafe { libc::read(0, chunk.as_mut_ptr().cast(), chunk.len()) };
+        if r <= 0 {
+            if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            break;
+        }
+        buf.extend_from_slice(&chunk[..r as usize]);
+        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=end).collect();
+            state.apply(String::from_utf8_lossy(&line[..end]).trim(), crate::clock::boot_ns());
+        }
+    }
+    state.deadline = Some(0);
+    state.kill_if_due(crate::clock::boot_ns());
+    0
+}
+
+/// What the reaper knows: the live groups and the deadline.
+#[derive(Debug, Default)]
+struct ReaperState {
+    live: BTreeSet<i32>,
+    /// `CLOCK_BOOTTIME` ns; `None` until the daemon sends one.
+    deadline: Option<u64>,
+}
+
+impl ReaperState {
+    fn apply(&mut self, line: &str, now: u64) {
         let (op, n) = line.split_at(line.len().min(1));
-        match (op, n.parse::<i32>()) {
-            ("+", Ok(g)) if g > 0 => {
-                live.insert(g);
+        match (op, n.parse::<i64>()) {
+            ("+", Ok(g)) if g > 0 && g <= i32::MAX as i64 => {
+                self.live.insert(g as i32);
+                // Started past the deadline (the daemon's clock and ours
+                // disagree by the pipe's delay only): it must not live.
+                self.kill_if_due(now);
             }
             ("-", Ok(g)) => {
-                live.remove(&g);
+                self.live.remove(&(g as i32));
             }
+            ("D", Ok(d)) if d >= 0 => self.deadline = Some(d as u64),
             // Only a daemon writes here; anything else is ignored.
             _ => {}
         }
     }
-    for g in live {
-        // SAFETY: plain syscall; every group here was an executor's.
-        unsafe {
-            libc::killpg(g, libc::SIGKILL);
+
+    fn kill_if_due(&mut self, now: u64) {
+        if self.deadline.is_some_and(|d| now >= d) {
+            for &g in &self.live {
+                // SAFETY: plain syscall; every group here was an executor's.
+                unsafe {
+                    libc::killpg(g, libc::SIGKILL);
+                }
+            }
+            // A killed group's `-` may never come (the daemon is stopped):
+            // forgotten here, so that a reused pgid is not killed later.
+            self.live.clear();
         }
     }
-    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_kills_what_is_registered_then_and_later() {
+        let mut s = ReaperState::default();
+        s.apply("+999999999", 10);
+        s.apply("D100", 10);
+        s.kill_if_due(50);
+        assert_eq!(s.live.len(), 1, "not due yet");
+        s.apply("D200", 60);
+        s.kill_if_due(150);
+        assert_eq!(s.live.len(), 1, "the deadline moved on");
+        s.kill_if_due(200);
+        assert!(s.live.is_empty(), "due: killed and forgotten");
+        s.apply("+999999998", 250);
+        assert!(s.live.is_empty(), "registered past the deadline: killed at once");
+        s.apply("D1000", 260);
+        s.apply("+999999997", 270);
+        s.apply("x", 270);
+        assert_eq!(s.live.len(), 1);
+    }
 }

@@ -146,6 +146,12 @@ impl Monitor {
             )
             .await?;
         report.anomalies.extend(anomalies);
+        // A change is stamped once the listing that shows it returned, not
+        // at the tick's start: the beat may have landed after that start
+        // (this monitor's own beat and renewal come first), and a stamp
+        // before the landing would declare the node early. Expiry below is
+        // judged on `now`, from before the listing: the safe way too.
+        let listed_at = election.fresh(now);
 
         // Every sighting is observed before anything is written: a write
         // that fails ends the scan, and a beat seen in the listing is
@@ -156,7 +162,7 @@ impl Monitor {
             if self.offline.contains_key(&(hb.node.clone(), hb.incarnation)) {
                 continue; // a declared incarnation that is still writing: it will rejoin
             }
-            let observed = self.tracker.observe(hb, s.moved, now);
+            let observed = self.tracker.observe(hb, s.moved, listed_at);
             let member = self.members.get(&hb.node);
             // The node restarted under the same id: its old incarnation is
             // gone for good, whatever the old one was doing.
@@ -167,7 +173,9 @@ impl Monitor {
             // last scan (a restart noticed at a content read; a dead
             // leftover that never beats again is declared offline after its
             // session timeout anyway).
-            let fresh = observed == Observed::New && (hb.beat <= 2 || s.moved);
+            // A member's file now naming a newer incarnation is a restart:
+            // the new one joins at once, as the old one is declared.
+            let fresh = observed == Observed::New && (hb.beat <= 2 || s.moved || replaced.is_some());
             let joins = !is_member && (fresh || matches!(observed, Observed::Beat { .. }));
             if replaced.is_some() || joins {
                 actions.push((replaced, joins.then_some(hb)));

@@ -47,16 +47,18 @@ pub async fn managed_by(store: &Store, node: &NodeId) -> store::Result<Vec<TaskI
 }
 
 /// Gives `task`, managed by `node`, to the live node the ring picks among
-/// `members`. The caller passes only node ids with no live incarnation (a
-/// node that came back under a new incarnation keeps its tasks: its new
-/// self rebuilds them), and `members` includes the monitor itself, so a
-/// candidate always exists. A pointer whose task is now managed by another
-/// node is stale and only removed. The pointer goes last: a crash before
-/// leaves it for the next monitor's sweep, which hands over any active task
-/// whose manager is not live.
+/// `members`, once `node`'s incarnation `declared` is declared offline.
+/// The caller passes only node ids with no live incarnation (a node that
+/// came back under a new incarnation keeps its tasks: its new self
+/// rebuilds them), and `members` includes the monitor itself, so a
+/// candidate always exists. A term of an incarnation newer than the one
+/// declared stays (that manager may be alive). A pointer whose task is now
+/// managed by another node is stale and only removed. The pointer goes
+/// last: a crash before leaves it for the next monitor's sweep.
 pub async fn take_over(
     store: &Store,
     node: &NodeId,
+    declared: u64,
     task: &TaskId,
     members: &[NodeId],
     wall_ms: u64,
@@ -64,11 +66,38 @@ pub async fn take_over(
 ) -> Result<(), TaskError> {
     let dir = tasks::read_dir(store, task).await?;
     let current = tasks::read_term(store, task, dir.term()).await?;
-    if current.is_some_and(|t| &t.node == node) {
+    if let Some(t) = current.filter(|t| &t.node == node) {
+        if t.incarnation > declared {
+            return Ok(());
+        }
         move_manager(store, task, members.iter().filter(|m| *m != node), wall_ms, report).await?;
     }
     store.delete(&v2::manage_pointer(node, task)).await?;
     Ok(())
+}
+
+/// Whether the manager of a term, not a member, is over: its incarnation
+/// declared offline (`declared`, the monitor's view) or ended (its node's
+/// `Ended` marker), or its node's heartbeat names another incarnation now.
+/// A manager absent from a view may be alive (a view is published late):
+/// its task is handed over only once it provably acts no more.
+async fn manager_over(
+    store: &Store,
+    t: &layouts::formats::ManagerTerm,
+    declared: &BTreeSet<(NodeId, u64)>,
+) -> store::Result<bool> {
+    if declared.contains(&(t.node.clone(), t.incarnation))
+        || store.exists(&v2::ended_marker(&t.node, t.incarnation)).await?
+    {
+        return Ok(true);
+    }
+    if store.exists(&v2::offline_marker(&t.node, t.incarnation)).await? {
+        return Ok(true);
+    }
+    let hb = store.read_or_bad(&v2::heartbeat(&t.node)).await?.and_then(Result::ok);
+    Ok(hb
+        .and_then(|b| formats::decode::<layouts::formats::Heartbeat>(&b).ok())
+        .is_some_and(|hb| hb.incarnation != t.incarnation))
 }
 
 async fn move_manager<'a>(
@@ -139,10 +168,12 @@ pub struct SweepPass {
 /// folder and one or two GETs (plus the hand-over of a task whose manager is
 /// not live); at the end one recursive listing of `TaskAssigned/` and the
 /// removal of what belongs to no active task, also under the deadline.
+#[allow(clippy::too_many_arguments)]
 pub async fn sweep(
     store: &Store,
     pass: &mut SweepPass,
     members: &[NodeId],
+    declared: &BTreeSet<(NodeId, u64)>,
     cfg: &WorkConfig,
     wall_ms: u64,
     epoch: u64,
@@ -175,7 +206,7 @@ pub async fn sweep(
             continue;
         }
         let Some(id) = pass.pending.pop_front() else { break };
-        match sweep_task(store, pass, &id, &live, members, horizon, wall_ms, &mut report).await {
+        match sweep_task(store, pass, &id, &live, members, declared, horizon, wall_ms, &mut report).await {
             // A bad file of one task costs that task's sweep, not the pass:
             // the other tasks are handed over and archived as ever, and
             // `compactd check` names the file.
@@ -200,6 +231,7 @@ async fn sweep_task(
     id: &TaskId,
     live: &BTreeSet<&NodeId>,
     members: &[NodeId],
+    declared: &BTreeSet<(NodeId, u64)>,
     horizon: u64,
     wall_ms: u64,
     report: &mut SweepReport,
@@ -229,7 +261,10 @@ async fn sweep_task(
                 tasks::stamp_manager(store, "monitor", &t.node, wall_ms).await;
             }
         }
-        // No manager term, or its node is not live: hand the task over.
+        Some(t) if !manager_over(store, &t, declared).await? => {
+            tracing::debug!(task = %id, node = %t.node, incarnation = t.incarnation, "manager not in the view, not known over: left");
+        }
+        // No manager term, or its manager is over: hand the task over.
         _ => move_manager(store, id, members.iter(), wall_ms, report).await?,
     }
     Ok(())

@@ -82,7 +82,7 @@ pub async fn run(
         node = %cfg.id, root = %store.uri(), heartbeat = ?cfg.heartbeat, session_timeout = ?cfg.session_timeout, lease = ?cfg.lease,
         "compactd node starting"
     );
-    let mut node = Node::new(cfg, store, clock.clone());
+    let mut node = Node::new(cfg.clone(), store, clock.clone());
     if let Some((work, data)) = work {
         node = node.with_work(work, data);
         if let Some(groups) = node.executor_groups() {
@@ -90,10 +90,18 @@ pub async fn run(
             if let Err(e) = groups.start_reaper() {
                 tracing::warn!("cannot start the executors' reaper ({e}): executors get a death signal instead");
             }
+            // The session guard's kill does not wait for a tick: a tick stuck
+            // on a backend, or an idle daemon asleep between polls, must not
+            // let executors outlive the guard's deadline.
+            let session = cfg.session_timeout;
+            tokio::spawn(guard_timer(groups, clock.clone(), session, metrics.clone()));
         }
     }
     if let Some(m) = &metrics {
         node = node.with_metrics(m.clone());
+    }
+    if claim.is_some() {
+        node.previous_process_gone();
     }
     // Without a listener nothing pokes the loop; executors still do.
     let wake = match wakeups {
@@ -113,7 +121,6 @@ pub async fn run(
     loop {
         let started = clock.mono();
         let woken = wake.take();
-        let guard = node.session_guard();
         let poll_now = started >= next_poll;
         if poll_now {
             next_poll = started + interval;
@@ -123,29 +130,9 @@ pub async fn run(
         // Work left over by a tick that ran out of time goes on.
         let pending = woken;
         let woken = if poll_now { None } else { Some(if busy { Woken::ALL } else { woken }) };
-        let tick = async {
-            match woken {
-                None => node.tick_poll(pending).await,
-                Some(w) => node.tick_woken(w).await,
-            }
-        };
-        busy = match guard {
-            None => tick.await,
-            Some((at, groups)) => {
-                // A tick stuck on a backend that does not answer must not
-                // let this node's executors outlive its session.
-                tokio::pin!(tick);
-                #[allow(clippy::disallowed_methods)]
-                let trip = tokio::time::sleep(at.saturating_sub(clock.mono()));
-                tokio::select! {
-                    b = &mut tick => b,
-                    _ = trip => {
-                        let killed = groups.kill_all();
-                        tracing::warn!(killed, "a tick waited on the backend for most of the session: executors killed");
-                        tick.await
-                    }
-                }
-            }
+        busy = match woken {
+            None => node.tick_poll(pending).await,
+            Some(w) => node.tick_woken(w).await,
         };
         let end = clock.mono();
         if let Some(m) = &metrics {
@@ -194,4 +181,85 @@ pub async fn run(
         c.release(&node.store).await;
     }
     Ok(())
+}
+
+/// How long the guard timer sleeps at most before it reads the clock again:
+/// the daemon's timers stop while the host is suspended, its clock does not.
+const GUARD_SLICE: Duration = Duration::from_millis(500);
+
+/// Kills the node's executors at the session guard's deadline
+/// ([`crate::executor::Groups::trip`]); the node ends the incarnation at its
+/// next tick. Runs as long as the daemon does.
+async fn guard_timer(
+    groups: crate::executor::Groups,
+    clock: SharedClock,
+    session: Duration,
+    metrics: Option<Arc<Metrics>>,
+) {
+    loop {
+        let changed = groups.changed();
+        let now = clock.mono();
+        if let Some(t) = groups.trip(now) {
+            crate::node::report_trip(t, session, metrics.as_deref(), "guard timer");
+            continue;
+        }
+        let Some(at) = groups.deadline() else {
+            changed.await;
+            continue;
+        };
+        // The daemon waits on real time here, as in its loop.
+        #[allow(clippy::disallowed_methods)]
+        let sleep = tokio::time::sleep(at.saturating_sub(now).min(GUARD_SLICE));
+        tokio::select! {
+            _ = sleep => {}
+            _ = changed => {}
+        }
+    }
+}
+
+#[cfg(test)]
+// A real child and the daemon's real-time guard timer.
+#[allow(clippy::disallowed_methods)]
+mod tests {
+    use super::*;
+    use crate::executor::{ExecRequest, Groups};
+    use layouts::formats::ExecutorKind;
+
+    /// The guard's kill does not wait for a tick: with the daemon asleep
+    /// between polls (no tick runs here at all), its timer kills the
+    /// executors at the deadline.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_guard_timer_kills_at_the_deadline_without_a_tick() {
+        let clock = crate::clock::SystemClock::shared();
+        let groups = Groups::guarded();
+        let req = ExecRequest {
+            kind: ExecutorKind::Command,
+            command: Some("sleep 30".into()),
+            timeout: Duration::from_secs(60),
+            vars: Default::default(),
+            params: Default::default(),
+            data_uri: String::new(),
+            target_size: 0,
+            compression: String::new(),
+            fence: None,
+            run_as: None,
+        };
+        let now = clock.mono();
+        assert!(crate::executor::spawn(&req, now, &groups, 7, None, None).is_err(), "started under a closed guard");
+        let deadline = now + Duration::from_millis(300);
+        groups.open(7, deadline, now);
+        let mut run = crate::executor::spawn(&req, clock.mono(), &groups, 7, None, None).unwrap();
+        assert!(crate::executor::spawn(&req, clock.mono(), &groups, 6, None, None).is_err(), "another incarnation");
+        tokio::spawn(guard_timer(groups.clone(), clock.clone(), Duration::from_secs(1), None));
+        let ended = loop {
+            if run.try_finish(clock.mono()).is_some() {
+                break clock.mono();
+            }
+            assert!(clock.mono() < deadline + Duration::from_secs(5), "not killed");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert!(ended >= deadline, "killed {:?} before the deadline", deadline - ended);
+        assert!(ended < deadline + Duration::from_millis(200), "killed {:?} late", ended - deadline);
+        assert!(!groups.may_start(7, clock.mono()), "the guard stays closed");
+    }
 }

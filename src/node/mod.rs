@@ -8,7 +8,10 @@
 
 pub mod claim;
 pub mod daemon;
+mod session;
 mod work;
+
+pub use session::report_trip;
 
 use work::InboxWatch;
 pub use work::{Work, FULL_LIST_EVERY};
@@ -17,7 +20,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use layouts::formats::{self, EventKind, Heartbeat, Lease};
+use layouts::formats::{EventKind, Lease};
 use layouts::{v2, NodeId};
 use store::Store;
 
@@ -31,9 +34,9 @@ use crate::serve::wake::{Poker, Pokes, Scope, Wakeup, Woken};
 
 use crate::tasks::worker::{WorkConfig, Worker};
 
-/// Fraction of the session after the start of the last successful
-/// heartbeat at which the session guard kills the node's executors
-/// ([`Node::session_guard`]).
+/// Fraction of the session after the start of the last counted heartbeat
+/// at which the session guard kills the node's executors and ends its
+/// incarnation ([`session`], layouts/PROTOCOL.md "The session guard").
 pub const GUARD_FRACTION: f64 = 0.8;
 
 #[derive(Debug, Clone)]
@@ -80,7 +83,13 @@ pub struct Node {
     store: Store,
     clock: SharedClock,
     beat: u64,
+    /// When the last counted heartbeat write started (monotonic).
     last_beat_ok: Option<Duration>,
+    /// The session guard's deadline in force (`None` before this
+    /// incarnation's first counted beat): see [`session`].
+    guard: Option<Duration>,
+    /// Incarnations that ended here, whose `Ended` marker is still to write.
+    ended: Vec<(u64, String)>,
     next_beat_at: Duration,
     next_scan_at: Duration,
     election: Election,
@@ -107,6 +116,9 @@ pub struct Node {
     inbox: InboxWatch,
     /// This incarnation's join marker is written (`Registry/Joins/`).
     join_marked: bool,
+    /// The previous process under this id is known gone (its id claim was
+    /// taken over): the incarnation its heartbeat names has ended.
+    prior_gone: bool,
     /// The heartbeat a previous process under this id left was read, and
     /// this process's incarnation made larger than its.
     prior_checked: bool,
@@ -116,13 +128,15 @@ pub struct Node {
 impl Node {
     pub fn new(cfg: NodeConfig, store: Store, clock: SharedClock) -> Node {
         let incarnation = clock.wall_ms().max(1);
-        let election = Election::new(cfg.id.clone(), incarnation, cfg.lease);
+        let election = Election::new(cfg.id.clone(), incarnation, cfg.lease).with_clock(clock.clone());
         Node {
             cfg,
             store,
             clock,
             beat: 0,
             last_beat_ok: None,
+            guard: None,
+            ended: Vec::new(),
             next_beat_at: Duration::ZERO,
             next_scan_at: Duration::ZERO,
             election,
@@ -141,6 +155,7 @@ impl Node {
             pokes: Pokes::default(),
             inbox: InboxWatch::default(),
             join_marked: false,
+            prior_gone: false,
             prior_checked: false,
             metrics: None,
         }
@@ -156,7 +171,14 @@ impl Node {
         self
     }
 
-    /// When the last successful heartbeat write started (monotonic).
+    /// This process claimed the node id after the previous one was gone
+    /// ([`claim`]): the incarnation the previous one left in the heartbeat
+    /// is marked ended at the first beat.
+    pub fn previous_process_gone(&mut self) {
+        self.prior_gone = true;
+    }
+
+    /// When the last counted heartbeat write started (monotonic).
     pub fn last_beat_ok(&self) -> Option<Duration> {
         self.last_beat_ok
     }
@@ -166,19 +188,12 @@ impl Node {
         Some(self.work.as_ref()?.worker.groups())
     }
 
-    /// The session guard: the latest moment by which this node's executors
-    /// must be dead if no heartbeat succeeds meanwhile, and their process
-    /// groups. The monitor declares a node offline a session after it last
-    /// saw its beat change, and the beat can land no earlier than the
-    /// write started (`last_beat_ok`); so killing at [`GUARD_FRACTION`] of
-    /// the session after that start ends this node's runs before another
-    /// node can be given them, with the rest of the session as margin for
-    /// clock-rate differences. `None` before the first beat (and after a
-    /// rejoin, which kills the executors itself).
-    pub fn session_guard(&self) -> Option<(Duration, crate::executor::Groups)> {
-        let ok = self.last_beat_ok?;
-        let groups = self.work.as_ref()?.worker.groups();
-        Some((ok + self.cfg.session_timeout.mul_f64(GUARD_FRACTION), groups))
+    /// The session guard's deadline in force: by then this node's executors
+    /// are dead and its incarnation over, unless a heartbeat counts first
+    /// ([`session`]). `None` before this incarnation's first counted beat
+    /// (no executor may start then).
+    pub fn guard_deadline(&self) -> Option<Duration> {
+        self.guard
     }
 
     /// The newest member view lists this node under its incarnation.
@@ -357,24 +372,25 @@ impl Node {
         // inside the session; a shorter budget would cut busy ticks short
         // and repeat their listings for nothing.
         let budget = self.cfg.session_timeout.min(self.cfg.lease) / 4;
-        let deadline = Deadline::new(self.clock.clone(), now + budget);
-        if let Some((at, groups)) = self.session_guard().filter(|(at, _)| now >= *at) {
-            let killed = groups.kill_all();
-            if killed > 0 {
-                tracing::warn!(killed, late = ?now - at, "no heartbeat succeeded for most of the session: executors killed");
-            }
-        }
-        if let Some(ok) = self.last_beat_ok {
-            let gap = now.saturating_sub(ok);
-            if gap > self.cfg.session_timeout {
-                self.rejoin(&format!("no successful heartbeat for {gap:?}, longer than the session timeout"));
-            }
+        let incarnation = self.stats.incarnation;
+        self.check_guard(now);
+        if self.stats.incarnation != incarnation {
+            // A new incarnation beats at the next tick, once the daemon has
+            // checked that no newer process took this node id meanwhile (a
+            // process stalled past its session must not beat beside it).
+            return true;
         }
         if now >= self.next_beat_at {
             if let Err(e) = self.write_heartbeat(now).await {
                 tracing::warn!("heartbeat failed: {e}");
             }
         }
+        if !self.ended.is_empty() {
+            self.mark_ended(None).await;
+        }
+        // Task work stops at the guard's deadline too: past it this
+        // incarnation may be declared offline, and its writes are stale.
+        let deadline = Deadline::new(self.clock.clone(), (now + budget).min(self.guard.unwrap_or(Duration::MAX)));
         if poll || self.election.is_leader() {
             if let Err(e) = self.election_round(now).await {
                 tracing::warn!("election round failed: {e}");
@@ -415,124 +431,19 @@ impl Node {
         deadline.cut_short()
     }
 
-    async fn write_heartbeat(&mut self, now: Duration) -> store::Result<()> {
-        if !self.prior_checked {
-            self.outrank_prior_incarnation().await?;
-        }
-        self.beat += 1;
-        let hb = Heartbeat {
-            node: self.cfg.id.clone(),
-            incarnation: self.stats.incarnation,
-            beat: self.beat,
-            session_timeout_ms: self.cfg.session_timeout.as_millis() as u64,
-            heartbeat_ms: self.cfg.heartbeat.as_millis() as u64,
-            wall_ms: self.clock.wall_ms(),
-            pid: std::process::id(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            monitor_epoch: self.election.epoch(),
-            fenced_actions: self.stats.fenced_actions,
-            event_cursor: self.consumer.as_ref().map(|c| c.cursor).unwrap_or(0),
-            commands: self.work.as_ref().map(|w| w.cfg.commands.keys().cloned().collect()).unwrap_or_default(),
-            addr: self.addr.clone(),
-            executor: self.work.as_ref().map(|w| w.cfg.executor.label().to_string()),
-            executors: self
-                .work
-                .as_ref()
-                .map(|_| layouts::formats::ExecutorKind::ALL.iter().map(|k| k.label().to_string()).collect()),
-        };
-        if !self.join_marked {
-            if self.work.is_some() {
-                // Subtask folders come and go by the thousand in a node's
-                // folder, and each task folder takes an outcome file per
-                // unit: on ext4 both are best spread over block groups (see
-                // `Store::spread_children`; a no-op on other backends).
-                self.store.spread_children(&v2::node_assigned_dir(&self.cfg.id)).await;
-                self.store.spread_children(v2::SCHEDULER).await;
-            }
-            // A new incarnation: the monitor reads beats off the listing,
-            // where a restart looks like a beat; the marker (before the first
-            // beat, or retried with the next ones if its create fails) makes
-            // it read ours.
-            let marker = v2::join_marker(&self.cfg.id, self.stats.incarnation);
-            match self.store.create(&marker, Vec::new()).await {
-                Ok(_) => self.join_marked = true,
-                Err(e) => tracing::warn!("writing the join marker failed (retried with the next beat): {e}"),
-            }
-        }
-        self.store.put(&v2::heartbeat(&self.cfg.id), formats::encode(&hb)).await?;
-        // The session is measured from when the write started: that is the
-        // latest moment the monitor may have seen the previous beat.
-        self.last_beat_ok = Some(now);
-        self.next_beat_at = now + self.cfg.heartbeat;
-        Ok(())
-    }
-
-    /// A new process under this id starts above every incarnation the
-    /// tree still names for it, even when this host's wall clock went back
-    /// since the previous process (NTP stepping it, a skewed host fixed):
-    /// its heartbeat (a crash, a kill), its offline declarations and its
-    /// join markers (one read and two listings per start). Offline
-    /// declarations and join markers are named by incarnation, and the
-    /// monitor takes a heartbeat older than a join marker for a stale one.
-    /// A process that left cleanly (SIGTERM) leaves none of these behind,
-    /// and then nothing compares its incarnation with the next one's.
-    async fn outrank_prior_incarnation(&mut self) -> store::Result<()> {
-        let mut prior: Option<u64> = None;
-        if let Some(Ok(bytes)) = self.store.read_or_bad(&v2::heartbeat(&self.cfg.id)).await? {
-            if let Ok(hb) = formats::decode::<Heartbeat>(&bytes) {
-                if hb.node == self.cfg.id {
-                    prior = Some(hb.incarnation);
-                }
-            }
-        }
-        for dir in [v2::OFFLINE, v2::JOINS] {
-            for e in self.store.list(dir).await? {
-                if let Some((node, inc)) = v2::parse_offline_marker(e.name()) {
-                    if node == self.cfg.id {
-                        prior = prior.max(Some(inc));
-                    }
-                }
-            }
-        }
-        if let Some(prior) = prior.filter(|p| *p >= self.stats.incarnation && self.beat == 0) {
-            let incarnation = prior + 1;
-            tracing::warn!(
-                prior,
-                clock = self.stats.incarnation,
-                new = incarnation,
-                "this host's wall clock is behind an earlier incarnation of this node: starting above it"
-            );
-            self.stats.incarnation = incarnation;
-            self.election.set_incarnation(incarnation);
-        }
-        self.prior_checked = true;
-        Ok(())
-    }
-
-    fn rejoin(&mut self, why: &str) {
-        let incarnation = self.clock.wall_ms().max(self.stats.incarnation + 1);
-        tracing::warn!(old = self.stats.incarnation, new = incarnation, "rejoining with a new incarnation: {why}");
-        self.stats.incarnation = incarnation;
-        self.stats.rejoins += 1;
-        self.beat = 0;
-        self.last_beat_ok = None;
-        self.next_beat_at = Duration::ZERO;
-        self.election.set_incarnation(incarnation);
-        // Work of the old incarnation is no longer ours: its managers
-        // re-dispatch it, and the tasks we managed are rebuilt from the tree.
-        if let Some(w) = self.work.as_mut() {
-            w.worker.drop_all();
-            w.managers.clear();
-        }
-        self.inbox = InboxWatch::default();
-        self.join_marked = false;
-    }
-
     /// Live members and their incarnations, from the newest view.
     fn members(&self) -> BTreeMap<layouts::NodeId, u64> {
         self.election
             .view()
             .map(|v| v.members.iter().map(|m| (m.node.clone(), m.incarnation)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Incarnations the newest view lists as declared offline.
+    fn declared_offline(&self) -> std::collections::BTreeSet<(layouts::NodeId, u64)> {
+        self.election
+            .view()
+            .map(|v| v.offline.iter().map(|m| (m.node.clone(), m.incarnation)).collect())
             .unwrap_or_default()
     }
 
@@ -700,7 +611,8 @@ impl Node {
                 for m in &report.left {
                     tracing::info!(node = %m.node, incarnation = m.incarnation, "node left");
                 }
-                let offline: Vec<layouts::NodeId> = report.declared_offline.iter().map(|m| m.node.clone()).collect();
+                let offline: Vec<(layouts::NodeId, u64)> =
+                    report.declared_offline.iter().map(|m| (m.node.clone(), m.incarnation)).collect();
                 if report.view_changed {
                     self.election.renew_soon();
                     if let Err(e) = self.election_round(now).await {
@@ -773,6 +685,13 @@ impl Node {
     /// Leaves the cluster cleanly: releases the lease if monitor, then
     /// removes the heartbeat so the monitor logs the departure at once.
     pub async fn leave(&mut self) {
+        if let Some(w) = self.work.as_mut() {
+            // Executors first: the ended marker says they are dead.
+            w.worker.groups().close();
+            w.worker.drop_all();
+            self.ended.push((self.stats.incarnation, "the node left the cluster".into()));
+            self.mark_ended(None).await;
+        }
         let wall = self.clock.wall_ms();
         if let Err(e) = self.election.release(&self.store, wall).await {
             tracing::warn!("releasing the lease failed: {e}");

@@ -44,7 +44,8 @@ pub struct Work {
     /// The monitor's sweep pass in progress, if any.
     pub(super) sweep: Option<crate::monitor::tasks::SweepPass>,
     /// Tasks of offline managers the monitor has still to hand over.
-    pub(super) handovers: std::collections::VecDeque<(layouts::NodeId, TaskId)>,
+    /// With the incarnation declared offline.
+    pub(super) handovers: std::collections::VecDeque<(layouts::NodeId, u64, TaskId)>,
     /// Ticks so far: which manager goes first (see `work_round`).
     pub(super) rotation: usize,
     /// The policy planner (run while this node is the monitor).
@@ -58,7 +59,6 @@ impl Node {
             return;
         }
         let me = self.cfg.id.clone();
-        let incarnation = self.stats.incarnation;
         if !self.folder_may_have_changed().await {
             return;
         }
@@ -80,7 +80,13 @@ impl Node {
                 tracing::warn!("election round failed: {e}");
             }
         }
+        // This node's ended markers: old ones are removed.
+        self.mark_ended(Some(&folder.ended)).await;
+        // Read after the election round above, which may have ended the
+        // incarnation: nothing is claimed or managed under an old one.
+        let incarnation = self.stats.incarnation;
         let members = self.members();
+        let offline = self.declared_offline();
         let member_commands = self.member_commands();
         let member_executors = self.member_executors();
         let wall = self.clock.wall_ms();
@@ -119,6 +125,7 @@ impl Node {
                 data: &work.data,
                 me: &me,
                 members: &members,
+                offline: &offline,
                 commands: &member_commands,
                 executors: &member_executors,
                 cfg: &work.cfg,
@@ -172,7 +179,12 @@ impl Node {
     /// ([`crate::monitor::tasks::SweepPass`]), together for at most half the
     /// tick's budget, so the monitor's own work keeps the rest; what is left
     /// goes on in the next ticks.
-    pub(super) async fn sweep_tasks(&mut self, now: Duration, offline: Vec<layouts::NodeId>, deadline: &Deadline) {
+    pub(super) async fn sweep_tasks(
+        &mut self,
+        now: Duration,
+        offline: Vec<(layouts::NodeId, u64)>,
+        deadline: &Deadline,
+    ) {
         let Some(work) = self.work.as_ref() else { return };
         let sweep_due = now >= work.next_sweep_at || work.sweep.is_some();
         if offline.is_empty() && work.handovers.is_empty() && !sweep_due {
@@ -192,17 +204,17 @@ impl Node {
         let until = Deadline::new(self.clock.clone(), (self.clock.mono() + share).min(deadline.at()));
         // A node declared offline under an old incarnation but alive under a
         // new one keeps its tasks.
-        for node in offline.into_iter().filter(|n| !members.contains(n)) {
+        for (node, inc) in offline.into_iter().filter(|(n, _)| !members.contains(n)) {
             match crate::monitor::tasks::managed_by(&self.store, &node).await {
                 Ok(tasks) => {
                     let Some(work) = self.work.as_mut() else { return };
-                    work.handovers.extend(tasks.into_iter().map(|t| (node.clone(), t)));
+                    work.handovers.extend(tasks.into_iter().map(|t| (node.clone(), inc, t)));
                 }
                 Err(e) => tracing::warn!(%node, "listing the tasks of an offline manager failed: {e}"),
             }
         }
         let Some(work) = self.work.as_mut() else { return };
-        while let Some((node, task)) = work.handovers.front().cloned() {
+        while let Some((node, inc, task)) = work.handovers.front().cloned() {
             if until.passed() {
                 deadline.leave_work();
                 return;
@@ -212,7 +224,7 @@ impl Node {
                 continue;
             }
             let mut r = crate::monitor::tasks::SweepReport::default();
-            match crate::monitor::tasks::take_over(&self.store, &node, &task, &members, wall, &mut r).await {
+            match crate::monitor::tasks::take_over(&self.store, &node, inc, &task, &members, wall, &mut r).await {
                 Ok(()) => r.reassigned.iter().for_each(|(_, to)| self.pokes.work(to)),
                 // Left to the sweep, which hands over any active task whose
                 // manager is not live.
@@ -222,11 +234,15 @@ impl Node {
         if !sweep_due {
             return;
         }
-        let pass = work.sweep.get_or_insert_with(|| {
+        if work.sweep.is_none() {
             work.next_sweep_at = now + work.cfg.sweep;
-            Default::default()
-        });
-        let swept = crate::monitor::tasks::sweep(&self.store, pass, &members, &work.cfg, wall, epoch, &until).await;
+            work.sweep = Some(Default::default());
+        }
+        let declared = self.declared_offline();
+        let Some(work) = self.work.as_mut() else { return };
+        let Some(pass) = work.sweep.as_mut() else { return };
+        let swept =
+            crate::monitor::tasks::sweep(&self.store, pass, &members, &declared, &work.cfg, wall, epoch, &until).await;
         match swept {
             Ok((r, finished)) => {
                 if finished {

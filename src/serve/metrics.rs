@@ -300,6 +300,9 @@ pub struct Metrics {
     rejoins: Counter,
     ticks: Counter,
     tick_seconds: Histogram,
+    guard_kills: Counter,
+    guard_late: Histogram,
+    guard_margin: Histogram,
     started: Family<ExecutorLabel, Counter>,
     finished: Family<FinishedLabels, Counter>,
     running: Gauge,
@@ -358,6 +361,28 @@ impl Metrics {
             "Duration of one round of the daemon loop",
             Unit::Seconds,
             tick_seconds.clone(),
+        );
+        let guard_kills = Counter::default();
+        r.register(
+            "compactd_guard_kills",
+            "Times the session guard killed this node's executors (no heartbeat counted for 0.8 of the session)",
+            guard_kills.clone(),
+        );
+        let short = || Histogram::new([0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]);
+        let guard_late = short();
+        r.register_with_unit(
+            "compactd_guard_kill_lateness",
+            "How long after the session guard's deadline its kill landed",
+            Unit::Seconds,
+            guard_late.clone(),
+        );
+        let guard_margin = short();
+        r.register_with_unit(
+            "compactd_guard_kill_margin",
+            "What was left of the session when the guard's kill landed: the earliest moment another node can be \
+             given this node's units, minus the kill (0: none left)",
+            Unit::Seconds,
+            guard_margin.clone(),
         );
         let started = Family::<ExecutorLabel, Counter>::default();
         r.register("compactd_subtasks_started", "Subtasks whose executor this node started", started.clone());
@@ -432,6 +457,9 @@ impl Metrics {
             rejoins,
             ticks,
             tick_seconds,
+            guard_kills,
+            guard_late,
+            guard_margin,
             started,
             finished,
             running,
@@ -525,6 +553,14 @@ impl Metrics {
         for (state, n) in counts {
             self.cluster_tasks.get_or_create(&StateLabel { state: state.clone() }).set(*n as i64);
         }
+    }
+
+    /// The session guard killed this node's executors `late` after its
+    /// deadline, with `margin` of the session left.
+    pub fn guard_tripped(&self, late: Duration, margin: Duration) {
+        self.guard_kills.inc();
+        self.guard_late.observe(late.as_secs_f64());
+        self.guard_margin.observe(margin.as_secs_f64());
     }
 
     pub fn subtask_started(&self, executor: &str) {

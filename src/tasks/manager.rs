@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use futures::StreamExt;
-use layouts::formats::{self, StatusMark, SubtaskMeta, TaskInfo};
+use layouts::formats::{self, SubtaskMeta, TaskInfo};
 use layouts::{v2, Name, NodeId, SubtaskState, TaskId, TaskState};
 use store::{Created, Store};
 
@@ -99,6 +99,8 @@ pub struct Ctx<'a> {
     pub me: &'a NodeId,
     /// Live members and their incarnations.
     pub members: &'a BTreeMap<NodeId, u64>,
+    /// Incarnations the view lists as declared offline.
+    pub offline: &'a std::collections::BTreeSet<(NodeId, u64)>,
     /// The command names each member advertises.
     pub commands: &'a BTreeMap<NodeId, Vec<String>>,
     /// The executors each member advertises (`None`: an older node, see
@@ -115,25 +117,67 @@ pub struct Ctx<'a> {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum UnitState {
+pub(super) enum UnitState {
     Pending,
-    Dispatched { node: NodeId, node_incarnation: u64 },
+    /// Its current attempt is on `node`. `node_incarnation`: the
+    /// incarnation seen running it, or the member one when it was created
+    /// (0: unknown).
+    Dispatched {
+        node: NodeId,
+        node_incarnation: u64,
+    },
+    /// The create of its current attempt on `node` failed: the attempt may
+    /// exist (the reply was lost) or still land. Created again under the
+    /// same name, never a new one, until that is settled (see `collect`).
+    Unsure {
+        node: NodeId,
+    },
     Done,
     Failed,
 }
 
+/// A unit whose current attempt its manager takes back: it goes elsewhere
+/// once that attempt is proven ended (see [`super::collect`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct TakeBack {
+    pub(super) why: String,
+    /// The attempt's end counts as a failure of the unit.
+    pub(super) count: bool,
+    /// Where the unit goes next (a reassign request naming a node).
+    pub(super) prefer: Option<NodeId>,
+    /// Its folder vanished: the incarnation whose declaration ends it.
+    pub(super) wait_for: Option<u64>,
+}
+
+impl TakeBack {
+    pub(super) fn new(why: &str, count: bool) -> TakeBack {
+        TakeBack { why: why.into(), count, prefer: None, wait_for: None }
+    }
+}
+
 #[derive(Debug, Clone)]
-struct UnitRun {
-    state: UnitState,
-    attempt: u32,
-    failures: u32,
-    avoid: Vec<NodeId>,
-    prefer: Option<NodeId>,
+pub(super) struct UnitRun {
+    pub(super) state: UnitState,
+    pub(super) attempt: u32,
+    pub(super) failures: u32,
+    pub(super) avoid: Vec<NodeId>,
+    pub(super) prefer: Option<NodeId>,
+    pub(super) taken_back: Option<TakeBack>,
+    /// Waiting for the end of a runner the view does not list (logged once).
+    pub(super) waiting: bool,
 }
 
 impl UnitRun {
     fn new() -> Self {
-        UnitRun { state: UnitState::Pending, attempt: 0, failures: 0, avoid: vec![], prefer: None }
+        UnitRun {
+            state: UnitState::Pending,
+            attempt: 0,
+            failures: 0,
+            avoid: vec![],
+            prefer: None,
+            taken_back: None,
+            waiting: false,
+        }
     }
 }
 
@@ -150,16 +194,16 @@ pub enum Flow {
 pub struct TaskManager {
     pub id: TaskId,
     term: u64,
-    info: Option<TaskInfo>,
+    pub(super) info: Option<TaskInfo>,
     units: Vec<Unit>,
-    runs: Vec<UnitRun>,
+    pub(super) runs: Vec<UnitRun>,
     /// Set by `load` when the task cannot run at all (it then fails with
     /// this as its error): a merge task found no partition to compact, or
     /// named partitions that are not there, or its info is over a limit.
     cannot_run: Option<String>,
     /// Units that failed for good and are not yet written to the task info.
     /// With the last attempt's error, recorded in the unit's `Failed.*` file.
-    unrecorded_failed: std::collections::BTreeMap<u32, String>,
+    pub(super) unrecorded_failed: std::collections::BTreeMap<u32, String>,
 }
 
 impl TaskManager {
@@ -175,7 +219,7 @@ impl TaskManager {
         }
     }
 
-    fn name(&self, round: u32, unit: usize, attempt: u32) -> Name {
+    pub(super) fn name(&self, round: u32, unit: usize, attempt: u32) -> Name {
         v2::subtask_name(&self.id, round, unit as u32, attempt)
     }
 
@@ -239,7 +283,7 @@ impl TaskManager {
         if dir.stop {
             return self.cancel(ctx).await;
         }
-        self.handle_reassign(ctx, &dir).await?;
+        self.handle_reassign(ctx, &dir.reassign).await?;
         let info = self.info.as_ref().expect("loaded");
         if waiting {
             return Ok(Flow::Continue);
@@ -397,176 +441,6 @@ impl TaskManager {
         Ok(())
     }
 
-    async fn handle_reassign(&mut self, ctx: &mut Ctx<'_>, dir: &TaskDir) -> Result<(), TaskError> {
-        for unit in &dir.reassign {
-            let path = v2::reassign_request(&self.id, *unit);
-            let to = match ctx.store.read_or_bad(&path).await?.and_then(Result::ok) {
-                Some(b) => formats::decode::<formats::ReassignRequest>(&b).ok().and_then(|r| r.to),
-                None => None,
-            };
-            let round = self.info.as_ref().map(|i| i.run.round).unwrap_or(1);
-            if let Some(run) = self.runs.get_mut(*unit as usize) {
-                if let UnitState::Dispatched { node, .. } = run.state.clone() {
-                    let name = v2::subtask_name(&self.id, round, *unit, run.attempt);
-                    ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
-                    // Its worker kills the executor at once instead of at its next poll.
-                    ctx.pokes.work(&node);
-                    run.avoid = vec![node.clone()];
-                    run.prefer = to.clone();
-                    run.state = UnitState::Pending;
-                    tracing::info!(task = %self.id, unit, from = %node, to = ?to, "subtask reassigned on request");
-                }
-            }
-            ctx.store.delete(&path).await?;
-        }
-        Ok(())
-    }
-
-    /// Reads the states of dispatched units, re-dispatches failed attempts
-    /// and records finished units. Observation comes first and changes
-    /// nothing; a unit becomes Done only once its outcome is written to the
-    /// task info, so an error anywhere leaves it to be seen again next round.
-    async fn collect(&mut self, ctx: &mut Ctx<'_>) -> Result<(), TaskError> {
-        let round = self.info.as_ref().expect("loaded").run.round;
-        let mut successes: Vec<(usize, NodeId, Name, bool)> = vec![];
-        let mut failures: Vec<(usize, NodeId, Name, String)> = vec![];
-        let mut incarnations: Vec<(usize, NodeId, u64)> = vec![];
-        for u in 0..self.runs.len() {
-            let UnitState::Dispatched { node, node_incarnation } = self.runs[u].state.clone() else { continue };
-            // Units not looked at stay dispatched: the next round sees them.
-            if ctx.deadline.passed() {
-                break;
-            }
-            let name = self.name(round, u, self.runs[u].attempt);
-            let Some(&inc) = ctx.members.get(&node) else {
-                failures.push((u, node.clone(), name, format!("node {node} is offline")));
-                continue;
-            };
-            let folder = ctx.folders.get(ctx.store, &node).await?;
-            let Some(f) = folder.subtasks.get(name.as_str()).cloned() else {
-                failures.push((u, node, name, "subtask folder vanished".into()));
-                continue;
-            };
-            match f.state() {
-                SubtaskState::Success => {
-                    let reported = f.files.iter().any(|x| x == v2::OUTPUT);
-                    successes.push((u, node, name, reported))
-                }
-                SubtaskState::Failed => {
-                    let why = self.failure_reason(ctx, &node, &name).await;
-                    failures.push((u, node, name, why));
-                }
-                SubtaskState::Cancel => failures.push((u, node, name, "subtask cancelled".into())),
-                SubtaskState::Running if inc != node_incarnation => {
-                    // The worker restarted: is the run from its old self?
-                    let path = v2::subtask_status(&node, &name, SubtaskState::Running);
-                    let mark = ctx
-                        .store
-                        .read_or_bad(&path)
-                        .await?
-                        .and_then(Result::ok)
-                        .and_then(|b| formats::decode::<StatusMark>(&b).ok())
-                        .unwrap_or_default();
-                    if mark.incarnation != inc {
-                        failures.push((u, node.clone(), name, format!("node {node} restarted while running it")));
-                    } else {
-                        incarnations.push((u, node, inc));
-                    }
-                }
-                SubtaskState::Running | SubtaskState::Init => {
-                    if inc != node_incarnation {
-                        incarnations.push((u, node, inc));
-                    }
-                }
-            }
-        }
-        for (u, node, inc) in incarnations {
-            self.runs[u].state = UnitState::Dispatched { node, node_incarnation: inc };
-        }
-        for (u, node, name, why) in failures {
-            if ctx.deadline.passed() {
-                break;
-            }
-            // Gone before counted: a crash here repeats the deletion only.
-            ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
-            let run = &mut self.runs[u];
-            run.failures += 1;
-            run.avoid.push(node);
-            if run.failures > ctx.cfg.retries {
-                tracing::warn!(task = %self.id, unit = u, "subtask failed for good after {} attempts: {why}", run.failures);
-                run.state = UnitState::Failed;
-                self.unrecorded_failed.insert(u as u32, why.clone());
-            } else {
-                tracing::warn!(task = %self.id, unit = u, attempt = run.attempt, "subtask attempt failed, dispatching again: {why}");
-                run.state = UnitState::Pending;
-            }
-        }
-        // Each outcome is its own create-once file: a stale manager cannot
-        // erase it, and it is recorded before the folder is deleted (in
-        // that order within a unit; units go concurrently).
-        let (store, id) = (ctx.store, self.id);
-        let record = |(u, node, name, reported): (usize, NodeId, Name, bool)| async move {
-            // The executor's counters (only read when it reported some: an
-            // `Output` beside the success) go into the outcome file.
-            let mut outcome = Vec::new();
-            if reported {
-                let mark = store.read_or_bad(&v2::subtask_status(&node, &name, SubtaskState::Success)).await?;
-                let stats =
-                    mark.and_then(Result::ok).and_then(|b| formats::decode::<StatusMark>(&b).ok()).map(|m| m.stats);
-                if let Some(stats) = stats.filter(|s| !s.is_empty()) {
-                    outcome = formats::encode(&formats::UnitOutcome { stats, error: None });
-                }
-            }
-            store.create(&v2::unit_outcome(&id, round, u as u32, true), outcome).await?;
-            store.delete_all(&v2::subtask_dir(&node, &name)).await?;
-            Ok::<usize, store::StoreError>(u)
-        };
-        let results: Vec<store::Result<usize>> = futures::stream::iter(successes)
-            .take_while(|_| std::future::ready(!ctx.deadline.passed()))
-            .map(record)
-            .buffer_unordered(WRITE_CONCURRENCY)
-            .collect()
-            .await;
-        let mut first_err = None;
-        for r in results {
-            match r {
-                Ok(u) => self.runs[u].state = UnitState::Done,
-                // Not Done: seen again next round (the outcome create is
-                // idempotent for its manager).
-                Err(e) => first_err = first_err.or(Some(e)),
-            }
-        }
-        if let Some(e) = first_err {
-            return Err(e.into());
-        }
-        let failed: Vec<(u32, String)> = self.unrecorded_failed.iter().map(|(u, w)| (*u, w.clone())).collect();
-        for (u, why) in failed {
-            let outcome = formats::UnitOutcome { error: Some(why), ..Default::default() };
-            ctx.store.create(&v2::unit_outcome(&self.id, round, u, false), formats::encode(&outcome)).await?;
-            self.unrecorded_failed.remove(&u);
-        }
-        Ok(())
-    }
-
-    /// Why an attempt failed, for the log: the executor's error and the
-    /// end of its output (the folder, with its `Output`, is deleted next).
-    async fn failure_reason(&self, ctx: &mut Ctx<'_>, node: &NodeId, name: &Name) -> String {
-        let mark = match ctx.store.read(&v2::subtask_status(node, name, SubtaskState::Failed)).await {
-            Ok(Some(b)) => formats::decode::<StatusMark>(&b).ok(),
-            _ => None,
-        };
-        let mut why = match mark {
-            Some(m) => m.error.unwrap_or_else(|| format!("exit code {:?}", m.exit_code)),
-            None => "executor failed".into(),
-        };
-        if let Ok(Some(out)) = ctx.store.read(&v2::subtask_output(node, name)).await {
-            let text = String::from_utf8_lossy(&out);
-            let tail: String = text.chars().rev().take(300).collect::<Vec<_>>().into_iter().rev().collect();
-            why = format!("{why}; output ends: {}", tail.trim().escape_debug());
-        }
-        why
-    }
-
     async fn dispatch_pending(&mut self, ctx: &mut Ctx<'_>) -> Result<(), TaskError> {
         let info = self.info.clone().expect("loaded");
         // Work for a named command goes to the members that define it; if
@@ -604,11 +478,15 @@ impl TaskManager {
         // subtask needs a poke but no inbox stamp (see `Pokes::hint`).
         let mut announced: std::collections::HashSet<NodeId> = Default::default();
         for r in &self.runs {
-            if let UnitState::Dispatched { node, node_incarnation } = &r.state {
-                *held.entry(node.clone()).or_default() += 1;
-                if *node_incarnation != 0 && ctx.members.get(node) == Some(node_incarnation) {
-                    announced.insert(node.clone());
+            match &r.state {
+                UnitState::Dispatched { node, node_incarnation } => {
+                    *held.entry(node.clone()).or_default() += 1;
+                    if *node_incarnation != 0 && ctx.members.get(node) == Some(node_incarnation) {
+                        announced.insert(node.clone());
+                    }
                 }
+                UnitState::Unsure { node } => *held.entry(node.clone()).or_default() += 1,
+                _ => {}
             }
         }
         for u in 0..self.runs.len() {
@@ -640,37 +518,8 @@ impl TaskManager {
             run.attempt = v2::next_attempt(run.attempt, self.term);
             let attempt = run.attempt;
             let name = v2::subtask_name(&self.id, info.run.round, u as u32, attempt);
-            let mut sub = info.clone();
-            sub.sub_task_flag = true;
-            sub.state = SubtaskState::Init.as_str().into();
-            sub.result = Default::default();
-            sub.run.partitions.clear();
-            sub.run.done_units.clear();
-            sub.run.failed_units.clear();
-            sub.run.shards = None;
-            let shard = match &self.units[u] {
-                Unit::Partition(p) => {
-                    sub.partition_name = Some(p.clone());
-                    None
-                }
-                Unit::Shard(s) => Some(*s),
-                Unit::Whole => None,
-                Unit::Commit => {
-                    sub.partition_name = Some(discover::commit_unit_name());
-                    None
-                }
-            };
-            sub.run.subtask = Some(SubtaskMeta {
-                parent: self.id,
-                index: u as u32,
-                round: info.run.round,
-                attempt,
-                term: self.term,
-                node: node.clone(),
-                shard,
-                manager: Some(ctx.me.clone()),
-            });
-            planned.push((u, node, name, formats::encode(&sub)));
+            let bytes = self.subtask_bytes(ctx, u, node.clone(), attempt);
+            planned.push((u, node, name, bytes));
         }
         // The infos are independent files: written concurrently.
         let store = ctx.store;
@@ -698,15 +547,54 @@ impl TaskManager {
                         if created == Created::Created { ctx.members.get(&node).copied().unwrap_or(0) } else { 0 };
                     self.runs[u].state = UnitState::Dispatched { node, node_incarnation };
                 }
-                // Stays Pending with its attempt number used up, as after
-                // any failed create: the next attempt gets a new number.
-                Err(e) => first_err = first_err.or(Some(e)),
+                // It may exist all the same (a lost reply), or land later:
+                // settled by the next collect, under the same name.
+                Err(e) => {
+                    self.runs[u].state = UnitState::Unsure { node };
+                    first_err = first_err.or(Some(e));
+                }
             }
         }
         match first_err {
             Some(e) => Err(e.into()),
             None => Ok(()),
         }
+    }
+
+    /// The info of unit `u`'s subtask, attempt `attempt` on `node`.
+    pub(super) fn subtask_bytes(&self, ctx: &Ctx<'_>, u: usize, node: NodeId, attempt: u32) -> Vec<u8> {
+        let info = self.info.as_ref().expect("loaded");
+        let mut sub = info.clone();
+        sub.sub_task_flag = true;
+        sub.state = SubtaskState::Init.as_str().into();
+        sub.result = Default::default();
+        sub.run.partitions.clear();
+        sub.run.done_units.clear();
+        sub.run.failed_units.clear();
+        sub.run.shards = None;
+        let shard = match &self.units[u] {
+            Unit::Partition(p) => {
+                sub.partition_name = Some(p.clone());
+                None
+            }
+            Unit::Shard(s) => Some(*s),
+            Unit::Whole => None,
+            Unit::Commit => {
+                sub.partition_name = Some(discover::commit_unit_name());
+                None
+            }
+        };
+        sub.run.subtask = Some(SubtaskMeta {
+            parent: self.id,
+            index: u as u32,
+            round: info.run.round,
+            attempt,
+            term: self.term,
+            node,
+            shard,
+            manager: Some(ctx.me.clone()),
+        });
+        formats::encode(&sub)
     }
 
     async fn end_round(&mut self, ctx: &mut Ctx<'_>) -> Result<Flow, TaskError> {
@@ -740,7 +628,7 @@ impl TaskManager {
     async fn cancel(&mut self, ctx: &mut Ctx<'_>) -> Result<Flow, TaskError> {
         let round = self.info.as_ref().expect("loaded").run.round;
         for u in 0..self.runs.len() {
-            if let UnitState::Dispatched { node, .. } = self.runs[u].state.clone() {
+            if let UnitState::Dispatched { node, .. } | UnitState::Unsure { node } = self.runs[u].state.clone() {
                 let name = self.name(round, u, self.runs[u].attempt);
                 // The worker kills the executor when its folder disappears.
                 ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;

@@ -9,6 +9,7 @@
 //! folder without a status marker (`check` reports it), and every file is an
 //! atomic create, so a crashed submit can simply be retried.
 
+mod collect;
 pub mod discover;
 pub mod list;
 pub mod manager;

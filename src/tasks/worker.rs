@@ -2,11 +2,20 @@
 //! `TaskAssigned/<node>/` folder and write their states there.
 //!
 //! A worker reads nothing but its own folder (one recursive LIST per poll)
-//! and the info file of a subtask it starts. It never resumes a subtask
-//! marked `Running` that it is not running itself: such a subtask belongs to
-//! an earlier incarnation of this node, and its manager re-dispatches it.
-//! A subtask whose folder disappears (the manager cancelled or moved it) is
-//! killed at once.
+//! and the info file of a subtask it starts. Invariants:
+//! - A subtask is **claimed** before it runs: its `Status.Running` mark is
+//!   created once (atomic create) naming this incarnation, and only while
+//!   the node's session guard lets this incarnation start executors. Of a
+//!   worker and a manager taking an unstarted attempt back (it creates the
+//!   same name), exactly one wins; the info is read after the claim, so an
+//!   attempt whose folder was removed meanwhile never starts.
+//! - It never resumes a subtask claimed by another incarnation: that one's
+//!   manager waits until the incarnation is declared offline or ended.
+//! - A subtask whose folder carries a `Cancel` mark (its manager takes it
+//!   back) is killed, and its end is reported as `Failed` once the executor
+//!   is dead, or at once if it does not run here: the manager gives the
+//!   unit to another node only after that acknowledgement (or a
+//!   declaration). A subtask whose folder disappears is killed at once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +24,7 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use layouts::formats::{self, ExecutorKind, ExecutorSpec, StatusMark, TaskInfo};
 use layouts::{v2, Name, NodeId, SubtaskState, TaskId};
-use store::Store;
+use store::{Created, Store};
 
 use crate::clock::Deadline;
 use crate::executor::{self, ExecRequest, Running};
@@ -102,11 +111,13 @@ impl SubFolder {
     }
 }
 
-/// A node's folder: its manager pointers and its subtasks.
+/// A node's folder: its manager pointers, its subtasks, and the
+/// incarnations of the node that ended on its own account.
 #[derive(Debug, Clone, Default)]
 pub struct NodeFolder {
     pub manages: Vec<TaskId>,
     pub subtasks: BTreeMap<String, SubFolder>,
+    pub ended: std::collections::BTreeSet<u64>,
 }
 
 /// Reads `TaskAssigned/<node>/` with one recursive listing.
@@ -120,6 +131,8 @@ pub async fn list_node(store: &Store, node: &NodeId) -> store::Result<NodeFolder
             None => {
                 if let Some(t) = v2::parse_manage_pointer(rel) {
                     out.manages.push(t);
+                } else if let Some(inc) = v2::parse_ended_marker(rel) {
+                    out.ended.insert(inc);
                 }
             }
             Some((sub, file)) => {
@@ -144,6 +157,8 @@ struct RunningSub {
     manager: Option<NodeId>,
     /// Monotonic start, for the executor duration metric.
     started: Duration,
+    /// Its folder has a `Cancel` mark: killed, its end still to report.
+    cancelled: bool,
 }
 
 /// The subtasks this node is running.
@@ -160,7 +175,7 @@ pub struct Worker {
     /// Managers to wake: a result of theirs was written.
     pokes: Pokes,
     metrics: Option<Arc<crate::serve::metrics::Metrics>>,
-    /// Its live executors' process groups (for the session guard).
+    /// Its live executors' process groups, under the node's session guard.
     groups: executor::Groups,
     /// The node's I/O limit of its built-in executors, if one is set.
     io: Option<executor::throttle::IoLimit>,
@@ -176,7 +191,7 @@ impl Worker {
             wake: None,
             pokes: Pokes::default(),
             metrics: None,
-            groups: Default::default(),
+            groups: executor::Groups::guarded(),
             io: None,
         }
     }
@@ -238,22 +253,53 @@ impl Worker {
         wall_ms: u64,
         deadline: &Deadline,
     ) -> store::Result<()> {
-        // Cancelled or moved away: kill, and forget any unsent report.
+        // Moved away (its folder or info is gone): kill, and forget any
+        // unsent report. Taken back (a `Cancel` mark): kill, and report its
+        // end once it is dead (the manager waits for that).
+        let cancelled = |f: &SubFolder| {
+            f.markers.contains(&SubtaskState::Cancel)
+                && !f.markers.iter().any(|m| matches!(m, SubtaskState::Success | SubtaskState::Failed))
+        };
         let gone: Vec<String> = self
             .running
             .keys()
             .chain(self.reports.keys())
-            .filter(|n| folder.subtasks.get(*n).is_none_or(|f| f.markers.contains(&SubtaskState::Cancel)))
+            .filter(|n| folder.subtasks.get(*n).is_none_or(|f| !f.has_info && !cancelled(f)))
             .cloned()
             .collect();
         for name in gone {
             self.reports.remove(&name);
             if let Some(mut r) = self.running.remove(&name) {
-                tracing::info!(subtask = %name, "subtask cancelled or moved: killing its executor");
+                tracing::info!(subtask = %name, "subtask moved away: killing its executor");
                 if let Some(e) = r.exec.as_mut() {
                     e.kill();
                 }
             }
+        }
+        let mut acks = vec![];
+        for (name, _) in folder.subtasks.iter().filter(|(_, f)| cancelled(f)) {
+            match self.running.get_mut(name) {
+                Some(r) if !r.cancelled => {
+                    tracing::info!(subtask = %name, "subtask cancelled by its manager: killing its executor");
+                    r.cancelled = true;
+                    if let Some(e) = r.exec.as_mut() {
+                        e.kill();
+                    }
+                }
+                None if !self.reports.contains_key(name) => acks.push(name.clone()),
+                _ => {}
+            }
+        }
+        for name in acks {
+            // Not running here (never started, or by an earlier incarnation
+            // of this process, whose executors were killed at its rejoin).
+            let f = executor::Finished {
+                success: false,
+                exit_code: None,
+                error: Some("cancelled by its manager; not running on this node".into()),
+                tail: String::new(),
+            };
+            self.reports.insert(name, (ExecutorKind::Noop, f, None));
         }
         // Finished: keep the result until its report is written (a failed
         // write is retried next poll instead of losing the result).
@@ -321,9 +367,14 @@ impl Worker {
         if deadline.passed() {
             return Ok(());
         }
-        // New: start, as many as there is room for. The reads and `Running`
-        // marks go out concurrently; each subtask's executor starts once its
-        // own mark is written.
+        // New: start, as many as there is room for. The claims and reads go
+        // out concurrently; each subtask's executor starts once its own
+        // claim is made and its info read.
+        if !self.groups.may_start(incarnation, deadline.now()) {
+            // The session guard is closed (no heartbeat counted yet, or past
+            // its deadline): claim nothing that could not start.
+            return first_err.map_or(Ok(()), Err);
+        }
         let room = cfg.max_running.saturating_sub(self.running.len());
         let candidates: Vec<(Name, bool)> = folder
             .subtasks
@@ -351,10 +402,10 @@ impl Worker {
             .buffer_unordered(WRITE_CONCURRENCY);
         while let Some((sub, r)) = starts.next().await {
             match r {
-                Ok(Prepared::Start { req, manager }) => self.launch(&sub, &req, manager, deadline.now()),
+                Ok(Prepared::Start { req, manager }) => self.launch(&sub, &req, manager, incarnation, deadline.now()),
                 Ok(Prepared::Earlier) => {
                     self.reported.insert(sub.to_string());
-                    tracing::info!(subtask = %sub, "marked Running by an earlier incarnation of this node: leaving it to its manager");
+                    tracing::info!(subtask = %sub, "claimed by another incarnation of this node (or taken back by its manager): leaving it");
                 }
                 Ok(Prepared::Nothing) => {}
                 Err(e) => {
@@ -366,10 +417,11 @@ impl Worker {
     }
 
     /// Starts the executor of `sub`, whose `Running` mark is written.
-    fn launch(&mut self, sub: &Name, req: &ExecRequest, manager: Option<NodeId>, now: Duration) {
+    fn launch(&mut self, sub: &Name, req: &ExecRequest, manager: Option<NodeId>, incarnation: u64, now: Duration) {
         let kind = req.kind;
         if kind == ExecutorKind::Noop {
-            self.running.insert(sub.to_string(), RunningSub { exec: None, kind, manager, started: now });
+            self.running
+                .insert(sub.to_string(), RunningSub { exec: None, kind, manager, started: now, cancelled: false });
             if let Some(m) = &self.metrics {
                 m.subtask_started(kind.label());
             }
@@ -380,10 +432,11 @@ impl Worker {
             return;
         }
         let on_exit = self.wake.clone().map(|w| Box::new(move || w.poke(Scope::Work)) as executor::OnExit);
-        match executor::spawn(req, now, &self.groups, self.io.as_ref(), on_exit) {
+        match executor::spawn(req, now, &self.groups, incarnation, self.io.as_ref(), on_exit) {
             Ok(exec) => {
                 tracing::info!(subtask = %sub, pid = exec.pid(), ?kind, "subtask started");
-                self.running.insert(sub.to_string(), RunningSub { exec: Some(exec), kind, manager, started: now });
+                let r = RunningSub { exec: Some(exec), kind, manager, started: now, cancelled: false };
+                self.running.insert(sub.to_string(), r);
                 if let Some(m) = &self.metrics {
                     m.subtask_started(kind.label());
                 }
@@ -432,17 +485,20 @@ async fn write_report(
 
 /// What [`prepare`] found for a subtask to start.
 enum Prepared {
-    /// Its `Running` mark is written: start this.
+    /// Claimed by this incarnation: start this.
     Start { req: Box<ExecRequest>, manager: Option<NodeId> },
-    /// Marked `Running` by an earlier incarnation of this node.
+    /// Claimed by another incarnation of this node, or taken back by its
+    /// manager before anyone claimed it.
     Earlier,
     /// Gone, or failed before anything ran (its `Failed` mark is written).
     Nothing,
 }
 
-/// Reads a subtask's info and writes its `Running` mark (or its `Failed`
-/// mark when it cannot run here). `marked`: the listing showed it `Running`,
-/// so the mark is read first to tell whose it is.
+/// Claims a subtask (creates its `Status.Running` mark naming
+/// `incarnation`, see the module docs), then reads its info; writes its
+/// `Failed` mark when it cannot run here. `marked`: the listing showed it
+/// claimed already, so the mark is read to tell whose it is (this
+/// incarnation's own claim whose reply was lost is taken up again).
 async fn prepare(
     store: &Store,
     cfg: &WorkConfig,
@@ -452,8 +508,10 @@ async fn prepare(
     marked: bool,
     wall_ms: u64,
 ) -> store::Result<Prepared> {
-    if marked {
-        let path = v2::subtask_status(me, sub, SubtaskState::Running);
+    let path = v2::subtask_status(me, sub, SubtaskState::Running);
+    let claim = StatusMark { incarnation, wall_ms, ..Default::default() };
+    let ours = if marked { false } else { store.create(&path, formats::encode(&claim)).await? == Created::Created };
+    if !ours {
         let mark =
             store.read_or_bad(&path).await?.and_then(Result::ok).and_then(|b| formats::decode::<StatusMark>(&b).ok());
         if mark.is_none_or(|m| m.incarnation != incarnation) {
@@ -468,7 +526,12 @@ async fn prepare(
     let info = match store.read_or_bad(&v2::subtask_info(me, sub)).await? {
         Some(Ok(b)) => formats::decode::<TaskInfo>(&b).map_err(|e| e.to_string()),
         Some(Err(bad)) => Err(bad.to_string()),
-        None => return Ok(Prepared::Nothing),
+        None => {
+            // Removed since the listing (its manager moved or ended it):
+            // never started; our claim would only be litter.
+            store.delete(&path).await?;
+            return Ok(Prepared::Nothing);
+        }
     };
     let info = match info {
         Ok(i) if i.run.subtask.as_ref().is_some_and(|m| m.node == *me) => i,
@@ -526,8 +589,6 @@ async fn prepare(
         fence: Some((cfg.root_uri.clone(), v2::subtask_dir(me, sub))),
         run_as: cfg.run_as.clone(),
     };
-    let mark = StatusMark { incarnation, wall_ms, ..Default::default() };
-    store.put(&v2::subtask_status(me, sub, SubtaskState::Running), formats::encode(&mark)).await?;
     Ok(Prepared::Start { req: Box::new(req), manager })
 }
 

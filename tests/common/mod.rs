@@ -8,6 +8,7 @@ pub mod hdfs;
 pub mod http;
 pub mod iceberg;
 pub mod killat;
+pub mod load;
 pub mod netns;
 pub mod parquet;
 pub mod runs;

@@ -84,3 +84,34 @@ pub fn assert_no_overlap(runs: &BTreeMap<u64, Vec<Run>>) -> usize {
     }
     killed
 }
+
+/// The time between an earlier attempt's last sign of life and a later
+/// attempt's start, of one unit: the margin the protocol left (negative
+/// would be an overlap, which [`assert_no_overlap`] refuses).
+#[derive(Debug, Clone)]
+pub struct Gap {
+    pub unit: u64,
+    /// The earlier run: node, attempt, and whether it ran to its end (false:
+    /// it was killed, by its node's session guard or a rejoin).
+    pub before: (String, u64, bool),
+    pub after: (String, u64),
+    pub ms: f64,
+}
+
+/// For each run after a unit's first: the gap to the latest sign of life
+/// of the unit's earlier attempts.
+pub fn gaps(runs: &BTreeMap<u64, Vec<Run>>) -> Vec<Gap> {
+    let mut out = vec![];
+    for (unit, list) in runs {
+        for b in list {
+            let Some(a) = list.iter().filter(|a| a.attempt < b.attempt).max_by_key(|a| a.last_ns) else { continue };
+            out.push(Gap {
+                unit: *unit,
+                before: (a.node.clone(), a.attempt, a.ended),
+                after: (b.node.clone(), b.attempt),
+                ms: (b.start_ns as f64 - a.last_ns as f64) / 1e6,
+            });
+        }
+    }
+    out
+}

@@ -71,7 +71,11 @@ struct FaultState {
     on_op: Mutex<Option<OpHook>>,
     /// The kind of the injected errors.
     error_kind: Mutex<ErrorKind>,
+    only: Mutex<Option<PathFilter>>,
 }
+
+/// Which paths a layer acts on (see [`FaultHandle::set_only`]).
+pub type PathFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 /// Called before each affected operation while the layer is not paused (see
 /// [`FaultHandle::set_on_op`]).
@@ -121,6 +125,7 @@ impl FaultLayer {
                 injected: AtomicU64::new(0),
                 on_op: Mutex::new(None),
                 error_kind: Mutex::new(ErrorKind::Unexpected),
+                only: Mutex::new(None),
             }),
         }
     }
@@ -184,6 +189,13 @@ impl FaultHandle {
         *self.state.error_kind.lock().unwrap_or_else(|e| e.into_inner()) = kind;
     }
 
+    /// Acts only on operations whose path `only` accepts (`None`: all); the
+    /// others pass untouched, like kinds the layer does not act on. Tests
+    /// use it to fail one kind of file (a dispatch, a heartbeat) and no other.
+    pub fn set_only(&self, only: Option<PathFilter>) {
+        *self.state.only.lock().unwrap_or_else(|e| e.into_inner()) = only;
+    }
+
     /// Faults injected so far (by every clone of the layer).
     pub fn injected(&self) -> u64 {
         self.state.injected.load(Ordering::Relaxed)
@@ -205,8 +217,13 @@ struct Decision {
 }
 
 impl FaultState {
-    fn decide(&self, kind: OpKind) -> Decision {
-        if self.kinds & kind.bit() == 0 {
+    fn affects(&self, kind: OpKind, path: &str) -> bool {
+        let only = self.only.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        self.kinds & kind.bit() != 0 && only.is_none_or(|f| f(path))
+    }
+
+    fn decide(&self, kind: OpKind, path: &str) -> Decision {
+        if !self.affects(kind, path) {
             return Decision::default();
         }
         // Always three draws, whatever the settings, so that toggling rates
@@ -236,8 +253,8 @@ impl FaultState {
 
     /// Decides, and sleeps the decided delay (the lock is not held here).
     async fn enter(&self, kind: OpKind, path: &str) -> Option<Strike> {
-        let d = self.decide(kind);
-        if self.kinds & kind.bit() != 0 && !self.paused.load(Ordering::Relaxed) {
+        let d = self.decide(kind, path);
+        if self.affects(kind, path) && !self.paused.load(Ordering::Relaxed) {
             // Cloned out so that the hook runs without the lock held.
             let hook = self.on_op.lock().unwrap_or_else(|e| e.into_inner()).clone();
             if let Some(hook) = hook {

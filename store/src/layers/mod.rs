@@ -83,7 +83,7 @@ use opendal::raw::OpWrite;
 
 pub use counting::{CountingLayer, OpCounter, OpCounts};
 #[cfg(feature = "testing")]
-pub use fault::{FaultConfig, FaultHandle, FaultLayer};
+pub use fault::{FaultConfig, FaultHandle, FaultLayer, PathFilter};
 /// OpenDAL's own Prometheus layer (`opendal_*` families: requests by
 /// operation with a latency histogram, errors by kind, bytes): what a
 /// daemon's `/metrics` reports of its backend.
