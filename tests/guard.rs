@@ -156,6 +156,7 @@ impl Lab {
         let members: BTreeMap<NodeId, u64> = members.iter().map(|(m, i)| (n(m), *i)).collect();
         let offline: BTreeSet<(NodeId, u64)> = offline.iter().map(|(m, i)| (n(m), *i)).collect();
         let commands = BTreeMap::new();
+        let executors = BTreeMap::new();
         let mut folders = FolderCache::default();
         let deadline = Deadline::new(self.shared_clock(), self.clock.mono() + Duration::from_secs(60));
         let mut pokes = Pokes::default();
@@ -167,6 +168,7 @@ impl Lab {
             members: &members,
             offline: &offline,
             commands: &commands,
+            executors: &executors,
             cfg: &self.work,
             wall_ms: self.clock.wall_ms(),
             folders: &mut folders,
