@@ -16,6 +16,7 @@ import java.time.LocalDateTime;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -23,6 +24,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.UUID;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.iceberg.DataFile;
@@ -59,6 +61,7 @@ import org.apache.iceberg.io.InputFile;
 import org.apache.iceberg.io.OutputFile;
 import org.apache.iceberg.parquet.Parquet;
 import org.apache.iceberg.parquet.ParquetUtil;
+import org.apache.iceberg.types.Comparators;
 import org.apache.iceberg.types.Conversions;
 import org.apache.iceberg.types.Type;
 import org.apache.iceberg.types.Types;
@@ -75,7 +78,8 @@ import org.apache.iceberg.types.Types;
  * read {location, snapshot?, filter?} -> {count, digest, lines?} snapshots {location} -> history
  * diff {location, snapshot} -> added/removed data files of a snapshot metrics {location} -> every
  * live data file's metrics beside ParquetUtil.fileMetrics' and its real length predicates
- * {location} -> per column and value, a filtered scan beside a full scan filtered here delete
+ * {location} -> per column and chosen literal, a filtered scan beside a full scan filtered here
+ * (the mismatches listed) delete
  * {location, path} (RowDelta/DeleteFiles of one data file) posdelete {location, path, pos}
  * rewrite {location, paths, validate_from?} (Java's own RewriteFiles of `paths`, live at
  * validate_from, into one file)
@@ -446,74 +450,107 @@ public class IcebergTool {
     return out;
   }
 
-  /** For each primitive top-level column and a few of its values: a scan filtered by Iceberg (manifests, metrics, then rows) beside a full scan filtered here. */
+  /**
+   * For each primitive top-level column: a scan Iceberg filters (manifest metrics, then Parquet
+   * row-group statistics and dictionaries, then rows) beside a full scan filtered here, compared
+   * row for row. The literals are chosen, not sampled: the column's smallest and largest values,
+   * its quartiles, and each live data file's own smallest and largest value (where pruning by
+   * bounds or dictionaries decides), each under every comparison. Comparisons are ANDed with
+   * notNull, SQL's meaning of `c < x`: Iceberg's row-level Evaluator orders nulls first (a null is
+   * "< x"), while its file and row-group pruning never keeps a null for a comparison, so an
+   * unguarded predicate counts the nulls of the files that survive pruning, whichever wrote them.
+   */
   static ObjectNode predicates(JsonNode c) throws Exception {
     Table t = load(c);
     Schema schema = t.schema();
+    InternalRecordWrapper w = new InternalRecordWrapper(schema.asStruct());
     List<Record> all = new ArrayList<>();
     try (CloseableIterable<Record> rs = IcebergGenerics.read(t).build()) {
       for (Record r : rs) all.add(r.copy());
     }
+    // Each live file's rows, for its own smallest and largest values.
+    List<List<Record>> perFile = new ArrayList<>();
+    try (CloseableIterable<FileScanTask> tasks = t.newScan().planFiles()) {
+      for (FileScanTask task : tasks) {
+        List<Record> rows = new ArrayList<>();
+        try (CloseableIterable<Record> rs = Parquet.read(t.io().newInputFile(task.file().location()))
+            .project(schema)
+            .createReaderFunc(s -> GenericParquetReaders.buildReader(schema, s))
+            .build()) {
+          for (Record r : rs) rows.add(r.copy());
+        }
+        perFile.add(rows);
+      }
+    }
     ObjectNode out = JSON.createObjectNode();
     ArrayNode checks = out.putArray("checks");
     int mismatches = 0;
+    int count = 0;
     for (Types.NestedField f : schema.columns()) {
       if (!f.type().isPrimitiveType() || f.type().typeId() == Type.TypeID.BINARY || f.type().typeId() == Type.TypeID.FIXED) continue;
-      Set<Object> values = new HashSet<>();
-      for (int i = 0; i < all.size() && values.size() < 3; i += Math.max(1, all.size() / 3)) {
-        Object v = all.get(i).getField(f.name());
-        if (v != null) values.add(v);
+      int pos = schema.columns().indexOf(f);
+      Comparator<Object> cmp = Comparators.forType(f.type().asPrimitiveType());
+      List<Object> sorted = sortedValues(all, w, pos, cmp);
+      TreeSet<Object> literals = new TreeSet<>(cmp);
+      for (int q = 0; q <= 4 && !sorted.isEmpty(); q++) literals.add(sorted.get(q * (sorted.size() - 1) / 4));
+      for (List<Record> rows : perFile) {
+        List<Object> own = sortedValues(rows, w, pos, cmp);
+        if (!own.isEmpty()) {
+          literals.add(own.get(0));
+          literals.add(own.get(own.size() - 1));
+        }
       }
       List<Expression> exprs = new ArrayList<>();
       exprs.add(Expressions.isNull(f.name()));
       exprs.add(Expressions.notNull(f.name()));
-      for (Object v : values) {
-        Object lit = literal(f.type(), v);
-        exprs.add(Expressions.equal(f.name(), lit));
-        exprs.add(Expressions.lessThan(f.name(), lit));
-        exprs.add(Expressions.greaterThanOrEqual(f.name(), lit));
+      for (Object lit : literals) {
+        Object next = literals.higher(lit) != null ? literals.higher(lit) : literals.first();
+        for (Expression e : List.of(
+            Expressions.equal(f.name(), lit),
+            Expressions.notEqual(f.name(), lit),
+            Expressions.lessThan(f.name(), lit),
+            Expressions.lessThanOrEqual(f.name(), lit),
+            Expressions.greaterThan(f.name(), lit),
+            Expressions.greaterThanOrEqual(f.name(), lit),
+            Expressions.in(f.name(), lit, next))) {
+          exprs.add(Expressions.and(Expressions.notNull(f.name()), e));
+        }
       }
       for (Expression e : exprs) {
         Evaluator eval = new Evaluator(schema.asStruct(), e, true);
-        InternalRecordWrapper w = new InternalRecordWrapper(schema.asStruct());
-        long want = all.stream().filter(r -> eval.eval(w.wrap(r))).count();
-        long got = 0;
-        try (CloseableIterable<Record> rs = IcebergGenerics.read(t).where(e).build()) {
-          for (Record ignored : rs) got++;
+        List<String> want = new ArrayList<>();
+        for (Record r : all) if (eval.eval(w.wrap(r))) want.add(JSON.writeValueAsString(canonical(schema.asStruct(), r)));
+        java.util.Collections.sort(want);
+        List<String> got = lines(t, IcebergGenerics.read(t).where(e).build(), schema);
+        count++;
+        if (!got.equals(want)) {
+          mismatches++;
+          int files = 0;
+          try (CloseableIterable<FileScanTask> tasks = t.newScan().filter(e).planFiles()) {
+            for (FileScanTask ignored : tasks) files++;
+          }
+          ObjectNode o = checks.addObject();
+          o.put("predicate", e.toString());
+          o.put("want", want.size());
+          o.put("got", got.size());
+          o.put("files", files);
         }
-        int files = 0;
-        try (CloseableIterable<FileScanTask> tasks = t.newScan().filter(e).planFiles()) {
-          for (FileScanTask ignored : tasks) files++;
-        }
-        ObjectNode o = checks.addObject();
-        o.put("predicate", e.toString());
-        o.put("want", want);
-        o.put("got", got);
-        o.put("files", files);
-        if (want != got) mismatches++;
       }
     }
+    out.put("predicates", count);
     out.put("mismatches", mismatches);
     out.put("rows", all.size());
     return out;
   }
 
-  /** A record field's value as an expression literal (dates and timestamps as Iceberg's internal numbers). */
-  static Object literal(Type type, Object v) {
-    switch (type.typeId()) {
-      case DATE:
-      case TIMESTAMP:
-      case TIME:
-        return new InternalRecordWrapper(Types.StructType.of(Types.NestedField.optional(1, "x", type)))
-            .wrap(recordOf(type, v)).get(0, Object.class);
-      default: return v;
+  /** The distinct non-null values of column `pos` of `rows`, as Iceberg's internal values (what literals bind to), sorted. */
+  static List<Object> sortedValues(List<Record> rows, InternalRecordWrapper w, int pos, Comparator<Object> cmp) {
+    TreeSet<Object> values = new TreeSet<>(cmp);
+    for (Record r : rows) {
+      Object v = w.wrap(r).get(pos, Object.class);
+      if (v != null) values.add(v);
     }
-  }
-
-  static Record recordOf(Type type, Object v) {
-    GenericRecord r = GenericRecord.create(Types.StructType.of(Types.NestedField.optional(1, "x", type)));
-    r.set(0, v);
-    return r;
+    return new ArrayList<>(values);
   }
 
   static DataFile liveFile(Table t, String path) throws Exception {
