@@ -346,8 +346,8 @@ def failure(e):
     return {"error": msg[:4000], "type": type(e).__name__}
 
 
-def serve(spark):
-    judge = Judge(spark)
+def serve(spark, judge=None):
+    judge = judge or Judge(spark)
     for line in sys.stdin:
         if not line.strip():
             continue
