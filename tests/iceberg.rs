@@ -230,6 +230,67 @@ fn three_nodes_compact_a_java_table_on_fs_and_java_and_pyiceberg_agree_at_every_
     assert!(again["table_versions"].as_array().is_none_or(|v| v.is_empty()), "{again:#}");
 }
 
+/// The row of `compactd tables --json` for `db/s/t`, if there is one.
+fn table_row(c: &Cluster) -> Option<Value> {
+    let out = c.compactd(&["tables", "--json"]);
+    let rows: Value = serde_json::from_slice(&out.stdout).ok()?;
+    rows.as_array()?.iter().find(|t| t["db"] == "db" && t["schema"] == "s" && t["table"] == "t").cloned()
+}
+
+#[test]
+fn a_policy_with_the_iceberg_executor_compacts_each_partition_and_tables_counts_live_files() {
+    let java = Java::shared();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let location = data.join("db/s/t").display().to_string();
+    make_table(java, &location, 4, 2);
+    let old = java.run(&json!({"cmd": "read", "location": location}));
+    c.start_with("n1", &["--data", &format!("fs://{}", data.display()), "--plan-interval", "1s"]);
+    c.wait_nodes(Duration::from_secs(30), "a node and a monitor", |r| alive(r).len() == 1 && monitor_of(r).is_some());
+    let policy = c.fs_path().parent().unwrap().join("ice.toml");
+    std::fs::write(
+        &policy,
+        "name = \"ice\"\ntables = [\"db/s/*\"]\nexecutor = \"iceberg\"\nsole-writer = true\n\
+         target-size = \"8MiB\"\nmin-small-files = 2\n",
+    )
+    .unwrap();
+    let out = c.compactd(&["policy", "apply", policy.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The planner's tasks, one per partition, each commit a replace of
+    // their partition (racing each other's commits).
+    let start = std::time::Instant::now();
+    while ["p0", "p1"].iter().any(|p| live_in(java, &location, p).len() != 1) {
+        assert!(start.elapsed() < Duration::from_secs(120), "not compacted: {:#?}\n{}", table_row(&c), c.logs_text());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for p in ["p0", "p1"] {
+        assert!(live_in(java, &location, p)[0].contains("/compactd-"), "{p}");
+    }
+    let now = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!((&now["count"], &now["digest"]), (&old["count"], &old["digest"]));
+    let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
+    let ops: Vec<&str> =
+        snaps["snapshots"].as_array().unwrap().iter().map(|s| s["operation"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["append", "append", "append", "append", "replace", "replace"], "{snaps:#}");
+    // `tables` counts the live files of the current snapshot (the
+    // replaced inputs still lie in the folders): one output a partition.
+    let start = std::time::Instant::now();
+    loop {
+        let row = table_row(&c);
+        let settled = row.as_ref().is_some_and(|r| r["files"] == 2 && r["inFlight"] == 0);
+        if settled {
+            let r = row.unwrap();
+            assert_eq!((&r["policy"], &r["partitions"]), (&json!("ice"), &json!(2)), "{r:#}");
+            assert!(r["lastCompactionWallMs"].as_u64().is_some(), "{r:#}");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "tables: {row:#?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let text = String::from_utf8_lossy(&c.compactd(&["tables"]).stdout).to_string();
+    assert!(text.lines().any(|l| l.contains("db/s/t") && l.contains("ice")), "{text}");
+}
+
 #[test]
 fn java_appends_on_hdfs_while_three_nodes_compact_and_no_row_is_lost_or_doubled() {
     let java = Java::shared();

@@ -223,15 +223,14 @@ impl Head {
     }
 }
 
-/// The partitions of the table's current snapshot with two or more data
-/// files under the small threshold of `target_size` and no delete file
-/// that may apply: the units of a task. A table compactd refuses (see
-/// [`table::Table::check_supported`]), or one with data files that are not
-/// Parquet, is an error naming why.
-pub async fn partitions_to_compact(store: &Store, dir: &str, target_size: u64) -> Result<Vec<String>, IcebergError> {
+/// The live data files of the table's current snapshot as the planner
+/// counts them: each one's unit key and size, and the unit keys delete
+/// files may apply to (never compacted, so never due). A table compactd
+/// refuses is an error naming why, as for [`partitions_to_compact`].
+pub async fn live_data_files(store: &Store, dir: &str) -> Result<(Vec<(String, u64)>, Vec<String>), IcebergError> {
     let head = Head::load(store, dir).await?;
-    let threshold = super::merge::parquet::small_threshold(target_size) as i64;
-    let mut small: BTreeMap<String, usize> = BTreeMap::new();
+    let mut files = vec![];
+    let mut deletes: BTreeMap<String, Option<String>> = BTreeMap::new();
     for (_, e) in head.live().filter(|(_, e)| e.content == 0) {
         if !e.file_format.eq_ignore_ascii_case("parquet") {
             return Err(IcebergError::Table {
@@ -239,21 +238,43 @@ pub async fn partitions_to_compact(store: &Store, dir: &str, target_size: u64) -
                 problem: format!("{} is {} data: compactd rewrites Parquet only", e.file_path, e.file_format),
             });
         }
-        if e.file_size < threshold {
-            *small.entry(manifest::unit_key(e.spec_id, &e.partition)).or_default() += 1;
+        let key = manifest::unit_key(e.spec_id, &e.partition);
+        if !deletes.contains_key(&key) {
+            deletes.insert(key.clone(), head.deletes_in(&key));
+        }
+        files.push((key, e.file_size.max(0) as u64));
+    }
+    let deleted = deletes
+        .into_iter()
+        .filter_map(|(key, d)| {
+            let d = d?;
+            tracing::debug!(table = dir, unit = key, delete = d, "not compacted: delete files may apply");
+            Some(key)
+        })
+        .collect();
+    Ok((files, deleted))
+}
+
+/// The partitions of the table's current snapshot with two or more data
+/// files under the small threshold of `target_size` and no delete file
+/// that may apply: the units of a task. A table compactd refuses (see
+/// [`table::Table::check_supported`]), or one with data files that are not
+/// Parquet, is an error naming why.
+pub async fn partitions_to_compact(store: &Store, dir: &str, target_size: u64) -> Result<Vec<String>, IcebergError> {
+    let (files, deleted) = live_data_files(store, dir).await?;
+    let threshold = super::merge::parquet::small_threshold(target_size);
+    let mut small: BTreeMap<String, usize> = BTreeMap::new();
+    for (key, size) in files {
+        if size < threshold {
+            *small.entry(key).or_default() += 1;
         }
     }
-    let mut out = vec![];
-    for (key, n) in small {
-        if n < 2 {
-            continue;
-        }
-        match head.deletes_in(&key) {
-            Some(d) => tracing::info!(table = dir, unit = key, delete = d, "not compacted: delete files may apply"),
-            None => out.push(key),
+    for key in &deleted {
+        if small.remove(key).is_some_and(|n| n >= 2) {
+            tracing::info!(table = dir, unit = key, "not compacted: delete files may apply");
         }
     }
-    Ok(out)
+    Ok(small.into_iter().filter(|(_, n)| *n >= 2).map(|(key, _)| key).collect())
 }
 
 /// Runs one unit: a partition's rewrite, or the task's commit; the
