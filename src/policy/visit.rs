@@ -317,7 +317,8 @@ impl Visit<'_> {
     /// would not rewrite them).
     async fn list_iceberg(&mut self, dir: &str, small: u64) -> Result<Listing, PolicyError> {
         use crate::executor::iceberg::{live_data_files, IcebergError};
-        let (files, deleted) = match live_data_files(self.data, dir).await {
+        let files = live_data_files(self.data, &crate::executor::iceberg::catalog::Catalog::default(), dir).await;
+        let (files, deleted) = match files {
             Ok(f) => f,
             Err(IcebergError::Store(e)) => return Err(e.into()),
             Err(e) => {

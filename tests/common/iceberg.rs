@@ -146,3 +146,14 @@ pub fn pyiceberg_catalog_table(root: &str, location: &str) -> Value {
     assert!(out.status.success(), "pyiceberg catalog table: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// `tests/support/iceberg_tool.py <args>` (pyiceberg), its JSON answer.
+pub fn pyiceberg(args: &[&str]) -> Value {
+    let out = Command::new(super::parquet::python())
+        .arg(repo().join("tests/support/iceberg_tool.py"))
+        .args(args)
+        .output()
+        .expect("the Parquet judges' python runs");
+    assert!(out.status.success(), "pyiceberg {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}

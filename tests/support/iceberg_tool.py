@@ -9,6 +9,15 @@
       {id: {"rows", "digest", "keys"?, "operation", "parent"}}}: every
       snapshot the metadata lists, scanned as of it; digest is the sha256 of
       the snapshot's rows as sorted JSON lines.
+  iceberg_tool.py rest_read URI NS.T [--key COL]
+      As read, for a table of the REST catalog at URI, loaded through it.
+  iceberg_tool.py rest_make URI NS.T APPENDS ROWS PARTS
+      Creates NS and NS.T (id long, s string, part string, partitioned by
+      part; format version 2) through the REST catalog and appends APPENDS
+      batches of ROWS rows (batch b: ids b*1000+i, part p<i % PARTS>), each
+      one snapshot with one file per partition. Prints {"snapshots"}.
+  iceberg_tool.py rest_append URI NS.T BATCH ROWS PARTS
+      One more such append (batch BATCH). Prints {"snapshot"}.
   iceberg_tool.py catalog_table ROOT LOCATION
       A table made by pyiceberg's SQL catalog (SQLite under ROOT): its
       metadata files are named NNNNN-<uuid>.metadata.json, as every
@@ -52,7 +61,60 @@ def read(args):
     if loc.startswith("hdfs://"):
         u = urlparse(loc)
         props = {"py-io-impl": "__main__.HdfsIO", "hdfs.host": u.hostname, "hdfs.port": str(u.port)}
-    t = StaticTable.from_metadata(loc, properties=props)
+    scan_all(StaticTable.from_metadata(loc, properties=props), key)
+
+
+def rest(uri):
+    from pyiceberg.catalog.rest import RestCatalog
+
+    return RestCatalog("rest", uri=uri)
+
+
+def rest_read(args):
+    key = args[args.index("--key") + 1] if "--key" in args else None
+    scan_all(rest(args[0]).load_table(args[1]), key)
+
+
+def batch_rows(b, rows, parts):
+    import pyarrow as pa
+
+    ids = [b * 1000 + i for i in range(rows)]
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "s": pa.array([None if i % 7 == 0 else f"value-{i:06d}-{b}" for i in range(rows)], pa.string()),
+        "part": pa.array([f"p{i % parts}" for i in range(rows)], pa.string()),
+    })
+
+
+def rest_make(args):
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    uri, name, appends, rows, parts = args[0], args[1], int(args[2]), int(args[3]), int(args[4])
+    cat = rest(uri)
+    cat.create_namespace_if_not_exists(name.split(".")[0])
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=False),
+        NestedField(2, "s", StringType(), required=False),
+        NestedField(3, "part", StringType(), required=False),
+    )
+    spec = PartitionSpec(PartitionField(source_id=3, field_id=1000, transform=IdentityTransform(), name="part"))
+    t = cat.create_table(name, schema=schema, partition_spec=spec, properties={"format-version": "2"})
+    for b in range(appends):
+        t.append(batch_rows(b, rows, parts))
+    print(json.dumps({"snapshots": len(t.metadata.snapshots)}))
+
+
+def rest_append(args):
+    uri, name, b, rows, parts = args[0], args[1], int(args[2]), int(args[3]), int(args[4])
+    t = rest(uri).load_table(name)
+    t.append(batch_rows(b, rows, parts))
+    print(json.dumps({"snapshot": t.metadata.current_snapshot_id}))
+
+
+def scan_all(t, key):
     out = {"current": t.metadata.current_snapshot_id, "snapshots": {}}
     for s in t.metadata.snapshots:
         a = t.scan(snapshot_id=s.snapshot_id).to_arrow()
@@ -84,4 +146,6 @@ def catalog_table(args):
 
 
 if __name__ == "__main__":
-    {"read": read, "catalog_table": catalog_table}[sys.argv[1]](sys.argv[2:])
+    commands = {"read": read, "rest_read": rest_read, "rest_make": rest_make, "rest_append": rest_append}
+    commands["catalog_table"] = catalog_table
+    commands[sys.argv[1]](sys.argv[2:])

@@ -43,6 +43,7 @@ import org.apache.iceberg.SortOrder;
 import org.apache.iceberg.StructLike;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableProperties;
+import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.data.GenericRecord;
 import org.apache.iceberg.data.IcebergGenerics;
 import org.apache.iceberg.data.InternalRecordWrapper;
@@ -61,6 +62,7 @@ import org.apache.iceberg.io.InputFile;
 import org.apache.iceberg.io.OutputFile;
 import org.apache.iceberg.parquet.Parquet;
 import org.apache.iceberg.parquet.ParquetUtil;
+import org.apache.iceberg.rest.RESTCatalog;
 import org.apache.iceberg.types.Comparators;
 import org.apache.iceberg.types.Conversions;
 import org.apache.iceberg.types.Type;
@@ -71,7 +73,8 @@ import org.apache.iceberg.types.Types;
  * compacts: one JSON command per stdin line, one JSON answer per stdout line, until stdin closes.
  * Every answer is {"ok": true, ...} or {"ok": false, "error": ..., "type": ...}; a failing command
  * never ends the tool. Tables are file-system ("Hadoop") tables named by their location (a local
- * path or an hdfs:// URI).
+ * path or an hdfs:// URI), or a REST catalog's tables named by "rest" (its URI) and "table" (ns.t)
+ * in place of "location" (commands that read).
  *
  * <p>Commands ("cmd"): create {location, schema (Iceberg's JSON), spec (JSON fields), properties}
  * append {location, rows [{col: value}], files} (rows split over `files` files per partition)
@@ -136,7 +139,20 @@ public class IcebergTool {
     }
   }
 
+  /** REST catalogs by URI, each initialized once. */
+  private static final Map<String, RESTCatalog> RESTS = new HashMap<>();
+
+  /** The table a command names: `location` (a file-system table) or `rest` (a REST catalog's URI) and `table` (`ns.t`). */
   static Table load(JsonNode c) {
+    if (c.has("rest")) {
+      RESTCatalog cat = RESTS.computeIfAbsent(c.get("rest").asText(), uri -> {
+        RESTCatalog r = new RESTCatalog();
+        r.setConf(CONF);
+        r.initialize("rest", Map.of("uri", uri));
+        return r;
+      });
+      return cat.loadTable(TableIdentifier.parse(c.get("table").asText()));
+    }
     return TABLES.load(c.get("location").asText());
   }
 
