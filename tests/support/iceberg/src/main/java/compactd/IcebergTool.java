@@ -77,13 +77,16 @@ import org.apache.iceberg.types.Types;
  * in place of "location" (commands that read).
  *
  * <p>Commands ("cmd"): create {location, schema (Iceberg's JSON), spec (JSON fields), properties}
- * append {location, rows [{col: value}], files} (rows split over `files` files per partition)
+ * append {location, rows [{col: value}], files, format?} (rows split over `files` files per
+ * partition; format "avro" writes Avro data files, else Parquet)
  * read {location, snapshot?, filter?} -> {count, digest, lines?} snapshots {location} -> history
  * diff {location, snapshot} -> added/removed data files of a snapshot metrics {location} -> every
  * live data file's metrics beside ParquetUtil.fileMetrics' and its real length predicates
  * {location} -> per column and chosen literal, a filtered scan beside a full scan filtered here
  * (the mismatches listed) delete
  * {location, path} (RowDelta/DeleteFiles of one data file) posdelete {location, path, pos}
+ * eqdelete {location, path, column, value} (an equality delete of rows whose column equals value,
+ * in the partition of the data file at path)
  * rewrite {location, paths, validate_from?} (Java's own RewriteFiles of `paths`, live at
  * validate_from, into one file)
  * append_loop_start {location, appends, rows, start} / append_loop_wait
@@ -132,6 +135,7 @@ public class IcebergTool {
       case "predicates": return predicates(c);
       case "delete": return deleteFile(c);
       case "posdelete": return posDelete(c);
+      case "eqdelete": return eqDelete(c);
       case "rewrite": return rewrite(c);
       case "append_loop_start": return loopStart(c);
       case "append_loop_wait": return loopWait();
@@ -230,11 +234,30 @@ public class IcebergTool {
   }
 
   static DataFile writeFile(Table t, PartitionKey key, List<Record> rows) throws Exception {
-    String name = UUID.randomUUID() + ".parquet";
+    return writeFile(t, key, rows, "parquet");
+  }
+
+  static DataFile writeFile(Table t, PartitionKey key, List<Record> rows, String format) throws Exception {
+    String name = UUID.randomUUID() + "." + format;
     String path = key == null || t.spec().isUnpartitioned()
         ? t.locationProvider().newDataLocation(name)
         : t.locationProvider().newDataLocation(t.spec(), key, name);
     OutputFile out = t.io().newOutputFile(path);
+    if (format.equals("avro")) {
+      DataWriter<Record> a = org.apache.iceberg.avro.Avro.writeData(out)
+          .schema(t.schema())
+          .createWriterFunc(org.apache.iceberg.data.avro.DataWriter::create)
+          .withSpec(t.spec())
+          .withPartition(t.spec().isUnpartitioned() ? null : key)
+          .overwrite()
+          .build();
+      try {
+        for (Record r : rows) a.write(r);
+      } finally {
+        a.close();
+      }
+      return a.toDataFile();
+    }
     DataWriter<Record> w = Parquet.writeData(out)
         .schema(t.schema())
         .createWriterFunc(GenericParquetWriter::create)
@@ -254,6 +277,10 @@ public class IcebergTool {
 
   /** Rows grouped by partition, each group split over `files` files. */
   static List<DataFile> writeRows(Table t, JsonNode rows, int files) throws Exception {
+    return writeRows(t, rows, files, "parquet");
+  }
+
+  static List<DataFile> writeRows(Table t, JsonNode rows, int files, String format) throws Exception {
     Schema schema = t.schema();
     PartitionKey key = new PartitionKey(t.spec(), schema);
     InternalRecordWrapper wrapper = new InternalRecordWrapper(schema.asStruct());
@@ -269,7 +296,7 @@ public class IcebergTool {
       int n = Math.max(1, Math.min(files, all.size()));
       for (int i = 0; i < n; i++) {
         List<Record> part = all.subList(i * all.size() / n, (i + 1) * all.size() / n);
-        if (!part.isEmpty()) out.add(writeFile(t, g.getKey(), part));
+        if (!part.isEmpty()) out.add(writeFile(t, g.getKey(), part, format));
       }
     }
     return out;
@@ -277,7 +304,7 @@ public class IcebergTool {
 
   static ObjectNode append(JsonNode c) throws Exception {
     Table t = load(c);
-    List<DataFile> files = writeRows(t, c.get("rows"), c.has("files") ? c.get("files").asInt() : 1);
+    List<DataFile> files = writeRows(t, c.get("rows"), c.has("files") ? c.get("files").asInt() : 1, c.path("format").asText("parquet"));
     org.apache.iceberg.AppendFiles a = t.newAppend();
     for (DataFile f : files) a.appendFile(f);
     a.commit();
@@ -610,6 +637,35 @@ public class IcebergTool {
     t.newRowDelta().addDeletes(df).commit();
     ObjectNode o = JSON.createObjectNode();
     o.put("snapshot", t.currentSnapshot().snapshotId());
+    return o;
+  }
+
+  static ObjectNode eqDelete(JsonNode c) throws Exception {
+    Table t = load(c);
+    DataFile f = liveFile(t, c.get("path").asText());
+    Types.NestedField field = t.schema().findField(c.get("column").asText());
+    Schema deleteSchema = t.schema().select(field.name());
+    OutputFile out = t.io().newOutputFile(t.locationProvider().newDataLocation(UUID.randomUUID() + "-eqdeletes.parquet"));
+    org.apache.iceberg.deletes.EqualityDeleteWriter<Record> w = Parquet.writeDeletes(out)
+        .forTable(t)
+        .withSpec(t.specs().get(f.specId()))
+        .withPartition(f.partition())
+        .rowSchema(deleteSchema)
+        .createWriterFunc(GenericParquetWriter::create)
+        .equalityFieldIds(field.fieldId())
+        .overwrite()
+        .buildEqualityWriter();
+    GenericRecord r = GenericRecord.create(deleteSchema);
+    r.setField(field.name(), value(field.type(), c.get("value")));
+    try {
+      w.write(r);
+    } finally {
+      w.close();
+    }
+    t.newRowDelta().addDeletes(w.toDeleteFile()).commit();
+    ObjectNode o = JSON.createObjectNode();
+    o.put("snapshot", t.currentSnapshot().snapshotId());
+    o.put("sequence_number", t.currentSnapshot().sequenceNumber());
     return o;
   }
 
