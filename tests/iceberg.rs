@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use common::cluster::{alive, monitor_of, Cluster, BIN};
 use common::hdfs::HdfsCluster;
-use common::iceberg::{pyiceberg_catalog_table, pyiceberg_read, Java};
+use common::iceberg::{pyiceberg_catalog_table, pyiceberg_read, pyiceberg_with, Java};
+use common::s3::S3Server;
 use serde_json::{json, Value};
 
 const NODES: [&str; 3] = ["n1", "n2", "n3"];
@@ -289,6 +290,53 @@ fn a_policy_with_the_iceberg_executor_compacts_each_partition_and_tables_counts_
     }
     let text = String::from_utf8_lossy(&c.compactd(&["tables"]).stdout).to_string();
     assert!(text.lines().any(|l| l.contains("db/s/t") && l.contains("ice")), "{text}");
+}
+
+#[test]
+fn three_nodes_compact_a_file_system_table_on_s3_as_its_sole_writer_and_pyiceberg_agrees() {
+    let s3 = S3Server::shared();
+    let root = s3.new_bucket("iceberg-tree");
+    let data = s3.new_bucket("iceberg-data");
+    let env = s3.env();
+    let (base, query) = data.split_once('?').unwrap();
+    let table = format!("{base}/db/s/t?{query}");
+    pyiceberg_with(&["s3_make", &table, "6", "40", "3"], &env);
+    let old = pyiceberg_with(&["read", &table, "--key", "id"], &env);
+    let old_current = old["current"].as_i64().unwrap().to_string();
+    assert_eq!(old["snapshots"][&old_current]["files"].as_array().unwrap().len(), 18, "{old}");
+    let mut c = Cluster::on(root, env.clone());
+    start_three(&mut c, &data);
+    // Java and Spark writers commit on S3 by checking then copying: only a
+    // task that states compactd is the sole writer commits.
+    let refused = compact(&c, &[]);
+    assert!(refused["error"].as_str().unwrap_or("").contains("sole writer"), "{refused:#}");
+    let status = compact(&c, &["iceberg.sole-writer=true"]);
+    assert_eq!(status["state"], "Done", "{status:#}");
+    let versions = status["table_versions"].as_array().expect("a commit");
+    assert_eq!((versions.len(), versions[0]["version_after"].as_u64()), (1, Some(2)), "{status:#}");
+    // pyiceberg, through the hint compactd wrote: one replace, the same
+    // rows at it and every older snapshot, one compactd file a partition.
+    let new = pyiceberg_with(&["read", &table, "--key", "id"], &env);
+    let current = new["current"].as_i64().unwrap();
+    assert_eq!(versions[0]["stats"]["snapshot_after"].as_u64(), Some(current as u64), "{status:#}");
+    let now = &new["snapshots"][current.to_string()];
+    assert_eq!((now["operation"].as_str(), now["parent"].to_string()), (Some("replace"), old_current.clone()), "{now}");
+    assert_eq!(
+        (&now["rows"], &now["digest"]),
+        (&old["snapshots"][&old_current]["rows"], &old["snapshots"][&old_current]["digest"])
+    );
+    let files = now["files"].as_array().unwrap();
+    assert!(files.len() == 3 && files.iter().all(|f| f.as_str().unwrap().contains("/compactd-")), "{now}");
+    for (id, r) in old["snapshots"].as_object().unwrap() {
+        assert_eq!(
+            (&new["snapshots"][id]["rows"], &new["snapshots"][id]["digest"]),
+            (&r["rows"], &r["digest"]),
+            "{id}"
+        );
+    }
+    let bucket = base.trim_start_matches("s3://").split('/').next().unwrap();
+    let keys = s3.list_keys(bucket, "compactd/db/s/t/metadata/");
+    assert!(keys.iter().any(|k| k.ends_with("/v2.metadata.json")), "{keys:?}");
 }
 
 #[test]

@@ -6,7 +6,7 @@
       TABLE is a table folder (read through version-hint.text, as
       StaticTable does), a vN.metadata.json, or the same as an hdfs:// URI
       (read through hdfs-native). Prints {"current", "hint", "snapshots":
-      {id: {"rows", "digest", "keys"?, "operation", "parent"}}}: every
+      {id: {"rows", "digest", "keys"?, "operation", "parent", "files"}}}: every
       snapshot the metadata lists, scanned as of it; digest is the sha256 of
       the snapshot's rows as sorted JSON lines.
   iceberg_tool.py rest_read URI NS.T [--key COL]
@@ -18,6 +18,14 @@
       one snapshot with one file per partition. Prints {"snapshots"}.
   iceberg_tool.py rest_append URI NS.T BATCH ROWS PARTS
       One more such append (batch BATCH). Prints {"snapshot"}.
+  iceberg_tool.py s3_make TABLE APPENDS ROWS PARTS
+      TABLE: s3://bucket/prefix/db/s/t?endpoint=…&region=… (the loopback
+      server; credentials from the environment). The same appends as
+      rest_make, written by pyiceberg (its SQL catalog, in memory) at that
+      location, then made a file-system table: the current metadata as
+      metadata/v1.metadata.json (its metadata-log dropped), the hint 1, the
+      catalog's metadata files deleted. Prints {"snapshots"}. `read` takes
+      such a URI too.
   iceberg_tool.py catalog_table ROOT LOCATION
       A table made by pyiceberg's SQL catalog (SQLite under ROOT): its
       metadata files are named NNNNN-<uuid>.metadata.json, as every
@@ -61,6 +69,8 @@ def read(args):
     if loc.startswith("hdfs://"):
         u = urlparse(loc)
         props = {"py-io-impl": "__main__.HdfsIO", "hdfs.host": u.hostname, "hdfs.port": str(u.port)}
+    if loc.startswith("s3://"):
+        loc, props = s3_location(loc)
     scan_all(StaticTable.from_metadata(loc, properties=props), key)
 
 
@@ -86,22 +96,70 @@ def batch_rows(b, rows, parts):
     })
 
 
-def rest_make(args):
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
+def s3_location(uri):
+    """An s3:// URI with ?endpoint=…&region=… as (location, pyiceberg S3 properties)."""
+    import os
+    from urllib.parse import parse_qs
+
+    base, _, query = uri.partition("?")
+    q = {k: v[0] for k, v in parse_qs(query).items()}
+    props = {
+        "s3.endpoint": q["endpoint"],
+        "s3.region": q.get("region", "us-east-1"),
+        "s3.access-key-id": os.environ["AWS_ACCESS_KEY_ID"],
+        "s3.secret-access-key": os.environ["AWS_SECRET_ACCESS_KEY"],
+        "s3.force-virtual-addressing": "false",
+    }
+    return base.rstrip("/"), props
+
+
+def s3_make(args):
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    location, props = s3_location(args[0])
+    appends, rows, parts = int(args[1]), int(args[2]), int(args[3])
+    cat = SqlCatalog("s3", uri="sqlite:///:memory:", warehouse=location.rsplit("/", 3)[0], **props)
+    cat.create_namespace("s")
+    t = cat.create_table("s.t", schema=table_schema(), partition_spec=table_spec(), location=location,
+                         properties={"format-version": "2"})
+    for b in range(appends):
+        t.append(batch_rows(b, rows, parts))
+    io = t.io
+    meta = json.loads(io.new_input(t.metadata_location).open().read())
+    meta["metadata-log"] = []
+    with io.new_output(f"{location}/metadata/v1.metadata.json").create(overwrite=True) as f:
+        f.write(json.dumps(meta).encode())
+    with io.new_output(f"{location}/metadata/version-hint.text").create(overwrite=True) as f:
+        f.write(b"1")
+    for entry in t.metadata.metadata_log:
+        io.delete(entry.metadata_file)
+    io.delete(t.metadata_location)
+    print(json.dumps({"snapshots": len(t.metadata.snapshots)}))
+
+
+def table_schema():
     from pyiceberg.schema import Schema
-    from pyiceberg.transforms import IdentityTransform
     from pyiceberg.types import LongType, NestedField, StringType
 
-    uri, name, appends, rows, parts = args[0], args[1], int(args[2]), int(args[3]), int(args[4])
-    cat = rest(uri)
-    cat.create_namespace_if_not_exists(name.split(".")[0])
-    schema = Schema(
+    return Schema(
         NestedField(1, "id", LongType(), required=False),
         NestedField(2, "s", StringType(), required=False),
         NestedField(3, "part", StringType(), required=False),
     )
-    spec = PartitionSpec(PartitionField(source_id=3, field_id=1000, transform=IdentityTransform(), name="part"))
-    t = cat.create_table(name, schema=schema, partition_spec=spec, properties={"format-version": "2"})
+
+
+def table_spec():
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    return PartitionSpec(PartitionField(source_id=3, field_id=1000, transform=IdentityTransform(), name="part"))
+
+
+def rest_make(args):
+    uri, name, appends, rows, parts = args[0], args[1], int(args[2]), int(args[3]), int(args[4])
+    cat = rest(uri)
+    cat.create_namespace_if_not_exists(name.split(".")[0])
+    t = cat.create_table(name, schema=table_schema(), partition_spec=table_spec(), properties={"format-version": "2"})
     for b in range(appends):
         t.append(batch_rows(b, rows, parts))
     print(json.dumps({"snapshots": len(t.metadata.snapshots)}))
@@ -124,6 +182,7 @@ def scan_all(t, key):
             "digest": hashlib.sha256("\n".join(lines).encode()).hexdigest(),
             "operation": s.summary.operation.value if s.summary else None,
             "parent": s.parent_snapshot_id,
+            "files": sorted(task.file.file_path for task in t.scan(snapshot_id=s.snapshot_id).plan_files()),
         }
         if key:
             entry["keys"] = sorted(str(v) for v in a.column(key).to_pylist())
@@ -148,4 +207,5 @@ def catalog_table(args):
 if __name__ == "__main__":
     commands = {"read": read, "rest_read": rest_read, "rest_make": rest_make, "rest_append": rest_append}
     commands["catalog_table"] = catalog_table
+    commands["s3_make"] = s3_make
     commands[sys.argv[1]](sys.argv[2:])
