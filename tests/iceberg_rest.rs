@@ -23,8 +23,8 @@ use common::iceberg::{pyiceberg, Java};
 use common::iceberg_rest::{Fault, Proxy, RestServer};
 use serde_json::{json, Value};
 
-/// The fixture's SQLite catalog answers 500 to concurrent requests: the
-/// tests take turns.
+/// The tests take turns: each bounds the catalog's load (and SQLite
+/// serializes its writers).
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn start(c: &mut Cluster, nodes: &[&str]) {

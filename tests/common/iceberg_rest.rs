@@ -1,7 +1,7 @@
 //! Iceberg's REST catalog server (`RESTCatalogServer` of Iceberg's test
 //! fixtures over a SQLite JDBC catalog, built by `.ci/install-iceberg.sh`
 //! into `tests/support/iceberg-rest/target/lib`), one per test binary, its
-//! warehouse `<data>/db` so that the catalog's `ns.t` is the folder
+//! catalog in a SQLite file, its warehouse `<data>/db` so that the catalog's `ns.t` is the folder
 //! `db/ns/t` compactd compacts under `--data <data>`; and a proxy in front
 //! of it that can lose the answer to a commit or let another writer commit
 //! first, exactly once.
@@ -57,6 +57,9 @@ impl RestServer {
             .args(["-c", "java -Xmx512m -XX:TieredStopAtLevel=1 -cp \"$0/*\" org.apache.iceberg.rest.RESTCatalogServer & pid=$!; cat >/dev/null; kill $pid"])
             .arg(&lib)
             .env("CATALOG_WAREHOUSE", data.join("db"))
+            // The fixture's default, `jdbc:sqlite::memory:`, is one database
+            // per pooled connection: a second connection sees no tables.
+            .env("CATALOG_URI", format!("jdbc:sqlite:file:{}", dir.path().join("catalog.db").display()))
             .env("CATALOG_REST_PORT", port.to_string())
             .current_dir(dir.path())
             .stdin(Stdio::piped())
