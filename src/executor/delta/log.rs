@@ -29,7 +29,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use store::Store;
@@ -202,22 +201,6 @@ pub(super) fn classify(name: &str) -> LogFile {
     }
 }
 
-/// Reads a log file whole, refusing one over [`MAX_LOG_FILE`].
-pub(super) async fn read_log_file(store: &Store, path: &str, len: Option<u64>) -> Result<Option<Bytes>, DeltaError> {
-    let len = match len {
-        Some(l) => Some(l),
-        None => store.stat(path).await?.map(|m| m.len),
-    };
-    match len {
-        None => Ok(None),
-        Some(l) if l > MAX_LOG_FILE => Err(DeltaError::Table {
-            table: path.to_string(),
-            problem: format!("{l} bytes, over the {MAX_LOG_FILE}-byte limit for a Delta log file; refused unread"),
-        }),
-        Some(_) => Ok(store.read(path).await?),
-    }
-}
-
 /// Parses a commit's lines. A line that is not an action fails the read
 /// with the path and line number: a commit is written once and whole.
 pub fn parse_commit(path: &str, bytes: &[u8]) -> Result<Vec<Action>, DeltaError> {
@@ -243,8 +226,8 @@ pub fn parse_line(path: &str, number: usize, line: &[u8]) -> Result<Option<Actio
 
 /// Calls `each` with every line of the log file at `path` (`len`: its
 /// size, if listed) and its number (from 1), reading [`CHUNK`] bytes at a
-/// time; `false` if there is no such file. The same size limit as
-/// [`read_log_file`] holds.
+/// time; `false` if there is no such file. A file over [`MAX_LOG_FILE`]
+/// is refused unread.
 pub async fn for_each_line(
     store: &Store,
     path: &str,
@@ -306,11 +289,16 @@ pub async fn read_commit(store: &Store, table: &str, version: u64) -> Result<Opt
 }
 
 /// Reads the commit at `path` (`len`: its size, if listed).
+/// Its actions are parsed as read ([`for_each_line`]): without their
+/// statistics, they are a fraction of the file's size.
 pub async fn read_commit_file(store: &Store, path: &str, len: Option<u64>) -> Result<Option<Vec<Action>>, DeltaError> {
-    match read_log_file(store, path, len).await? {
-        Some(b) => parse_commit(path, &b).map(Some),
-        None => Ok(None),
-    }
+    let mut out = vec![];
+    let found = for_each_line(store, path, len, |number, line| {
+        out.extend(parse_line(path, number, line)?);
+        Ok(())
+    })
+    .await?;
+    Ok(found.then_some(out))
 }
 
 /// Reads the checkpoint (or checkpoint part) at `path`.
