@@ -505,3 +505,68 @@ fn a_data_backend_that_ignores_conditional_creates_is_refused_before_any_unit_wr
     assert!(log.contains("working atomic create") && log.contains(&bucket), "{log}");
     assert!(s3.list_keys(&bucket, "").is_empty(), "the probe left objects: {:?}", s3.list_keys(&bucket, ""));
 }
+
+/// One gauge of a node's `/metrics`, in bytes.
+fn gauge(addr: &str, name: &str) -> u64 {
+    let (code, text) = common::http::get(addr, "/metrics").unwrap();
+    assert_eq!(code, 200, "{text}");
+    let line = text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("no {name}: {text}"));
+    line.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64
+}
+
+/// A bulk load's commit of 239 MB (about 390,000 files with delta-rs's stats;
+/// COMPACTD_BULK_COMMIT_BYTES sets another size) in front of small files:
+/// the daemon, which plans the table's units from its log, and each
+/// executor, which replays it again, stay under twice the commit's size
+/// (the log is read a chunk at a time and a snapshot keeps no statistics),
+/// and the daemon's memory goes back near where it was idle. The bulk
+/// commit's files are over the target size and absent (never read, as
+/// compaction leaves them be): deltalake's own replay judges the result.
+#[test]
+fn a_239_mb_commit_compacts_in_under_twice_its_size_of_memory_in_the_daemon_and_each_executor() {
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let table = data.join("db/s/t");
+    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
+    let t = table.to_str().unwrap();
+    delta_tool(&["gen", "--table", t, "--appends", "10", "--partitions", "5", "--rows", "200"], &[]);
+    let bytes = std::env::var("COMPACTD_BULK_COMMIT_BYTES").unwrap_or_else(|_| "239000000".into());
+    let bulk = delta_tool(&["bulk", "--table", t, "--bytes", &bytes, "--partitions", "5"], &[]);
+    let commit = bulk["bytes"].as_u64().unwrap();
+    c.start_with(
+        "n1",
+        &["--data", &format!("fs://{}", data.display()), "--target-size", "8MiB", "--executor", "delta"],
+    );
+    let rows = c.wait_nodes(Duration::from_secs(30), "n1 alive with an address", |r| {
+        alive(r).len() == 1 && r.iter().any(|n| n["addr"].is_string())
+    });
+    let addr = rows.iter().find_map(|r| r["addr"].as_str()).unwrap().to_string();
+    let idle = gauge(&addr, "compactd_resident_memory_bytes");
+    let status = compact(&c);
+    assert_eq!(status["state"], "Done", "{status:#}");
+    assert_eq!(status["stats"]["rows_in"], 2000, "{status:#}");
+    assert_eq!(status["stats"]["rows_out"], 2000, "{status:#}");
+    let executor = gauge(&addr, "compactd_executor_resident_memory_peak_bytes");
+    let daemon = gauge(&addr, "compactd_resident_memory_peak_bytes");
+    // A few ticks after: what the replay held is given back.
+    std::thread::sleep(Duration::from_secs(3));
+    let after = gauge(&addr, "compactd_resident_memory_bytes");
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    eprintln!(
+        "commit {:.0} MiB ({} adds): daemon idle {:.0} MiB, peak {:.0} MiB, after {:.0} MiB; executor peak {:.0} MiB",
+        mib(commit),
+        bulk["adds"],
+        mib(idle),
+        mib(daemon),
+        mib(after),
+        mib(executor)
+    );
+    assert!(daemon < 2 * commit, "the daemon's peak {daemon} is not under twice the commit's {commit} bytes");
+    assert!(executor < 2 * commit, "an executor's peak {executor} is not under twice the commit's {commit} bytes");
+    assert!(after < idle + commit / 4, "the daemon kept {after} bytes after the task (idle: {idle})");
+    // deltalake's replay: the bulk load's files, one compacted file more
+    // in each small partition, each partition's rows.
+    let files = delta_tool(&["files", "--table", t, "--parts", "5"], &[]);
+    assert_eq!(files["files"].as_u64().unwrap(), bulk["adds"].as_u64().unwrap() + 5, "{files}");
+    assert_eq!(files["rows"], json!([400, 400, 400, 400, 400]), "{files}");
+}

@@ -241,6 +241,22 @@ impl Collector for OnScrape {
             waited.metric_type(),
         )?;
         waited.encode(e)?;
+        let mem = memory();
+        for (name, help, bytes) in [
+            ("compactd_resident_memory", "The daemon's resident memory now", mem.resident),
+            ("compactd_resident_memory_peak", "The daemon's highest resident memory since it started", mem.peak),
+            (
+                "compactd_executor_resident_memory_peak",
+                "The highest resident memory of any executor this daemon started and saw exit (what to size a \
+                 node's memory for: the built-in executors hold one unit's row group and its table's log)",
+                mem.children_peak,
+            ),
+        ] {
+            if let Some(b) = bytes {
+                let g = ConstGauge::new(b as i64);
+                g.encode(encoder.encode_descriptor(name, help, Some(&Unit::Bytes), g.metric_type())?)?;
+            }
+        }
         if !self.namenode.is_empty() {
             let mut e = encoder.encode_descriptor(
                 "compactd_namenode_rpcs",
@@ -257,6 +273,28 @@ impl Collector for OnScrape {
         }
         Ok(())
     }
+}
+
+/// Resident memory in bytes, where the kernel tells it.
+struct Memory {
+    resident: Option<u64>,
+    peak: Option<u64>,
+    children_peak: Option<u64>,
+}
+
+/// The daemon's `VmRSS` and `VmHWM`, and `ru_maxrss` of its waited-for
+/// children (the largest child: executors, and the small reaper).
+fn memory() -> Memory {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = |key: &str| {
+        status.lines().find_map(|l| l.strip_prefix(key)?.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
+    };
+    // SAFETY: getrusage writes one rusage into the zeroed value it is given.
+    let children_peak = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        (libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) == 0 && u.ru_maxrss > 0).then(|| u.ru_maxrss as u64 * 1024)
+    };
+    Memory { resident: kib("VmRSS:").map(|k| k * 1024), peak: kib("VmHWM:").map(|k| k * 1024), children_peak }
 }
 
 /// What a node reports after each tick: a plain value, so that the

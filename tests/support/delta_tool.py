@@ -20,6 +20,18 @@ venv .ci/install-parquet-tools.sh makes (.venv-parquet/bin/python).
           Reads every version until FILE exists: no id twice, none lost.
   expect  --table URI --ids-file FILE [--ids-file ...] --gen-rows N
           The latest version holds ids 0..N-1 and FILE's ids, each once.
+  bulk    --table PATH --bytes N [--partitions P]
+          Commits one version of `add` actions, as a bulk load (CONVERT TO
+          DELTA of a big table) writes, until the commit is N bytes: 128 MiB
+          files with stats as delta-rs writes them, spread over P partitions
+          (1000, 1001, …),
+          that are NOT on disk (never read: over any target size, compaction
+          leaves them be; they make a log that is large to replay). Local
+          tables only. Prints {"version", "bytes", "adds"}.
+  files   --table PATH [--parts P]
+          deltalake's own replay: the active files, and for partitions 0..P-1
+          the number of files and the rows they hold. Prints {"version",
+          "files", "part_files": [...], "rows": [...]}.
 
 Every command prints one JSON object on its last stdout line; on failure that
 object is {"error": ...}, the message also goes to stderr, and the exit
@@ -427,10 +439,51 @@ def expect(a):
     return {"version": dt.version(), "rows": rows.num_rows, "expected": len(want), "ok": True}
 
 
+def bulk(a):
+    t = Table(a.table)
+    v = t.dt().version() + 1
+    rng = random.Random(v)
+    now = int(time.time() * 1000)
+    lines = [json.dumps({"commitInfo": {"timestamp": now, "operation": "CONVERT", "operationParameters": {},
+                                        "clientVersion": "delta_tool-bulk"}})]
+    size, adds = len(lines[0]) + 1, 0
+    while size < a.bytes:
+        part = 1000 + adds % a.partitions  # partitions of their own: gen's are 0..P-1
+        lo = rng.randrange(1 << 40)
+        stats = {"numRecords": 4_000_000, "minValues": {"id": lo, "payload": f"{lo:012x}", "value": rng.random()},
+                 "maxValues": {"id": lo + 3_999_999, "payload": f"{lo + 3_999_999:012x}-----", "value": 999.9},
+                 "nullCount": {"id": 0, "payload": 0, "value": 0}}
+        line = json.dumps({"add": {
+            "path": f"part={part}/part-{adds:05d}-{rng.getrandbits(128):032x}-c000.snappy.parquet",
+            "partitionValues": {"part": str(part)}, "size": 128 << 20, "modificationTime": now, "dataChange": True,
+            "stats": json.dumps(stats), "tags": None, "deletionVector": None, "baseRowId": None,
+            "defaultRowCommitVersion": None, "clusteringProvider": None}})
+        lines.append(line)
+        size += len(line) + 1
+        adds += 1
+    path = os.path.join(a.table, "_delta_log", f"{v:020}.json")
+    with open(path, "x") as f:
+        f.write("\n".join(lines) + "\n")
+    return {"version": v, "bytes": os.path.getsize(path), "adds": adds}
+
+
+def files(a):
+    t = Table(a.table)
+    dt = t.dt()
+    out = {"version": dt.version(), "files": len(dt.file_uris())}
+    out["part_files"], out["rows"] = [], []
+    for part in range(a.parts):
+        uris = [u for u in dt.file_uris() if f"/part={part}/" in u]
+        out["part_files"].append(len(uris))
+        out["rows"].append(sum(pq.ParquetFile(u.removeprefix("file://")).metadata.num_rows for u in uris))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    cmds = {"gen": gen, "check": check, "writer": writer, "reader": reader, "expect": expect}
+    cmds = {"gen": gen, "check": check, "writer": writer, "reader": reader, "expect": expect, "bulk": bulk,
+            "files": files}
     p = {name: sub.add_parser(name) for name in cmds}
     for q in p.values():
         q.add_argument("--table", required=True)
@@ -447,6 +500,8 @@ def main():
         ("reader", "--stop-file", dict(required=True)), ("reader", "--out", dict(required=True)),
         ("expect", "--ids-file", dict(action="append", required=True)),
         ("expect", "--gen-rows", dict(type=int, required=True)),
+        ("bulk", "--bytes", dict(type=int, required=True)), ("bulk", "--partitions", dict(type=int, default=5)),
+        ("files", "--parts", dict(type=int, default=0)),
     ]:
         p[name].add_argument(flag, **kw)
     a = ap.parse_args()

@@ -11,20 +11,24 @@
 //!   an incomplete multi-part one of the same version. Hidden files (`.`
 //!   first: Hadoop's `.crc` checksums, temp files) are not log content.
 //! - A commit larger than [`MAX_LOG_FILE`] is refused unread (one hostile
-//!   file must not exhaust the executor's memory); a checkpoint is read a
-//!   row group at a time ([`super::checkpoint::read::rows`]).
+//!   file must not exhaust the executor's memory). The snapshot's replay
+//!   reads a commit [`CHUNK`] bytes at a time and applies each line as it
+//!   is parsed ([`for_each_line`]); a checkpoint is read a row group at a
+//!   time ([`super::checkpoint::read::rows`]). A bulk load's commit of
+//!   hundreds of megabytes is never whole in memory, parsed or not.
 //! - The snapshot keeps only what compaction needs: the protocol, the
 //!   metadata, and the active files with what their remove actions must
-//!   repeat (not their statistics). Unknown actions (`txn`, `cdc`,
-//!   `domainMetadata`, …) are skipped; they do not change which files are
-//!   active.
+//!   repeat (not their statistics). Partition values are shared between
+//!   the files of a partition (a table has few partitions and many files).
+//!   Unknown actions (`txn`, `cdc`, `domainMetadata`, …) are skipped; they
+//!   do not change which files are active.
 //! - [`Snapshot::check_supported`] refuses tables whose protocol asks a
 //!   writer for something compactd does not do (deletion vectors, column
 //!   mapping, row tracking, …): compacting them naively would corrupt them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
 
-use bytes::Bytes;
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use store::Store;
@@ -37,6 +41,13 @@ pub const LOG_DIR: &str = "_delta_log/";
 
 /// A commit file larger than this is refused unread.
 pub const MAX_LOG_FILE: u64 = 512 << 20;
+
+/// The replay's read size: a line longer than this is carried over into
+/// the next read (and so may cost its own length once more).
+pub const CHUNK: u64 = 8 << 20;
+
+/// A file's partition values, shared by every file of its partition.
+pub type PartitionValues = Arc<BTreeMap<String, Option<String>>>;
 
 /// The unit name of an unpartitioned table (a partitioned table's units
 /// are named `col=value[,col=value…]`, see [`partition_key`]).
@@ -102,7 +113,7 @@ pub struct Add {
     /// As written in the log: a URI-encoded path relative to the table.
     pub path: String,
     #[serde(default, deserialize_with = "null_default")]
-    pub partition_values: BTreeMap<String, Option<String>>,
+    pub partition_values: PartitionValues,
     pub size: i64,
     #[serde(default, deserialize_with = "null_default")]
     pub modification_time: i64,
@@ -143,6 +154,8 @@ pub struct Snapshot {
     /// `commitInfo.timestamp` of the commit of [`Snapshot::version`], when
     /// that version was read from a commit that has one.
     pub commit_timestamp: Option<i64>,
+    /// The distinct partition values met, each allocated once.
+    partitions: HashSet<PartitionValues>,
 }
 
 /// `_delta_log/<version>.json`, zero-padded to 20 digits.
@@ -188,37 +201,86 @@ pub(super) fn classify(name: &str) -> LogFile {
     }
 }
 
-/// Reads a log file whole, refusing one over [`MAX_LOG_FILE`].
-pub(super) async fn read_log_file(store: &Store, path: &str, len: Option<u64>) -> Result<Option<Bytes>, DeltaError> {
-    let len = match len {
-        Some(l) => Some(l),
-        None => store.stat(path).await?.map(|m| m.len),
-    };
-    match len {
-        None => Ok(None),
-        Some(l) if l > MAX_LOG_FILE => Err(DeltaError::Table {
-            table: path.to_string(),
-            problem: format!("{l} bytes, over the {MAX_LOG_FILE}-byte limit for a Delta log file; refused unread"),
-        }),
-        Some(_) => Ok(store.read(path).await?),
-    }
-}
-
 /// Parses a commit's lines. A line that is not an action fails the read
 /// with the path and line number: a commit is written once and whole.
 pub fn parse_commit(path: &str, bytes: &[u8]) -> Result<Vec<Action>, DeltaError> {
     let mut out = vec![];
     for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
+        if let Some(a) = parse_line(path, i + 1, line)? {
+            out.push(a);
         }
-        let a: Action = serde_json::from_slice(line).map_err(|e| DeltaError::Table {
-            table: path.to_string(),
-            problem: format!("line {}: not a Delta action: {e}", i + 1),
-        })?;
-        out.push(a);
     }
     Ok(out)
+}
+
+/// Parses line `number` of the log file at `path`: `None` for a blank line.
+pub fn parse_line(path: &str, number: usize, line: &[u8]) -> Result<Option<Action>, DeltaError> {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    serde_json::from_slice(line).map(Some).map_err(|e| DeltaError::Table {
+        table: path.to_string(),
+        problem: format!("line {number}: not a Delta action: {e}"),
+    })
+}
+
+/// Calls `each` with every line of the log file at `path` (`len`: its
+/// size, if listed) and its number (from 1), reading [`CHUNK`] bytes at a
+/// time; `false` if there is no such file. A file over [`MAX_LOG_FILE`]
+/// is refused unread.
+pub async fn for_each_line(
+    store: &Store,
+    path: &str,
+    len: Option<u64>,
+    mut each: impl FnMut(usize, &[u8]) -> Result<(), DeltaError>,
+) -> Result<bool, DeltaError> {
+    let len = match len {
+        Some(l) => l,
+        None => match store.stat(path).await? {
+            Some(m) => m.len,
+            None => return Ok(false),
+        },
+    };
+    if len > MAX_LOG_FILE {
+        return Err(DeltaError::Table {
+            table: path.to_string(),
+            problem: format!("{len} bytes, over the {MAX_LOG_FILE}-byte limit for a Delta log file; refused unread"),
+        });
+    }
+    let (mut offset, mut carry, mut number) = (0u64, Vec::<u8>::new(), 0usize);
+    while offset < len {
+        let Some(chunk) = store.read_range(path, offset, CHUNK.min(len - offset)).await? else {
+            return if offset == 0 { Ok(false) } else { Err(changed(path, "vanished while it was read")) };
+        };
+        if chunk.is_empty() {
+            return Err(changed(path, "shorter than listed while it was read"));
+        }
+        offset += chunk.len() as u64;
+        let mut rest: &[u8] = &chunk;
+        while let Some(nl) = rest.iter().position(|b| *b == b'\n') {
+            number += 1;
+            if carry.is_empty() {
+                each(number, &rest[..nl])?;
+            } else {
+                carry.extend_from_slice(&rest[..nl]);
+                each(number, &carry)?;
+                carry = Vec::new();
+            }
+            rest = &rest[nl + 1..];
+        }
+        carry.extend_from_slice(rest);
+    }
+    if !carry.is_empty() {
+        each(number + 1, &carry)?;
+    }
+    Ok(true)
+}
+
+fn changed(path: &str, what: &str) -> DeltaError {
+    DeltaError::Table {
+        table: path.to_string(),
+        problem: format!("{what}: a log file is written once, so its table is not what the log says"),
+    }
 }
 
 /// Reads the commit of `version`; `None` if there is none.
@@ -227,11 +289,16 @@ pub async fn read_commit(store: &Store, table: &str, version: u64) -> Result<Opt
 }
 
 /// Reads the commit at `path` (`len`: its size, if listed).
+/// Its actions are parsed as read ([`for_each_line`]): without their
+/// statistics, they are a fraction of the file's size.
 pub async fn read_commit_file(store: &Store, path: &str, len: Option<u64>) -> Result<Option<Vec<Action>>, DeltaError> {
-    match read_log_file(store, path, len).await? {
-        Some(b) => parse_commit(path, &b).map(Some),
-        None => Ok(None),
-    }
+    let mut out = vec![];
+    let found = for_each_line(store, path, len, |number, line| {
+        out.extend(parse_line(path, number, line)?);
+        Ok(())
+    })
+    .await?;
+    Ok(found.then_some(out))
 }
 
 /// Reads the checkpoint (or checkpoint part) at `path`.
@@ -251,21 +318,54 @@ pub async fn read_checkpoint_file(
     Ok(Some(out))
 }
 
+/// A snapshot of this many files or more gives its memory back to the
+/// system when dropped.
+const LARGE: usize = 10_000;
+
+impl Drop for Snapshot {
+    /// A large log's snapshot is many small allocations, which glibc keeps
+    /// in its arenas once freed: a daemon that planned one big table would
+    /// hold that memory for good. Trimming costs a walk of the heap, far
+    /// less than the replay that filled it.
+    fn drop(&mut self) {
+        if self.files.len() >= LARGE {
+            drop(std::mem::take(&mut self.files));
+            self.partitions.clear();
+            self.partitions.shrink_to_fit();
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            // SAFETY: malloc_trim only returns free memory to the system.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        }
+    }
+}
+
 impl Snapshot {
     pub(super) fn apply(&mut self, actions: Vec<Action>) {
         for a in actions {
-            if let Some(p) = a.protocol {
-                self.protocol = p;
+            self.apply_one(a);
+        }
+    }
+
+    pub(super) fn apply_one(&mut self, a: Action) {
+        if let Some(p) = a.protocol {
+            self.protocol = p;
+        }
+        if let Some(m) = a.meta_data {
+            self.metadata = m;
+        }
+        if let Some(r) = a.remove {
+            self.files.remove(&path_key(&r.path));
+        }
+        if let Some(mut add) = a.add {
+            match self.partitions.get(&add.partition_values) {
+                Some(shared) => add.partition_values = shared.clone(),
+                None => {
+                    self.partitions.insert(add.partition_values.clone());
+                }
             }
-            if let Some(m) = a.meta_data {
-                self.metadata = m;
-            }
-            if let Some(r) = a.remove {
-                self.files.remove(&path_key(&r.path));
-            }
-            if let Some(add) = a.add {
-                self.files.insert(path_key(&add.path), add);
-            }
+            self.files.insert(path_key(&add.path), add);
         }
     }
 
@@ -438,7 +538,8 @@ async fn load_from(store: &Store, table: &str, hint: Option<u64>) -> Result<Snap
         return Err(bad("no _delta_log/ commits: not a Delta table (or the wrong --data)".into()));
     };
     let checkpoint = listing.newest_complete_checkpoint(newest);
-    let mut snap = Snapshot { reads: 1 + listing.requests, ..Snapshot::default() };
+    let mut snap = Snapshot::default();
+    snap.reads = 1 + listing.requests;
     let first = match &checkpoint {
         Some((v, parts)) => {
             for (path, len) in parts {
@@ -460,10 +561,21 @@ async fn load_from(store: &Store, table: &str, hint: Option<u64>) -> Result<Snap
         let Some((path, len)) = listing.commits.get(&v) else {
             return Err(bad(format!("the log has no commit {v} (it goes up to {newest}): the log is not contiguous")));
         };
-        let b = read_log_file(store, path, *len).await?.ok_or_else(|| bad(format!("{path} vanished")))?;
-        let actions = parse_commit(path, &b)?;
-        snap.commit_timestamp = commit_timestamp(&actions);
-        snap.apply(actions);
+        let mut timestamp = None;
+        let found = for_each_line(store, path, *len, |number, line| {
+            if let Some(a) = parse_line(path, number, line)? {
+                if let Some(t) = a.commit_info.as_ref().and_then(|c| c.get("timestamp")?.as_i64()) {
+                    timestamp.get_or_insert(t);
+                }
+                snap.apply_one(a);
+            }
+            Ok(())
+        })
+        .await?;
+        if !found {
+            return Err(bad(format!("{path} vanished")));
+        }
+        snap.commit_timestamp = timestamp;
         snap.version = v;
         snap.reads += 1;
     }

@@ -271,21 +271,23 @@ impl Later {
         let mut later = Later::default();
         for v in from..=to {
             let p = log::commit_path(table, v);
-            let Some(bytes) = log::read_log_file(store, &p, None).await? else {
+            // A line at a time: only the lines kept are held, not the commit.
+            let found = log::for_each_line(store, &p, None, |number, line| {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    return Ok(());
+                }
+                let a: Value = serde_json::from_slice(line)
+                    .map_err(|e| bad(&p, format!("line {number}: not a Delta action: {e}")))?;
+                // Valid JSON, so valid UTF-8.
+                let text = String::from_utf8_lossy(line).trim().into();
+                later.apply(&p, &a, text)
+            })
+            .await?;
+            if !found {
                 return Err(DeltaError::Table {
                     table: table.to_string(),
                     problem: format!("the log has no commit {v} (a checkpoint of {to} needs it)"),
                 });
-            };
-            for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                let a: Value = serde_json::from_slice(line)
-                    .map_err(|e| bad(&p, format!("line {}: not a Delta action: {e}", i + 1)))?;
-                // Valid JSON, so valid UTF-8.
-                let text = String::from_utf8_lossy(line).trim().into();
-                later.apply(&p, &a, text)?;
             }
         }
         Ok(later)

@@ -121,7 +121,7 @@ async fn a_checkpoint_holds_the_reconciled_log_and_the_log_reader_reads_it_alone
 async fn the_next_checkpoint_copies_the_last_one_and_the_commits_after_it() {
     let store = Store::memory().await;
     ten(&store).await;
-    let meta = log::load(&store, TABLE).await.unwrap().metadata;
+    let meta = log::load(&store, TABLE).await.unwrap().metadata.clone();
     write(&store, TABLE, 10, &meta, now()).await.unwrap().unwrap();
     for v in 0..10 {
         store.delete(&log::commit_path(TABLE, v)).await.unwrap();
@@ -145,14 +145,14 @@ async fn the_next_checkpoint_copies_the_last_one_and_the_commits_after_it() {
         store.delete(&log::commit_path(TABLE, v)).await.unwrap();
     }
     let after = log::load(&store, TABLE).await.unwrap();
-    assert_eq!((after.version, after.files), (20, before.files));
+    assert_eq!((after.version, &after.files), (20, &before.files));
 }
 
 #[tokio::test]
 async fn only_versions_on_the_interval_get_one_and_tables_asking_for_more_get_none() {
     let store = Store::memory().await;
     ten(&store).await;
-    let meta = log::load(&store, TABLE).await.unwrap().metadata;
+    let meta = log::load(&store, TABLE).await.unwrap().metadata.clone();
     assert_eq!(write(&store, TABLE, 9, &meta, now()).await.unwrap(), None);
     let five = Metadata {
         configuration: [("delta.checkpointInterval".to_string(), Some("5".to_string()))].into(),
