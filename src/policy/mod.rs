@@ -16,6 +16,7 @@
 //! formats are in `layouts::policies`.
 
 pub mod define;
+mod owner;
 pub mod planner;
 pub mod spec;
 pub mod view;
@@ -83,61 +84,42 @@ pub struct Owned {
 }
 
 /// The tables on the data backend that some policy matches, each with its
-/// owner. Listings: the data root, then each matching database and schema.
+/// owner ([`owner::Patterns`]). Listings: the data root, then each matching
+/// database and schema. Yields to the runtime between folders, so that a
+/// large tree does not hold a thread.
 pub async fn assign(data: &Store, rows: &[PolicyRow]) -> Result<Vec<Owned>, PolicyError> {
-    let pats: Vec<(Arc<PolicyDefinition>, bool, &str)> = rows
-        .iter()
-        .flat_map(|r| {
-            let d = Arc::new(r.definition.clone());
-            r.definition.tables.iter().map(move |t| (d.clone(), r.paused, t.as_str()))
-        })
-        .collect();
+    let pats = owner::Patterns::new(rows);
     if pats.is_empty() {
         return Ok(vec![]);
     }
-    // Does some pattern match these first segments (db, then db/schema)?
-    let any =
-        |names: &[&str]| pats.iter().any(|(_, _, p)| p.split('/').zip(names).all(|(seg, name)| spec::glob(seg, name)));
     let mut out = vec![];
     let (dbs, root) = folders(data, "").await?;
     for db in dbs {
-        if !any(&[db.as_str()]) {
+        if !pats.any_in_db(db.as_str()) {
             continue;
         }
         let (schemas, in_db) = folders(data, &format!("{db}/")).await?;
         for schema in schemas {
-            if !any(&[db.as_str(), schema.as_str()]) {
+            tokio::task::yield_now().await;
+            if !pats.any_in_schema(db.as_str(), schema.as_str()) {
                 continue;
             }
             let (tables, in_schema) = folders(data, &format!("{db}/{schema}/")).await?;
             let mut above = root.clone();
             above.extend(in_db.clone());
             above.extend(in_schema);
-            for table in tables {
-                let mut best: Option<(&Arc<PolicyDefinition>, bool, &str)> = None;
-                for (d, paused, p) in &pats {
-                    if !spec::matches(p, db.as_str(), schema.as_str(), table.as_str()) {
-                        continue;
-                    }
-                    let better = match best {
-                        None => true,
-                        Some((bd, _, bp)) => {
-                            (spec::specificity(p), std::cmp::Reverse(&d.name))
-                                > (spec::specificity(bp), std::cmp::Reverse(&bd.name))
-                        }
-                    };
-                    if better {
-                        best = Some((d, *paused, p));
-                    }
+            for (i, table) in tables.into_iter().enumerate() {
+                if i % 1024 == 1023 {
+                    tokio::task::yield_now().await;
                 }
-                if let Some((d, paused, p)) = best {
+                if let Some(p) = pats.owner(db.as_str(), schema.as_str(), table.as_str()) {
                     out.push(Owned {
                         db: db.clone(),
                         schema: schema.clone(),
-                        table: table.clone(),
-                        policy: d.clone(),
-                        paused,
-                        pattern: p.to_string(),
+                        table,
+                        policy: p.policy.clone(),
+                        paused: p.paused,
+                        pattern: p.text.clone(),
                         above: above.clone(),
                     });
                 }

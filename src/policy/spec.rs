@@ -189,16 +189,24 @@ pub fn specificity(pattern: &str) -> (usize, std::cmp::Reverse<usize>) {
     (pattern.chars().count() - wild - pattern.matches('/').count(), std::cmp::Reverse(wild))
 }
 
-/// One segment's glob: `*` any run, `?` one character.
+/// One segment's glob: `*` any run, `?` one character. Allocates nothing
+/// for ASCII names (the planner matches every table of a pass).
 pub(crate) fn glob(p: &str, s: &str) -> bool {
+    if p.is_ascii() && s.is_ascii() {
+        return glob_in(p.as_bytes(), s.as_bytes(), b'*', b'?');
+    }
     let (p, s): (Vec<char>, Vec<char>) = (p.chars().collect(), s.chars().collect());
+    glob_in(&p, &s, '*', '?')
+}
+
+fn glob_in<T: PartialEq + Copy>(p: &[T], s: &[T], any: T, one: T) -> bool {
     // Iterative match with backtracking to the last `*`.
     let (mut pi, mut si, mut star, mut mark) = (0, 0, None, 0);
     while si < s.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == s[si]) {
+        if pi < p.len() && (p[pi] == one || p[pi] == s[si]) {
             pi += 1;
             si += 1;
-        } else if pi < p.len() && p[pi] == '*' {
+        } else if pi < p.len() && p[pi] == any {
             star = Some(pi);
             mark = si;
             pi += 1;
@@ -210,7 +218,7 @@ pub(crate) fn glob(p: &str, s: &str) -> bool {
             return false;
         }
     }
-    p[pi..].iter().all(|c| *c == '*')
+    p[pi..].iter().all(|c| *c == any)
 }
 
 #[cfg(test)]
