@@ -42,6 +42,7 @@ async fn with_member(store: &Store) {
             addr: None,
             executor: None,
             executors: None,
+            slots: None,
         }],
         offline: vec![],
         last_event: 0,

@@ -549,6 +549,7 @@ mod tests {
             addr: addr.map(String::from),
             executor: None,
             executors: None,
+            slots: None,
         }
     }
 
