@@ -157,7 +157,7 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
         // A request over a limit is refused for that first.
         tasks::check_spec(&spec)?;
         let view = crate::cluster::election::newest_lease(&store).await?;
-        if let Some(why) = tasks::undefined_command(view.as_ref(), &name) {
+        if let Some(why) = tasks::placement::undefined_command(view.as_ref(), &name) {
             if !args.force {
                 anyhow::bail!("refused: {why}; or submit anyway with --force");
             }

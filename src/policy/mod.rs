@@ -1,12 +1,14 @@
-//! Table policies: compaction that runs itself (issue 27).
+//! Table policies: compaction that runs itself.
 //!
 //! - [`spec`]: the policy file (TOML) an operator writes, checked;
 //! - [`define`]: policies in the tree, versioned like job definitions
 //!   (apply, list, show, pause, resume);
 //! - [`planner`]: the monitor's duty that finds due partitions and submits
-//!   their tasks exactly once;
+//!   their tasks exactly once, with [`share`] (how many of the cluster's
+//!   free slots each table gets), `track` (what is in flight and what
+//!   waits, between visits) and `owner` (which policy owns a table);
 //! - [`view`]: the tables as the planner last saw them (`compactd tables`,
-//!   the status page) and `plan --dry-run`.
+//!   the status page), with why and until when, and `plan --dry-run`.
 //!
 //! Which policy owns a table: of every policy's patterns that match
 //! `<db>/<schema>/<table>`, the most specific ([`spec::specificity`]: more
@@ -18,7 +20,9 @@
 pub mod define;
 mod owner;
 pub mod planner;
+pub mod share;
 pub mod spec;
+mod track;
 pub mod view;
 mod visit;
 
@@ -31,6 +35,7 @@ use store::Store;
 
 pub use define::{Applied, PolicyRow};
 pub use planner::{Planner, PlannerConfig};
+pub use share::Capacity;
 
 /// Parameter carrying a planner task's target size to the built-in executors.
 pub const TARGET_SIZE_PARAM: &str = "compactd_target_size";
@@ -46,6 +51,11 @@ pub struct PlanReport {
     pub managers: Vec<NodeId>,
     pub errors: Vec<String>,
     pub pass_ended: bool,
+    /// Tasks in flight the round saw end.
+    pub ended: u64,
+    /// Due partitions wait and slots are free, but the round's budget ran
+    /// out: the planner runs again soon.
+    pub more: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -150,6 +160,11 @@ async fn folders(data: &Store, dir: &str) -> Result<(Vec<Name>, crate::table::Fi
         .filter_map(|e| Name::parse(e.name()).ok())
         .collect();
     Ok((names, d.finish()))
+}
+
+/// An instant for people (UTC, RFC 3339).
+pub(crate) fn at(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms)).to_string()
 }
 
 /// Policies by name (the planner's and the views' lookup).

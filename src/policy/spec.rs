@@ -52,7 +52,6 @@ fn default_executor() -> String {
 
 pub const DEFAULT_TARGET_SIZE: u64 = 128 << 20;
 pub const DEFAULT_MIN_INTERVAL_MS: u64 = 10 * 60 * 1000;
-pub const DEFAULT_MAX_UNITS_PER_TABLE: u32 = 2;
 /// The largest `min-small-files` (a billion small files in one partition).
 pub const MAX_MIN_SMALL_FILES: u64 = 1_000_000_000;
 /// The largest `weight`.
@@ -122,7 +121,7 @@ pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
         layouts::limits::MAX_UNITS.into(),
         " (pause the policy to stop it)",
     )?
-    .map_or(DEFAULT_MAX_UNITS_PER_TABLE, |n| n as u32);
+    .map(|n| n as u32);
     Ok(PolicyDefinition {
         name,
         version: 0,
@@ -232,7 +231,7 @@ mod tests {
         assert_eq!(p.name.as_str(), "warehouse");
         assert_eq!(p.min_small_files, Some(4));
         assert_eq!((p.target_size, p.small_file_size), (DEFAULT_TARGET_SIZE, DEFAULT_TARGET_SIZE / 2));
-        assert_eq!((p.weight, p.max_units_per_table, p.time_zone.as_str()), (1, 2, "UTC"));
+        assert_eq!((p.weight, p.max_units_per_table, p.time_zone.as_str()), (1, None, "UTC"));
     }
 
     #[test]

@@ -225,24 +225,6 @@ pub fn default_executor(view: Option<&formats::Lease>) -> Result<Option<Executor
     }
 }
 
-/// Why no live node would run command `name`: none of the members in
-/// `view` advertises it (their heartbeats name the commands they define).
-/// `None` when one does, or when there is no view to judge by.
-pub fn undefined_command(view: Option<&formats::Lease>, name: &str) -> Option<String> {
-    let view = view?;
-    if view.members.iter().any(|m| m.commands.iter().any(|c| c == name)) {
-        return None;
-    }
-    let defined: std::collections::BTreeSet<&str> =
-        view.members.iter().flat_map(|m| m.commands.iter().map(String::as_str)).collect();
-    let defined =
-        if defined.is_empty() { "none".to_string() } else { defined.into_iter().collect::<Vec<_>>().join(", ") };
-    Some(format!(
-        "no live node defines command {name:?} (the live nodes define: {defined}); define it with `run --command \
-         {name}=TEMPLATE`"
-    ))
-}
-
 /// The limits of [`layouts::limits`] on what a task asks for.
 pub fn check_spec(spec: &TaskSpec) -> Result<(), layouts::limits::LimitError> {
     use layouts::limits;
