@@ -118,8 +118,10 @@ impl Tracks {
 
     /// Looks at tasks in flight, oldest first, and forgets those that
     /// ended: done, failed, stopped, or gone. At most `limit` listings (one
-    /// a task, counted in `report`), and it stops once it found `want`
-    /// ended ones if told how many ended (the `plan` pokes' count).
+    /// a task, counted in `report`). Told how many ended (`want`, the `plan`
+    /// pokes' count, which undercounts: a manager's tick that ends several
+    /// pokes once), it stops at the first task still running once it found
+    /// that many: tasks mostly end in the order they started.
     pub async fn refresh(&mut self, store: &Store, limit: u64, want: Option<u64>, report: &mut PlanReport) {
         let mut all: Vec<(u64, String, String, TaskId)> = self
             .by_table
@@ -130,10 +132,10 @@ impl Tracks {
             .collect();
         all.sort();
         let mut found = 0;
+        if want == Some(0) {
+            return;
+        }
         for (_, k, part, id) in all.into_iter().take(limit.max(1) as usize) {
-            if want.is_some_and(|w| found >= w) {
-                break;
-            }
             report.requests += 1;
             let dir = match tasks::read_dir(store, &id).await {
                 Ok(d) => d,
@@ -145,6 +147,9 @@ impl Tracks {
             let ended = matches!(dir.state, Some(TaskState::Done | TaskState::Failed | TaskState::Cancel))
                 || (dir.state.is_none() && !dir.has_info && dir.terms.is_empty());
             if !ended {
+                if want.is_some_and(|w| found >= w) {
+                    break;
+                }
                 continue;
             }
             found += 1;
