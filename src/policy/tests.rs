@@ -15,10 +15,10 @@ use super::*;
 use crate::tasks;
 
 /// 2026-11-25T01:00:00Z.
-const T0: u64 = 1_795_568_400_000;
-const HOUR: u64 = 3_600_000;
+pub(super) const T0: u64 = 1_795_568_400_000;
+pub(super) const HOUR: u64 = 3_600_000;
 
-fn n(s: &str) -> Name {
+pub(super) fn n(s: &str) -> Name {
     Name::parse(s).unwrap()
 }
 
@@ -62,21 +62,21 @@ async fn with_member(store: &Store) {
     store.create(&v2::lease(1), formats::encode(&lease(SLOTS))).await.unwrap();
 }
 
-async fn stores() -> (Store, Store) {
+pub(super) async fn stores() -> (Store, Store) {
     let (tree, data) = (Store::memory().await, Store::memory().await);
     with_member(&tree).await;
     (tree, data)
 }
 
 /// `files` small files in `<db>/public/<table>/<partition>/`.
-async fn write(data: &Store, table: &str, partition: &str, files: usize) {
+pub(super) async fn write(data: &Store, table: &str, partition: &str, files: usize) {
     for i in 0..files {
         let path = format!("db/public/{table}/{partition}/f{i:04}.txt");
         data.put(&path, format!("row {i}\n")).await.unwrap();
     }
 }
 
-async fn apply(store: &Store, extra: &str) {
+pub(super) async fn apply(store: &Store, extra: &str) {
     let text = format!(
         "name = \"warehouse\"\ntables = [\"db/public/*\"]\nmin-small-files = 4\nmin-interval = \"0s\"\n{extra}"
     );
@@ -84,12 +84,12 @@ async fn apply(store: &Store, extra: &str) {
     define::apply(store, def, "test", T0).await.unwrap();
 }
 
-fn planner(id: &str) -> Planner {
+pub(super) fn planner(id: &str) -> Planner {
     Planner::new(PlannerConfig { interval: Duration::ZERO, budget: 10_000, ..Default::default() }, node(id))
 }
 
 /// Runs rounds until a pass ends.
-async fn pass(p: &mut Planner, tree: &Store, data: &Store, wall_ms: u64) -> PlanReport {
+pub(super) async fn pass(p: &mut Planner, tree: &Store, data: &Store, wall_ms: u64) -> PlanReport {
     pass_with(p, tree, data, &cap(SLOTS), wall_ms).await
 }
 
@@ -106,13 +106,13 @@ async fn pass_with(p: &mut Planner, tree: &Store, data: &Store, cap: &Capacity, 
     panic!("the pass did not end");
 }
 
-async fn task_ids(tree: &Store) -> Vec<TaskId> {
+pub(super) async fn task_ids(tree: &Store) -> Vec<TaskId> {
     let mut v = tasks::list_ids(tree).await.unwrap();
     v.sort();
     v
 }
 
-async fn finish(tree: &Store, id: &TaskId) {
+pub(super) async fn finish(tree: &Store, id: &TaskId) {
     tree.create(&v2::task_status(id, TaskState::Done), Vec::new()).await.unwrap();
 }
 
@@ -324,9 +324,11 @@ async fn tables_with_backlogs_share_the_slots_by_weight_and_a_cap_holds() {
 /// Planning on change: as tasks end, a change round submits into the
 /// slots that freed without listing any table (it is given an empty data
 /// store here). Told how many ended, it looks at the oldest tasks in
-/// flight until it found them: a listing each here (they end in the order
-/// they were submitted), plus its policy's listing and the summary's
-/// write, besides the decisions' own requests.
+/// flight until it found them and the next is still running: a listing
+/// each here (they end in the order they were submitted), plus its
+/// policy's listing and the summary's write, besides the decisions' own
+/// requests. Told fewer than ended (one poke for a manager's tick that
+/// ended two), it still finds them all.
 #[tokio::test]
 async fn a_change_round_fills_the_freed_slots_without_listing_tables() {
     let (tree, data) = stores().await;
@@ -350,7 +352,8 @@ async fn a_change_round_fills_the_freed_slots_without_listing_tables() {
         for id in open.iter().take(2) {
             finish(&tree, id).await;
         }
-        let r = p.changed(&tree, &nothing, &cap(SLOTS), T0 + 1000, 2).await;
+        let told = if rounds % 2 == 0 { 2 } else { 1 };
+        let r = p.changed(&tree, &nothing, &cap(SLOTS), T0 + 1000, told).await;
         assert!(r.errors.is_empty(), "{:?}", r.errors);
         assert_eq!((r.ended, r.submitted.len()), (2, 2), "round {rounds}");
         // The decisions' own requests: a claim, the submit, the record.
@@ -363,7 +366,9 @@ async fn a_change_round_fills_the_freed_slots_without_listing_tables() {
         "planning on change: {:.1} requests per finished unit besides the decisions' own",
         extra as f64 / ended as f64
     );
-    assert!(extra <= 2 * ended, "{extra} extra requests for {ended} units");
+    // Per round: two ended and the first still running listed, the
+    // policy's listing, the summary's write.
+    assert!(extra <= 5 * rounds, "{extra} extra requests for {ended} units in {rounds} rounds");
     // Paused: the next change round submits nothing more.
     write(&data, "big", "p999", 4).await;
     pass(&mut p, &tree, &data, T0 + 2000).await;
