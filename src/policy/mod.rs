@@ -174,3 +174,5 @@ pub fn by_name(rows: &[PolicyRow]) -> BTreeMap<&str, &PolicyRow> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod view_tests;
