@@ -218,7 +218,8 @@ pub async fn plan(store: Store, args: PlanArgs) -> anyhow::Result<i32> {
         for s in &dry.not_visited {
             super::outln!("not planned now: {s}");
         }
-        super::outln!("{} executor slots; {} planner task(s) in flight", dry.slots, dry.in_flight);
+        let assumed = if dry.slots_assumed { " (no node has run yet: one node's default assumed)" } else { "" };
+        super::outln!("{} executor slots{assumed}; {} planner task(s) in flight", dry.slots, dry.in_flight);
         for t in &dry.tables {
             super::outln!("{}/{}/{}: {}", t.db, t.schema, t.table, t.state);
         }

@@ -606,6 +606,9 @@ pub struct DryRun {
     /// The cluster's executor slots (the live members'), and the planner
     /// tasks in flight the visits found.
     pub slots: u64,
+    /// No node has run yet: `slots` are one node's default.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub slots_assumed: bool,
     pub in_flight: u64,
     /// `<db>/<schema>/<table>/<partition>: why` per partition it would
     /// submit now (the free slots' share of each table).
@@ -619,7 +622,7 @@ pub struct DryRun {
 /// The planner's judgement now, without writing anything: every table
 /// visited, and the free slots of `cap` shared as a round would.
 pub async fn dry_run(store: &Store, data: &Store, cap: &Capacity, wall_ms: u64) -> Result<DryRun, PolicyError> {
-    let mut out = DryRun { slots: cap.slots, ..DryRun::default() };
+    let mut out = DryRun { slots: cap.slots, slots_assumed: cap.is_assumed(), ..DryRun::default() };
     let mut bad = vec![];
     let rows = define::list(store, &mut bad).await?;
     out.errors.extend(bad.into_iter().map(|e| e.to_string()));

@@ -43,6 +43,17 @@ impl Capacity {
         Capacity { slots, view: view.cloned() }
     }
 
+    /// No member view (no node has run yet): one node of the default
+    /// slots, what `plan --dry-run` shows before a cluster starts.
+    pub fn assumed() -> Capacity {
+        Capacity { slots: DEFAULT_SLOTS, view: None }
+    }
+
+    /// Without a member view: its slots are [`Capacity::assumed`].
+    pub fn is_assumed(&self) -> bool {
+        self.view.is_none()
+    }
+
     /// Units the planner keeps in flight at most (see the module doc).
     pub fn target(&self) -> u64 {
         self.slots.saturating_mul(2)

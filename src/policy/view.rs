@@ -172,8 +172,12 @@ pub async fn tables(
 }
 
 /// What the planner would submit now, and why (nothing is written): the
-/// free slots of the live members shared as a round would.
+/// free slots of the live members shared as a round would; before any
+/// node ran (no lease), those of one node at the default slots.
 pub async fn plan(store: &Store, data: &Store, wall_ms: u64) -> Result<DryRun, PolicyError> {
-    let view = crate::cluster::election::newest_lease(store).await?;
-    dry_run(store, data, &super::Capacity::of(view.as_ref()), wall_ms).await
+    let cap = match crate::cluster::election::newest_lease(store).await? {
+        Some(view) => super::Capacity::of(Some(&view)),
+        None => super::Capacity::assumed(),
+    };
+    dry_run(store, data, &cap, wall_ms).await
 }
