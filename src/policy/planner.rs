@@ -88,6 +88,14 @@ pub struct PlannerConfig {
     /// [`Planner::with_clock`]): what is left of the pass goes on next
     /// round. A bound on its CPU, whatever the tables cost to judge.
     pub round_time: Duration,
+    /// The monitor's round (its heartbeat): how long a unit may wait
+    /// behind others on a slot, all together.
+    pub heartbeat: Duration,
+    /// Units waiting behind each slot at most (at least one). More than
+    /// one only while the planner's tasks round trip (decision to seen
+    /// ended) in a fraction of a round: `heartbeat / round trip` wait,
+    /// at most this many, so that they all start within a round.
+    pub max_waiting_per_slot: u64,
 }
 
 impl Default for PlannerConfig {
@@ -97,6 +105,8 @@ impl Default for PlannerConfig {
             budget: 200,
             stop_settle: Duration::from_secs(40),
             round_time: Duration::from_secs(2),
+            heartbeat: Duration::from_secs(10),
+            max_waiting_per_slot: 3,
         }
     }
 }
@@ -236,6 +246,16 @@ impl Planner {
     /// planner knows them.
     pub fn backlog(&self) -> (u64, usize) {
         (self.tracks.in_flight(), self.tracks.queued())
+    }
+
+    /// Units waiting behind each slot now: one, or more while the tasks'
+    /// round trip is a fraction of a round ([`PlannerConfig::heartbeat`]).
+    pub fn waiting_per_slot(&self) -> u64 {
+        let most = self.cfg.max_waiting_per_slot.max(1);
+        match self.tracks.round_trip_ms() {
+            None => 1,
+            Some(r) => (self.cfg.heartbeat.as_millis() as u64 / r.max(1)).clamp(1, most),
+        }
     }
 
     /// A policy was applied or resumed: the next round starts a pass (or,
@@ -386,13 +406,17 @@ impl Planner {
         ended: Option<u64>,
         report: &mut PlanReport,
     ) {
+        // Also with nothing waiting: what ended is what `tables` shows,
+        // and what the next due partitions find free.
+        if self.tracks.in_flight() > 0 {
+            self.tracks.refresh(store, (self.cfg.budget / 2).max(1), ended, wall_ms, report).await;
+        }
         if self.tracks.queued() == 0 {
             return;
         }
-        self.tracks.refresh(store, (self.cfg.budget / 2).max(1), ended, report).await;
         // Per policy, for the round: why it may not submit now.
         let mut open: BTreeMap<Name, Option<String>> = BTreeMap::new();
-        let free = cap.target().saturating_sub(self.tracks.in_flight());
+        let free = cap.target(self.waiting_per_slot()).saturating_sub(self.tracks.in_flight());
         let mut demands = vec![];
         let mut keys = vec![];
         let waiting: Vec<String> =
@@ -427,6 +451,7 @@ impl Planner {
         }
         let (_, order) = allocate(&demands, free);
         let mut decided = 0;
+        let mut sent = vec![];
         for idx in order {
             if decided > 0 && report.requests >= self.cfg.budget {
                 report.more = true;
@@ -451,6 +476,7 @@ impl Planner {
             match visit.decide(d, report).await {
                 Ok(true) => {
                     in_flight.insert(d.partition.clone(), (d.task, order));
+                    sent.extend(d.task);
                 }
                 Ok(false) => {}
                 Err(e) => report.errors.push(format!("deciding {}/{}: {e}", track::key(item), d.partition)),
@@ -459,6 +485,9 @@ impl Planner {
             report.requests += visit.requests;
             *self.decisions.entry(item.policy.name.to_string()).or_default() += visit.decisions;
             decided += 1;
+        }
+        for id in sent {
+            self.tracks.sent(id, wall_ms);
         }
     }
 
@@ -658,7 +687,7 @@ pub async fn dry_run(store: &Store, data: &Store, cap: &Capacity, wall_ms: u64) 
         demands.push(Demand { weight: p.weight, in_flight, queued, cap: p.max_units_per_table, since: 0 });
         keys.push(k.clone());
     }
-    let (_, order) = allocate(&demands, cap.target().saturating_sub(out.in_flight));
+    let (_, order) = allocate(&demands, cap.target(1).saturating_sub(out.in_flight));
     for idx in order {
         let t = tracks.by_table.get_mut(&keys[idx]).expect("listed above");
         let Some(i) = t.queue.pop_front() else { continue };

@@ -4,9 +4,16 @@
 //! - **Capacity** ([`Capacity`]): the live members' executor slots, as
 //!   their heartbeats advertise them (`run --max-running`; a member that
 //!   does not say counts as [`DEFAULT_SLOTS`]). The planner keeps at most
-//!   [`Capacity::target`] units in flight, twice the slots: every slot busy
-//!   and one unit waiting behind each, so that a worker starts its next
-//!   unit the moment one ends instead of after the planner's round trip.
+//!   [`Capacity::target`] units in flight: every slot busy and at least one
+//!   unit waiting behind each, so that a worker starts its next unit the
+//!   moment one ends instead of after the planner's round trip. Units
+//!   shorter than that round trip (a decision, the manager's start, the
+//!   worker's pick-up, the end seen by the manager and by the planner)
+//!   need more waiting to keep the slots busy; the planner lets up to
+//!   three wait behind each slot while its tasks' round trip is short
+//!   enough that they all start within a monitor round
+//!   (`super::planner::PlannerConfig::max_waiting_per_slot`): a small
+//!   table's unit then waits behind at most a round of others' units.
 //! - **In flight**: the planner's tasks that have not ended, as its last
 //!   visits saw them plus what it submitted since, minus what it has seen
 //!   end (see `super::planner`).
@@ -54,9 +61,10 @@ impl Capacity {
         self.view.is_none()
     }
 
-    /// Units the planner keeps in flight at most (see the module doc).
-    pub fn target(&self) -> u64 {
-        self.slots.saturating_mul(2)
+    /// Units the planner keeps in flight at most with `waiting` units
+    /// waiting behind each slot (see the module doc).
+    pub fn target(&self, waiting: u64) -> u64 {
+        self.slots.saturating_mul(1 + waiting)
     }
 
     /// Why a task running command `name` would run nowhere now (no live

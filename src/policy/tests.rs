@@ -336,7 +336,9 @@ async fn a_change_round_fills_the_freed_slots_without_listing_tables() {
     for i in 0..40 {
         write(&data, "big", &format!("p{i:03}"), 4).await;
     }
-    let mut p = planner("n1");
+    // One unit waiting per slot whatever the round trips.
+    let cfg = PlannerConfig { interval: Duration::ZERO, budget: 10_000, max_waiting_per_slot: 1, ..Default::default() };
+    let mut p = Planner::new(cfg, node("n1"));
     let first = pass(&mut p, &tree, &data, T0).await;
     assert_eq!(first.submitted.len(), 16);
     let nothing = Store::memory().await;
@@ -378,6 +380,38 @@ async fn a_change_round_fills_the_freed_slots_without_listing_tables() {
     }
     let r = p.changed(&tree, &nothing, &cap(SLOTS), T0 + 3000, 100).await;
     assert!(r.submitted.is_empty(), "{:?}", r.submitted);
+}
+
+/// Tasks that round trip (decision to seen ended) in a fraction of the
+/// heartbeat let up to three units wait behind each slot, so that slots
+/// do not idle through the round trips of short units; round trips
+/// longer than the heartbeat bring it back to one.
+#[tokio::test]
+async fn short_round_trips_let_three_units_wait_behind_each_slot_and_long_ones_one() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    for i in 0..200 {
+        write(&data, "big", &format!("p{i:03}"), 4).await;
+    }
+    let mut p = planner("n1");
+    assert_eq!(pass(&mut p, &tree, &data, T0).await.submitted.len(), 2 * SLOTS as usize);
+    assert_eq!(p.waiting_per_slot(), 1, "no round trip seen yet");
+    let end_all = |tree: Store| async move {
+        let mut n = 0;
+        for id in task_ids(&tree).await {
+            n += u64::from(tree.create(&v2::task_status(&id, TaskState::Done), Vec::new()).await.is_ok());
+        }
+        n
+    };
+    // Half a second from decision to end, the heartbeat 10 s: three wait.
+    let n = end_all(tree.clone()).await;
+    let r = p.changed(&tree, &data, &cap(SLOTS), T0 + 500, n).await;
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!((p.waiting_per_slot(), r.submitted.len()), (3, 4 * SLOTS as usize));
+    // Twenty seconds, over the heartbeat: one waits again.
+    let n = end_all(tree.clone()).await;
+    let r = p.changed(&tree, &data, &cap(SLOTS), T0 + 20_500, n).await;
+    assert_eq!((p.waiting_per_slot(), r.submitted.len()), (1, 2 * SLOTS as usize));
 }
 
 #[tokio::test]
@@ -556,6 +590,8 @@ async fn finishing_rounds(big_backlog: usize, slots: usize, rounds: u64) -> BTre
     done
 }
 
+/// The look-ahead at its most here: a simulated round is a second, a
+/// tenth of the heartbeat, so three units wait behind each slot.
 #[tokio::test]
 async fn a_table_with_100x_the_backlog_delays_no_other_table_by_more_than_one_round() {
     // 9 small tables gain a due partition each round; 12 workers.

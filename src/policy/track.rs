@@ -55,6 +55,12 @@ pub struct Tracks {
     pub by_table: BTreeMap<String, Track>,
     /// Counts what the planner learns is in flight, oldest first.
     learnt: u64,
+    /// The tasks this planner submitted that it has not seen end: when
+    /// (wall ms), for their round trip.
+    sent: std::collections::HashMap<TaskId, u64>,
+    /// The round trip of its tasks, decision to seen ended (wall ms, a
+    /// moving average), once one was seen.
+    round_trip_ms: Option<u64>,
 }
 
 pub fn key(o: &Owned) -> String {
@@ -110,6 +116,21 @@ impl Tracks {
         }
     }
 
+    /// A task submitted at `wall_ms`.
+    pub fn sent(&mut self, id: TaskId, wall_ms: u64) {
+        if self.sent.len() >= MAX_QUEUED {
+            // Tasks it never saw end (their tables left the planner): a
+            // bound on its memory.
+            self.sent.clear();
+        }
+        self.sent.insert(id, wall_ms);
+    }
+
+    /// Its tasks' round trip, decision to seen ended, if one was seen.
+    pub fn round_trip_ms(&self) -> Option<u64> {
+        self.round_trip_ms
+    }
+
     /// The next age counter value.
     pub fn learn(&mut self) -> u64 {
         self.learnt += 1;
@@ -122,7 +143,14 @@ impl Tracks {
     /// pokes' count, which undercounts: a manager's tick that ends several
     /// pokes once), it stops at the first task still running once it found
     /// that many: tasks mostly end in the order they started.
-    pub async fn refresh(&mut self, store: &Store, limit: u64, want: Option<u64>, report: &mut PlanReport) {
+    pub async fn refresh(
+        &mut self,
+        store: &Store,
+        limit: u64,
+        want: Option<u64>,
+        wall_ms: u64,
+        report: &mut PlanReport,
+    ) {
         let mut all: Vec<(u64, String, String, TaskId)> = self
             .by_table
             .iter()
@@ -153,6 +181,10 @@ impl Tracks {
                 continue;
             }
             found += 1;
+            if let Some(at) = self.sent.remove(&id) {
+                let took = wall_ms.saturating_sub(at);
+                self.round_trip_ms = Some(self.round_trip_ms.map_or(took, |r| (3 * r + took) / 4));
+            }
             let Some(t) = self.by_table.get_mut(&k) else { continue };
             t.in_flight.remove(&part);
             report.ended += 1;
