@@ -15,7 +15,9 @@
 //!
 //! The task holds to its grant: it runs a round only before the grant's
 //! instant, and only after one stat showed no newer epoch's lease (the
-//! monitor's fence, [`crate::cluster::election::Election::fence`]). A new
+//! monitor's fence, [`crate::cluster::election::Election::fence`]); a
+//! monitor round that finds the planner idle (no pass due or going on,
+//! nothing waiting or in flight) runs no round and costs no stat. A new
 //! epoch starts a new planner (a new pass). At most one round runs at a
 //! time, rounds start at least [`MIN_GAP`] apart (a burst of pokes is one
 //! round), and a round that left work for lack of budget asks for the next
@@ -174,6 +176,11 @@ impl PlannerTask {
                 continue;
             };
             if !(tick || ended > 0 || pass_soon || due) {
+                continue;
+            }
+            let idle = planner.as_ref().is_some_and(|(e, p)| *e == grant.epoch && !p.has_work(now));
+            if idle && ended == 0 && !pass_soon && !due {
+                // Nothing to do this round: not even the fence's stat.
                 continue;
             }
             match self.store.exists(&v2::lease(grant.epoch + 1)).await {

@@ -248,6 +248,13 @@ impl Planner {
         (self.tracks.in_flight(), self.tracks.queued())
     }
 
+    /// Whether a round at `now` would do anything: a pass due or going on,
+    /// partitions waiting, or tasks in flight to look at. An idle
+    /// planner's rounds are skipped, fence check included.
+    pub fn has_work(&self, now: Duration) -> bool {
+        self.pass.is_some() || now >= self.next_pass_at || self.tracks.queued() > 0 || self.tracks.in_flight() > 0
+    }
+
     /// Units waiting behind each slot now: one, or more while the tasks'
     /// round trip is a fraction of a round ([`PlannerConfig::heartbeat`]).
     pub fn waiting_per_slot(&self) -> u64 {
