@@ -572,6 +572,7 @@ mod tests {
             addr: None,
             executor: None,
             executors: None,
+            slots: None,
         };
         store.put(&v2::heartbeat(&hb.node), formats::encode(&hb)).await.unwrap();
         crate::serve::wake::stamp_at(&store, "cli", &hb.node, 1).await.unwrap();

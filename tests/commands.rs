@@ -69,7 +69,30 @@ fn a_named_command_gets_its_params_literally_and_an_unknown_name_fails() {
     for d in [&dir, &c.fs_path(), &cwd] {
         assert!(!d.join("pwned").exists(), "a param was executed");
     }
-    let s = ended(&c, &submit(&c, &["--command-name", "no_such_command"]));
+    // A command no live node defines: refused at once, naming what they
+    // define; submitted only when insisted on, then its unit fails.
+    let out = c.compactd(&[
+        "submit",
+        "--db",
+        "d",
+        "--schema",
+        "s",
+        "--table",
+        "t",
+        "--shards",
+        "1",
+        "--command-name",
+        "no_such_command",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no live node defines command \"no_such_command\"")
+            && err.contains("echo_param")
+            && err.contains("--force"),
+        "{err}"
+    );
+    let s = ended(&c, &submit(&c, &["--command-name", "no_such_command", "--force"]));
     assert_eq!(s["state"], "Failed", "{s:#}");
     let err = s["failures"][0]["error"].as_str().unwrap_or_default();
     assert!(err.contains("no_such_command") && err.contains("n1") && err.contains("echo_param"), "{err}");

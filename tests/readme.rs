@@ -184,8 +184,10 @@ fn node_tables(out: &str) -> Vec<Vec<(String, String, bool)>> {
 fn expect(block: &Block, out: &str, dir: &Path) {
     let t = &block.text;
     if t.contains("policy apply") {
-        // Keep tables compact: 2 submissions judged, then every partition merged.
-        assert_eq!(out.matches("would submit").count(), 2, "line {}: the dry run\n{out}", block.line);
+        // Keep tables compact: all 3 submissions judged (one node's slots
+        // assumed before any ran), then every partition merged.
+        assert_eq!(out.matches("would submit").count(), 3, "line {}: the dry run\n{out}", block.line);
+        assert!(out.contains("(no node has run yet"), "line {}: the dry run's assumed slots\n{out}", block.line);
         assert!(out.contains("db/public/events") && out.contains("nothing due"), "line {}: tables\n{out}", block.line);
         let counts: Vec<&str> = out.lines().map(str::trim).filter(|l| l.parse::<u32>().is_ok()).collect();
         assert_eq!(counts, ["3"], "line {}: 3 files after\n{out}", block.line);

@@ -42,6 +42,7 @@ async fn tree(uri: &RootUri, n: usize) -> (Store, OpCounter, Vec<TaskId>) {
             addr: None,
             executor: None,
             executors: None,
+            slots: None,
         }],
         offline: vec![],
         last_event: 0,

@@ -347,6 +347,11 @@ pub struct Heartbeat {
     /// as for `executor`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executors: Option<Vec<String>>,
+    /// Subtasks this node runs at once (`run --max-running`), so that the
+    /// policy planner knows the cluster's capacity. Absent in heartbeats
+    /// of older nodes (then counted as the default, 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u32>,
 }
 
 /// One member as the monitor sees it.
@@ -367,13 +372,25 @@ pub struct Member {
     /// The executors its heartbeat advertises (absent: an older node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executors: Option<Vec<String>>,
+    /// The executor slots its heartbeat advertises (absent: an older node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<u32>,
 }
 
 impl Member {
     /// A member known by its incarnation alone (an offline record, an
     /// expired session): no commands, address or executor.
     pub fn bare(node: NodeId, incarnation: u64, session_timeout_ms: u64) -> Member {
-        Member { node, incarnation, session_timeout_ms, commands: vec![], addr: None, executor: None, executors: None }
+        Member {
+            node,
+            incarnation,
+            session_timeout_ms,
+            commands: vec![],
+            addr: None,
+            executor: None,
+            executors: None,
+            slots: None,
+        }
     }
 }
 

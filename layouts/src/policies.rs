@@ -159,7 +159,12 @@ pub struct PolicyDefinition {
     pub windows: Vec<String>,
     pub min_interval_ms: u64,
     pub weight: u32,
-    pub max_units_per_table: u32,
+    /// Partitions of one table in flight at most; absent: no cap (the
+    /// table shares the cluster's slots with the other tables that have
+    /// due partitions, by weight). Definitions applied before the cap
+    /// became optional carry 2, the default then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_units_per_table: Option<u32>,
     pub wall_ms: u64,
     pub by: String,
 }
@@ -228,10 +233,26 @@ pub struct TableSummary {
     /// Why the table's partitions are or are not being submitted (paused,
     /// outside its windows, waiting for the schedule, at its cap…).
     pub state: String,
+    /// Why nothing of the table is submitted whatever is due (`refused:
+    /// …` a format its executor must not change, `waiting: a write is in
+    /// progress …`, `cannot submit: …`); absent when nothing holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<String>,
+    /// Due partitions waiting for a free slot of the cluster.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub queued: u64,
+    /// The table's policy caps its partitions in flight
+    /// (`max-units-per-table`) and it is at the cap.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub capped: bool,
     /// The partitions with small files, most small files first (at most
     /// [`MAX_SUMMARY_PARTITIONS`]).
     #[serde(default)]
     pub detail: Vec<PartitionSummary>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// At most this many partitions are detailed in a [`TableSummary`].
@@ -257,6 +278,10 @@ pub struct PartitionSummary {
     pub in_flight: bool,
     pub due: bool,
     pub why: String,
+    /// Held by the policy's `min-interval` (its thresholds are met): due
+    /// from this instant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_at_wall_ms: Option<u64>,
     /// When the planner first saw the newest decision's task stopped
     /// (`Cancel`): the partition stays in flight for a while after, until
     /// the stopped units' executors have surely ended.

@@ -106,6 +106,7 @@ fn member() -> impl Strategy<Value = Member> {
         .prop_map(|(node, incarnation, t, commands, addr)| Member {
             executor: addr.as_ref().map(|_| "merge".to_string()),
             executors: (t % 2 == 0).then(|| vec!["merge".to_string(), "iceberg".to_string()]),
+            slots: (t % 3 == 0).then_some((t % 1024) as u32 + 1),
             node,
             incarnation,
             session_timeout_ms: t,
@@ -132,6 +133,7 @@ fn heartbeat() -> impl Strategy<Value = Heartbeat> {
             addr: (m[1] % 2 == 1).then(|| format!("host-{}:7471", m[1] % 100)),
             executor: (m[0] % 3 == 0).then(|| "parquet".into()),
             executors: (m[1] % 3 == 0).then(|| vec!["parquet".into(), "iceberg".into()]),
+            slots: (m[0] % 5 == 0).then_some((m[1] % 1024) as u32 + 1),
         },
     )
 }

@@ -84,6 +84,9 @@ pub async fn policy(store: Store, args: PolicyArgs) -> anyhow::Result<i32> {
             let text = String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", file.display()))?;
             let def = spec::parse(&file.display().to_string(), &text)?;
             let applied = define::apply(&store, def, &who(), wall_now_ms()).await?;
+            if applied.changed {
+                poke_planner(&store).await;
+            }
             if json {
                 print_json(&applied)?;
             } else if applied.changed {
@@ -134,6 +137,7 @@ pub async fn policy(store: Store, args: PolicyArgs) -> anyhow::Result<i32> {
         }
         PolicyCommand::Resume { policy } => {
             define::resume(&store, &policy).await?;
+            poke_planner(&store).await;
             super::outln!("policy {policy} resumed");
         }
         PolicyCommand::Delete { policy } => {
@@ -147,9 +151,17 @@ pub async fn policy(store: Store, args: PolicyArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// Tells the monitor's planner that a policy changed: it starts a pass at
+/// once instead of at its interval (a hint: a lost poke costs the wait).
+async fn poke_planner(store: &Store) {
+    let mut pokes = crate::serve::wake::Pokes::default();
+    pokes.policy();
+    crate::serve::wake::poke_now(store, &pokes, crate::clock::SystemClock::shared()).await;
+}
+
 pub async fn tables(store: Store, args: TablesArgs) -> anyhow::Result<i32> {
     let mut bad = vec![];
-    let rows = view::tables(&store, usize::MAX, &mut bad).await?;
+    let rows = view::tables(&store, usize::MAX, &mut bad, wall_now_ms()).await?;
     for e in &bad {
         super::errln!("compactd: skipping: {e}");
     }
@@ -174,13 +186,7 @@ pub async fn tables(store: Store, args: TablesArgs) -> anyhow::Result<i32> {
                         .to_string()
                 })
                 .unwrap_or_else(|| "-".into());
-            let state = if t.policy_deleted {
-                "policy deleted: not planned".to_string()
-            } else if t.paused {
-                "policy paused".to_string()
-            } else {
-                s.state.clone()
-            };
+            let state = format!("{}: {}", t.status.state, t.status.reason);
             super::outln!(
                 "{:<32} {:<16} {:>10} {:>11} {:>9} {:<20} {}",
                 t.table,
@@ -211,6 +217,11 @@ pub async fn plan(store: Store, args: PlanArgs) -> anyhow::Result<i32> {
         }
         for s in &dry.not_visited {
             super::outln!("not planned now: {s}");
+        }
+        let assumed = if dry.slots_assumed { " (no node has run yet: one node's default assumed)" } else { "" };
+        super::outln!("{} executor slots{assumed}; {} planner task(s) in flight", dry.slots, dry.in_flight);
+        for t in &dry.tables {
+            super::outln!("{}/{}/{}: {}", t.db, t.schema, t.table, t.state);
         }
         for e in &dry.errors {
             super::errln!("compactd: {e}");

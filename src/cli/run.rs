@@ -251,6 +251,8 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
             interval: args.plan_interval,
             budget: args.plan_budget.max(1),
             stop_settle: args.session_timeout + args.heartbeat,
+            heartbeat: args.heartbeat,
+            ..Default::default()
         },
         io_limit: args.io_limit,
     };

@@ -108,6 +108,10 @@ pub struct SubmitArgs {
     /// Executor parameter KEY=VALUE (repeatable): {param.KEY} and COMPACTD_PARAM_KEY.
     #[arg(long = "param", value_parser = parse_kv)]
     pub params: Vec<(String, String)>,
+    /// Submit a task naming a command (--command-name) that no live node
+    /// defines now (its units fail until a node that defines it joins).
+    #[arg(long, requires = "command_name")]
+    pub force: bool,
     /// Wait until the task ends, showing progress; exit 0 if Done, 1 otherwise.
     #[arg(long)]
     pub wait: bool,
@@ -146,6 +150,19 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
         // The task's executor is fixed now: the nodes' common default.
         let view = crate::cluster::election::newest_lease(&store).await?;
         spec.executor = tasks::default_executor(view.as_ref())?.map(ExecutorSpec::builtin);
+    }
+    if let Some(name) = spec.executor.as_ref().and_then(|e| e.command_name.clone()) {
+        // A command no node defines would fail every unit on every node
+        // (a large task for a long time): refused now, unless insisted on.
+        // A request over a limit is refused for that first.
+        tasks::check_spec(&spec)?;
+        let view = crate::cluster::election::newest_lease(&store).await?;
+        if let Some(why) = tasks::placement::undefined_command(view.as_ref(), &name) {
+            if !args.force {
+                anyhow::bail!("refused: {why}; or submit anyway with --force");
+            }
+            super::errln!("compactd: warning: {why}; submitted anyway (--force): its units fail until one does");
+        }
     }
     // With the data backend known, a table the executor must not change is
     // refused here, before a task exists (otherwise its manager fails it).

@@ -144,6 +144,18 @@ impl Election {
         }
     }
 
+    /// A leader's epoch and the monotonic instant until which it may act
+    /// on its lease without renewing (what [`Election::fence`] checks
+    /// locally): a task that acts for the monitor beside its tick (the
+    /// policy planner) holds to it, and stats the next epoch's lease file
+    /// before it acts, as the fence does.
+    pub fn acting_until(&self) -> Option<(u64, Duration)> {
+        match &self.role {
+            Role::Leader(l) => Some((l.lease.epoch, l.renewed_at + self.lease_len.mul_f64(LOCAL_VALIDITY))),
+            Role::Follower { .. } => None,
+        }
+    }
+
     /// The newest lease read or written: who is monitor and who is alive.
     pub fn view(&self) -> Option<&Lease> {
         match &self.role {

@@ -339,6 +339,7 @@ mod tests {
             addr: None,
             executor: None,
             executors: None,
+            slots: None,
         }
     }
 

@@ -51,6 +51,7 @@ pub(super) async fn with_member(store: &Store) {
             addr: None,
             executor: None,
             executors: None,
+            slots: None,
         }],
         offline: vec![],
         last_event: 0,

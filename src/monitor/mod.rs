@@ -473,5 +473,6 @@ fn member_of(hb: &Heartbeat) -> Member {
         addr: hb.addr.clone(),
         executor: hb.executor.clone(),
         executors: hb.executors.clone(),
+        slots: hb.slots,
     }
 }

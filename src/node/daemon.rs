@@ -115,6 +115,11 @@ pub async fn run(
             w
         }
     };
+    // The policy planner runs in a task of its own, stopped and awaited
+    // before the node leaves (and stopped on any other way out).
+    let planner_stop = CancellationToken::new();
+    let _planner_guard = planner_stop.clone().drop_guard();
+    let planner = node.spawn_planner(planner_stop.clone());
     let mut incarnation = node.stats().incarnation;
     let mut next_poll = clock.mono();
     let mut busy = false;
@@ -176,6 +181,10 @@ pub async fn run(
     }
     tracing::info!("leaving the cluster");
     notifier.stopping();
+    planner_stop.cancel();
+    if let Some(p) = planner {
+        let _ = p.await;
+    }
     node.leave().await;
     if let Some(c) = claim {
         c.release(&node.store).await;

@@ -8,8 +8,11 @@
 
 pub mod claim;
 pub mod daemon;
+mod plan;
 mod session;
 mod work;
+
+pub use plan::{Grant, PlannerLink, PlannerTask};
 
 pub use session::report_trip;
 
@@ -123,6 +126,8 @@ pub struct Node {
     /// this process's incarnation made larger than its.
     prior_checked: bool,
     metrics: Option<Arc<crate::serve::metrics::Metrics>>,
+    /// The policy planner's task, while this node is the monitor ([`plan`]).
+    planner: Option<PlannerLink>,
 }
 
 impl Node {
@@ -158,6 +163,7 @@ impl Node {
             prior_gone: false,
             prior_checked: false,
             metrics: None,
+            planner: None,
         }
     }
 
@@ -231,9 +237,7 @@ impl Node {
         if let Some(m) = &self.metrics {
             worker.set_metrics(m.clone());
         }
-        let planner = crate::policy::Planner::new(cfg.planner.clone(), self.cfg.id.clone());
         self.work = Some(Work {
-            planner,
             cfg,
             data,
             worker,
@@ -244,6 +248,27 @@ impl Node {
             rotation: 0,
         });
         self
+    }
+
+    /// Starts the policy planner's own task (with the task layer and
+    /// wake-ups: see [`plan`]); it acts while this node is the monitor and
+    /// ends at `shutdown`, which its caller awaits.
+    pub fn spawn_planner(
+        &mut self,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let (work, wake) = (self.work.as_ref()?, self.wake.clone()?);
+        let task = PlannerTask {
+            cfg: work.cfg.planner.clone(),
+            me: self.cfg.id.clone(),
+            store: self.store.clone(),
+            data: work.data.clone(),
+            clock: self.clock.clone(),
+            wake,
+        };
+        let (link, handle) = task.spawn(shutdown);
+        self.planner = Some(link);
+        Some(handle)
     }
 
     /// Executors running on this node.
@@ -267,7 +292,7 @@ impl Node {
             running: self.running_subtasks(),
             events_kept: self.monitor_events_kept(),
             members: self.view().map(|v| (v.members.len(), v.offline.len())),
-            policies: self.work.as_ref().map(|w| w.planner.figures()).unwrap_or_default(),
+            policies: self.planner.as_ref().map(PlannerLink::figures).unwrap_or_default(),
         }
     }
 
@@ -331,8 +356,19 @@ impl Node {
     }
 
     async fn tick_with(&mut self, woken: Option<Woken>) -> bool {
+        if let (Some(w), Some(p)) = (&self.wake, &self.planner) {
+            // Counted, not coalesced: how many planner tasks ended.
+            let (ended, policy) = w.take_planner_pokes();
+            p.changed(ended, policy > 0);
+        }
         let busy = self.tick_inner(woken).await;
         let mut pokes = self.pokes.take();
+        if self.election.is_leader() && pokes.take_plan() {
+            // A task this monitor managed ended: its own planner's.
+            if let Some(p) = &self.planner {
+                p.changed(1, false);
+            }
+        }
         if pokes.take_own(&self.cfg.id) {
             self.inbox.poked = true;
             if let Some(w) = &self.wake {
@@ -481,6 +517,9 @@ impl Node {
         }
         if !self.election.is_leader() {
             self.monitor = None;
+            if let Some(p) = &self.planner {
+                p.withdraw();
+            }
             if let Some(w) = self.work.as_mut() {
                 // Left to the next monitor's sweep.
                 w.sweep = None;
@@ -548,25 +587,22 @@ impl Node {
         self.next_jobs_at = (now + sweep).min(self.next_schedules_at);
     }
 
-    /// The monitor's policy planner: one round per monitor round, fenced.
+    /// The monitor's policy planner: after each monitor round that passes
+    /// the fence, its task may act until the lease's local validity ends,
+    /// and runs a round ([`plan`]). Nothing of it runs in the tick.
     async fn plan_policies(&mut self, now: Duration) {
-        if self.monitor.is_none() || self.work.is_none() {
+        if self.monitor.is_none() || self.planner.is_none() {
             return;
         }
-        if self.monitor_duty_allowed(now, "policy planning").await.is_none() {
+        let Some(epoch) = self.monitor_duty_allowed(now, "policy planning").await else {
+            if let Some(p) = &self.planner {
+                p.withdraw();
+            }
             return;
-        }
-        let wall = self.clock.wall_ms();
-        let Some(work) = self.work.as_mut() else { return };
-        let report = work.planner.round(&self.store, &work.data, now, wall).await;
-        for m in &report.managers {
-            self.pokes.work(m);
-        }
-        for s in &report.submitted {
-            tracing::info!("planner submitted {s}");
-        }
-        for e in &report.errors {
-            tracing::warn!("planner: {e}");
+        };
+        let (Some((e, until)), Some(view)) = (self.election.acting_until(), self.election.view()) else { return };
+        if let Some(p) = self.planner.as_ref().filter(|_| e == epoch) {
+            p.tick(Grant { epoch, until, view: view.clone() });
         }
     }
 

@@ -48,8 +48,6 @@ pub struct Work {
     pub(super) handovers: std::collections::VecDeque<(layouts::NodeId, u64, TaskId)>,
     /// Ticks so far: which manager goes first (see `work_round`).
     pub(super) rotation: usize,
-    /// The policy planner (run while this node is the monitor).
-    pub(super) planner: crate::policy::Planner,
 }
 
 impl Node {

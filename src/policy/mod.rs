@@ -1,12 +1,14 @@
-//! Table policies: compaction that runs itself (issue 27).
+//! Table policies: compaction that runs itself.
 //!
 //! - [`spec`]: the policy file (TOML) an operator writes, checked;
 //! - [`define`]: policies in the tree, versioned like job definitions
 //!   (apply, list, show, pause, resume);
 //! - [`planner`]: the monitor's duty that finds due partitions and submits
-//!   their tasks exactly once;
+//!   their tasks exactly once, with [`share`] (how many of the cluster's
+//!   free slots each table gets), `track` (what is in flight and what
+//!   waits, between visits) and `owner` (which policy owns a table);
 //! - [`view`]: the tables as the planner last saw them (`compactd tables`,
-//!   the status page) and `plan --dry-run`.
+//!   the status page), with why and until when, and `plan --dry-run`.
 //!
 //! Which policy owns a table: of every policy's patterns that match
 //! `<db>/<schema>/<table>`, the most specific ([`spec::specificity`]: more
@@ -16,8 +18,11 @@
 //! formats are in `layouts::policies`.
 
 pub mod define;
+mod owner;
 pub mod planner;
+pub mod share;
 pub mod spec;
+mod track;
 pub mod view;
 mod visit;
 
@@ -30,6 +35,7 @@ use store::Store;
 
 pub use define::{Applied, PolicyRow};
 pub use planner::{Planner, PlannerConfig};
+pub use share::Capacity;
 
 /// Parameter carrying a planner task's target size to the built-in executors.
 pub const TARGET_SIZE_PARAM: &str = "compactd_target_size";
@@ -45,6 +51,11 @@ pub struct PlanReport {
     pub managers: Vec<NodeId>,
     pub errors: Vec<String>,
     pub pass_ended: bool,
+    /// Tasks in flight the round saw end.
+    pub ended: u64,
+    /// Due partitions wait and slots are free, but the round's budget ran
+    /// out: the planner runs again soon.
+    pub more: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,61 +94,42 @@ pub struct Owned {
 }
 
 /// The tables on the data backend that some policy matches, each with its
-/// owner. Listings: the data root, then each matching database and schema.
+/// owner ([`owner::Patterns`]). Listings: the data root, then each matching
+/// database and schema. Yields to the runtime between folders, so that a
+/// large tree does not hold a thread.
 pub async fn assign(data: &Store, rows: &[PolicyRow]) -> Result<Vec<Owned>, PolicyError> {
-    let pats: Vec<(Arc<PolicyDefinition>, bool, &str)> = rows
-        .iter()
-        .flat_map(|r| {
-            let d = Arc::new(r.definition.clone());
-            r.definition.tables.iter().map(move |t| (d.clone(), r.paused, t.as_str()))
-        })
-        .collect();
+    let pats = owner::Patterns::new(rows);
     if pats.is_empty() {
         return Ok(vec![]);
     }
-    // Does some pattern match these first segments (db, then db/schema)?
-    let any =
-        |names: &[&str]| pats.iter().any(|(_, _, p)| p.split('/').zip(names).all(|(seg, name)| spec::glob(seg, name)));
     let mut out = vec![];
     let (dbs, root) = folders(data, "").await?;
     for db in dbs {
-        if !any(&[db.as_str()]) {
+        if !pats.any_in_db(db.as_str()) {
             continue;
         }
         let (schemas, in_db) = folders(data, &format!("{db}/")).await?;
         for schema in schemas {
-            if !any(&[db.as_str(), schema.as_str()]) {
+            tokio::task::yield_now().await;
+            if !pats.any_in_schema(db.as_str(), schema.as_str()) {
                 continue;
             }
             let (tables, in_schema) = folders(data, &format!("{db}/{schema}/")).await?;
             let mut above = root.clone();
             above.extend(in_db.clone());
             above.extend(in_schema);
-            for table in tables {
-                let mut best: Option<(&Arc<PolicyDefinition>, bool, &str)> = None;
-                for (d, paused, p) in &pats {
-                    if !spec::matches(p, db.as_str(), schema.as_str(), table.as_str()) {
-                        continue;
-                    }
-                    let better = match best {
-                        None => true,
-                        Some((bd, _, bp)) => {
-                            (spec::specificity(p), std::cmp::Reverse(&d.name))
-                                > (spec::specificity(bp), std::cmp::Reverse(&bd.name))
-                        }
-                    };
-                    if better {
-                        best = Some((d, *paused, p));
-                    }
+            for (i, table) in tables.into_iter().enumerate() {
+                if i % 1024 == 1023 {
+                    tokio::task::yield_now().await;
                 }
-                if let Some((d, paused, p)) = best {
+                if let Some(p) = pats.owner(db.as_str(), schema.as_str(), table.as_str()) {
                     out.push(Owned {
                         db: db.clone(),
                         schema: schema.clone(),
-                        table: table.clone(),
-                        policy: d.clone(),
-                        paused,
-                        pattern: p.to_string(),
+                        table,
+                        policy: p.policy.clone(),
+                        paused: p.paused,
+                        pattern: p.text.clone(),
                         above: above.clone(),
                     });
                 }
@@ -170,6 +162,11 @@ async fn folders(data: &Store, dir: &str) -> Result<(Vec<Name>, crate::table::Fi
     Ok((names, d.finish()))
 }
 
+/// An instant for people (UTC, RFC 3339).
+pub(crate) fn at(ms: u64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms)).to_string()
+}
+
 /// Policies by name (the planner's and the views' lookup).
 pub fn by_name(rows: &[PolicyRow]) -> BTreeMap<&str, &PolicyRow> {
     rows.iter().map(|r| (r.definition.name.as_str(), r)).collect()
@@ -177,3 +174,5 @@ pub fn by_name(rows: &[PolicyRow]) -> BTreeMap<&str, &PolicyRow> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod view_tests;

@@ -54,7 +54,6 @@ fn default_executor() -> String {
 
 pub const DEFAULT_TARGET_SIZE: u64 = 128 << 20;
 pub const DEFAULT_MIN_INTERVAL_MS: u64 = 10 * 60 * 1000;
-pub const DEFAULT_MAX_UNITS_PER_TABLE: u32 = 2;
 /// The largest `min-small-files` (a billion small files in one partition).
 pub const MAX_MIN_SMALL_FILES: u64 = 1_000_000_000;
 /// The largest `weight`.
@@ -127,7 +126,7 @@ pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
         layouts::limits::MAX_UNITS.into(),
         " (pause the policy to stop it)",
     )?
-    .map_or(DEFAULT_MAX_UNITS_PER_TABLE, |n| n as u32);
+    .map(|n| n as u32);
     Ok(PolicyDefinition {
         name,
         version: 0,
@@ -195,16 +194,24 @@ pub fn specificity(pattern: &str) -> (usize, std::cmp::Reverse<usize>) {
     (pattern.chars().count() - wild - pattern.matches('/').count(), std::cmp::Reverse(wild))
 }
 
-/// One segment's glob: `*` any run, `?` one character.
+/// One segment's glob: `*` any run, `?` one character. Allocates nothing
+/// for ASCII names (the planner matches every table of a pass).
 pub(crate) fn glob(p: &str, s: &str) -> bool {
+    if p.is_ascii() && s.is_ascii() {
+        return glob_in(p.as_bytes(), s.as_bytes(), b'*', b'?');
+    }
     let (p, s): (Vec<char>, Vec<char>) = (p.chars().collect(), s.chars().collect());
+    glob_in(&p, &s, '*', '?')
+}
+
+fn glob_in<T: PartialEq + Copy>(p: &[T], s: &[T], any: T, one: T) -> bool {
     // Iterative match with backtracking to the last `*`.
     let (mut pi, mut si, mut star, mut mark) = (0, 0, None, 0);
     while si < s.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == s[si]) {
+        if pi < p.len() && (p[pi] == one || p[pi] == s[si]) {
             pi += 1;
             si += 1;
-        } else if pi < p.len() && p[pi] == '*' {
+        } else if pi < p.len() && p[pi] == any {
             star = Some(pi);
             mark = si;
             pi += 1;
@@ -216,7 +223,7 @@ pub(crate) fn glob(p: &str, s: &str) -> bool {
             return false;
         }
     }
-    p[pi..].iter().all(|c| *c == '*')
+    p[pi..].iter().all(|c| *c == any)
 }
 
 #[cfg(test)]
@@ -230,7 +237,7 @@ mod tests {
         assert_eq!(p.name.as_str(), "warehouse");
         assert_eq!(p.min_small_files, Some(4));
         assert_eq!((p.target_size, p.small_file_size), (DEFAULT_TARGET_SIZE, DEFAULT_TARGET_SIZE / 2));
-        assert_eq!((p.weight, p.max_units_per_table, p.time_zone.as_str()), (1, 2, "UTC"));
+        assert_eq!((p.weight, p.max_units_per_table, p.time_zone.as_str()), (1, None, "UTC"));
     }
 
     #[test]

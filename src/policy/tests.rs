@@ -15,10 +15,10 @@ use super::*;
 use crate::tasks;
 
 /// 2026-11-25T01:00:00Z.
-const T0: u64 = 1_795_568_400_000;
-const HOUR: u64 = 3_600_000;
+pub(super) const T0: u64 = 1_795_568_400_000;
+pub(super) const HOUR: u64 = 3_600_000;
 
-fn n(s: &str) -> Name {
+pub(super) fn n(s: &str) -> Name {
     Name::parse(s).unwrap()
 }
 
@@ -26,8 +26,12 @@ fn node(s: &str) -> NodeId {
     NodeId::parse(s).unwrap()
 }
 
-async fn with_member(store: &Store) {
-    let lease = Lease {
+/// Executor slots of the test cluster's one member: the planner keeps
+/// twice that in flight at most.
+const SLOTS: u32 = 8;
+
+fn lease(slots: u32) -> Lease {
+    Lease {
         epoch: 1,
         holder: node("n1"),
         holder_incarnation: 1,
@@ -38,33 +42,41 @@ async fn with_member(store: &Store) {
             node: node("n1"),
             incarnation: 1,
             session_timeout_ms: 1500,
-            commands: vec![],
+            commands: vec!["stats".into()],
             addr: None,
             executor: None,
             executors: None,
+            slots: Some(slots),
         }],
         offline: vec![],
         last_event: 0,
         released: false,
-    };
-    store.create(&v2::lease(1), formats::encode(&lease)).await.unwrap();
+    }
 }
 
-async fn stores() -> (Store, Store) {
+fn cap(slots: u32) -> Capacity {
+    Capacity::of(Some(&lease(slots)))
+}
+
+async fn with_member(store: &Store) {
+    store.create(&v2::lease(1), formats::encode(&lease(SLOTS))).await.unwrap();
+}
+
+pub(super) async fn stores() -> (Store, Store) {
     let (tree, data) = (Store::memory().await, Store::memory().await);
     with_member(&tree).await;
     (tree, data)
 }
 
 /// `files` small files in `<db>/public/<table>/<partition>/`.
-async fn write(data: &Store, table: &str, partition: &str, files: usize) {
+pub(super) async fn write(data: &Store, table: &str, partition: &str, files: usize) {
     for i in 0..files {
         let path = format!("db/public/{table}/{partition}/f{i:04}.txt");
         data.put(&path, format!("row {i}\n")).await.unwrap();
     }
 }
 
-async fn apply(store: &Store, extra: &str) {
+pub(super) async fn apply(store: &Store, extra: &str) {
     let text = format!(
         "name = \"warehouse\"\ntables = [\"db/public/*\"]\nmin-small-files = 4\nmin-interval = \"0s\"\n{extra}"
     );
@@ -72,15 +84,19 @@ async fn apply(store: &Store, extra: &str) {
     define::apply(store, def, "test", T0).await.unwrap();
 }
 
-fn planner(id: &str) -> Planner {
+pub(super) fn planner(id: &str) -> Planner {
     Planner::new(PlannerConfig { interval: Duration::ZERO, budget: 10_000, ..Default::default() }, node(id))
 }
 
 /// Runs rounds until a pass ends.
-async fn pass(p: &mut Planner, tree: &Store, data: &Store, wall_ms: u64) -> PlanReport {
+pub(super) async fn pass(p: &mut Planner, tree: &Store, data: &Store, wall_ms: u64) -> PlanReport {
+    pass_with(p, tree, data, &cap(SLOTS), wall_ms).await
+}
+
+async fn pass_with(p: &mut Planner, tree: &Store, data: &Store, cap: &Capacity, wall_ms: u64) -> PlanReport {
     let mut all = PlanReport::default();
     for i in 0..100u64 {
-        let r = p.round(tree, data, Duration::from_secs(i), wall_ms).await;
+        let r = p.round(tree, data, cap, Duration::from_secs(i), wall_ms).await;
         assert!(r.errors.is_empty(), "{:?}", r.errors);
         all.submitted.extend(r.submitted);
         if r.pass_ended {
@@ -90,13 +106,13 @@ async fn pass(p: &mut Planner, tree: &Store, data: &Store, wall_ms: u64) -> Plan
     panic!("the pass did not end");
 }
 
-async fn task_ids(tree: &Store) -> Vec<TaskId> {
+pub(super) async fn task_ids(tree: &Store) -> Vec<TaskId> {
     let mut v = tasks::list_ids(tree).await.unwrap();
     v.sort();
     v
 }
 
-async fn finish(tree: &Store, id: &TaskId) {
+pub(super) async fn finish(tree: &Store, id: &TaskId) {
     tree.create(&v2::task_status(id, TaskState::Done), Vec::new()).await.unwrap();
 }
 
@@ -131,7 +147,7 @@ async fn a_due_partition_is_submitted_once_and_again_only_after_its_task_ended()
         .map(|e| e.name().to_string())
         .collect();
     assert!(decisions.iter().all(|d| d.contains(".0000000002.")), "{decisions:?}");
-    let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
+    let views = view::tables(&tree, usize::MAX, &mut vec![], T0).await.unwrap();
     assert_eq!(views.len(), 1);
     assert_eq!((views[0].summary.small_files, views[0].summary.in_flight), (12, 1));
 }
@@ -240,8 +256,27 @@ async fn a_paused_policy_submits_nothing_until_resumed() {
     assert_eq!(pass(&mut p, &tree, &data, T0).await.submitted.len(), 1);
 }
 
+/// Submitted per table in `r`.
+fn per(r: &PlanReport, t: &str) -> usize {
+    r.submitted.iter().filter(|s| s.starts_with(&format!("db/public/{t}/"))).count()
+}
+
 #[tokio::test]
-async fn a_table_with_a_huge_backlog_takes_its_cap_not_every_slot() {
+async fn a_table_alone_with_a_backlog_takes_every_free_slot_and_small_tables_go_first() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    for i in 0..100 {
+        write(&data, "big", &format!("p{i:03}"), 4).await;
+    }
+    // Alone: every slot and one unit waiting behind each.
+    let r = pass(&mut planner("n1"), &tree, &data, T0).await;
+    assert_eq!(per(&r, "big"), 2 * SLOTS as usize, "{:?}", r.submitted);
+    let views = view::tables(&tree, usize::MAX, &mut vec![], T0).await.unwrap();
+    let s = &views[0].summary;
+    assert_eq!((s.in_flight, s.queued), (16, 84), "{}", s.state);
+    assert!(s.state.contains("84 due partition(s) waiting for a free slot"), "{}", s.state);
+
+    // Beside five small tables: one each first, the rest to the big one.
     let (tree, data) = stores().await;
     apply(&tree, "").await;
     for i in 0..100 {
@@ -251,11 +286,149 @@ async fn a_table_with_a_huge_backlog_takes_its_cap_not_every_slot() {
         write(&data, t, "p1", 4).await;
     }
     let r = pass(&mut planner("n1"), &tree, &data, T0).await;
-    let per = |t: &str| r.submitted.iter().filter(|s| s.starts_with(&format!("db/public/{t}/"))).count();
-    assert_eq!(per("big"), 2, "{:?}", r.submitted);
+    assert_eq!(per(&r, "big"), 2 * SLOTS as usize - 5, "{:?}", r.submitted);
     for t in ["a", "b", "c", "d", "e"] {
-        assert_eq!(per(t), 1, "{t}: {:?}", r.submitted);
+        assert_eq!(per(&r, t), 1, "{t}: {:?}", r.submitted);
     }
+}
+
+#[tokio::test]
+async fn tables_with_backlogs_share_the_slots_by_weight_and_a_cap_holds() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    let heavy =
+        "name = \"heavy\"\ntables = [\"db/public/h*\"]\nmin-small-files = 4\nmin-interval = \"0s\"\nweight = 3\n";
+    define::apply(&tree, spec::parse("h.toml", heavy).unwrap(), "test", T0).await.unwrap();
+    for i in 0..40 {
+        write(&data, "light", &format!("p{i:03}"), 4).await;
+        write(&data, "heavy", &format!("p{i:03}"), 4).await;
+    }
+    let r = pass(&mut planner("n1"), &tree, &data, T0).await;
+    assert_eq!((per(&r, "light"), per(&r, "heavy")), (4, 12), "{:?}", r.submitted);
+
+    let (tree, data) = stores().await;
+    apply(&tree, "max-units-per-table = 3").await;
+    for i in 0..40 {
+        write(&data, "t1", &format!("p{i:03}"), 4).await;
+    }
+    let r = pass(&mut planner("n1"), &tree, &data, T0).await;
+    assert_eq!(per(&r, "t1"), 3, "{:?}", r.submitted);
+    let views = view::tables(&tree, usize::MAX, &mut vec![], T0).await.unwrap();
+    assert!(
+        views[0].summary.capped && views[0].summary.state.contains("at its cap of 3"),
+        "{:?}",
+        views[0].summary.state
+    );
+}
+
+/// Planning on change: as tasks end, a change round submits into the
+/// slots that freed without listing any table (it is given an empty data
+/// store here). Told how many ended, it looks at the oldest tasks in
+/// flight until it found them and the next is still running: a listing
+/// each here (they end in the order they were submitted), plus its
+/// policy's listing and the summary's write, besides the decisions' own
+/// requests. Told fewer than ended (one poke for a manager's tick that
+/// ended two), it still finds them all.
+#[tokio::test]
+async fn a_change_round_fills_the_freed_slots_without_listing_tables() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    for i in 0..40 {
+        write(&data, "big", &format!("p{i:03}"), 4).await;
+    }
+    // One unit waiting per slot whatever the round trips.
+    let cfg = PlannerConfig { interval: Duration::ZERO, budget: 10_000, max_waiting_per_slot: 1, ..Default::default() };
+    let mut p = Planner::new(cfg, node("n1"));
+    let first = pass(&mut p, &tree, &data, T0).await;
+    assert_eq!(first.submitted.len(), 16);
+    let nothing = Store::memory().await;
+    let (mut rounds, mut extra, mut ended) = (0, 0, 0);
+    while task_ids(&tree).await.len() < 40 {
+        // Two units end, then a change round.
+        let mut open = vec![];
+        for id in task_ids(&tree).await {
+            if !tree.exists(&v2::task_status(&id, TaskState::Done)).await.unwrap() {
+                open.push(id);
+            }
+        }
+        for id in open.iter().take(2) {
+            finish(&tree, id).await;
+        }
+        let told = if rounds % 2 == 0 { 2 } else { 1 };
+        let r = p.changed(&tree, &nothing, &cap(SLOTS), T0 + 1000, told).await;
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+        assert_eq!((r.ended, r.submitted.len()), (2, 2), "round {rounds}");
+        // The decisions' own requests: a claim, the submit, the record.
+        extra += r.requests - 8 * r.submitted.len() as u64;
+        ended += r.ended;
+        rounds += 1;
+        assert!(rounds < 20);
+    }
+    eprintln!(
+        "planning on change: {:.1} requests per finished unit besides the decisions' own",
+        extra as f64 / ended as f64
+    );
+    // Per round: two ended and the first still running listed, the
+    // policy's listing, the summary's write.
+    assert!(extra <= 5 * rounds, "{extra} extra requests for {ended} units in {rounds} rounds");
+    // Paused: the next change round submits nothing more.
+    write(&data, "big", "p999", 4).await;
+    pass(&mut p, &tree, &data, T0 + 2000).await;
+    define::pause(&tree, &n("warehouse"), "test", T0).await.unwrap();
+    for id in task_ids(&tree).await {
+        let _ = tree.create(&v2::task_status(&id, TaskState::Done), Vec::new()).await;
+    }
+    let r = p.changed(&tree, &nothing, &cap(SLOTS), T0 + 3000, 100).await;
+    assert!(r.submitted.is_empty(), "{:?}", r.submitted);
+}
+
+/// Tasks that round trip (decision to seen ended) in a fraction of the
+/// heartbeat let up to three units wait behind each slot, so that slots
+/// do not idle through the round trips of short units; round trips
+/// longer than the heartbeat bring it back to one.
+#[tokio::test]
+async fn short_round_trips_let_three_units_wait_behind_each_slot_and_long_ones_one() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    for i in 0..200 {
+        write(&data, "big", &format!("p{i:03}"), 4).await;
+    }
+    let mut p = planner("n1");
+    assert_eq!(pass(&mut p, &tree, &data, T0).await.submitted.len(), 2 * SLOTS as usize);
+    assert_eq!(p.waiting_per_slot(), 1, "no round trip seen yet");
+    let end_all = |tree: Store| async move {
+        let mut n = 0;
+        for id in task_ids(&tree).await {
+            n += u64::from(tree.create(&v2::task_status(&id, TaskState::Done), Vec::new()).await.is_ok());
+        }
+        n
+    };
+    // Half a second from decision to end, the heartbeat 10 s: three wait.
+    let n = end_all(tree.clone()).await;
+    let r = p.changed(&tree, &data, &cap(SLOTS), T0 + 500, n).await;
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!((p.waiting_per_slot(), r.submitted.len()), (3, 4 * SLOTS as usize));
+    // Twenty seconds, over the heartbeat: one waits again.
+    let n = end_all(tree.clone()).await;
+    let r = p.changed(&tree, &data, &cap(SLOTS), T0 + 20_500, n).await;
+    assert_eq!((p.waiting_per_slot(), r.submitted.len()), (1, 2 * SLOTS as usize));
+}
+
+#[tokio::test]
+async fn a_policy_naming_a_command_no_live_node_defines_is_held_with_the_reason() {
+    let (tree, data) = stores().await;
+    apply(&tree, "executor = \"compact_orc\"").await;
+    write(&data, "t1", "p1", 4).await;
+    let r = pass(&mut planner("n1"), &tree, &data, T0).await;
+    assert!(r.submitted.is_empty(), "{:?}", r.submitted);
+    let views = view::tables(&tree, usize::MAX, &mut vec![], T0).await.unwrap();
+    let s = &views[0].summary;
+    assert!(
+        s.state.contains("no live node defines command \"compact_orc\"") && s.state.contains("stats"),
+        "{}",
+        s.state
+    );
+    assert!(task_ids(&tree).await.is_empty());
 }
 
 #[tokio::test]
@@ -306,7 +479,7 @@ async fn dry_run_judges_without_writing() {
 
 /// Runs one round; asserts it had no errors.
 async fn round(p: &mut Planner, tree: &Store, data: &Store, i: u64, wall_ms: u64) -> PlanReport {
-    let r = p.round(tree, data, Duration::from_secs(i), wall_ms).await;
+    let r = p.round(tree, data, &cap(SLOTS), Duration::from_secs(i), wall_ms).await;
     assert!(r.errors.is_empty(), "{:?}", r.errors);
     r
 }
@@ -355,13 +528,23 @@ async fn a_table_listed_over_several_rounds_is_judged_whole_within_each_rounds_b
         }
         submitted.extend(r.submitted);
         if r.pass_ended {
+            // Due partitions left for lack of budget: submitted by the
+            // rounds that follow at once, a decision at least each.
+            let mut more = r.more;
+            while more {
+                let r = p.changed(&tree, &data, &cap(SLOTS), T0, 0).await;
+                assert!(r.errors.is_empty(), "{:?}", r.errors);
+                assert!(!r.submitted.is_empty());
+                submitted.extend(r.submitted);
+                more = r.more;
+            }
             break;
         }
         assert!(rounds < 20, "the pass did not end");
     }
     assert!(rounds >= 3, "the listing went on over rounds ({rounds})");
     assert_eq!(submitted.len(), 5, "{submitted:?}");
-    let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
+    let views = view::tables(&tree, usize::MAX, &mut vec![], T0).await.unwrap();
     assert_eq!((views[0].summary.files, views[0].summary.partitions), (2500, 5));
 }
 
@@ -373,6 +556,7 @@ async fn a_table_listed_over_several_rounds_is_judged_whole_within_each_rounds_b
 async fn finishing_rounds(big_backlog: usize, slots: usize, rounds: u64) -> BTreeMap<String, u64> {
     let (tree, data) = stores().await;
     apply(&tree, "").await;
+    let cap = cap(slots as u32);
     for i in 0..big_backlog {
         write(&data, "big", &format!("p{i:03}"), 4).await;
     }
@@ -383,7 +567,7 @@ async fn finishing_rounds(big_backlog: usize, slots: usize, rounds: u64) -> BTre
         for t in &small {
             write(&data, t, &format!("r{r:02}"), 4).await;
         }
-        pass(&mut p, &tree, &data, T0 + r * 1000).await;
+        pass_with(&mut p, &tree, &data, &cap, T0 + r * 1000).await;
         let mut open = vec![];
         for id in task_ids(&tree).await {
             if !tree.exists(&v2::task_status(&id, TaskState::Done)).await.unwrap() {
@@ -406,6 +590,8 @@ async fn finishing_rounds(big_backlog: usize, slots: usize, rounds: u64) -> BTre
     done
 }
 
+/// The look-ahead at its most here: a simulated round is a second, a
+/// tenth of the heartbeat, so three units wait behind each slot.
 #[tokio::test]
 async fn a_table_with_100x_the_backlog_delays_no_other_table_by_more_than_one_round() {
     // 9 small tables gain a due partition each round; 12 workers.
@@ -436,7 +622,7 @@ async fn a_bad_decision_file_holds_its_partition_and_not_the_table() {
     let r = pass(&mut planner("n1"), &tree, &data, T0).await;
     assert_eq!(r.submitted.len(), 1, "{:?}", r.submitted);
     assert!(r.submitted[0].starts_with("db/public/t1/p2 "), "{:?}", r.submitted);
-    let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
+    let views = view::tables(&tree, usize::MAX, &mut vec![], T0).await.unwrap();
     let p1 = views[0].summary.detail.iter().find(|d| d.partition == "p1").unwrap();
     assert!(p1.in_flight && p1.why.contains(&claim), "{p1:?}");
 }
@@ -455,7 +641,7 @@ async fn a_stopped_task_holds_its_partition_until_its_executors_have_surely_ende
     let settle = PlannerConfig::default().stop_settle.as_millis() as u64;
     let seen = T0 + 1000;
     assert!(pass(&mut p, &tree, &data, seen).await.submitted.is_empty());
-    let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
+    let views = view::tables(&tree, usize::MAX, &mut vec![], T0).await.unwrap();
     let d = &views[0].summary.detail[0];
     assert!(d.in_flight && d.why.contains("stopped"), "{d:?}");
     assert!(pass(&mut p, &tree, &data, seen + settle - 1).await.submitted.is_empty());
@@ -472,7 +658,7 @@ async fn a_deleted_policy_hands_its_tables_on_and_its_running_decision_is_kept()
     let mut p = planner("n1");
     let r = pass(&mut p, &tree, &data, T0).await;
     assert_eq!(r.submitted.len(), 1, "{:?}", r.submitted);
-    let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
+    let views = view::tables(&tree, usize::MAX, &mut vec![], T0).await.unwrap();
     assert_eq!(views[0].summary.policy, "orders");
 
     assert_eq!(define::delete(&tree, &n("orders")).await.unwrap(), 1);
@@ -482,14 +668,14 @@ async fn a_deleted_policy_hands_its_tables_on_and_its_running_decision_is_kept()
     assert_eq!(names, ["warehouse"]);
     assert!(matches!(define::delete(&tree, &n("orders")).await, Err(PolicyError::NotFound { .. })));
     assert_eq!(define::version(&tree, &n("orders"), 1).await.unwrap().version, 1, "the version log is kept");
-    let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
+    let views = view::tables(&tree, usize::MAX, &mut vec![], T0).await.unwrap();
     assert!(views[0].policy_deleted, "{views:?}");
 
     // The table now belongs to the less specific policy, which waits for
     // the deleted one's task like for its own.
     let r = pass(&mut p, &tree, &data, T0 + 1000).await;
     assert!(r.submitted.is_empty(), "a partition with a task in flight: {:?}", r.submitted);
-    let views = view::tables(&tree, usize::MAX, &mut vec![]).await.unwrap();
+    let views = view::tables(&tree, usize::MAX, &mut vec![], T0).await.unwrap();
     assert_eq!((views[0].summary.policy.as_str(), views[0].policy_deleted), ("warehouse", false));
     finish(&tree, &task_ids(&tree).await[0]).await;
     let r = pass(&mut p, &tree, &data, T0 + 2000).await;

@@ -1,5 +1,14 @@
 //! The tables as the planner last saw them (`compactd tables`, the status
-//! page), and what it would submit now (`compactd plan --dry-run`).
+//! page), each with its state now: what holds it, why, and when that
+//! changes; and what the planner would submit now (`compactd plan
+//! --dry-run`).
+//!
+//! A summary is the planner's last visit; what time changes since (a
+//! window opening, a schedule firing, `min-interval` running out, a pause)
+//! is judged here, at the instant the caller gives (tests give a manual
+//! clock's).
+
+use std::collections::BTreeMap;
 
 use futures::TryStreamExt;
 use layouts::policies::{self as paths, TableSummary};
@@ -7,8 +16,8 @@ use serde::Serialize;
 use store::Store;
 
 use super::define::{self, read_json};
-use super::planner::{dry_run, DryRun};
-use super::PolicyError;
+use super::planner::{dry_run, gate, DryRun, Gate};
+use super::{track, PolicyError, PolicyRow};
 
 /// One table of `compactd tables`.
 #[derive(Debug, Clone, Serialize)]
@@ -21,19 +30,93 @@ pub struct TableView {
     /// the summary).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub policy_deleted: bool,
+    /// Its state now, with the reason and when it changes.
+    pub status: TableStatus,
     #[serde(flatten)]
     pub summary: TableSummary,
 }
 
-/// The first `limit` table summaries in the tree, by name; unreadable ones
-/// in `bad`.
-pub async fn tables(store: &Store, limit: usize, bad: &mut Vec<PolicyError>) -> Result<Vec<TableView>, PolicyError> {
+/// What a table waits for, now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableStatus {
+    /// One of `policy-deleted`, `paused`, `refused`, `write-in-progress`,
+    /// `cannot-submit`, `outside-windows`, `waiting-for-schedule`,
+    /// `capped`, `queued`, `compacting`, `min-interval`, `nothing-due`.
+    pub state: &'static str,
+    /// In words, naming the instants in the policy's zone too.
+    pub reason: String,
+    /// When the state changes by itself (a window opens, the schedule
+    /// fires, `min-interval` runs out), if time decides.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until_wall_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+}
+
+impl TableStatus {
+    fn new(state: &'static str, reason: String, until_wall_ms: Option<u64>) -> TableStatus {
+        TableStatus { state, reason, until_wall_ms, until: until_wall_ms.map(super::at) }
+    }
+}
+
+/// The state of a table whose summary is `s`, owned by `policy` (`None`:
+/// deleted), whose gate now is `gate`, at `wall_ms`.
+pub fn status(s: &TableSummary, policy: Option<&PolicyRow>, gate: Option<&Gate>, wall_ms: u64) -> TableStatus {
+    let Some(row) = policy else {
+        return TableStatus::new("policy-deleted", "its policy was deleted: not planned".into(), None);
+    };
+    let p = &row.definition;
+    if row.paused {
+        return TableStatus::new("paused", format!("policy {} is paused", p.name), None);
+    }
+    if let Some(h) = &s.hold {
+        let state = if h.starts_with("refused") {
+            "refused"
+        } else if h.starts_with("waiting: a write is in progress") {
+            "write-in-progress"
+        } else {
+            "cannot-submit"
+        };
+        return TableStatus::new(state, h.clone(), None);
+    }
+    let now = track::state_text(s, None, p.max_units_per_table, wall_ms);
+    match gate {
+        Some(g @ Gate::Closed { .. }) => return TableStatus::new("outside-windows", g.describe(p), g.until()),
+        Some(g @ Gate::Schedule { .. }) => {
+            let reason =
+                if s.in_flight + s.queued > 0 { format!("{now}; then {}", g.describe(p)) } else { g.describe(p) };
+            return TableStatus::new("waiting-for-schedule", reason, g.until());
+        }
+        Some(g) => return TableStatus::new("cannot-submit", g.describe(p), None),
+        None => {}
+    }
+    let first_due = s.detail.iter().filter_map(|d| d.due_at_wall_ms).filter(|t| *t > wall_ms).min();
+    let state = if s.capped {
+        "capped"
+    } else if s.queued > 0 {
+        "queued"
+    } else if s.in_flight > 0 {
+        "compacting"
+    } else if first_due.is_some() {
+        "min-interval"
+    } else {
+        "nothing-due"
+    };
+    TableStatus::new(state, now, first_due)
+}
+
+/// The first `limit` table summaries in the tree, by name, with their
+/// state at `wall_ms`; unreadable ones in `bad`.
+pub async fn tables(
+    store: &Store,
+    limit: usize,
+    bad: &mut Vec<PolicyError>,
+    wall_ms: u64,
+) -> Result<Vec<TableView>, PolicyError> {
     let mut bad_rows = vec![];
-    let paused: std::collections::BTreeMap<String, bool> = define::list(store, &mut bad_rows)
-        .await?
-        .into_iter()
-        .map(|r| (r.definition.name.to_string(), r.paused))
-        .collect();
+    let rows = define::list(store, &mut bad_rows).await?;
+    let by_name: BTreeMap<String, &PolicyRow> = rows.iter().map(|r| (r.definition.name.to_string(), r)).collect();
     // A policy that could not be read is not a deleted one.
     let unreadable: Vec<String> = bad_rows
         .iter()
@@ -45,6 +128,11 @@ pub async fn tables(store: &Store, limit: usize, bad: &mut Vec<PolicyError>) -> 
         })
         .collect();
     bad.extend(bad_rows);
+    let mut gates = BTreeMap::new();
+    for r in &rows {
+        let g = gate(store, false, &r.definition, wall_ms, &mut BTreeMap::new()).await;
+        gates.insert(r.definition.name.to_string(), g);
+    }
     let mut paths_found = vec![];
     let mut s = store.list_stream(paths::TABLES, true);
     while let Some(e) = s.try_next().await? {
@@ -59,12 +147,22 @@ pub async fn tables(store: &Store, limit: usize, bad: &mut Vec<PolicyError>) -> 
     let mut out = vec![];
     for p in paths_found {
         match read_json::<TableSummary>(store, &p).await {
-            Ok(Some(summary)) => out.push(TableView {
-                table: format!("{}/{}/{}", summary.db, summary.schema, summary.table),
-                paused: paused.get(&summary.policy).copied().unwrap_or(false),
-                policy_deleted: !paused.contains_key(&summary.policy) && !unreadable.contains(&summary.policy),
-                summary,
-            }),
+            Ok(Some(summary)) => {
+                let row = by_name.get(&summary.policy).copied();
+                let deleted = row.is_none() && !unreadable.contains(&summary.policy);
+                let status = if row.is_none() && !deleted {
+                    TableStatus::new("cannot-submit", "its policy cannot be read".into(), None)
+                } else {
+                    status(&summary, row, gates.get(&summary.policy).and_then(Option::as_ref), wall_ms)
+                };
+                out.push(TableView {
+                    table: format!("{}/{}/{}", summary.db, summary.schema, summary.table),
+                    paused: row.is_some_and(|r| r.paused),
+                    policy_deleted: deleted,
+                    status,
+                    summary,
+                })
+            }
             Ok(None) => {}
             Err(e) => bad.push(e),
         }
@@ -73,7 +171,13 @@ pub async fn tables(store: &Store, limit: usize, bad: &mut Vec<PolicyError>) -> 
     Ok(out)
 }
 
-/// What the planner would submit now, and why (nothing is written).
+/// What the planner would submit now, and why (nothing is written): the
+/// free slots of the live members shared as a round would; before any
+/// node ran (no lease), those of one node at the default slots.
 pub async fn plan(store: &Store, data: &Store, wall_ms: u64) -> Result<DryRun, PolicyError> {
-    dry_run(store, data, wall_ms).await
+    let cap = match crate::cluster::election::newest_lease(store).await? {
+        Some(view) => super::Capacity::of(Some(&view)),
+        None => super::Capacity::assumed(),
+    };
+    dry_run(store, data, &cap, wall_ms).await
 }

@@ -65,6 +65,33 @@ pub(super) struct Tallied {
     foreign_file: Option<String>,
 }
 
+/// A table as one visit judged it; its summary is written once the fair
+/// share has decided what of it is submitted.
+pub(super) struct Judged {
+    /// Its `state`, `queued` and `capped` are the fair share's to set.
+    pub summary: TableSummary,
+    /// The summary as read at the visit (written only if it changed).
+    pub prev: TableSummary,
+    /// Every partition in flight (also those the summary's detail leaves
+    /// out), with its task when known.
+    pub in_flight: Vec<(String, Option<TaskId>)>,
+}
+
+/// Writes a table's summary when something but `checkedWallMs` changed
+/// since `prev`; returns whether it wrote (one request).
+pub(super) async fn write_summary(
+    store: &Store,
+    o: &Owned,
+    summary: &TableSummary,
+    prev: &TableSummary,
+) -> Result<bool, PolicyError> {
+    if (TableSummary { checked_wall_ms: prev.checked_wall_ms, ..summary.clone() }) == *prev {
+        return Ok(false);
+    }
+    store.put(&paths::table_summary(&o.db, &o.schema, &o.table), encode(summary)).await?;
+    Ok(true)
+}
+
 pub(super) enum Listing {
     Done(Tallied),
     /// The budget ran out first: go on from here next round.
@@ -102,9 +129,12 @@ pub(super) struct Visit<'a> {
 }
 
 impl Visit<'_> {
-    /// Judges the table from its complete listing, takes its decisions and
-    /// writes its summary when it changed.
-    pub async fn table(&mut self, tallied: Tallied, report: &mut PlanReport) -> Result<TableSummary, PolicyError> {
+    /// Judges the table from its complete listing: follows each
+    /// partition's newest decision (completing one its author left half
+    /// done), says why each partition is or is not due, and removes the
+    /// files of older decisions. Takes no new decision: which due
+    /// partitions are submitted is the fair share's ([`super::share`]).
+    pub async fn table(&mut self, tallied: Tallied, report: &mut PlanReport) -> Result<Judged, PolicyError> {
         let o = self.item;
         let p = &*o.policy;
         let Tallied { listed, mut findings, foreign_file } = tallied;
@@ -113,7 +143,7 @@ impl Visit<'_> {
         let kind = executor_of(p).kind;
         // A table the policy's executor must not change is shown, never
         // planned; a write in progress holds the table for this pass.
-        let held = findings
+        let hold = findings
             .refusal(&dir, kind)
             .or_else(|| foreign_file.and_then(|f| crate::table::file::text_merge_refusal_by_name(&f)))
             .map(|why| format!("refused: {why}"))
@@ -148,6 +178,7 @@ impl Visit<'_> {
                 in_flight: false,
                 due: false,
                 why: String::new(),
+                due_at_wall_ms: None,
                 stopped_seen_wall_ms: None,
             };
             if n.seq > 0 {
@@ -161,34 +192,11 @@ impl Visit<'_> {
                 detail.push(d);
             }
         }
-        // Fair share: at most the cap in flight per table, most small files first.
-        let in_flight = detail.iter().filter(|d| d.in_flight).count() as u64;
-        let mut room = u64::from(p.max_units_per_table).saturating_sub(in_flight);
-        if let Some(why) = &held {
+        if let Some(why) = &hold {
             for d in detail.iter_mut().filter(|d| d.due) {
                 d.due = false;
                 d.why = why.clone();
             }
-        }
-        let mut due: Vec<usize> = (0..detail.len()).filter(|i| detail[*i].due).collect();
-        due.sort_by(|a, b| detail[*b].small_files.cmp(&detail[*a].small_files).then(a.cmp(b)));
-        let mut state = if due.is_empty() { "nothing due".to_string() } else { String::new() };
-        for i in due {
-            if room == 0 {
-                detail[i].why =
-                    format!("{} (waiting: the table is at its cap of {})", detail[i].why, p.max_units_per_table);
-                state = format!("at its cap of {} partitions at once", p.max_units_per_table);
-                continue;
-            }
-            if self.decide(&mut detail[i], report).await? {
-                room -= 1;
-            }
-        }
-        if state.is_empty() {
-            state = "submitting".into();
-        }
-        if let Some(why) = held {
-            state = why;
         }
         for path in stale.into_iter().filter(|_| !self.dry) {
             // The older decisions of a partition: their tasks have ended.
@@ -197,6 +205,9 @@ impl Visit<'_> {
                 report.errors.push(format!("removing {path}: {e}"));
             }
         }
+        let in_flight: Vec<(String, Option<TaskId>)> =
+            detail.iter().filter(|d| d.in_flight).map(|d| (d.partition.clone(), d.task)).collect();
+        // Most small files first: the fair share submits in this order.
         detail.sort_by(|a, b| b.small_files.cmp(&a.small_files).then_with(|| a.partition.cmp(&b.partition)));
         detail.truncate(layouts::policies::MAX_SUMMARY_PARTITIONS);
         let summary = TableSummary {
@@ -211,17 +222,15 @@ impl Visit<'_> {
             bytes: listed.values().map(|l| l.bytes).sum(),
             small_files: listed.values().map(|l| l.small_files).sum(),
             small_bytes: listed.values().map(|l| l.small_bytes).sum(),
-            in_flight: detail.iter().filter(|d| d.in_flight).count() as u64,
+            in_flight: in_flight.len() as u64,
             last_compaction_wall_ms: last_compaction,
-            state,
+            state: String::new(),
+            hold,
+            queued: 0,
+            capped: false,
             detail,
         };
-        let unchanged = TableSummary { checked_wall_ms: prev.checked_wall_ms, ..summary.clone() } == prev;
-        if !unchanged && !self.dry {
-            self.requests += 1;
-            self.store.put(&summary_path, encode(&summary)).await?;
-        }
-        Ok(summary)
+        Ok(Judged { summary, prev, in_flight })
     }
 
     /// The table's partitions on the data backend, from `from` on: one
@@ -495,9 +504,11 @@ impl Visit<'_> {
         if let Some(last) = d.last_compaction_wall_ms {
             let next = last.saturating_add(p.min_interval_ms);
             if self.wall_ms < next {
+                d.due_at_wall_ms = Some(next);
                 d.why = format!(
-                    "{}; waiting for min-interval ({} s left)",
+                    "{}; held by min-interval until {} ({} s left)",
                     reasons.join(", "),
+                    super::at(next),
                     (next - self.wall_ms).div_ceil(1000)
                 );
                 return;
@@ -508,7 +519,7 @@ impl Visit<'_> {
     }
 
     /// Takes the partition's next decision; true if it is now in flight.
-    async fn decide(&mut self, d: &mut PartitionSummary, report: &mut PlanReport) -> Result<bool, PolicyError> {
+    pub async fn decide(&mut self, d: &mut PartitionSummary, report: &mut PlanReport) -> Result<bool, PolicyError> {
         let o = self.item;
         let Ok(name) = Name::parse(&d.partition) else { return Ok(false) };
         let seq = d.seq + 1;

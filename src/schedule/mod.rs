@@ -86,6 +86,13 @@ pub fn check_zone(tz: &str) -> Result<(), ScheduleError> {
     zone(tz).map(|_| ())
 }
 
+/// `wall_ms` as the local time in zone `tz` reads it, for people
+/// (`2026-11-25 23:00 CET`); `None` for a zone this build does not know.
+pub fn local_time(wall_ms: u64, tz: &str) -> Option<String> {
+    let ts = Timestamp::from_millisecond(i64::try_from(wall_ms).ok()?).ok()?;
+    Some(ts.to_zoned(zone(tz).ok()?).strftime("%Y-%m-%d %H:%M %Z").to_string())
+}
+
 /// The whole second at or before `wall_ms`: fire instants are whole
 /// minutes, so searching from it loses nothing and keeps croner off the
 /// sub-second part.

@@ -5,7 +5,7 @@
 //! serves only pokes, the ops port everything else.
 //!
 //! Routes ([`ROUTES`]; README "The listener" lists them for ops):
-//! - `POST /v1/poke?scope=work|monitor[&node=ID]` → `202 Accepted`, body
+//! - `POST /v1/poke?scope=work|monitor|plan|policy[&node=ID]` → `202 Accepted`, body
 //!   ignored; `421` when `node` names another node than this one;
 //! - `GET /v1/status` → JSON: node, address, wake-up and backend counters;
 //! - `GET /metrics` → Prometheus (OpenMetrics text) exposition;
@@ -230,7 +230,7 @@ async fn poke(State(s): State<HttpState>, Query(q): Query<PokeQuery>) -> (Status
             s.wake.poke(scope);
             (StatusCode::ACCEPTED, "")
         }
-        None => (StatusCode::BAD_REQUEST, "scope must be work or monitor\n"),
+        None => (StatusCode::BAD_REQUEST, "scope must be work, monitor, plan or policy\n"),
     }
 }
 

@@ -81,6 +81,14 @@ pub enum Scope {
     /// The monitor's duties that wait for others: job instances to drive.
     /// Ignored by a node that is not the monitor.
     Monitor,
+    /// The monitor's policy planner: one of its tasks ended. Each such
+    /// poke is counted ([`Wakeup::take_planner_pokes`]): the planner looks
+    /// for that many ended tasks before it stops looking. Ignored by a node
+    /// that is not the monitor.
+    Plan,
+    /// The monitor's policy planner: a policy was applied or resumed (a
+    /// pass starts at once). Ignored by a node that is not the monitor.
+    Policy,
 }
 
 impl Scope {
@@ -88,6 +96,8 @@ impl Scope {
         match self {
             Scope::Work => "work",
             Scope::Monitor => "monitor",
+            Scope::Plan => "plan",
+            Scope::Policy => "policy",
         }
     }
 
@@ -95,6 +105,8 @@ impl Scope {
         match s {
             "work" => Some(Scope::Work),
             "monitor" => Some(Scope::Monitor),
+            "plan" => Some(Scope::Plan),
+            "policy" => Some(Scope::Policy),
             _ => None,
         }
     }
@@ -103,6 +115,8 @@ impl Scope {
         match self {
             Scope::Work => 1,
             Scope::Monitor => 2,
+            Scope::Plan => 4,
+            Scope::Policy => 8,
         }
     }
 }
@@ -112,7 +126,7 @@ impl Scope {
 pub struct Woken(u8);
 
 impl Woken {
-    pub const ALL: Woken = Woken(3);
+    pub const ALL: Woken = Woken(15);
 
     pub fn has(self, s: Scope) -> bool {
         self.0 & s.bit() != 0
@@ -188,6 +202,9 @@ impl RateBound {
 #[derive(Debug, Default)]
 pub struct Wakeup {
     scopes: AtomicU8,
+    /// `plan` and `policy` pokes since the planner last took them.
+    plan_pokes: AtomicU64,
+    policy_pokes: AtomicU64,
     notify: Notify,
     /// The rate bound and the clock it reads; none: unbounded (pokes from
     /// this process only, see [`Wakeup::new`]).
@@ -211,11 +228,23 @@ impl Wakeup {
     /// Records a poke; O(1), never blocks, never allocates.
     pub fn poke(&self, scope: Scope) {
         self.counters.received.fetch_add(1, Ordering::Relaxed);
+        match scope {
+            Scope::Plan => self.plan_pokes.fetch_add(1, Ordering::Relaxed),
+            Scope::Policy => self.policy_pokes.fetch_add(1, Ordering::Relaxed),
+            _ => 0,
+        };
         if self.scopes.fetch_or(scope.bit(), Ordering::AcqRel) != 0 {
             self.counters.coalesced.fetch_add(1, Ordering::Relaxed);
         }
         // One stored permit at most: a burst wakes the loop once.
         self.notify.notify_one();
+    }
+
+    /// Takes the numbers of `plan` and `policy` pokes since the last call:
+    /// hints of how many planner tasks ended and whether a policy changed
+    /// (a forged poke costs the planner a look, or a pass).
+    pub fn take_planner_pokes(&self) -> (u64, u64) {
+        (self.plan_pokes.swap(0, Ordering::AcqRel), self.policy_pokes.swap(0, Ordering::AcqRel))
     }
 
     /// Takes the scopes poked since the last call.
@@ -291,6 +320,23 @@ impl Pokes {
     /// The monitor (whoever holds the lease when sent) has something to do.
     pub fn monitor(&mut self) {
         self.0.insert((Scope::Monitor, Target::Monitor));
+    }
+
+    /// The monitor's planner (whoever holds the lease when sent): one of
+    /// its tasks ended, or a policy changed.
+    pub fn plan(&mut self) {
+        self.0.insert((Scope::Plan, Target::Monitor));
+    }
+
+    /// A policy was applied or resumed: the monitor's planner starts a pass.
+    pub fn policy(&mut self) {
+        self.0.insert((Scope::Policy, Target::Monitor));
+    }
+
+    /// Removes the `plan` poke (served in process by the monitor itself);
+    /// true if there was one.
+    pub fn take_plan(&mut self) -> bool {
+        self.0.remove(&(Scope::Plan, Target::Monitor))
     }
 
     pub fn extend(&mut self, other: Pokes) {
@@ -549,6 +595,7 @@ mod tests {
             addr: addr.map(String::from),
             executor: None,
             executors: None,
+            slots: None,
         }
     }
 

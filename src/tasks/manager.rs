@@ -673,6 +673,10 @@ impl TaskManager {
         if info_is_job_step(self.info()) {
             ctx.pokes.monitor();
         }
+        if self.info().run.params.contains_key(layouts::policies::MARKER_PARAM) {
+            // A policy's task: its slot is free for the planner's next.
+            ctx.pokes.plan();
+        }
         Ok(Flow::Finished(state))
     }
 }

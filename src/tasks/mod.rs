@@ -226,7 +226,7 @@ pub fn default_executor(view: Option<&formats::Lease>) -> Result<Option<Executor
 }
 
 /// The limits of [`layouts::limits`] on what a task asks for.
-fn check_spec(spec: &TaskSpec) -> Result<(), layouts::limits::LimitError> {
+pub fn check_spec(spec: &TaskSpec) -> Result<(), layouts::limits::LimitError> {
     use layouts::limits;
     if let Some(n) = spec.shards {
         limits::check_units("shards", n.into())?;

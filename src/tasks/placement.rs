@@ -1,9 +1,28 @@
 //! Consistent hashing of work onto live nodes (the `hashring` crate, with
 //! virtual nodes for balance). Deterministic across processes: every node
-//! that sees the same member list places a key on the same node.
+//! that sees the same member list places a key on the same node. And
+//! whether any live node can run a named command at all.
 
 use hashring::HashRing;
 use layouts::NodeId;
+
+/// Why no live node would run command `name`: none of the members in
+/// `view` advertises it (their heartbeats name the commands they define).
+/// `None` when one does, or when there is no view to judge by.
+pub fn undefined_command(view: Option<&layouts::formats::Lease>, name: &str) -> Option<String> {
+    let view = view?;
+    if view.members.iter().any(|m| m.commands.iter().any(|c| c == name)) {
+        return None;
+    }
+    let defined: std::collections::BTreeSet<&str> =
+        view.members.iter().flat_map(|m| m.commands.iter().map(String::as_str)).collect();
+    let defined =
+        if defined.is_empty() { "none".to_string() } else { defined.into_iter().collect::<Vec<_>>().join(", ") };
+    Some(format!(
+        "no live node defines command {name:?} (the live nodes define: {defined}); define it with `run --command \
+         {name}=TEMPLATE`"
+    ))
+}
 
 /// Virtual nodes per member: enough for an even spread of a few thousand
 /// keys over tens of nodes.

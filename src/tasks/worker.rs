@@ -179,6 +179,8 @@ pub struct Worker {
     groups: executor::Groups,
     /// The node's I/O limit of its built-in executors, if one is set.
     io: Option<executor::throttle::IoLimit>,
+    /// Rounds so far: which task's subtasks start first ([`fair_order`]).
+    rotation: usize,
 }
 
 impl Worker {
@@ -193,6 +195,7 @@ impl Worker {
             metrics: None,
             groups: executor::Groups::guarded(),
             io: None,
+            rotation: 0,
         }
     }
 
@@ -388,8 +391,9 @@ impl Worker {
                 f.markers.is_empty() || (f.state() == SubtaskState::Running && !self.reported.contains(*name))
             })
             .filter_map(|(name, f)| Name::parse(name).ok().map(|n| (n, !f.markers.is_empty())))
-            .take(room)
             .collect();
+        self.rotation = self.rotation.wrapping_add(1);
+        let candidates: Vec<(Name, bool)> = fair_order(candidates, self.rotation).into_iter().take(room).collect();
         let mut starts = futures::stream::iter(candidates)
             .take_while(|_| std::future::ready(!deadline.passed()))
             .map(|(sub, marked)| {
@@ -454,6 +458,26 @@ impl Worker {
             }
         }
     }
+}
+
+/// The order in which subtasks start: one of each task in turn (the task
+/// first in line changing every round), not in name order, so that no
+/// task, however many units it has in this folder or however fast they
+/// fail, keeps another task's units from starting within a round.
+fn fair_order<T>(candidates: Vec<(Name, T)>, rotation: usize) -> Vec<(Name, T)> {
+    let mut by_task: BTreeMap<String, std::collections::VecDeque<(Name, T)>> = BTreeMap::new();
+    for c in candidates {
+        let task = v2::parse_subtask_name(c.0.as_str()).map(|(t, ..)| t.to_string()).unwrap_or_default();
+        by_task.entry(task).or_default().push_back(c);
+    }
+    let mut queues: Vec<_> = by_task.into_values().collect();
+    let n = queues.len().max(1);
+    queues.rotate_left(rotation % n);
+    let mut out = Vec::new();
+    while queues.iter().any(|q| !q.is_empty()) {
+        out.extend(queues.iter_mut().filter_map(|q| q.pop_front()));
+    }
+    out
 }
 
 /// Writes one finished subtask's result: its output (when there is one to
@@ -618,4 +642,27 @@ pub fn command_for(cfg: &WorkConfig, me: &NodeId, spec: Option<&ExecutorSpec>) -
     cfg.command
         .clone()
         .ok_or_else(|| format!("node {me} has no default command (--command TEMPLATE) and the task names none"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task with 300 units in the folder (failing ones are taken again
+    /// and again) and a task with one: with one free slot a round, the
+    /// small one starts within two rounds, with two at once.
+    #[test]
+    fn a_large_task_does_not_keep_a_small_one_from_starting() {
+        let big = TaskId::parse("aaaaaaaa.17000000.00000000.0").unwrap();
+        let small = TaskId::parse("ffffffff.17000000.00000000.0").unwrap();
+        let mut names: Vec<(Name, ())> = (0..300).map(|u| (v2::subtask_name(&big, 0, u, 0), ())).collect();
+        names.push((v2::subtask_name(&small, 0, 0, 0), ()));
+        let is_small = |n: &Name| n.as_str().starts_with("ffffffff");
+        let first = fair_order(names.clone(), 1);
+        assert!(first.iter().take(2).any(|(n, _)| is_small(n)), "{:?}", &first[..2]);
+        let picked: Vec<bool> =
+            (0..2).map(|r| fair_order(names.clone(), r).first().is_some_and(|(n, _)| is_small(n))).collect();
+        assert!(picked.contains(&true), "one slot a round: the small task waits at most one round");
+        assert_eq!(first.len(), 301, "every candidate stays in line");
+    }
 }

@@ -355,16 +355,10 @@ pub fn render_index(v: &ClusterView) -> String {
         );
         for t in &v.tables {
             let s = &t.summary;
-            let state = if t.policy_deleted {
-                "policy deleted: not planned".to_string()
-            } else if t.paused {
-                "policy paused".to_string()
-            } else {
-                s.state.clone()
-            };
+            let state = format!("{}: {}", t.status.state, t.status.reason);
             let _ = write!(
                 b,
-                "<tr data-table=\"{name}\"><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr data-table=\"{name}\" data-state=\"{st}\"><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&s.policy),
                 s.partitions,
                 s.small_files,
@@ -373,6 +367,7 @@ pub fn render_index(v: &ClusterView) -> String {
                 esc(&time(s.last_compaction_wall_ms)),
                 esc(&time(Some(s.checked_wall_ms))),
                 esc(&state),
+                st = t.status.state,
                 name = esc(&t.table),
             );
         }

@@ -360,7 +360,7 @@ pub async fn collect(store: &Store, served_by: &str, wall_ms: u64, limits: Limit
         })
         .collect();
     let mut bad = vec![];
-    let tables = match crate::policy::view::tables(store, limits.tables, &mut bad).await {
+    let tables = match crate::policy::view::tables(store, limits.tables, &mut bad, wall_ms).await {
         Ok(t) => t,
         Err(e) => {
             problems.push(format!("tables: {e}"));

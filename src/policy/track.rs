@@ -1,0 +1,259 @@
+//! The planner's work between visits: per table, the partitions it has in
+//! flight and the due ones waiting for a slot ([`Track`]), which its rounds
+//! submit from as slots free up ([`super::share`]) without listing the
+//! table again, and the summaries it rewrites when that changes.
+//!
+//! Everything here is the planner's memory, rebuilt from the tree: a visit
+//! replaces a table's track with what it judged, and a new monitor starts
+//! with none (its first pass finds what is in flight). A track is dropped
+//! once nothing of its table is in flight or waiting. What a round learns
+//! between visits comes from the tree too: a task in flight has ended when
+//! its folder says so ([`Tracks::refresh`], one listing per task).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use layouts::policies::TableSummary;
+use layouts::{TaskId, TaskState};
+use store::Store;
+
+use super::visit::{write_summary, Judged};
+use super::{Owned, PlanReport};
+use crate::tasks;
+
+/// Due partitions the planner holds waiting at most, over all tables (the
+/// rest are found again at a later pass): a bound on its memory whatever
+/// the backlog.
+pub const MAX_QUEUED: usize = 200_000;
+
+/// One table's work.
+#[derive(Debug)]
+pub struct Track {
+    pub item: Owned,
+    /// As judged at the last visit, then updated by the decisions since.
+    pub summary: TableSummary,
+    /// The summary in the tree, until this track's first write.
+    pub prev: Option<TableSummary>,
+    /// Partitions in flight: their task (`None`: not recorded yet) and
+    /// when the planner learnt of it (a counter: the oldest are looked at
+    /// first, as they are the likeliest to have ended).
+    pub in_flight: BTreeMap<String, (Option<TaskId>, u64)>,
+    /// Due partitions waiting for a slot: indices into `summary.detail`,
+    /// most small files first.
+    pub queue: VecDeque<usize>,
+    /// Since when (wall ms) the oldest of them waits.
+    pub since: u64,
+    /// Why its policy may not submit now (paused or deleted since the
+    /// visit, outside its windows, a command no node defines).
+    pub blocked: Option<String>,
+    /// Its summary changed since it was last written.
+    pub dirty: bool,
+}
+
+/// Every table's track, by `<db>/<schema>/<table>`.
+#[derive(Debug, Default)]
+pub struct Tracks {
+    pub by_table: BTreeMap<String, Track>,
+    /// Counts what the planner learns is in flight, oldest first.
+    learnt: u64,
+    /// The tasks this planner submitted that it has not seen end: when
+    /// (wall ms), for their round trip.
+    sent: std::collections::HashMap<TaskId, u64>,
+    /// The round trip of its tasks, decision to seen ended (wall ms, a
+    /// moving average), once one was seen.
+    round_trip_ms: Option<u64>,
+}
+
+pub fn key(o: &Owned) -> String {
+    format!("{}/{}/{}", o.db, o.schema, o.table)
+}
+
+impl Tracks {
+    /// Units in flight over all tables.
+    pub fn in_flight(&self) -> u64 {
+        self.by_table.values().map(|t| t.in_flight.len() as u64).sum()
+    }
+
+    pub fn queued(&self) -> usize {
+        self.by_table.values().map(|t| t.queue.len()).sum()
+    }
+
+    /// Replaces a table's track with what a visit judged.
+    pub fn absorb(&mut self, item: &Owned, judged: Judged, wall_ms: u64) {
+        let k = key(item);
+        let old = self.by_table.remove(&k);
+        let room = MAX_QUEUED.saturating_sub(self.queued());
+        let queue: VecDeque<usize> =
+            judged.summary.detail.iter().enumerate().filter(|(_, d)| d.due).map(|(i, _)| i).take(room).collect();
+        let old_in_flight = old.as_ref().map(|o| o.in_flight.clone()).unwrap_or_default();
+        let since = old.filter(|o| !o.queue.is_empty() && !queue.is_empty()).map_or(wall_ms, |o| o.since);
+        let mut in_flight = BTreeMap::new();
+        for (part, task) in judged.in_flight {
+            // Known before: keeps its age.
+            let order = old_in_flight.get(&part).map(|(_, o)| *o).unwrap_or_else(|| self.learn());
+            in_flight.insert(part, (task, order));
+        }
+        let track = Track {
+            item: item.clone(),
+            summary: judged.summary,
+            prev: Some(judged.prev),
+            in_flight,
+            queue,
+            since,
+            blocked: None,
+            dirty: true,
+        };
+        self.by_table.insert(k, track);
+    }
+
+    /// Drops what waits in tables no longer planned by the policy that
+    /// queued it (`keep` says which are). What is in flight stays counted.
+    pub fn retain_queues(&mut self, keep: impl Fn(&str, &Track) -> bool) {
+        for (k, t) in self.by_table.iter_mut() {
+            if !t.queue.is_empty() && !keep(k, t) {
+                t.queue.clear();
+                t.dirty = true;
+            }
+        }
+    }
+
+    /// A task submitted at `wall_ms`.
+    pub fn sent(&mut self, id: TaskId, wall_ms: u64) {
+        if self.sent.len() >= MAX_QUEUED {
+            // Tasks it never saw end (their tables left the planner): a
+            // bound on its memory.
+            self.sent.clear();
+        }
+        self.sent.insert(id, wall_ms);
+    }
+
+    /// Its tasks' round trip, decision to seen ended, if one was seen.
+    pub fn round_trip_ms(&self) -> Option<u64> {
+        self.round_trip_ms
+    }
+
+    /// The next age counter value.
+    pub fn learn(&mut self) -> u64 {
+        self.learnt += 1;
+        self.learnt
+    }
+
+    /// Looks at tasks in flight, oldest first, and forgets those that
+    /// ended: done, failed, stopped, or gone. At most `limit` listings (one
+    /// a task, counted in `report`). Told how many ended (`want`, the `plan`
+    /// pokes' count, which undercounts: a manager's tick that ends several
+    /// pokes once), it stops at the first task still running once it found
+    /// that many: tasks mostly end in the order they started.
+    pub async fn refresh(
+        &mut self,
+        store: &Store,
+        limit: u64,
+        want: Option<u64>,
+        wall_ms: u64,
+        report: &mut PlanReport,
+    ) {
+        let mut all: Vec<(u64, String, String, TaskId)> = self
+            .by_table
+            .iter()
+            .flat_map(|(k, t)| {
+                t.in_flight.iter().filter_map(|(p, (id, order))| id.map(|id| (*order, k.clone(), p.clone(), id)))
+            })
+            .collect();
+        all.sort();
+        let mut found = 0;
+        if want == Some(0) {
+            return;
+        }
+        for (_, k, part, id) in all.into_iter().take(limit.max(1) as usize) {
+            report.requests += 1;
+            let dir = match tasks::read_dir(store, &id).await {
+                Ok(d) => d,
+                Err(e) => {
+                    report.errors.push(format!("reading task {id}: {e}"));
+                    continue;
+                }
+            };
+            let ended = matches!(dir.state, Some(TaskState::Done | TaskState::Failed | TaskState::Cancel))
+                || (dir.state.is_none() && !dir.has_info && dir.terms.is_empty());
+            if !ended {
+                if want.is_some_and(|w| found >= w) {
+                    break;
+                }
+                continue;
+            }
+            found += 1;
+            if let Some(at) = self.sent.remove(&id) {
+                let took = wall_ms.saturating_sub(at);
+                self.round_trip_ms = Some(self.round_trip_ms.map_or(took, |r| (3 * r + took) / 4));
+            }
+            let Some(t) = self.by_table.get_mut(&k) else { continue };
+            t.in_flight.remove(&part);
+            report.ended += 1;
+            if let Some(d) = t.summary.detail.iter_mut().find(|d| d.partition == part) {
+                // A stopped task's partition is held until its executors
+                // surely ended: that is the next visit's to judge.
+                if dir.state != Some(TaskState::Cancel) {
+                    d.in_flight = false;
+                    d.why = format!("its task {id} ended: judged again at the next visit");
+                }
+            }
+            t.summary.in_flight = t.in_flight.len() as u64;
+            t.dirty = true;
+        }
+    }
+
+    /// Writes the summaries that changed (their state first), then drops
+    /// the tracks with nothing in flight or waiting.
+    pub async fn flush(&mut self, store: &Store, wall_ms: u64, report: &mut PlanReport) {
+        for t in self.by_table.values_mut().filter(|t| t.dirty) {
+            t.dirty = false;
+            set_state(t, wall_ms);
+            let prev = t.prev.take().unwrap_or_default();
+            match write_summary(store, &t.item, &t.summary, &prev).await {
+                Ok(wrote) => report.requests += u64::from(wrote),
+                Err(e) => report.errors.push(format!("writing the summary of {}: {e}", key(&t.item))),
+            }
+        }
+        self.by_table.retain(|_, t| !t.queue.is_empty() || !t.in_flight.is_empty());
+    }
+}
+
+/// Sets the summary's `state`, `queued` and `capped` from the track.
+pub fn set_state(t: &mut Track, wall_ms: u64) {
+    let s = &mut t.summary;
+    let (queued, in_flight) = (t.queue.len() as u64, t.in_flight.len() as u64);
+    let cap = t.item.policy.max_units_per_table;
+    s.queued = queued;
+    s.in_flight = in_flight;
+    s.capped = queued > 0 && cap.is_some_and(|c| in_flight >= u64::from(c));
+    s.state = state_text(s, t.blocked.as_deref(), cap, wall_ms);
+}
+
+/// The table's state in words (the views add what time changes: see
+/// `super::view`).
+pub fn state_text(s: &TableSummary, blocked: Option<&str>, cap: Option<u32>, wall_ms: u64) -> String {
+    if let Some(h) = s.hold.as_deref().or(blocked) {
+        return h.to_string();
+    }
+    let held: Vec<u64> = s.detail.iter().filter_map(|d| d.due_at_wall_ms).filter(|t| *t > wall_ms).collect();
+    let min_interval = held.iter().min().map(|first| {
+        format!("{} partition(s) held by min-interval, the first due at {}", held.len(), super::at(*first))
+    });
+    let mut parts = vec![];
+    match (s.queued, s.capped) {
+        (0, _) => {}
+        (q, true) => parts.push(format!(
+            "at its cap of {} partitions at once (max-units-per-table): {q} due waiting",
+            cap.unwrap_or_default()
+        )),
+        (q, false) => parts.push(format!("{q} due partition(s) waiting for a free slot")),
+    }
+    if s.in_flight > 0 {
+        parts.push(format!("compacting {} partition(s)", s.in_flight));
+    }
+    parts.extend(min_interval);
+    if parts.is_empty() {
+        "nothing due".into()
+    } else {
+        parts.join("; ")
+    }
+}
