@@ -2,7 +2,8 @@
 # Installs everything the tests need on a fresh machine, once (each step is
 # idempotent and quick when already done): the loopback S3 server's venv
 # (moto), the Parquet judges' venv (pyarrow, DuckDB, hdfs-native), Spark
-# with Delta Lake (the Delta and Parquet judge of tests/spark.rs), the HDFS
+# with Delta Lake (the Delta and Parquet judge of tests/spark.rs), Spark with
+# Iceberg's runtime (tests/iceberg_spark.rs), the HDFS
 # launcher (Hadoop's MiniDFSCluster, built with Maven; needs Java 17), Java
 # Iceberg's test tool (tests/iceberg.rs, built with Maven), and
 # Debian's chromium and jq (the status page's browser test, the README's
@@ -24,6 +25,9 @@ bash .ci/install-parquet-tools.sh
 
 echo "== install: Spark with Delta Lake, the reference reader and writer that judges compactd's output (tests/spark.rs)"
 bash .ci/install-spark.sh
+
+echo "== install: Spark with Iceberg's runtime, whose maintenance procedures run on tables compactd compacted (tests/iceberg_spark.rs)"
+bash .ci/install-spark-iceberg.sh
 
 echo "== install: the real HDFS the HDFS tests start (Hadoop's MiniDFSCluster launcher, built with Maven)"
 bash .ci/install-hdfs.sh

@@ -99,6 +99,12 @@ if [[ "${BENCH_SKIP_DELTA:-0}" != 1 ]]; then
     .venv-parquet/bin/python bench/delta.py --binary "$BIN" --base "$WORK" | tee -a "$LOG" || echo "delta bench failed" >&2
 fi
 
+if [[ "${BENCH_SKIP_ICEBERG:-0}" != 1 ]]; then
+    say "Iceberg compaction vs Spark's rewrite_data_files (bench/iceberg.py)"
+    { bash .ci/install-spark-iceberg.sh && bash .ci/install-parquet-tools.sh; } >&2 || echo "Spark/Iceberg install failed" >&2
+    python3 bench/iceberg.py --binary "$BIN" --base "$WORK" | tee -a "$LOG" || echo "iceberg bench failed" >&2
+fi
+
 if [[ "${BENCH_SKIP_IOLIMIT:-0}" != 1 ]]; then
     say "I/O limit held over 30 s of merges (bench/io_limit.py)"
     python3 bench/io_limit.py --binary "$BIN" --base "$WORK" --compare | tee -a "$LOG" || echo "io_limit bench failed" >&2

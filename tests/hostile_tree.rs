@@ -58,6 +58,7 @@ fn fill(line: &str) -> String {
         ("<term>", format!("{:020}", 1)),
         ("<round>", "1".into()),
         ("<unit>", "0".into()),
+        ("<attempt>", "1".into()),
         ("<v1-task-file>", "v1task".into()),
         ("<incarnation>", "1".into()),
         ("<seq: 20 digits>", format!("{:020}", 1)),

@@ -13,7 +13,9 @@
 //!   partitions holding matching rows, and Spark's own append, OPTIMIZE,
 //!   VACUUM and checkpoint work afterwards with the rows exact.
 //! - Hive-style Parquet (no Delta), default and LEGACY, compacted by the
-//!   `parquet` executor: Spark reads the same rows in both read modes.
+//!   `parquet` executor: Spark reads the same rows in both read modes; an
+//!   output whose dictionary fell back to PLAIN pages is pruned by Spark's
+//!   Parquet library (statistics and dictionaries) without losing a row.
 //! - HDFS: Spark appends in a loop to a Delta table while compactd compacts
 //!   it over and over: every row once, every append's commit present, the
 //!   history one line.
@@ -409,6 +411,79 @@ fn spark_reads_a_compacted_hive_parquet_table_it_wrote_in_its_default_mode() {
 #[test]
 fn spark_reads_a_compacted_hive_parquet_table_it_wrote_in_legacy_mode() {
     parquet_table_judged_by_spark("parquet, LEGACY mode", true);
+}
+
+/// Rows of the high-cardinality table: more distinct 110-byte strings than
+/// one dictionary page holds (1 MiB in compactd's writer), so an output's
+/// `s` chunk starts dictionary-encoded and falls back to PLAIN pages.
+const DISTINCT_ROWS: u64 = 36_000;
+
+/// Row `i`'s `s`: distinct, sorting as `i`.
+fn distinct_s(i: u64) -> String {
+    format!("row-{i:09}-{}", &(i * 7919).to_string().repeat(100)[..96])
+}
+
+/// Spark's Parquet library prunes row groups by their statistics and, for
+/// a chunk its encoding statistics call all-dictionary, by the dictionary
+/// alone: a footer that called a chunk with PLAIN pages all-dictionary
+/// would make Spark (and Delta readers, and Iceberg's own reader, which
+/// trusts the same statistics) skip rows that are there. Spark writes one
+/// partition of high-cardinality strings, the `parquet` executor compacts
+/// it, and each filtered read with pushdown returns what the same read
+/// without pushdown does, and the rows the generator made.
+#[test]
+fn spark_prunes_a_compacted_file_whose_dictionary_fell_back_by_its_footer_and_loses_no_row() {
+    let Some(spark) = Spark::shared() else { return };
+    let started = Instant::now();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let table = data.join("db/s/t");
+    std::fs::create_dir_all(&table).unwrap();
+    let t = table.to_str().unwrap();
+    let s_sql =
+        "substr(concat('row-', lpad(cast(id AS STRING), 9, '0'), '-', repeat(cast(id * 7919 AS STRING), 100)), 1, 110)";
+    spark.run(&json!({"cmd": "sql", "sql": format!(
+        "INSERT OVERWRITE DIRECTORY '{t}/part=0' USING parquet \
+         SELECT /*+ REPARTITION_BY_RANGE(3, id) */ id, {s_sql} AS s, concat('k', cast(id % 5 AS STRING)) AS k \
+         FROM range({DISTINCT_ROWS})")}));
+    assert_eq!(data_files(&table).len(), 3, "{:?}", data_files(&table));
+    start_three(&mut c, &format!("fs://{}", data.display()), "parquet");
+    let status = compact_with(&c, "parquet");
+    assert_eq!(status["state"], "Done", "{status:#}");
+    let files = data_files(&table);
+    assert_eq!(files.len(), 1, "{files:?}");
+    // The case is there: as parquet-mr reads the footer, `s` has a
+    // dictionary page and PLAIN data pages, `k` dictionary pages only.
+    let footer = spark.run(&json!({"cmd": "footer", "path": table.join(&files[0])}));
+    let chunk = |col: &str| footer["chunks"].as_array().unwrap().iter().find(|c| c["column"] == col).unwrap().clone();
+    let (s, k) = (chunk("s"), chunk("k"));
+    assert!(s["dictionary_pages"] == json!(["PLAIN"]) && s["data_pages"]["PLAIN"].as_u64() > Some(0), "{footer:#}");
+    assert_eq!(s["non_dictionary_pages"], true, "{footer:#}");
+    assert_eq!(k["non_dictionary_pages"], false, "{footer:#}");
+    let n = DISTINCT_ROWS;
+    let mut wheres: Vec<(String, u64)> = vec![];
+    for i in [0, 8192, 16384, 24000, n - 1] {
+        let v = distinct_s(i);
+        wheres.push((format!("s = '{v}'"), 1));
+        wheres.push((format!("s < '{v}'"), i));
+        wheres.push((format!("s >= '{v}'"), n - i));
+    }
+    wheres.push((format!("s IN ('{}', '{}')", distinct_s(100), distinct_s(n - 100)), 2));
+    wheres.push((format!("s = '{}'", &distinct_s(20000)[..14]), 0));
+    wheres.push(("k = 'k3'".into(), n / 5));
+    wheres.push(("k IN ('k1', 'k9')".into(), n / 5));
+    wheres.push(("k = 'k9'".into(), 0));
+    let mut v = Verdict::default();
+    for (w, want) in &wheres {
+        let confs = json!([{}, {"spark.sql.parquet.filterPushdown": "false"}]);
+        let out = spark.run(&json!({"cmd": "read", "format": "parquet", "path": t, "where": w, "confs": confs}));
+        let (pushed, plain) = (&out["reads"][0], &out["reads"][1]);
+        v.check(pushed["count"] == *want && pushed["digest"] == plain["digest"], || {
+            format!("{w}: with pushdown {pushed}, without {plain}, want {want} rows")
+        });
+    }
+    eprintln!("dictionary fallback: {} filtered reads, {:?} in all", wheres.len(), started.elapsed());
+    v.finish("dictionary fallback");
 }
 
 /// Appends before the nodes start, then during the compactions.

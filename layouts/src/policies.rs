@@ -131,9 +131,15 @@ pub struct PolicyDefinition {
     pub version: u64,
     /// `<db>/<schema>/<table>` patterns (`*` and `?` within one segment).
     pub tables: Vec<String>,
-    /// `merge`, `parquet`, or the name of a command nodes define
-    /// (`run --command NAME=…`).
+    /// `merge`, `parquet`, `delta`, `iceberg`, or the name of a command
+    /// nodes define (`run --command NAME=…`).
     pub executor: String,
+    /// `iceberg` only: the operator states compactd is the sole writer of
+    /// the policy's file-system tables on fs or S3, where another writer's
+    /// commit could overwrite compactd's (its tasks carry
+    /// `iceberg.sole-writer=true`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sole_writer: bool,
     pub target_size: u64,
     /// Files under this size count as small.
     pub small_file_size: u64,

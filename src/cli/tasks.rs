@@ -557,12 +557,10 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         let partition = args.partition.context("--format iceberg needs --partition (a unit of the table)")?;
         let clock = crate::clock::SystemClock::shared();
         let mut job = crate::executor::iceberg::IcebergJob::new(job, partition, clock);
-        // The task's parameter, as the worker passes parameters to executors.
-        let sole = format!(
-            "COMPACTD_PARAM_{}",
-            crate::executor::iceberg::catalog::SOLE_WRITER_PARAM.replace(['.', '-'], "_").to_uppercase()
-        );
-        job.sole_writer = std::env::var(sole).is_ok_and(|v| v == "true");
+        // The task's parameters, as the worker passes parameters to executors.
+        let param =
+            |k: &str| std::env::var(format!("COMPACTD_PARAM_{}", k.replace(['.', '-'], "_").to_uppercase())).ok();
+        job.catalog = crate::executor::iceberg::catalog::Catalog::from_params(param).await?;
         let (outcome, stats) = crate::executor::iceberg::run(&data, &job).await?;
         println!("{outcome}");
         println!("{}{}", crate::executor::STATS_PREFIX, serde_json::to_string(&stats)?);

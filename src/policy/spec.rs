@@ -5,7 +5,7 @@
 //! ```toml
 //! name = "warehouse"
 //! tables = ["db/public/*"]      # <db>/<schema>/<table>, `*` and `?` within a segment
-//! executor = "merge"            # merge | parquet | delta | a command name nodes define
+//! executor = "merge"            # merge | parquet | delta | iceberg | a command name nodes define
 //! min-small-files = 4           # due at 4 small files (or min-small-bytes, max-small-age)
 //! ```
 
@@ -24,6 +24,8 @@ struct PolicyFile {
     tables: Vec<String>,
     #[serde(default = "default_executor")]
     executor: String,
+    #[serde(default)]
+    sole_writer: bool,
     target_size: Option<Size>,
     small_file_size: Option<Size>,
     min_small_files: Option<u64>,
@@ -72,6 +74,9 @@ pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
         check_pattern(t).map_err(|p| bad(format!("{}: {t:?}: {p}", at("tables"))))?;
     }
     check_executor(&f.executor).map_err(|p| bad(format!("{}: {p}", at("executor"))))?;
+    if f.sole_writer && f.executor != "iceberg" {
+        return Err(bad(format!("{}: only the iceberg executor commits as a table's sole writer", at("sole-writer"))));
+    }
     // Sizes, durations and counts each have a maximum (`layouts::units`),
     // named with the key.
     let size = |key: &str, v: &Option<Size>, max: u64| -> Result<Option<u64>, PolicyError> {
@@ -128,6 +133,7 @@ pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
         version: 0,
         tables: f.tables,
         executor: f.executor,
+        sole_writer: f.sole_writer,
         target_size,
         small_file_size,
         min_small_files,
@@ -165,11 +171,11 @@ fn check_pattern(p: &str) -> Result<(), String> {
 }
 
 fn check_executor(e: &str) -> Result<(), String> {
-    if e == "merge" || e == "parquet" || e == "delta" || crate::tasks::valid_command_name(e) {
+    if ["merge", "parquet", "delta", "iceberg"].contains(&e) || crate::tasks::valid_command_name(e) {
         Ok(())
     } else {
         Err(format!(
-            "{e:?} is not an executor: merge, parquet, delta, or the name of a command nodes define \
+            "{e:?} is not an executor: merge, parquet, delta, iceberg, or the name of a command nodes define \
              (`run --command NAME=…`)"
         ))
     }
@@ -277,6 +283,17 @@ mod tests {
         let p = parse("w.toml", &format!("{base}min-interval = \"3650d\"\ntarget-size = \"64GiB\"\n")).unwrap();
         assert_eq!(p.min_interval_ms, 3650 * 86_400 * 1000);
         assert_eq!(p.target_size, 64 << 30);
+    }
+
+    #[test]
+    fn only_the_iceberg_executor_takes_the_sole_writer_statement() {
+        let base = "name = \"w\"\ntables = [\"a/b/c\"]\nmin-small-files = 4\n";
+        let p = parse("w.toml", &format!("{base}executor = \"iceberg\"\nsole-writer = true\n")).unwrap();
+        assert!(p.sole_writer && p.executor == "iceberg");
+        assert!(!parse("w.toml", &format!("{base}executor = \"iceberg\"\n")).unwrap().sole_writer);
+        let e =
+            parse("w.toml", &format!("{base}executor = \"parquet\"\nsole-writer = true\n")).unwrap_err().to_string();
+        assert!(e.contains("line 5, key `sole-writer`"), "{e}");
     }
 
     #[test]

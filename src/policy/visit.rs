@@ -236,6 +236,9 @@ impl Visit<'_> {
         if o.policy.executor == "delta" {
             return self.list_delta(&dir, small).await;
         }
+        if o.policy.executor == "iceberg" {
+            return self.list_iceberg(&dir, small).await;
+        }
         let mut cursor = from;
         let text = executor_of(&o.policy).kind == ExecutorKind::Merge;
         let stop_at = budget.filter(|_| self.data.lists_from_key()).map(|b| b.max(1) * PAGE);
@@ -303,6 +306,32 @@ impl Visit<'_> {
         }
         // The table folder itself: another format's metadata beside the log
         // (Apache XTable, UniForm) makes it no executor's.
+        self.requests += 1;
+        let findings = crate::table::format::detect(self.data, dir).await?;
+        Ok(Listing::Done(Tallied { listed: out, findings, foreign_file: None }))
+    }
+
+    /// An Iceberg table's partitions (spec and tuple, named as its units)
+    /// as its current snapshot has them: live data files only, and none
+    /// of a partition delete files may apply to counts as small (its units
+    /// would not rewrite them).
+    async fn list_iceberg(&mut self, dir: &str, small: u64) -> Result<Listing, PolicyError> {
+        use crate::executor::iceberg::{live_data_files, IcebergError};
+        let files = live_data_files(self.data, &crate::executor::iceberg::catalog::Catalog::default(), dir).await;
+        let (files, deleted) = match files {
+            Ok(f) => f,
+            Err(IcebergError::Store(e)) => return Err(e.into()),
+            Err(e) => {
+                return Err(PolicyError::Malformed { path: dir.to_string(), problem: format!("not compacted: {e}") })
+            }
+        };
+        self.requests += 2 + files.len() as u64 / 1000;
+        let mut out: BTreeMap<Name, Listed> = BTreeMap::new();
+        for (key, size) in files {
+            let Ok(part) = Name::parse(&key) else { continue };
+            let small = if deleted.contains(&key) { 0 } else { small };
+            out.entry(part).or_default().count(size, small);
+        }
         self.requests += 1;
         let findings = crate::table::format::detect(self.data, dir).await?;
         Ok(Listing::Done(Tallied { listed: out, findings, foreign_file: None }))
@@ -527,6 +556,9 @@ impl Visit<'_> {
         spec.executor = Some(executor_of(&o.policy));
         spec.params.insert(paths::MARKER_PARAM.into(), claim.marker.clone());
         spec.params.insert(TARGET_SIZE_PARAM.into(), o.policy.target_size.to_string());
+        if o.policy.sole_writer {
+            spec.params.insert(crate::executor::iceberg::catalog::SOLE_WRITER_PARAM.into(), "true".into());
+        }
         self.requests += 6;
         match tasks::submit_placed(self.store, spec, self.wall_ms).await {
             Ok(placed) => {
@@ -633,6 +665,7 @@ pub fn executor_of(p: &PolicyDefinition) -> ExecutorSpec {
         "merge" => (ExecutorKind::Merge, None),
         "parquet" => (ExecutorKind::Parquet, None),
         "delta" => (ExecutorKind::Delta, None),
+        "iceberg" => (ExecutorKind::Iceberg, None),
         name => (ExecutorKind::Command, Some(name.to_string())),
     };
     ExecutorSpec { kind, command: None, command_name, timeout_ms: None }

@@ -196,11 +196,14 @@ async fn delta(data: &Store, info: &TaskInfo, default_target: u64) -> store::Res
 async fn iceberg(data: &Store, info: &TaskInfo, default_target: u64) -> store::Result<Result<Vec<Name>, String>> {
     let target = target_size(info, default_target);
     let table = table_dir(&info.db_name, &info.schema_name, &info.table_name);
-    let sole = info.run.params.get(crate::executor::iceberg::catalog::SOLE_WRITER_PARAM).is_some_and(|v| v == "true");
-    if let Err(e) = crate::executor::iceberg::catalog::check_writers(data, &table, sole) {
+    let cat = match crate::executor::iceberg::catalog::Catalog::from_params(|k| info.run.params.get(k).cloned()).await {
+        Ok(c) => c,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    if let Err(e) = cat.check_writers(data, &table) {
         return Ok(Err(e.to_string()));
     }
-    let found = match crate::executor::iceberg::partitions_to_compact(data, &table, target).await {
+    let found = match crate::executor::iceberg::partitions_to_compact(data, &cat, &table, target).await {
         Ok(f) => f,
         Err(crate::executor::iceberg::IcebergError::Store(e)) if !e.is_bad_file() && !e.is_permanent() => {
             return Err(e)

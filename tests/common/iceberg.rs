@@ -146,3 +146,20 @@ pub fn pyiceberg_catalog_table(root: &str, location: &str) -> Value {
     assert!(out.status.success(), "pyiceberg catalog table: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// `tests/support/iceberg_tool.py <args>` (pyiceberg), its JSON answer.
+pub fn pyiceberg(args: &[&str]) -> Value {
+    pyiceberg_with(args, &[])
+}
+
+/// [`pyiceberg`] with `env` set (an S3 server's credentials).
+pub fn pyiceberg_with(args: &[&str], env: &[(String, String)]) -> Value {
+    let out = Command::new(super::parquet::python())
+        .arg(repo().join("tests/support/iceberg_tool.py"))
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .expect("the Parquet judges' python runs");
+    assert!(out.status.success(), "pyiceberg {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -7,6 +7,7 @@ pub mod freezer;
 pub mod hdfs;
 pub mod http;
 pub mod iceberg;
+pub mod iceberg_rest;
 pub mod killat;
 pub mod load;
 pub mod netns;

@@ -12,6 +12,10 @@
 //! Where the judge is not installed, [`Spark::shared`] prints `SKIP` and
 //! returns `None`; with `COMPACTD_REQUIRE_SPARK=1` (`.ci/run`) it fails the
 //! test instead, so CI never passes without the judge.
+//!
+//! [`Spark::iceberg`] is the same for Spark with Iceberg's runtime
+//! (`tests/support/spark_iceberg_tool.py`, the venv and Ivy cache
+//! `.ci/install-spark-iceberg.sh` makes).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -45,20 +49,51 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Which Spark: its venv, Ivy cache, tool and install script.
+struct Flavour {
+    venv: &'static str,
+    ivy: &'static str,
+    tool: &'static str,
+    install: &'static str,
+}
+
+const DELTA: Flavour =
+    Flavour { venv: ".venv-spark", ivy: ".spark-ivy", tool: "spark_tool.py", install: "install-spark.sh" };
+const ICEBERG: Flavour = Flavour {
+    venv: ".venv-spark-iceberg",
+    ivy: ".spark-iceberg-ivy",
+    tool: "spark_iceberg_tool.py",
+    install: "install-spark-iceberg.sh",
+};
+
 /// The judge's python, or why it is not there.
-fn python() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("COMPACTD_TEST_SPARK_PYTHON").filter(|p| !p.is_empty()) {
+fn python(f: &Flavour) -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("COMPACTD_TEST_SPARK_PYTHON").filter(|p| !p.is_empty() && f.venv == DELTA.venv) {
         return Ok(PathBuf::from(p));
     }
-    let p = repo().join(".venv-spark/bin/python");
+    let p = repo().join(f.venv).join("bin/python");
     if !p.exists() {
         return Err(format!("{} does not exist", p.display()));
     }
-    let stamp = repo().join(".spark-ivy/.compactd-resolved");
+    let stamp = repo().join(f.ivy).join(".compactd-resolved");
     if !stamp.exists() {
-        return Err(format!("the Delta jars are not resolved ({} is missing)", stamp.display()));
+        return Err(format!("its jars are not resolved ({} is missing)", stamp.display()));
     }
     Ok(p)
+}
+
+fn started(f: &'static Flavour) -> Option<Spark> {
+    match python(f) {
+        Ok(p) => Some(Spark::start(p, f.tool)),
+        Err(why) => {
+            let fix = format!("run `bash .ci/{}` from the repository root", f.install);
+            if std::env::var_os("COMPACTD_REQUIRE_SPARK").is_some_and(|v| v == "1") {
+                panic!("the Spark judge is required here (COMPACTD_REQUIRE_SPARK=1) but {why}: {fix}");
+            }
+            eprintln!("SKIP: the Spark judge is not installed ({why}): {fix}");
+            None
+        }
+    }
 }
 
 impl Spark {
@@ -67,26 +102,20 @@ impl Spark {
     /// `COMPACTD_REQUIRE_SPARK=1`, which makes that a failure.
     pub fn shared() -> Option<&'static Spark> {
         static SHARED: OnceLock<Option<Spark>> = OnceLock::new();
-        SHARED
-            .get_or_init(|| match python() {
-                Ok(p) => Some(Spark::start(p)),
-                Err(why) => {
-                    let fix = "run `bash .ci/install-spark.sh` from the repository root";
-                    if std::env::var_os("COMPACTD_REQUIRE_SPARK").is_some_and(|v| v == "1") {
-                        panic!("the Spark judge is required here (COMPACTD_REQUIRE_SPARK=1) but {why}: {fix}");
-                    }
-                    eprintln!("SKIP: the Spark judge is not installed ({why}): {fix}");
-                    None
-                }
-            })
-            .as_ref()
+        SHARED.get_or_init(|| started(&DELTA)).as_ref()
     }
 
-    fn start(python: PathBuf) -> Spark {
+    /// Spark with Iceberg's runtime, as [`Spark::shared`].
+    pub fn iceberg() -> Option<&'static Spark> {
+        static SHARED: OnceLock<Option<Spark>> = OnceLock::new();
+        SHARED.get_or_init(|| started(&ICEBERG)).as_ref()
+    }
+
+    fn start(python: PathBuf, tool: &str) -> Spark {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("spark.log");
         let mut child = Command::new(&python)
-            .arg(repo().join("tests/support/spark_tool.py"))
+            .arg(repo().join("tests/support").join(tool))
             // Spark leaves its warehouse and scratch folders in its cwd.
             .current_dir(dir.path())
             .stdin(Stdio::piped())

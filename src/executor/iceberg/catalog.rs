@@ -1,3 +1,6 @@
+//! Where a table's current version lives and how a commit swaps it:
+//! [`Catalog::Files`], or a REST catalog ([`super::rest`]).
+//!
 //! File-system ("Hadoop") tables: the table is its `metadata/` folder, whose
 //! `vN.metadata.json` with the highest N is the current version, and a
 //! commit creates `v(N+1).metadata.json` once. `version-hint.text` (the
@@ -112,13 +115,66 @@ pub async fn load(store: &Store, dir: &str) -> Result<Table, IcebergError> {
     Ok(Table { dir: dir.to_string(), version, meta })
 }
 
-/// How a commit ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Swap {
-    /// This metadata is the table's new version.
-    Won,
-    /// Another writer took the version first.
-    Lost,
+pub use super::Swap;
+
+/// The catalog of the tables a job commits to.
+#[derive(Debug, Clone)]
+pub enum Catalog {
+    /// File-system tables; `sole_writer`: the task states compactd is the
+    /// sole writer (needed on fs and S3, see [`check_writers`]).
+    Files {
+        sole_writer: bool,
+    },
+    Rest(super::rest::Rest),
+}
+
+impl Default for Catalog {
+    fn default() -> Catalog {
+        Catalog::Files { sole_writer: false }
+    }
+}
+
+impl Catalog {
+    /// The catalog a task's parameters name (`param` looks one up).
+    pub async fn from_params(param: impl Fn(&str) -> Option<String>) -> Result<Catalog, IcebergError> {
+        if let Some(uri) = param(super::rest::REST_URI_PARAM).filter(|u| !u.is_empty()) {
+            return Ok(Catalog::Rest(super::rest::Rest::connect(&uri).await?));
+        }
+        Ok(Catalog::Files { sole_writer: param(SOLE_WRITER_PARAM).is_some_and(|v| v == "true") })
+    }
+
+    /// The table's current version.
+    pub async fn load(&self, store: &Store, dir: &str) -> Result<Table, IcebergError> {
+        match self {
+            Catalog::Files { .. } => load(store, dir).await,
+            Catalog::Rest(r) => r.load(dir).await,
+        }
+    }
+
+    /// Commits `meta` as the version after `base`'s.
+    pub async fn commit(&self, store: &Store, base: &Table, meta: &serde_json::Value) -> Result<Swap, IcebergError> {
+        match self {
+            Catalog::Files { .. } => commit(store, base, meta).await,
+            Catalog::Rest(r) => r.commit(base, meta).await,
+        }
+    }
+
+    /// Whether compactd may commit to the table at `dir` through this
+    /// catalog: a REST catalog orders its writers' commits itself.
+    pub fn check_writers(&self, store: &Store, dir: &str) -> Result<(), IcebergError> {
+        match self {
+            Catalog::Files { sole_writer } => check_writers(store, dir, *sole_writer),
+            Catalog::Rest(_) => Ok(()),
+        }
+    }
+
+    /// After the table was found at `version` with this job's commit: the
+    /// hint of a file-system table brought up to it.
+    pub async fn committed(&self, store: &Store, dir: &str, version: u64) {
+        if let Catalog::Files { .. } = self {
+            write_hint(store, dir, version).await;
+        }
+    }
 }
 
 /// Commits `meta` as the version after `base`'s, then brings the hint up

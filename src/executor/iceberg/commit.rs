@@ -127,9 +127,9 @@ fn snapshot_id(head: &Head, job: &IcebergJob, try_no: u32) -> i64 {
 
 pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<String, u64>), IcebergError> {
     let dir = job.table().to_string();
-    catalog::check_writers(store, &dir, job.sole_writer)?;
+    job.catalog.check_writers(store, &dir)?;
     let (units, stale_outputs) = staged(job).await?;
-    let mut head = Head::load(store, &dir).await?;
+    let mut head = Head::load(store, &job.catalog, &dir).await?;
     let mut stats = BTreeMap::from([("version_before".to_string(), head.table.version)]);
     if let Some(s) = &head.snapshot {
         stats.insert("snapshot_before".into(), s.id as u64);
@@ -137,7 +137,7 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
     if let Some((id, _)) = own_snapshot(&head.table, job) {
         // An earlier attempt committed and died before reporting (or
         // before writing the hint).
-        catalog::write_hint(store, &dir, head.table.version).await;
+        job.catalog.committed(store, &dir, head.table.version).await;
         stats.insert("snapshot_after".into(), id as u64);
         return Ok((Outcome::AlreadyCommitted { snapshot: id }, stats));
     }
@@ -176,11 +176,37 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
             tokio::time::sleep(job.merge.delay_before_commit).await;
         }
         fence(store, job, &built).await?;
-        match catalog::commit(store, &head.table, &built.meta).await? {
+        let mut swap = job.catalog.commit(store, &head.table, &built.meta).await?;
+        let mut version_after = head.table.version + 1;
+        if let Swap::Unknown(why) = &swap {
+            // The catalog may have applied it: it is known only from the
+            // table as the catalog now has it. Nothing is deleted.
+            tracing::warn!(table = dir, "the commit's outcome is unknown ({why}): reloading the table");
+            let now = Head::load(store, &job.catalog, &dir).await.map_err(|e| {
+                job.broken(format!(
+                    "the commit's outcome is unknown ({why}) and the table cannot be reloaded ({e}); nothing was \
+                     deleted: a rerun finds the snapshot or commits"
+                ))
+            })?;
+            match own_snapshot(&now.table, job) {
+                Some((id, true)) if id == built.snapshot_id => {
+                    swap = Swap::Won;
+                    version_after = now.table.version;
+                }
+                _ => {
+                    return Err(job.broken(format!(
+                        "the commit's outcome is unknown ({why}) and the table does not show it; nothing was \
+                         deleted: a rerun finds the snapshot or commits"
+                    )))
+                }
+            }
+        }
+        match swap {
+            Swap::Unknown(_) => unreachable!("resolved above"),
             Swap::Won => {
                 remove_outputs(store, abandoned.iter().flat_map(|(u, _)| &u.outputs).map(|o| &o.store_path)).await;
                 remove_outputs(store, stale_outputs.iter()).await;
-                let n = head.table.version + 1;
+                let n = version_after;
                 stats.insert("version_after".into(), n);
                 stats.insert("snapshot_after".into(), built.snapshot_id as u64);
                 stats.insert("commit_retries".into(), retries as u64);
@@ -208,7 +234,7 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
                         "{MAX_COMMIT_TRIES} versions were taken by other writers while committing; nothing committed"
                     )));
                 }
-                head = Head::load(store, &dir).await?;
+                head = Head::load(store, &job.catalog, &dir).await?;
                 if let Some((id, _)) = own_snapshot(&head.table, job) {
                     stats.insert("snapshot_after".into(), id as u64);
                     stats.insert("version_after".into(), head.table.version);

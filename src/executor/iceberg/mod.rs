@@ -46,6 +46,7 @@ pub mod commit;
 pub mod manifest;
 pub mod metrics;
 pub mod orphans;
+pub mod rest;
 pub mod table;
 pub mod unit;
 
@@ -68,6 +69,18 @@ pub enum IcebergError {
     Merge(#[from] super::merge::MergeError),
 }
 
+/// How a commit ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Swap {
+    /// This metadata is the table's new version.
+    Won,
+    /// Another writer took the version first.
+    Lost,
+    /// The catalog's answer did not say (why): the commit may have been
+    /// applied. Nothing it names may be deleted.
+    Unknown(String),
+}
+
 /// How many versions other writers may take while a commit retries.
 pub const MAX_COMMIT_TRIES: u32 = 100;
 
@@ -81,14 +94,13 @@ pub struct IcebergJob {
     pub unit: String,
     /// Wall time for the snapshot's timestamp.
     pub clock: crate::clock::SharedClock,
-    /// The task states compactd is the table's sole writer (needed on fs
-    /// and S3, see [`catalog::check_writers`]).
-    pub sole_writer: bool,
+    /// The table's catalog (from the task's parameters).
+    pub catalog: catalog::Catalog,
 }
 
 impl IcebergJob {
     pub fn new(merge: MergeJob, unit: String, clock: crate::clock::SharedClock) -> IcebergJob {
-        IcebergJob { merge, unit, clock, sole_writer: false }
+        IcebergJob { merge, unit, clock, catalog: catalog::Catalog::default() }
     }
 
     fn table(&self) -> &str {
@@ -190,8 +202,8 @@ pub struct Head {
 }
 
 impl Head {
-    pub async fn load(store: &Store, dir: &str) -> Result<Head, IcebergError> {
-        let table = catalog::load(store, dir).await?;
+    pub async fn load(store: &Store, cat: &catalog::Catalog, dir: &str) -> Result<Head, IcebergError> {
+        let table = cat.load(store, dir).await?;
         table.check_supported().map_err(|problem| IcebergError::Table { table: dir.to_string(), problem })?;
         let Some(snapshot) = table.current_snapshot() else {
             return Ok(Head { table, snapshot: None, list: None, manifests: vec![] });
@@ -223,15 +235,18 @@ impl Head {
     }
 }
 
-/// The partitions of the table's current snapshot with two or more data
-/// files under the small threshold of `target_size` and no delete file
-/// that may apply: the units of a task. A table compactd refuses (see
-/// [`table::Table::check_supported`]), or one with data files that are not
-/// Parquet, is an error naming why.
-pub async fn partitions_to_compact(store: &Store, dir: &str, target_size: u64) -> Result<Vec<String>, IcebergError> {
-    let head = Head::load(store, dir).await?;
-    let threshold = super::merge::parquet::small_threshold(target_size) as i64;
-    let mut small: BTreeMap<String, usize> = BTreeMap::new();
+/// The live data files of the table's current snapshot as the planner
+/// counts them: each one's unit key and size, and the unit keys delete
+/// files may apply to (never compacted, so never due). A table compactd
+/// refuses is an error naming why, as for [`partitions_to_compact`].
+pub async fn live_data_files(
+    store: &Store,
+    cat: &catalog::Catalog,
+    dir: &str,
+) -> Result<(Vec<(String, u64)>, Vec<String>), IcebergError> {
+    let head = Head::load(store, cat, dir).await?;
+    let mut files = vec![];
+    let mut deletes: BTreeMap<String, Option<String>> = BTreeMap::new();
     for (_, e) in head.live().filter(|(_, e)| e.content == 0) {
         if !e.file_format.eq_ignore_ascii_case("parquet") {
             return Err(IcebergError::Table {
@@ -239,21 +254,48 @@ pub async fn partitions_to_compact(store: &Store, dir: &str, target_size: u64) -
                 problem: format!("{} is {} data: compactd rewrites Parquet only", e.file_path, e.file_format),
             });
         }
-        if e.file_size < threshold {
-            *small.entry(manifest::unit_key(e.spec_id, &e.partition)).or_default() += 1;
+        let key = manifest::unit_key(e.spec_id, &e.partition);
+        if !deletes.contains_key(&key) {
+            deletes.insert(key.clone(), head.deletes_in(&key));
+        }
+        files.push((key, e.file_size.max(0) as u64));
+    }
+    let deleted = deletes
+        .into_iter()
+        .filter_map(|(key, d)| {
+            let d = d?;
+            tracing::debug!(table = dir, unit = key, delete = d, "not compacted: delete files may apply");
+            Some(key)
+        })
+        .collect();
+    Ok((files, deleted))
+}
+
+/// The partitions of the table's current snapshot with two or more data
+/// files under the small threshold of `target_size` and no delete file
+/// that may apply: the units of a task. A table compactd refuses (see
+/// [`table::Table::check_supported`]), or one with data files that are not
+/// Parquet, is an error naming why.
+pub async fn partitions_to_compact(
+    store: &Store,
+    cat: &catalog::Catalog,
+    dir: &str,
+    target_size: u64,
+) -> Result<Vec<String>, IcebergError> {
+    let (files, deleted) = live_data_files(store, cat, dir).await?;
+    let threshold = super::merge::parquet::small_threshold(target_size);
+    let mut small: BTreeMap<String, usize> = BTreeMap::new();
+    for (key, size) in files {
+        if size < threshold {
+            *small.entry(key).or_default() += 1;
         }
     }
-    let mut out = vec![];
-    for (key, n) in small {
-        if n < 2 {
-            continue;
-        }
-        match head.deletes_in(&key) {
-            Some(d) => tracing::info!(table = dir, unit = key, delete = d, "not compacted: delete files may apply"),
-            None => out.push(key),
+    for key in &deleted {
+        if small.remove(key).is_some_and(|n| n >= 2) {
+            tracing::info!(table = dir, unit = key, "not compacted: delete files may apply");
         }
     }
-    Ok(out)
+    Ok(small.into_iter().filter(|(_, n)| *n >= 2).map(|(key, _)| key).collect())
 }
 
 /// Runs one unit: a partition's rewrite, or the task's commit; the

@@ -18,7 +18,7 @@ use store::Store;
 
 use super::manifest::{fnv64, unit_key, Entry};
 use super::metrics::{file_metrics, MetricsConfig};
-use super::{catalog, Head, IcebergError, IcebergJob, Outcome, StagedOutput, StagedUnit};
+use super::{Head, IcebergError, IcebergJob, Outcome, StagedOutput, StagedUnit};
 use crate::executor::merge::{parquet, Format, SUPERSEDED};
 
 /// The file-name stem of this unit's outputs in this round.
@@ -28,8 +28,8 @@ pub fn round_stem(job: &IcebergJob) -> String {
 
 pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<String, u64>), IcebergError> {
     let dir = job.table().to_string();
-    catalog::check_writers(store, &dir, job.sole_writer)?;
-    let head = Head::load(store, &dir).await?;
+    job.catalog.check_writers(store, &dir)?;
+    let head = Head::load(store, &job.catalog, &dir).await?;
     let Some(snapshot) = head.snapshot.clone() else {
         return Ok((Outcome::NothingToDo, BTreeMap::new()));
     };

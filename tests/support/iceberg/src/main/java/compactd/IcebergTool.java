@@ -16,6 +16,7 @@ import java.time.LocalDateTime;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -23,6 +24,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 import java.util.UUID;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.iceberg.DataFile;
@@ -41,6 +43,7 @@ import org.apache.iceberg.SortOrder;
 import org.apache.iceberg.StructLike;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableProperties;
+import org.apache.iceberg.catalog.TableIdentifier;
 import org.apache.iceberg.data.GenericRecord;
 import org.apache.iceberg.data.IcebergGenerics;
 import org.apache.iceberg.data.InternalRecordWrapper;
@@ -59,6 +62,8 @@ import org.apache.iceberg.io.InputFile;
 import org.apache.iceberg.io.OutputFile;
 import org.apache.iceberg.parquet.Parquet;
 import org.apache.iceberg.parquet.ParquetUtil;
+import org.apache.iceberg.rest.RESTCatalog;
+import org.apache.iceberg.types.Comparators;
 import org.apache.iceberg.types.Conversions;
 import org.apache.iceberg.types.Type;
 import org.apache.iceberg.types.Types;
@@ -68,15 +73,20 @@ import org.apache.iceberg.types.Types;
  * compacts: one JSON command per stdin line, one JSON answer per stdout line, until stdin closes.
  * Every answer is {"ok": true, ...} or {"ok": false, "error": ..., "type": ...}; a failing command
  * never ends the tool. Tables are file-system ("Hadoop") tables named by their location (a local
- * path or an hdfs:// URI).
+ * path or an hdfs:// URI), or a REST catalog's tables named by "rest" (its URI) and "table" (ns.t)
+ * in place of "location" (commands that read).
  *
  * <p>Commands ("cmd"): create {location, schema (Iceberg's JSON), spec (JSON fields), properties}
- * append {location, rows [{col: value}], files} (rows split over `files` files per partition)
+ * append {location, rows [{col: value}], files, format?} (rows split over `files` files per
+ * partition; format "avro" writes Avro data files, else Parquet)
  * read {location, snapshot?, filter?} -> {count, digest, lines?} snapshots {location} -> history
  * diff {location, snapshot} -> added/removed data files of a snapshot metrics {location} -> every
  * live data file's metrics beside ParquetUtil.fileMetrics' and its real length predicates
- * {location} -> per column and value, a filtered scan beside a full scan filtered here delete
+ * {location} -> per column and chosen literal, a filtered scan beside a full scan filtered here
+ * (the mismatches listed) delete
  * {location, path} (RowDelta/DeleteFiles of one data file) posdelete {location, path, pos}
+ * eqdelete {location, path, column, value} (an equality delete of rows whose column equals value,
+ * in the partition of the data file at path)
  * rewrite {location, paths, validate_from?} (Java's own RewriteFiles of `paths`, live at
  * validate_from, into one file)
  * append_loop_start {location, appends, rows, start} / append_loop_wait
@@ -125,6 +135,7 @@ public class IcebergTool {
       case "predicates": return predicates(c);
       case "delete": return deleteFile(c);
       case "posdelete": return posDelete(c);
+      case "eqdelete": return eqDelete(c);
       case "rewrite": return rewrite(c);
       case "append_loop_start": return loopStart(c);
       case "append_loop_wait": return loopWait();
@@ -132,7 +143,20 @@ public class IcebergTool {
     }
   }
 
+  /** REST catalogs by URI, each initialized once. */
+  private static final Map<String, RESTCatalog> RESTS = new HashMap<>();
+
+  /** The table a command names: `location` (a file-system table) or `rest` (a REST catalog's URI) and `table` (`ns.t`). */
   static Table load(JsonNode c) {
+    if (c.has("rest")) {
+      RESTCatalog cat = RESTS.computeIfAbsent(c.get("rest").asText(), uri -> {
+        RESTCatalog r = new RESTCatalog();
+        r.setConf(CONF);
+        r.initialize("rest", Map.of("uri", uri));
+        return r;
+      });
+      return cat.loadTable(TableIdentifier.parse(c.get("table").asText()));
+    }
     return TABLES.load(c.get("location").asText());
   }
 
@@ -210,11 +234,30 @@ public class IcebergTool {
   }
 
   static DataFile writeFile(Table t, PartitionKey key, List<Record> rows) throws Exception {
-    String name = UUID.randomUUID() + ".parquet";
+    return writeFile(t, key, rows, "parquet");
+  }
+
+  static DataFile writeFile(Table t, PartitionKey key, List<Record> rows, String format) throws Exception {
+    String name = UUID.randomUUID() + "." + format;
     String path = key == null || t.spec().isUnpartitioned()
         ? t.locationProvider().newDataLocation(name)
         : t.locationProvider().newDataLocation(t.spec(), key, name);
     OutputFile out = t.io().newOutputFile(path);
+    if (format.equals("avro")) {
+      DataWriter<Record> a = org.apache.iceberg.avro.Avro.writeData(out)
+          .schema(t.schema())
+          .createWriterFunc(org.apache.iceberg.data.avro.DataWriter::create)
+          .withSpec(t.spec())
+          .withPartition(t.spec().isUnpartitioned() ? null : key)
+          .overwrite()
+          .build();
+      try {
+        for (Record r : rows) a.write(r);
+      } finally {
+        a.close();
+      }
+      return a.toDataFile();
+    }
     DataWriter<Record> w = Parquet.writeData(out)
         .schema(t.schema())
         .createWriterFunc(GenericParquetWriter::create)
@@ -234,6 +277,10 @@ public class IcebergTool {
 
   /** Rows grouped by partition, each group split over `files` files. */
   static List<DataFile> writeRows(Table t, JsonNode rows, int files) throws Exception {
+    return writeRows(t, rows, files, "parquet");
+  }
+
+  static List<DataFile> writeRows(Table t, JsonNode rows, int files, String format) throws Exception {
     Schema schema = t.schema();
     PartitionKey key = new PartitionKey(t.spec(), schema);
     InternalRecordWrapper wrapper = new InternalRecordWrapper(schema.asStruct());
@@ -249,7 +296,7 @@ public class IcebergTool {
       int n = Math.max(1, Math.min(files, all.size()));
       for (int i = 0; i < n; i++) {
         List<Record> part = all.subList(i * all.size() / n, (i + 1) * all.size() / n);
-        if (!part.isEmpty()) out.add(writeFile(t, g.getKey(), part));
+        if (!part.isEmpty()) out.add(writeFile(t, g.getKey(), part, format));
       }
     }
     return out;
@@ -257,7 +304,7 @@ public class IcebergTool {
 
   static ObjectNode append(JsonNode c) throws Exception {
     Table t = load(c);
-    List<DataFile> files = writeRows(t, c.get("rows"), c.has("files") ? c.get("files").asInt() : 1);
+    List<DataFile> files = writeRows(t, c.get("rows"), c.has("files") ? c.get("files").asInt() : 1, c.path("format").asText("parquet"));
     org.apache.iceberg.AppendFiles a = t.newAppend();
     for (DataFile f : files) a.appendFile(f);
     a.commit();
@@ -446,74 +493,107 @@ public class IcebergTool {
     return out;
   }
 
-  /** For each primitive top-level column and a few of its values: a scan filtered by Iceberg (manifests, metrics, then rows) beside a full scan filtered here. */
+  /**
+   * For each primitive top-level column: a scan Iceberg filters (manifest metrics, then Parquet
+   * row-group statistics and dictionaries, then rows) beside a full scan filtered here, compared
+   * row for row. The literals are chosen, not sampled: the column's smallest and largest values,
+   * its quartiles, and each live data file's own smallest and largest value (where pruning by
+   * bounds or dictionaries decides), each under every comparison. Comparisons are ANDed with
+   * notNull, SQL's meaning of `c < x`: Iceberg's row-level Evaluator orders nulls first (a null is
+   * "< x"), while its file and row-group pruning never keeps a null for a comparison, so an
+   * unguarded predicate counts the nulls of the files that survive pruning, whichever wrote them.
+   */
   static ObjectNode predicates(JsonNode c) throws Exception {
     Table t = load(c);
     Schema schema = t.schema();
+    InternalRecordWrapper w = new InternalRecordWrapper(schema.asStruct());
     List<Record> all = new ArrayList<>();
     try (CloseableIterable<Record> rs = IcebergGenerics.read(t).build()) {
       for (Record r : rs) all.add(r.copy());
     }
+    // Each live file's rows, for its own smallest and largest values.
+    List<List<Record>> perFile = new ArrayList<>();
+    try (CloseableIterable<FileScanTask> tasks = t.newScan().planFiles()) {
+      for (FileScanTask task : tasks) {
+        List<Record> rows = new ArrayList<>();
+        try (CloseableIterable<Record> rs = Parquet.read(t.io().newInputFile(task.file().location()))
+            .project(schema)
+            .createReaderFunc(s -> GenericParquetReaders.buildReader(schema, s))
+            .build()) {
+          for (Record r : rs) rows.add(r.copy());
+        }
+        perFile.add(rows);
+      }
+    }
     ObjectNode out = JSON.createObjectNode();
     ArrayNode checks = out.putArray("checks");
     int mismatches = 0;
+    int count = 0;
     for (Types.NestedField f : schema.columns()) {
       if (!f.type().isPrimitiveType() || f.type().typeId() == Type.TypeID.BINARY || f.type().typeId() == Type.TypeID.FIXED) continue;
-      Set<Object> values = new HashSet<>();
-      for (int i = 0; i < all.size() && values.size() < 3; i += Math.max(1, all.size() / 3)) {
-        Object v = all.get(i).getField(f.name());
-        if (v != null) values.add(v);
+      int pos = schema.columns().indexOf(f);
+      Comparator<Object> cmp = Comparators.forType(f.type().asPrimitiveType());
+      List<Object> sorted = sortedValues(all, w, pos, cmp);
+      TreeSet<Object> literals = new TreeSet<>(cmp);
+      for (int q = 0; q <= 4 && !sorted.isEmpty(); q++) literals.add(sorted.get(q * (sorted.size() - 1) / 4));
+      for (List<Record> rows : perFile) {
+        List<Object> own = sortedValues(rows, w, pos, cmp);
+        if (!own.isEmpty()) {
+          literals.add(own.get(0));
+          literals.add(own.get(own.size() - 1));
+        }
       }
       List<Expression> exprs = new ArrayList<>();
       exprs.add(Expressions.isNull(f.name()));
       exprs.add(Expressions.notNull(f.name()));
-      for (Object v : values) {
-        Object lit = literal(f.type(), v);
-        exprs.add(Expressions.equal(f.name(), lit));
-        exprs.add(Expressions.lessThan(f.name(), lit));
-        exprs.add(Expressions.greaterThanOrEqual(f.name(), lit));
+      for (Object lit : literals) {
+        Object next = literals.higher(lit) != null ? literals.higher(lit) : literals.first();
+        for (Expression e : List.of(
+            Expressions.equal(f.name(), lit),
+            Expressions.notEqual(f.name(), lit),
+            Expressions.lessThan(f.name(), lit),
+            Expressions.lessThanOrEqual(f.name(), lit),
+            Expressions.greaterThan(f.name(), lit),
+            Expressions.greaterThanOrEqual(f.name(), lit),
+            Expressions.in(f.name(), lit, next))) {
+          exprs.add(Expressions.and(Expressions.notNull(f.name()), e));
+        }
       }
       for (Expression e : exprs) {
         Evaluator eval = new Evaluator(schema.asStruct(), e, true);
-        InternalRecordWrapper w = new InternalRecordWrapper(schema.asStruct());
-        long want = all.stream().filter(r -> eval.eval(w.wrap(r))).count();
-        long got = 0;
-        try (CloseableIterable<Record> rs = IcebergGenerics.read(t).where(e).build()) {
-          for (Record ignored : rs) got++;
+        List<String> want = new ArrayList<>();
+        for (Record r : all) if (eval.eval(w.wrap(r))) want.add(JSON.writeValueAsString(canonical(schema.asStruct(), r)));
+        java.util.Collections.sort(want);
+        List<String> got = lines(t, IcebergGenerics.read(t).where(e).build(), schema);
+        count++;
+        if (!got.equals(want)) {
+          mismatches++;
+          int files = 0;
+          try (CloseableIterable<FileScanTask> tasks = t.newScan().filter(e).planFiles()) {
+            for (FileScanTask ignored : tasks) files++;
+          }
+          ObjectNode o = checks.addObject();
+          o.put("predicate", e.toString());
+          o.put("want", want.size());
+          o.put("got", got.size());
+          o.put("files", files);
         }
-        int files = 0;
-        try (CloseableIterable<FileScanTask> tasks = t.newScan().filter(e).planFiles()) {
-          for (FileScanTask ignored : tasks) files++;
-        }
-        ObjectNode o = checks.addObject();
-        o.put("predicate", e.toString());
-        o.put("want", want);
-        o.put("got", got);
-        o.put("files", files);
-        if (want != got) mismatches++;
       }
     }
+    out.put("predicates", count);
     out.put("mismatches", mismatches);
     out.put("rows", all.size());
     return out;
   }
 
-  /** A record field's value as an expression literal (dates and timestamps as Iceberg's internal numbers). */
-  static Object literal(Type type, Object v) {
-    switch (type.typeId()) {
-      case DATE:
-      case TIMESTAMP:
-      case TIME:
-        return new InternalRecordWrapper(Types.StructType.of(Types.NestedField.optional(1, "x", type)))
-            .wrap(recordOf(type, v)).get(0, Object.class);
-      default: return v;
+  /** The distinct non-null values of column `pos` of `rows`, as Iceberg's internal values (what literals bind to), sorted. */
+  static List<Object> sortedValues(List<Record> rows, InternalRecordWrapper w, int pos, Comparator<Object> cmp) {
+    TreeSet<Object> values = new TreeSet<>(cmp);
+    for (Record r : rows) {
+      Object v = w.wrap(r).get(pos, Object.class);
+      if (v != null) values.add(v);
     }
-  }
-
-  static Record recordOf(Type type, Object v) {
-    GenericRecord r = GenericRecord.create(Types.StructType.of(Types.NestedField.optional(1, "x", type)));
-    r.set(0, v);
-    return r;
+    return new ArrayList<>(values);
   }
 
   static DataFile liveFile(Table t, String path) throws Exception {
@@ -557,6 +637,35 @@ public class IcebergTool {
     t.newRowDelta().addDeletes(df).commit();
     ObjectNode o = JSON.createObjectNode();
     o.put("snapshot", t.currentSnapshot().snapshotId());
+    return o;
+  }
+
+  static ObjectNode eqDelete(JsonNode c) throws Exception {
+    Table t = load(c);
+    DataFile f = liveFile(t, c.get("path").asText());
+    Types.NestedField field = t.schema().findField(c.get("column").asText());
+    Schema deleteSchema = t.schema().select(field.name());
+    OutputFile out = t.io().newOutputFile(t.locationProvider().newDataLocation(UUID.randomUUID() + "-eqdeletes.parquet"));
+    org.apache.iceberg.deletes.EqualityDeleteWriter<Record> w = Parquet.writeDeletes(out)
+        .forTable(t)
+        .withSpec(t.specs().get(f.specId()))
+        .withPartition(f.partition())
+        .rowSchema(deleteSchema)
+        .createWriterFunc(GenericParquetWriter::create)
+        .equalityFieldIds(field.fieldId())
+        .overwrite()
+        .buildEqualityWriter();
+    GenericRecord r = GenericRecord.create(deleteSchema);
+    r.setField(field.name(), value(field.type(), c.get("value")));
+    try {
+      w.write(r);
+    } finally {
+      w.close();
+    }
+    t.newRowDelta().addDeletes(w.toDeleteFile()).commit();
+    ObjectNode o = JSON.createObjectNode();
+    o.put("snapshot", t.currentSnapshot().snapshotId());
+    o.put("sequence_number", t.currentSnapshot().sequenceNumber());
     return o;
   }
 
