@@ -111,6 +111,8 @@ fn member() -> impl Strategy<Value = Member> {
             session_timeout_ms: t,
             commands,
             addr,
+            layouts: (t % 3 == 0).then(|| vec![2, 3]),
+            draining: t % 5 == 0,
         })
 }
 
@@ -132,6 +134,8 @@ fn heartbeat() -> impl Strategy<Value = Heartbeat> {
             addr: (m[1] % 2 == 1).then(|| format!("host-{}:7471", m[1] % 100)),
             executor: (m[0] % 3 == 0).then(|| "parquet".into()),
             executors: (m[1] % 3 == 0).then(|| vec!["parquet".into(), "iceberg".into()]),
+            layouts: (m[0] % 4 == 1).then(|| vec![2]),
+            draining: m[1] % 7 == 0,
         },
     )
 }
@@ -155,6 +159,7 @@ fn lease() -> impl Strategy<Value = Lease> {
             offline,
             last_event: n[5],
             released,
+            layout: (n[0] % 2 == 0).then_some(3),
         })
 }
 

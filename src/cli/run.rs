@@ -89,6 +89,12 @@ pub struct RunArgs {
     /// Backend requests the policy planner may spend per monitor round (1 to 1000000).
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub plan_budget: u64,
+    /// The highest tree layout this node lets the cluster switch to: 3
+    /// (dispatch batches of empty markers), or 2 to keep a rolling upgrade
+    /// reversible until every node runs this version (layouts/README.md,
+    /// "Layouts and the switch").
+    #[arg(long, default_value_t = layouts::v3::LAYOUT_3, value_parser = clap::value_parser!(u32).range(2..=3))]
+    pub max_layout: u32,
     /// Start even if a v1 → v2 upgrade of this root is unfinished.
     #[arg(long)]
     pub allow_unfinished_upgrade: bool,
@@ -207,6 +213,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         session_timeout: args.session_timeout,
         lease: args.lease,
         event_retention: args.event_retention,
+        max_layout: args.max_layout,
     };
     let executor = match args.executor {
         ExecutorArg::Merge => ExecutorKind::Merge,

@@ -46,6 +46,9 @@ pub struct NodeConfig {
     pub session_timeout: Duration,
     pub lease: Duration,
     pub event_retention: Duration,
+    /// The highest tree layout this node lets the cluster switch to
+    /// (`run --max-layout`): it advertises the layouts it reads up to it.
+    pub max_layout: u32,
 }
 
 impl NodeConfig {
@@ -56,7 +59,14 @@ impl NodeConfig {
             session_timeout: Duration::from_secs(30),
             lease: Duration::from_secs(30),
             event_retention: Duration::from_secs(2 * 3600),
+            max_layout: layouts::v3::LAYOUT_3,
         }
+    }
+
+    /// The layouts its heartbeat advertises: those it reads, up to
+    /// `max_layout`.
+    pub fn layouts(&self) -> Vec<u32> {
+        layouts::v3::READS.iter().copied().filter(|l| *l <= self.max_layout).collect()
     }
 
     /// How often the daemon ticks: often enough to beat on time, to renew a
@@ -123,6 +133,8 @@ pub struct Node {
     /// this process's incarnation made larger than its.
     prior_checked: bool,
     metrics: Option<Arc<crate::serve::metrics::Metrics>>,
+    /// Set by a first SIGTERM: when this node started draining (monotonic).
+    draining: Option<Duration>,
 }
 
 impl Node {
@@ -158,6 +170,7 @@ impl Node {
             prior_gone: false,
             prior_checked: false,
             metrics: None,
+            draining: None,
         }
     }
 

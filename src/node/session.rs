@@ -102,6 +102,8 @@ impl Node {
                 .work
                 .as_ref()
                 .map(|_| layouts::formats::ExecutorKind::ALL.iter().map(|k| k.label().to_string()).collect()),
+            layouts: Some(self.cfg.layouts()),
+            draining: self.draining.is_some(),
         };
         if !self.join_marked {
             if self.work.is_some() {

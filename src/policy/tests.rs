@@ -42,10 +42,13 @@ async fn with_member(store: &Store) {
             addr: None,
             executor: None,
             executors: None,
+            layouts: None,
+            draining: false,
         }],
         offline: vec![],
         last_event: 0,
         released: false,
+        layout: None,
     };
     store.create(&v2::lease(1), formats::encode(&lease)).await.unwrap();
 }

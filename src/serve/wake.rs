@@ -549,6 +549,8 @@ mod tests {
             addr: addr.map(String::from),
             executor: None,
             executors: None,
+            layouts: None,
+            draining: false,
         }
     }
 
@@ -565,6 +567,7 @@ mod tests {
             offline: vec![],
             last_event: 0,
             released: false,
+            layout: None,
         }
     }
 

@@ -30,14 +30,9 @@ use crate::executor::merge::SUPERSEDED;
 async fn staged(job: &IcebergJob) -> Result<(Vec<StagedUnit>, Vec<String>), IcebergError> {
     let (tree, task) = job.tree()?;
     let round = job.merge.round;
-    let done: BTreeSet<u32> = tree
-        .list(&layouts::v2::outcomes_dir(&task))
-        .await?
-        .iter()
-        .filter_map(|e| layouts::v2::parse_unit_outcome(e.name()))
-        .filter(|(ok, r, _)| *ok && *r == round)
-        .map(|(_, _, u)| u)
-        .collect();
+    // Per-unit outcome files, and batch records (layouts::v3).
+    let outcomes = crate::tasks::outcomes::read_dir_with_outcomes(tree, &task).await?;
+    let done: BTreeSet<u32> = outcomes.recorded(round).into_iter().filter(|(_, ok)| *ok).map(|(u, _)| u).collect();
     let mut newest: BTreeMap<u32, (u32, String)> = BTreeMap::new();
     let mut others = vec![];
     for e in tree.list(&layouts::v2::staged_dir(&task)).await? {

@@ -250,10 +250,11 @@ pub async fn run_with_stats(store: &Store, job: &MergeJob) -> Result<(Outcome, B
         #[allow(clippy::disallowed_methods)]
         tokio::time::sleep(job.delay_before_commit).await;
     }
-    if let Some((sched, folder)) = &job.fence {
-        let files = sched.list(folder).await?;
-        let ours = files.iter().any(|e| e.name() == layouts::v2::TASK_INFO)
-            && !files.iter().any(|e| e.name() == layouts::SubtaskState::Cancel.file_name());
+    if let Some((sched, fence)) = &job.fence {
+        // A subtask folder, or a unit of a batch (layouts::v3): still its
+        // manager's, and not cancelled.
+        let files = sched.list(&layouts::v3::fence_folder(fence)).await?;
+        let ours = layouts::v3::fence_holds(fence, files.iter().map(|e| e.name()));
         if !ours {
             store.delete_all(&staging).await?;
             return Err(job.broken(SUPERSEDED));
