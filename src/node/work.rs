@@ -157,7 +157,10 @@ impl Node {
     /// it triggers, so a stamp written after that read is seen as a change
     /// at the next poll: a write announced by a stamp is never missed.
     pub(super) async fn folder_may_have_changed(&mut self) -> bool {
-        let busy = self.work.as_ref().is_some_and(|w| w.worker.running() > 0 || !w.managers.is_empty());
+        // A draining node lists at every tick: what it was given meanwhile
+        // is released at once.
+        let busy = self.draining.is_some()
+            || self.work.as_ref().is_some_and(|w| w.worker.running() > 0 || !w.managers.is_empty());
         let w = &mut self.inbox;
         let must = std::mem::take(&mut w.poked) || busy || !w.empty || w.polls_since_list + 1 >= FULL_LIST_EVERY;
         if !must {
