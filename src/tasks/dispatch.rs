@@ -84,6 +84,18 @@ impl TaskManager {
                 _ => {}
             }
         }
+        // Layout 3: a node gets a new batch only while at most half its
+        // window is held, so that a batch stays large when units end one by
+        // one (a batch costs its `Info`, the worker's read of it, its record
+        // and its deletion, whatever its size: on S3 and HDFS those are most
+        // of a unit's requests when batches shrink to a unit or two). Layout
+        // 2 costs the same per unit either way.
+        let refill_at = DISPATCH_WINDOW / 2;
+        let full: HashSet<NodeId> = held
+            .iter()
+            .filter(|(n, h)| **h > refill_at && ctx.placement.layout_for(n) == Some(v3::LAYOUT_3))
+            .map(|(n, _)| n.clone())
+            .collect();
         let term = self.term();
         for u in 0..self.runs.len() {
             if self.runs[u].state != UnitState::Pending || (self.units()[u] == Unit::Commit && !others_ended) {
@@ -104,7 +116,7 @@ impl TaskManager {
                 None => ring.node_avoiding(&key, &run.avoid).expect("ring is not empty"),
             };
             let count = held.entry(node.clone()).or_default();
-            if *count >= DISPATCH_WINDOW {
+            if *count >= DISPATCH_WINDOW || full.contains(&node) {
                 // Its window is full: this unit waits for a collected one.
                 continue;
             }
