@@ -201,6 +201,14 @@ async fn unlink_planted_meta_links(store: &Store, job: &MergeJob) -> Result<(), 
     Ok(())
 }
 
+/// Whether the attempt a `--fence-dir` names is still its manager's: a
+/// subtask folder (layout 2) or a unit of a batch (layout 3) whose info is
+/// there and that is not cancelled. One listing of the scheduler tree.
+pub async fn fence_holds(sched: &Store, fence: &str) -> store::Result<bool> {
+    let files = sched.list(&layouts::v3::fence_folder(fence)).await?;
+    Ok(layouts::v3::fence_holds(fence, files.iter().map(|e| e.name())))
+}
+
 pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
     run_with_stats(store, job).await.map(|(o, _)| o)
 }
@@ -251,11 +259,7 @@ pub async fn run_with_stats(store: &Store, job: &MergeJob) -> Result<(Outcome, B
         tokio::time::sleep(job.delay_before_commit).await;
     }
     if let Some((sched, fence)) = &job.fence {
-        // A subtask folder, or a unit of a batch (layouts::v3): still its
-        // manager's, and not cancelled.
-        let files = sched.list(&layouts::v3::fence_folder(fence)).await?;
-        let ours = layouts::v3::fence_holds(fence, files.iter().map(|e| e.name()));
-        if !ours {
+        if !fence_holds(sched, fence).await? {
             store.delete_all(&staging).await?;
             return Err(job.broken(SUPERSEDED));
         }
