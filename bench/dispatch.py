@@ -39,6 +39,13 @@ def status_kib(pid, field):
     return None
 
 
+# The tree layout the nodes run in: 3 (the default) waits until the
+# monitor put layout 3 in force (one session after every node advertised
+# it: README "The layout switch"); 2 starts the nodes with `--max-layout 2`,
+# today's form before the switch. Binaries without the switch: 2 only.
+LAYOUT = int(os.environ.get("BENCH_LAYOUT", "3"))
+
+
 class Cluster:
     def __init__(self, binary, base, nodes, heartbeat, session, lease, max_running, root=None):
         """`root`: the tree's URI (default: a folder in a fresh temp dir under `base`)."""
@@ -57,9 +64,26 @@ class Cluster:
                 [binary, "--root", self.root, "run", "--node-id", nid, "--executor", "command", "--command", "true",
                  "--command", "stamp=date +%s%N > {param.out}", "--allow-root", "--listen", "127.0.0.1:0",
                  "--heartbeat", heartbeat, "--session-timeout", session, "--lease", lease,
-                 "--max-running", str(max_running), "--data", os.path.join(self.dir, "data")],
+                 "--max-running", str(max_running), "--data", os.path.join(self.dir, "data")]
+                + (["--max-layout", "2"] if LAYOUT == 2 else []),
                 stdout=subprocess.DEVNULL, stderr=log, cwd=self.dir)
         self.wait_members(nodes)
+        if LAYOUT >= 3:
+            self.wait_layout(LAYOUT)
+
+    def wait_layout(self, layout, timeout=180):
+        """Until the monitor has put `layout` in force (`nodes --json`)."""
+        end = time.time() + timeout
+        while time.time() < end:
+            r = self.cli("nodes", "--json", check=False)
+            if r.returncode == 0 and any(x.get("layout_in_force") == layout for x in json.loads(r.stdout)):
+                # The lease that says so reaches every node at its next poll
+                # (one heartbeat interval): a manager writes what its view says.
+                hb = self.args["heartbeat"]
+                time.sleep(1.0 + (float(hb[:-2]) / 1000 if hb.endswith("ms") else float(hb[:-1])))
+                return
+            time.sleep(0.5)
+        raise SystemExit(f"layout {layout} was not put in force within {timeout} s")
 
     def cli(self, *args, check=True):
         return subprocess.run([self.binary, "--root", self.root, *args], capture_output=True, text=True, check=check)

@@ -2,6 +2,8 @@
 //! path. Read-only. The daemon uses the same rules to skip what it cannot
 //! read.
 
+mod assigned;
+
 use bytes::Bytes;
 use layouts::formats::{self, Event, Lease, OfflineRecord, TaskInfo};
 use layouts::{v2, NodeId, SubtaskState, TaskId, TaskState};
@@ -84,9 +86,27 @@ async fn read_empty_or<T: for<'de> serde::Deserialize<'de>>(
     Ok(())
 }
 
+/// What `check` found: anomalies (exit 1), and leftovers of finished
+/// tasks that the monitor's sweep removes (reported, exit 0).
+#[derive(Debug, Default)]
+pub struct Report {
+    pub anomalies: Vec<Anomaly>,
+    /// Subtask and batch folders of finished (or gone) tasks that are
+    /// incomplete: what a create cut short left (an outage, a killed
+    /// process). Nothing runs from them; the monitor's next sweep removes
+    /// them with the rest of their task's folders.
+    pub pending_sweep: Vec<Anomaly>,
+}
+
 /// Walks the whole v2 tree.
 pub async fn check_tree(store: &Store) -> store::Result<Vec<Anomaly>> {
+    Ok(check_tree_report(store).await?.anomalies)
+}
+
+/// [`check_tree`], with the leftovers pending a sweep apart.
+pub async fn check_tree_report(store: &Store) -> store::Result<Report> {
     let mut out = Vec::new();
+    let mut pending = Vec::new();
     for e in store.list(v2::ROOT).await? {
         let rel = &e.path[v2::ROOT.len()..];
         if !v2::TOP_LEVEL.contains(&rel) && rel != "Upgrade" {
@@ -96,14 +116,14 @@ pub async fn check_tree(store: &Store) -> store::Result<Vec<Anomaly>> {
     check_registry(store, &mut out).await?;
     check_election(store, &mut out).await?;
     check_scheduler(store, &mut out).await?;
-    check_assigned(store, &mut out).await?;
+    assigned::check_assigned(store, &mut out, &mut pending).await?;
     check_job_instances(store, &mut out).await?;
     check_job_definitions(store, &mut out).await?;
     check_archives(store, &mut out).await?;
     check_upgrade(store, &mut out).await?;
     check_policies(store, &mut out).await?;
     check_tables(store, &mut out).await?;
-    Ok(out)
+    Ok(Report { anomalies: out, pending_sweep: pending })
 }
 
 /// Policies: every main copy, logged version, pause and pass record parses.
@@ -356,7 +376,9 @@ async fn read_json<T: for<'de> serde::Deserialize<'de>>(
 
 async fn check_registry(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
     for e in list(store, v2::REGISTRY, out).await? {
-        if !["Nodes/", "Offline/", "Events/", "Probe/", "Inbox/", "Joins/", "Owners/"]
+        if layouts::v3::parse_layout_marker(e.name()).is_some() && !e.is_dir {
+            read_empty(store, &e, "layout marker", out).await?;
+        } else if !["Nodes/", "Offline/", "Events/", "Probe/", "Inbox/", "Joins/", "Owners/"]
             .iter()
             .any(|d| e.path.ends_with(&format!("Registry/{d}")))
         {
@@ -436,8 +458,16 @@ async fn check_election(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
 
 /// Checks one task or subtask folder: exactly one valid `Status.<State>`
 /// (two are tolerated as the trace of an interrupted transition), a valid
-/// `TaskInfo.pc.db`, nothing else.
-async fn check_task_dir(store: &Store, dir: &Entry, subtask: bool, out: &mut Vec<Anomaly>) -> store::Result<()> {
+/// `TaskInfo.pc.db`, nothing else. What is missing goes to `missing` (for a
+/// subtask of a finished task, a leftover pending the sweep), the rest to
+/// `out`.
+async fn check_task_dir(
+    store: &Store,
+    dir: &Entry,
+    subtask: bool,
+    out: &mut Vec<Anomaly>,
+    missing: &mut Vec<Anomaly>,
+) -> store::Result<()> {
     let mut states = Vec::new();
     let mut has_info = false;
     for f in list(store, &dir.path, out).await? {
@@ -476,6 +506,8 @@ async fn check_task_dir(store: &Store, dir: &Entry, subtask: bool, out: &mut Vec
             for o in list(store, &f.path, out).await? {
                 if v2::parse_unit_outcome(o.name()).is_some() {
                     read_empty_or::<formats::UnitOutcome>(store, &o, "unit outcome", out).await?;
+                } else if layouts::v3::parse_batch_record(o.name()).is_some() {
+                    read_json::<layouts::v3::BatchRecord>(store, &o, "batch record", out).await?;
                 } else {
                     out.push(Anomaly::new(&o.path, "unexpected entry in a task's Outcomes/"));
                 }
@@ -495,10 +527,10 @@ async fn check_task_dir(store: &Store, dir: &Entry, subtask: bool, out: &mut Vec
         }
     }
     if !has_info {
-        out.push(Anomaly::new(&dir.path, "no TaskInfo.pc.db (an interrupted create, or foreign data)"));
+        missing.push(Anomaly::new(&dir.path, "no TaskInfo.pc.db (an interrupted create, or foreign data)"));
     }
     match states.len() {
-        0 => out.push(Anomaly::new(&dir.path, "no Status.<State> marker")),
+        0 => missing.push(Anomaly::new(&dir.path, "no Status.<State> marker")),
         1 | 2 => {}
         n => out.push(Anomaly::new(&dir.path, format!("{n} Status markers ({})", states.join(", ")))),
     }
@@ -515,34 +547,9 @@ async fn check_scheduler(store: &Store, out: &mut Vec<Anomaly>) -> store::Result
         } else if let Err(err) = TaskId::parse(e.name()) {
             out.push(Anomaly::new(&e.path, err.to_string()));
         } else {
-            check_task_dir(store, &e, false, out).await?;
-        }
-    }
-    Ok(())
-}
-
-async fn check_assigned(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
-    for node_dir in list(store, v2::TASK_ASSIGNED, out).await? {
-        if !node_dir.is_dir {
-            out.push(Anomaly::new(&node_dir.path, "a file stands where a node folder is expected"));
-            continue;
-        }
-        if let Err(err) = NodeId::parse(node_dir.name()) {
-            out.push(Anomaly::new(&node_dir.path, err.to_string()));
-            continue;
-        }
-        for sub in list(store, &node_dir.path, out).await? {
-            if !sub.is_dir && v2::parse_manage_pointer(sub.name()).is_some() {
-                read_json::<formats::ManagePointer>(store, &sub, "manager pointer", out).await?;
-            } else if !sub.is_dir && v2::parse_ended_marker(sub.name()).is_some() {
-                read_json::<formats::EndedMark>(store, &sub, "ended incarnation marker", out).await?;
-            } else if !sub.is_dir {
-                out.push(Anomaly::new(&sub.path, "a file stands where a subtask folder is expected"));
-            } else if v2::parse_subtask_name(sub.name()).is_none() {
-                out.push(Anomaly::new(&sub.path, "not a subtask folder name (<task>.r<round>.u<unit>.a<attempt>)"));
-            } else {
-                check_task_dir(store, &sub, true, out).await?;
-            }
+            let mut missing = vec![];
+            check_task_dir(store, &e, false, out, &mut missing).await?;
+            out.extend(missing);
         }
     }
     Ok(())
@@ -573,6 +580,8 @@ mod tests {
             executor: None,
             executors: None,
             slots: None,
+            layouts: None,
+            draining: false,
         };
         store.put(&v2::heartbeat(&hb.node), formats::encode(&hb)).await.unwrap();
         crate::serve::wake::stamp_at(&store, "cli", &hb.node, 1).await.unwrap();

@@ -3,10 +3,13 @@
 //! next process completes the work.
 //!
 //! The crash is placed by `tests/support/killat.c`, an LD_PRELOAD shim that
-//! interposes `write(2)` and `linkat(2)`: `write` kills the process at its
-//! first write to the file being created (the file exists and is empty: the
-//! moment that used to leave a torn file), `link-after` right after the name
-//! was published (before the temp name is removed and the folder synced).
+//! interposes `write(2)`, `linkat(2)` and `openat(2)`: `write` kills the
+//! process at its first write to the file being created (the file exists
+//! and is empty: the moment that used to leave a torn file), `link-after`
+//! right after the name was published (before the temp name is removed and
+//! the folder synced); an empty marker, made at its name by one exclusive
+//! `openat`, dies right before or right after it (`create-before`,
+//! `create-after`).
 //! Deterministic: no sleep decides where the process dies.
 //!
 //! Kinds: job trigger instance, merge commit, submit's task files (TaskInfo,
@@ -27,6 +30,10 @@ use common::cluster::{alive, monitor_of, Cluster, BIN, TEST_TIMINGS};
 use serde_json::Value;
 
 const MODES: [&str; 2] = ["write", "link-after"];
+/// The crash points of an empty marker's create (an exclusive create at its
+/// name, no temp file): right before it, and right after it, before the
+/// file and its folder are synced.
+const EMPTY_MODES: [&str; 2] = ["create-before", "create-after"];
 
 fn preload(cmd: &mut Command, at: &str, pattern: &str) {
     cmd.env("LD_PRELOAD", common::killat::shim()).env("COMPACTD_KILL_AT", at).env("COMPACTD_KILL_PATH", pattern);
@@ -100,7 +107,12 @@ fn assert_no_torn_file(root: &Path) {
             || name.starts_with("Done.")
             || name.starts_with("Failed.")
             || name.ends_with(".lock")
-            || f.contains("Registry/Joins/");
+            || f.contains("Registry/Joins/")
+            // Layout 3: the switch, and a batch's markers (a `Success`
+            // without counters is empty too; an `Output` never is).
+            || layouts::v3::parse_layout_marker(name).is_some()
+            || name == layouts::v3::RELEASED
+            || layouts::v3::parse_mark(name).is_some_and(|(_, _, m)| m != layouts::v3::Mark::Output);
         if b.is_empty() {
             assert!(empty_by_design, "{f} is empty (torn)");
         } else {
@@ -255,10 +267,10 @@ fn a_submit_killed_inside_any_of_its_creates_leaves_no_torn_file_and_work_runs()
         monitor_of(r).as_deref() == Some("n1") && alive(r).contains(&"n1".to_string())
     });
     let submit = ["submit", "--db", "db", "--schema", "s", "--table", "t", "--manager", "n1"];
-    // Every create of a submission, in its order. An empty marker has no
-    // write to die at: its crash points are around its link.
-    for pattern in ["_TaskInfo.pc.db", "_Manager.", "n1_Manage.", "_Status.Init"] {
-        let modes = if pattern == "_Status.Init" { ["link-before", "link-after"] } else { MODES };
+    // Every create of a submission, in its order. An empty marker is made
+    // at its name by one exclusive create: its crash points are around it.
+    for pattern in ["_TaskInfo.pc.db", "_Manager.", "n1_Manage.", "/Status.Init"] {
+        let modes = if pattern == "/Status.Init" { EMPTY_MODES } else { MODES };
         for at in modes {
             killed_cli(&c, &submit, at, pattern);
             assert_no_torn_file(&c.fs_path());
@@ -376,10 +388,12 @@ fn a_monitor_killed_inside_an_offline_declaration_or_an_event_is_finished_by_the
 
 #[test]
 fn an_upgrade_killed_inside_its_creates_completes_on_the_rerun() {
-    // The lock is empty: its crash points are around its link.
+    // The lock is empty: made at its name by one exclusive create, its
+    // crash points are around that create.
     for (pattern, at) in [
-        ("TaskUpgradeLock_", "link-before"),
-        ("TaskUpgradeLock_", "link-after"),
+        ("TaskUpgradeLock/", "create-before"),
+        ("TaskUpgradeLock/", "create-after"),
+        ("/Status.Init", "create-after"),
         ("_TaskInfo.pc.db", "write"),
         ("_UpgradeState.json", "write"),
     ] {

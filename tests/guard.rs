@@ -28,12 +28,12 @@ use std::time::Duration;
 
 use compactd::clock::{Clock, Deadline, ManualClock, SharedClock};
 use compactd::serve::wake::Pokes;
-use compactd::tasks::manager::{Ctx, Flow, FolderCache, TaskManager};
+use compactd::tasks::manager::{Ctx, Flow, FolderCache, Placement, TaskManager};
 use compactd::tasks::worker::WorkConfig;
 use compactd::tasks::{self, TaskSpec};
 use futures::TryStreamExt;
 use layouts::formats::{self, ExecutorKind, ExecutorSpec, Lease, Member, StatusMark};
-use layouts::{v2, Name, NodeId, SubtaskState, TaskId};
+use layouts::{v2, v3, Name, NodeId, SubtaskState, TaskId};
 use store::layers::{FaultConfig, FaultHandle, FaultLayer};
 use store::Store;
 
@@ -50,6 +50,10 @@ fn n(id: &str) -> NodeId {
     NodeId::parse(id).unwrap()
 }
 
+/// The layouts every directed test runs in: a subtask folder per attempt
+/// (2), batches of empty markers (3).
+const LAYOUTS: [u32; 2] = [2, 3];
+
 /// One memory tree, seen without faults (`store`) and through a fault
 /// layer (`faulty`), a `ManualClock`, and a folder for the runs' records.
 struct Lab {
@@ -60,11 +64,18 @@ struct Lab {
     data: Store,
     records: tempfile::TempDir,
     work: WorkConfig,
+    /// The layout in force: what managers write.
+    layout: u32,
 }
 
 impl Lab {
-    /// n1, n2, n3 members (incarnation 1) in the lease.
+    /// n1, n2, n3 members (incarnation 1) in the lease, layout 2 in force.
     async fn new() -> Lab {
+        Lab::new_in(2).await
+    }
+
+    /// The same with `layout` in force (every member reads both).
+    async fn new_in(layout: u32) -> Lab {
         let store = Store::memory().await;
         let layer = FaultLayer::new(FaultConfig { seed: 3, ..FaultConfig::default() });
         let faults = layer.handle();
@@ -83,8 +94,12 @@ impl Lab {
                 retries: 10,
                 ..WorkConfig::default()
             },
+            layout,
         };
-        let members = ["n1", "n2", "n3"].iter().map(|m| Member::bare(n(m), 1, 4000)).collect();
+        let members = ["n1", "n2", "n3"]
+            .iter()
+            .map(|m| Member { layouts: Some(vec![2, 3]), ..Member::bare(n(m), 1, 4000) })
+            .collect();
         let lease = Lease {
             epoch: 1,
             holder: n("n1"),
@@ -96,6 +111,7 @@ impl Lab {
             offline: vec![],
             last_event: 0,
             released: false,
+            layout: (layout > 2).then_some(layout),
         };
         lab.store.create(&v2::lease(1), formats::encode(&lease)).await.unwrap();
         lab
@@ -132,10 +148,13 @@ impl Lab {
             .collect()
     }
 
-    /// Every subtask folder of `task`'s unit `unit`: (node, attempt), with
-    /// the folder's files.
+    /// Every attempt of `task`'s unit `unit`: (node, attempt), with its
+    /// files as layout 2 names them (a subtask folder's files; a batch
+    /// unit's markers as `Status.<State>`, `Output`, `Released`, and its
+    /// batch's `Info` as `TaskInfo.pc.db`).
     async fn attempts(&self, task: &TaskId, unit: u32) -> BTreeMap<(String, u32), Vec<String>> {
         let mut out: BTreeMap<(String, u32), Vec<String>> = BTreeMap::new();
+        let mut batches: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
         let mut entries = self.store.list_stream(v2::TASK_ASSIGNED, true);
         while let Some(e) = entries.try_next().await.unwrap() {
             let rel = &e.path[v2::TASK_ASSIGNED.len()..];
@@ -145,9 +164,95 @@ impl Lab {
                 if t == *task && u == unit {
                     out.entry((node.to_string(), a)).or_default().push(file.to_string());
                 }
+            } else if v3::parse_batch_name(sub).is_some_and(|(t, ..)| t == *task) {
+                batches.entry((node.to_string(), sub.to_string())).or_default().push(file.to_string());
+            }
+        }
+        for ((node, batch), files) in batches {
+            let info = self.store.read(&v3::batch_info(&n(&node), &Name::parse(&batch).unwrap())).await.unwrap();
+            let mut listed: Vec<u32> = info
+                .map(|b| formats::decode::<v3::BatchInfo>(&b).unwrap().units)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|u| u.unit == unit)
+                .map(|u| u.attempt)
+                .collect();
+            let has_info = files.iter().any(|f| f == v3::INFO);
+            let released = files.iter().any(|f| f == v3::RELEASED);
+            for f in &files {
+                if let Some((u, a, _)) = v3::parse_mark(f).filter(|(u, ..)| *u == unit) {
+                    listed.push(a);
+                    let _ = u;
+                }
+            }
+            listed.sort();
+            listed.dedup();
+            for a in listed {
+                let e = out.entry((node.clone(), a)).or_default();
+                if has_info {
+                    e.push(v2::TASK_INFO.into());
+                }
+                if released {
+                    e.push(v3::RELEASED.into());
+                }
+                for f in &files {
+                    let Some((_, _, m)) = v3::parse_mark(f).filter(|(u, x, _)| *u == unit && *x == a) else { continue };
+                    e.push(match m {
+                        v3::Mark::Running(_) => SubtaskState::Running.file_name(),
+                        v3::Mark::Cancel => SubtaskState::Cancel.file_name(),
+                        v3::Mark::Success => SubtaskState::Success.file_name(),
+                        v3::Mark::Failed => SubtaskState::Failed.file_name(),
+                        v3::Mark::Output => v2::OUTPUT.into(),
+                        v3::Mark::Released => v3::RELEASED.into(),
+                    });
+                }
             }
         }
         out
+    }
+
+    /// The batch that holds `task`'s unit `unit` attempt `attempt` on
+    /// `node` (layout 3).
+    async fn batch_of(&self, task: &TaskId, node: &str, unit: u32, attempt: u32) -> Name {
+        for e in self.store.list(&v2::node_assigned_dir(&n(node))).await.unwrap() {
+            let Some((t, ..)) = v3::parse_batch_name(e.name()).filter(|(t, ..)| t == task) else { continue };
+            let name = Name::parse(e.name()).unwrap();
+            let marked = self
+                .store
+                .list(&v3::batch_dir(&n(node), &name))
+                .await
+                .unwrap()
+                .iter()
+                .any(|f| v3::parse_mark(f.name()).is_some_and(|(u, a, _)| u == unit && a == attempt));
+            let Some(info) = self.store.read(&v3::batch_info(&n(node), &name)).await.unwrap() else {
+                if marked {
+                    return name;
+                }
+                continue;
+            };
+            let info: v3::BatchInfo = formats::decode(&info).unwrap();
+            if t == *task && info.units.iter().any(|u| u.unit == unit && u.attempt == attempt) {
+                return name;
+            }
+        }
+        panic!("no batch of {task} on {node} holds unit {unit} attempt {attempt}");
+    }
+
+    /// Removes the folder an attempt lives in (its subtask folder, or its
+    /// whole batch), as a hand or a stale manager would.
+    async fn remove_folder(&self, task: &TaskId, node: &str, unit: u32, attempt: u32) {
+        let dir = if self.layout == 2 {
+            v2::subtask_dir(&n(node), &v2::subtask_name(task, 1, unit, attempt))
+        } else {
+            v3::batch_dir(&n(node), &self.batch_of(task, node, unit, attempt).await)
+        };
+        self.store.delete_all(&dir).await.unwrap();
+    }
+
+    /// Whether a path is a manager's dispatch: a subtask's info or a
+    /// batch's.
+    fn is_dispatch(p: &str) -> bool {
+        p.starts_with(v2::TASK_ASSIGNED) && (p.ends_with(v2::TASK_INFO) || p.ends_with(&format!("/{}", v3::INFO)))
     }
 
     /// One manager round of `m` (on n1, through the faulty store), with the
@@ -158,6 +263,11 @@ impl Lab {
         let commands = BTreeMap::new();
         let executors = BTreeMap::new();
         let mut folders = FolderCache::default();
+        let placement = Placement {
+            layout: self.layout,
+            reads_v3: if self.layout > 2 { ["n1", "n2", "n3"].map(n).into() } else { Default::default() },
+            draining: Default::default(),
+        };
         let deadline = Deadline::new(self.shared_clock(), self.clock.mono() + Duration::from_secs(60));
         let mut pokes = Pokes::default();
         let me = n("n1");
@@ -169,6 +279,7 @@ impl Lab {
             offline: &offline,
             commands: &commands,
             executors: &executors,
+            placement: &placement,
             cfg: &self.work,
             wall_ms: self.clock.wall_ms(),
             folders: &mut folders,
@@ -184,9 +295,12 @@ impl Lab {
         }
     }
 
-    /// The node and attempt that hold unit `unit` of `task` now (exactly one).
+    /// The node and attempt that hold unit `unit` of `task` now (exactly
+    /// one; layout 3 keeps released attempts in their batch until it is
+    /// recorded: those do not hold it).
     async fn only_attempt(&self, task: &TaskId, unit: u32) -> (String, u32) {
-        let a = self.attempts(task, unit).await;
+        let mut a = self.attempts(task, unit).await;
+        a.retain(|_, files| !files.iter().any(|f| f == v3::RELEASED));
         assert_eq!(a.len(), 1, "unit {unit}: {a:?}");
         a.into_keys().next().unwrap()
     }
@@ -195,18 +309,40 @@ impl Lab {
     /// unit `unit`'s current attempt.
     async fn claim(&self, task: &TaskId, unit: u32, inc: u64) -> (String, u32) {
         let (node, attempt) = self.only_attempt(task, unit).await;
-        let name = v2::subtask_name(task, 1, unit, attempt);
-        let mark = StatusMark { incarnation: inc, ..Default::default() };
-        let path = v2::subtask_status(&n(&node), &name, SubtaskState::Running);
-        self.store.create(&path, formats::encode(&mark)).await.unwrap();
+        self.store.create(&self.claim_path(task, &node, unit, attempt, inc).await, self.claim_body(inc)).await.unwrap();
         (node, attempt)
+    }
+
+    /// Where a worker of incarnation `inc` claims an attempt.
+    async fn claim_path(&self, task: &TaskId, node: &str, unit: u32, attempt: u32, inc: u64) -> String {
+        if self.layout == 2 {
+            v2::subtask_status(&n(node), &v2::subtask_name(task, 1, unit, attempt), SubtaskState::Running)
+        } else {
+            let b = self.batch_of(task, node, unit, attempt).await;
+            v3::unit_mark(&n(node), &b, unit, attempt, v3::Mark::Running(inc))
+        }
+    }
+
+    /// What a worker's claim holds (layout 3: nothing, the name says it).
+    fn claim_body(&self, inc: u64) -> Vec<u8> {
+        if self.layout == 2 {
+            formats::encode(&StatusMark { incarnation: inc, ..Default::default() })
+        } else {
+            Vec::new()
+        }
     }
 
     /// A terminal mark of `node`'s incarnation `inc` in an attempt's folder.
     async fn report(&self, task: &TaskId, unit: u32, node: &str, attempt: u32, state: SubtaskState, inc: u64) {
-        let name = v2::subtask_name(task, 1, unit, attempt);
-        let mark = StatusMark { incarnation: inc, ..Default::default() };
-        self.store.put(&v2::subtask_status(&n(node), &name, state), formats::encode(&mark)).await.unwrap();
+        let mark = formats::encode(&StatusMark { incarnation: inc, ..Default::default() });
+        if self.layout == 2 {
+            let name = v2::subtask_name(task, 1, unit, attempt);
+            self.store.put(&v2::subtask_status(&n(node), &name, state), mark).await.unwrap();
+            return;
+        }
+        let b = self.batch_of(task, node, unit, attempt).await;
+        let m = if state == SubtaskState::Success { v3::Mark::Success } else { v3::Mark::Failed };
+        self.store.create(&v3::unit_mark(&n(node), &b, unit, attempt, m), mark).await.unwrap();
     }
 }
 

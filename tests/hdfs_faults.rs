@@ -180,16 +180,10 @@ fn a_datanode_killed_while_executors_write() {
     assert_eq!(got.len(), want.len(), "lines lost or doubled");
     assert!(got == want, "the merged lines differ from the input");
     // Failed attempts may leave the empty folder of a create that never
-    // completed; the monitor's sweep removes them.
-    let start = Instant::now();
-    loop {
-        let check = c.compactd(&["check"]);
-        if check.status.success() {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "{}", String::from_utf8_lossy(&check.stdout));
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    // completed; until the monitor's sweep removes them `check` reports
+    // them as pending that sweep, not as anomalies: clean as soon as Done.
+    let check = c.compactd(&["check"]);
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
 }
 
 #[test]

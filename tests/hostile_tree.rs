@@ -51,6 +51,10 @@ fn fill(line: &str) -> String {
     let node = if line.starts_with("TaskAssigned/") { NODES[0] } else { "ghost" };
     let subs: &[(&str, String)] = &[
         ("<SubtaskId>", format!("{TASK}.r1.u0.a1")),
+        ("<BatchId>", format!("{TASK}.r1.b1")),
+        ("<batch>", "1".into()),
+        ("<Mark>", "Success".into()),
+        ("<layout>", "3".into()),
         ("<TaskId>", TASK.into()),
         ("<NodeId>", node.into()),
         ("<TaskState>", "Running".into()),
@@ -95,7 +99,10 @@ fn fill(line: &str) -> String {
 fn fill_folder(line: &str, k: usize) -> String {
     let task = format!("aaaaffff.16176931.56000000.{}", k + 1);
     let node = if line.ends_with("<NodeId>") { format!("ghostnode{k}") } else { NODES[1].to_string() };
-    let mut s = line.replace("<SubtaskId>", &format!("{task}.r1.u0.a1")).replace("<TaskId>", &task);
+    let mut s = line
+        .replace("<SubtaskId>", &format!("{task}.r1.u0.a1"))
+        .replace("<BatchId>", &format!("{task}.r1.b1"))
+        .replace("<TaskId>", &task);
     s = s.replace("<NodeId>", &node);
     while let Some(start) = s.find('<') {
         let end = s[start..].find('>').map(|e| start + e + 1).expect("a closed placeholder");

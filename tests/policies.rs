@@ -111,11 +111,25 @@ impl Overlap {
         rt.block_on(async {
             let all: Vec<store::Entry> =
                 tree.list_stream("Compaction_V2/TaskAssigned/", true).try_collect().await.unwrap();
+            // Layout 2: a subtask folder's `Status.<State>` files; layout 3:
+            // a batch's `u<unit>.a<attempt>.<Mark>` files, read as the same
+            // names per unit attempt.
             let mut markers: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
             for e in &all {
                 let parts: Vec<&str> = e.path.split('/').collect();
-                if let [_, _, _node, subtask, file] = parts[..] {
-                    markers.entry(subtask.to_string()).or_default().insert(file.to_string());
+                if let [_, _, _node, folder, file] = parts[..] {
+                    if let Some((u, a, m)) = layouts::v3::parse_mark(file) {
+                        let state = match m {
+                            layouts::v3::Mark::Running(_) => "Status.Running",
+                            layouts::v3::Mark::Success => "Status.Success",
+                            layouts::v3::Mark::Failed => "Status.Failed",
+                            layouts::v3::Mark::Cancel | layouts::v3::Mark::Released => "Status.Cancel",
+                            layouts::v3::Mark::Output => continue,
+                        };
+                        markers.entry(format!("{folder}/u{u}.a{a}")).or_default().insert(state.to_string());
+                    } else {
+                        markers.entry(folder.to_string()).or_default().insert(file.to_string());
+                    }
                 }
             }
             let mut running: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();

@@ -47,6 +47,7 @@ async fn conformance(what: &str, s: &Store) {
     assert_eq!(&s.read("c/b/x/y").await.unwrap().unwrap()[..], b"first", "{what}");
     assert_eq!(s.create("c/b/empty", Vec::new()).await.unwrap(), Created::Created, "{what}");
     assert!(s.exists("c/b/empty").await.unwrap(), "{what}: an empty create exists");
+    empty_creates(what, s).await;
 
     // One-level listing: sorted, folders end in `/`, names.
     let listed: Vec<(String, bool)> =
@@ -152,6 +153,46 @@ async fn conformance(what: &str, s: &Store) {
     assert!(s.list("c/").await.unwrap().is_empty(), "{what}: delete_all");
     let left: Vec<String> = s.list_stream("c/", true).map_ok(|e| e.path).try_collect().await.unwrap();
     assert!(left.is_empty(), "{what}: {left:?}");
+}
+
+/// Empty creates (state markers, claims): they take a path of their own on
+/// fs (an exclusive create at the name) and HDFS (`create` without
+/// overwrite at the name, then `complete`), with the same answers as any
+/// create: one winner among racers, never a replace in either direction,
+/// folders made on the way, and an empty file that reads, stats and lists
+/// as one.
+async fn empty_creates(what: &str, s: &Store) {
+    use futures::StreamExt;
+    let winners = futures::stream::iter(0..8)
+        .map(|_| s.create("c/e/deep/marker", Vec::new()))
+        .buffer_unordered(8)
+        .collect::<Vec<_>>()
+        .await;
+    let won = winners.iter().filter(|r| matches!(r, Ok(Created::Created))).count();
+    assert_eq!(won, 1, "{what}: 8 racing empty creates: {winners:?}");
+    assert!(winners.iter().all(|r| r.is_ok()), "{what}: {winners:?}");
+    assert_eq!(s.read("c/e/deep/marker").await.unwrap().unwrap().len(), 0, "{what}");
+    assert_eq!(s.stat("c/e/deep/marker").await.unwrap().unwrap().len, 0, "{what}");
+    // An empty create never replaces content, nor content an empty file.
+    assert_eq!(s.create("c/e/full", b"content".to_vec()).await.unwrap(), Created::Created, "{what}");
+    assert_eq!(s.create("c/e/full", Vec::new()).await.unwrap(), Created::Exists, "{what}");
+    assert_eq!(&s.read("c/e/full").await.unwrap().unwrap()[..], b"content", "{what}");
+    assert_eq!(s.create("c/e/deep/marker", b"x".to_vec()).await.unwrap(), Created::Exists, "{what}");
+    assert_eq!(s.read("c/e/deep/marker").await.unwrap().unwrap().len(), 0, "{what}: replaced");
+    // On backends with folders, a folder at the name is a name (exists, or
+    // an error), never written into; object stores have keys and prefixes
+    // side by side.
+    s.put("c/e/dir/inside", b"x".to_vec()).await.unwrap();
+    if what.starts_with("fs") || what.starts_with("hdfs") {
+        let over_dir = s.create("c/e/dir", Vec::new()).await;
+        assert!(!matches!(over_dir, Ok(Created::Created)), "{what}: an empty create over a folder: {over_dir:?}");
+    }
+    let names: Vec<String> = s.list("c/e/").await.unwrap().into_iter().map(|e| e.name().to_string()).collect();
+    assert_eq!(names, ["deep", "dir", "full"], "{what}: no temp name left");
+    for e in s.list("c/e/deep/").await.unwrap() {
+        assert!(e.len.is_none_or(|l| l == 0), "{what}: {e:?}");
+    }
+    s.delete_all("c/e/").await.unwrap();
 }
 
 /// Listings past one page (S3 pages at 1,000 keys).
@@ -308,13 +349,33 @@ fn hdfs_namenode_rpcs_are_counted_as_the_namenode_counts_them() {
             assert_eq!(s.create(&format!("r/a/f{i}"), format!("{i}").into_bytes()).await.unwrap(), Created::Created);
             s.put(&format!("r/b/{i}/g"), Vec::new()).await.unwrap();
         }
+        // An empty create is `create` + `complete`, no block; one that
+        // loses is the `create` alone.
+        let before = ours.snapshot();
+        let (ours1, theirs1) = (ours.total(), hdfs.namenode_rpcs());
+        for i in 0..5 {
+            assert_eq!(s.create(&format!("r/m/e{i}"), Vec::new()).await.unwrap(), Created::Created);
+        }
+        assert_eq!(s.create("r/m/e0", Vec::new()).await.unwrap(), Created::Exists);
+        let after = ours.snapshot();
+        let delta = |m: &str| after[m] - before[m];
+        assert_eq!(
+            (delta("create"), delta("complete"), delta("addBlock"), delta("rename2")),
+            (6, 5, 0, 0),
+            "{after:?}"
+        );
+        let (ours1, theirs1) = (ours.total() - ours1, hdfs.namenode_rpcs() - theirs1);
+        assert!(
+            ours1 == 11 && (11..=12).contains(&theirs1),
+            "empty creates: compactd counted {ours1}, the NameNode {theirs1}"
+        );
         assert_eq!(s.create("r/a/f0", b"again".to_vec()).await.unwrap(), Created::Exists);
         s.put("r/big", vec![b'x'; 3 << 20]).await.unwrap();
         assert_eq!(s.read("r/a/f1").await.unwrap().unwrap().as_ref(), b"1");
         assert!(s.stat("r/nothing").await.unwrap().is_none());
-        assert_eq!(s.list("r/").await.unwrap().len(), 3, "one level: a/, b/, big");
+        assert_eq!(s.list("r/").await.unwrap().len(), 4, "one level: a/, b/, m/, big");
         let all: Vec<_> = s.list_stream("r/", true).try_collect().await.unwrap();
-        assert_eq!(all.len(), 11);
+        assert_eq!(all.len(), 16);
         s.promote("r/a/f2", "r/a/f9").await.unwrap();
         s.delete("r/a/f3").await.unwrap();
         s.delete_all("r/").await.unwrap();

@@ -43,10 +43,13 @@ async fn tree(uri: &RootUri, n: usize) -> (Store, OpCounter, Vec<TaskId>) {
             executor: None,
             executors: None,
             slots: None,
+            layouts: None,
+            draining: false,
         }],
         offline: vec![],
         last_event: 0,
         released: false,
+        layout: None,
     };
     store.create(&v2::lease(1), formats::encode(&lease)).await.unwrap();
     let mut ids = vec![];

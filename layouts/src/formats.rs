@@ -352,6 +352,21 @@ pub struct Heartbeat {
     /// of older nodes (then counted as the default, 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slots: Option<u32>,
+    /// The tree layouts this node reads and writes (`crate::layout::READS`,
+    /// fewer under `run --max-layout`). Absent in heartbeats of older
+    /// nodes: layout 2 only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layouts: Option<Vec<u32>>,
+    /// The node is draining (a first SIGTERM): it starts nothing new and
+    /// leaves once its running units reported. Managers place nothing on it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub draining: bool,
+}
+
+/// Whether a node advertising `layouts` (`None`: an older node) reads
+/// layout `n`.
+pub fn reads_layout(layouts: Option<&[u32]>, n: u32) -> bool {
+    layouts.unwrap_or(&crate::layout::LEGACY_READS).contains(&n)
 }
 
 /// One member as the monitor sees it.
@@ -375,6 +390,13 @@ pub struct Member {
     /// The executor slots its heartbeat advertises (absent: an older node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slots: Option<u32>,
+    /// The layouts its heartbeat advertises (absent: an older node, layout
+    /// 2 only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layouts: Option<Vec<u32>>,
+    /// Its heartbeat says it is draining.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub draining: bool,
 }
 
 impl Member {
@@ -390,7 +412,14 @@ impl Member {
             executor: None,
             executors: None,
             slots: None,
+            layouts: None,
+            draining: false,
         }
+    }
+
+    /// Whether it reads layout `n`.
+    pub fn reads(&self, n: u32) -> bool {
+        reads_layout(self.layouts.as_deref(), n)
     }
 }
 
@@ -423,6 +452,17 @@ pub struct Lease {
     /// instead of waiting for the lease to run out.
     #[serde(default)]
     pub released: bool,
+    /// The layout in force (`Registry/Layout.<n>`, the highest present), as
+    /// the monitor last listed it; absent: layout 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layout: Option<u32>,
+}
+
+impl Lease {
+    /// The layout in force as this view says (2 when it says nothing).
+    pub fn layout(&self) -> u32 {
+        self.layout.unwrap_or(crate::layout::LAYOUT_2)
+    }
 }
 
 /// `Registry/Offline/<node>.<incarnation>`: the monitor's declaration that an

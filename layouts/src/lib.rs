@@ -15,6 +15,7 @@
 pub mod formats;
 pub mod id;
 pub mod jobs;
+pub mod layout;
 pub mod limits;
 pub mod name;
 pub mod policies;
@@ -22,6 +23,7 @@ pub mod state;
 pub mod units;
 pub mod v1;
 pub mod v2;
+pub mod v3;
 
 pub use id::{IdGenerator, TaskId};
 pub use name::{Name, NameError, NodeId};

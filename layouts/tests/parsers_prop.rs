@@ -112,6 +112,8 @@ fn member() -> impl Strategy<Value = Member> {
             session_timeout_ms: t,
             commands,
             addr,
+            layouts: (t % 3 == 0).then(|| vec![2, 3]),
+            draining: t % 5 == 0,
         })
 }
 
@@ -134,6 +136,8 @@ fn heartbeat() -> impl Strategy<Value = Heartbeat> {
             executor: (m[0] % 3 == 0).then(|| "parquet".into()),
             executors: (m[1] % 3 == 0).then(|| vec!["parquet".into(), "iceberg".into()]),
             slots: (m[0] % 5 == 0).then_some((m[1] % 1024) as u32 + 1),
+            layouts: (m[0] % 4 == 1).then(|| vec![2]),
+            draining: m[1] % 7 == 0,
         },
     )
 }
@@ -157,6 +161,7 @@ fn lease() -> impl Strategy<Value = Lease> {
             offline,
             last_event: n[5],
             released,
+            layout: (n[0] % 2 == 0).then_some(3),
         })
 }
 

@@ -1,4 +1,6 @@
-//! `compactd check`: report every anomaly in the tree (exit 1 if any); with
+//! `compactd check`: report every anomaly in the tree (exit 1 if any), and
+//! on stderr the leftovers of finished tasks that the monitor's next sweep
+//! removes (`pending sweep: …`, exit 0 for those alone); with
 //! `--data`, also audit the Delta and Iceberg tables of a data backend,
 //! table by table: orphans the `delta` and `iceberg` executors left, Delta
 //! versions whose active files are missing, and tables that cannot be read
@@ -38,7 +40,12 @@ pub struct CheckArgs {
 }
 
 pub async fn run(store: store::Store, args: CheckArgs) -> anyhow::Result<i32> {
-    let mut found = crate::check::check_tree(&store).await?;
+    let report = crate::check::check_tree_report(&store).await?;
+    let mut found = report.anomalies;
+    // Leftovers of finished tasks the sweep removes: said, not failed on.
+    for p in &report.pending_sweep {
+        eprintln!("pending sweep: {p}");
+    }
     if let Some(uri) = &args.data {
         let data = open_data(store.options(), uri).await?;
         let mut fates = Fates::new(&store);

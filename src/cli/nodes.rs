@@ -27,7 +27,13 @@ pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     match &lease {
-        Some(l) => super::outln!("monitor: {} (epoch {}, renewal {})", l.holder, l.epoch, l.renewal),
+        Some(l) => super::outln!(
+            "monitor: {} (epoch {}, renewal {}) · layout {} in force",
+            l.holder,
+            l.epoch,
+            l.renewal,
+            l.layout()
+        ),
         None => super::outln!("monitor: none elected yet"),
     }
     super::outln!(
@@ -41,7 +47,18 @@ pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
         "CLOCK SKEW"
     );
     let mut skewed = vec![];
+    let mut notes = vec![];
     for r in rows {
+        if r.draining && r.alive {
+            notes.push(format!("{}: draining (starts nothing new; leaves once its running units reported)", r.id));
+        }
+        if r.behind_layout() {
+            let reads = r.layouts.iter().max().copied().unwrap_or(layouts::layout::LAYOUT_2);
+            notes.push(format!(
+                "{}: layout {reads} node in a layout {} cluster: upgrade it (it gets no new work)",
+                r.id, r.layout_in_force
+            ));
+        }
         let skew = r.clock_skew_ms.map(crate::serve::status::fmt_skew).unwrap_or_default();
         if crate::serve::status::skew_flagged(&r) {
             skewed.push(format!("{} ({skew})", r.id));
@@ -64,6 +81,9 @@ pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
             // The version each node runs, for a rolling upgrade.
             r.version.as_deref().unwrap_or("")
         );
+    }
+    for n in notes {
+        super::outln!("{n}");
     }
     if !skewed.is_empty() {
         // Sessions and leases do not depend on it; timestamps these nodes

@@ -89,6 +89,20 @@ pub struct RunArgs {
     /// Backend requests the policy planner may spend per monitor round (1 to 1000000).
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub plan_budget: u64,
+    /// The highest tree layout this node lets the cluster switch to: 3
+    /// (dispatch batches of empty markers), or 2 to keep a rolling upgrade
+    /// reversible until every node runs this version (layouts/README.md,
+    /// "Layouts and the switch").
+    #[arg(long, default_value_t = layouts::v3::LAYOUT_3, value_parser = clap::value_parser!(u32).range(2..=3))]
+    pub max_layout: u32,
+    /// Warm shutdown: after a first SIGTERM the node starts nothing new,
+    /// hands its tasks over and waits this long at most for its running
+    /// units to finish and report before it stops them; a second SIGTERM
+    /// or a SIGINT stops them at once. 0s: a first SIGTERM stops at once.
+    /// Keep the service manager's stop timeout above it (systemd's
+    /// `TimeoutStopSec`).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
     /// Start even if a v1 → v2 upgrade of this root is unfinished.
     #[arg(long)]
     pub allow_unfinished_upgrade: bool,
@@ -207,6 +221,8 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         session_timeout: args.session_timeout,
         lease: args.lease,
         event_retention: args.event_retention,
+        max_layout: args.max_layout,
+        drain_timeout: args.drain_timeout,
     };
     let executor = match args.executor {
         ExecutorArg::Merge => ExecutorKind::Merge,
@@ -342,21 +358,42 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
             Some(tokio::spawn(crate::serve::http::serve(l.listener, app, shutdown.clone())))
         }
     };
+    // A first SIGTERM drains (warm shutdown); a second one, or a SIGINT,
+    // stops at once.
+    let drain = CancellationToken::new();
     let signals = {
-        let shutdown = shutdown.clone();
+        let (shutdown, drain) = (shutdown.clone(), drain.clone());
+        let warm = !args.drain_timeout.is_zero();
         tokio::spawn(async move {
             let mut term =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
+            loop {
+                tokio::select! {
+                    _ = term.recv() => {
+                        if warm && !drain.is_cancelled() {
+                            tracing::info!("SIGTERM: draining (a second SIGTERM or a SIGINT stops at once)");
+                            drain.cancel();
+                            continue;
+                        }
+                    }
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+                break;
             }
-            tracing::info!("shutdown requested");
+            tracing::info!("shutdown requested: stopping now");
             shutdown.cancel();
         })
     };
-    let result =
-        crate::node::daemon::run(cfg, store, Some((work, data)), clock, shutdown.clone(), wakeups, Some(metrics)).await;
+    let result = crate::node::daemon::run(
+        cfg,
+        store,
+        Some((work, data)),
+        clock,
+        crate::node::daemon::Stop { now: shutdown.clone(), drain },
+        wakeups,
+        Some(metrics),
+    )
+    .await;
     signals.abort();
     shutdown.cancel();
     for server in [server, ops_server].into_iter().flatten() {

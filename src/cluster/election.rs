@@ -380,6 +380,7 @@ impl Election {
             offline: previous.as_ref().map(|p| p.offline.clone()).unwrap_or_default(),
             last_event: previous.as_ref().map(|p| p.last_event).unwrap_or(0),
             released: false,
+            layout: previous.as_ref().and_then(|p| p.layout),
         };
         match store.create(&v2::lease(epoch), formats::encode(&lease)).await? {
             Created::Created => {

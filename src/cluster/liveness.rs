@@ -154,14 +154,15 @@ impl HeartbeatCache {
     /// One listing of `Registry/Nodes/`, and a read of each file whose
     /// content is needed: not cached yet, unversioned, changed while
     /// `must_read` says so of its cached content (an incarnation that is not
-    /// a member, or one a join marker says was replaced), or `refresh`.
+    /// a member, or one a join marker says was replaced), or in `refresh`
+    /// (read whatever the listing says).
     /// Invalid files are anomalies and otherwise skipped, as in
     /// [`read_heartbeats`].
     pub async fn scan(
         &mut self,
         store: &Store,
         must_read: impl Fn(&Heartbeat) -> bool,
-        refresh: Option<&NodeId>,
+        refresh: &[NodeId],
     ) -> store::Result<(BTreeMap<NodeId, Sighting>, Vec<Anomaly>)> {
         let mut out = BTreeMap::new();
         let mut bad = Vec::new();
@@ -171,7 +172,7 @@ impl HeartbeatCache {
             let Some(node) = heartbeat_node(&e, &mut bad) else { continue };
             let cached = self.files.get(&node);
             let changed = cached.is_none_or(|c| c.version.is_none() || c.version != e.version);
-            if let Some(c) = cached.filter(|_| e.version.is_some() && refresh != Some(&node)) {
+            if let Some(c) = cached.filter(|_| e.version.is_some() && !refresh.contains(&node)) {
                 if !changed || !must_read(&c.hb) {
                     let s = Sighting { hb: c.hb.clone(), moved: changed };
                     self.files.get_mut(&node).expect("cached").version = e.version;
@@ -340,6 +341,8 @@ mod tests {
             executor: None,
             executors: None,
             slots: None,
+            layouts: None,
+            draining: false,
         }
     }
 
@@ -387,42 +390,42 @@ mod tests {
         let mut cache = HeartbeatCache::default();
         // a and b are members of incarnation 1; c is joining: read on change.
         let must = |hb: &Heartbeat| hb.node.as_str() == "c";
-        let (s, bad) = cache.scan(&store, must, None).await.unwrap();
+        let (s, bad) = cache.scan(&store, must, &[]).await.unwrap();
         assert!(bad.is_empty());
         assert_eq!((s.len(), cache.reads()), (3, 3), "first sighting: every file is read");
         assert!(s.values().all(|s| !s.moved));
 
         put(hb("a", 1, 2, 1000)).await;
         put(hb("c", 1, 2, 1000)).await;
-        let s = by_name(cache.scan(&store, must, None).await.unwrap().0);
+        let s = by_name(cache.scan(&store, must, &[]).await.unwrap().0);
         assert!(s["a"].moved && !s["b"].moved && s["c"].moved);
         assert_eq!(s["a"].hb.beat, 1, "a's beat was read off the listing, not its content");
         assert_eq!(s["c"].hb.beat, 2, "c is not a member: its change is read");
         assert_eq!(cache.reads(), 4);
 
         for _ in 0..10 {
-            cache.scan(&store, must, None).await.unwrap();
+            cache.scan(&store, must, &[]).await.unwrap();
         }
         assert_eq!(cache.reads(), 4, "nothing changed, nothing read, however many scans");
 
         // A restart under the same id looks like a beat in the listing: read
         // when a join marker makes `must_read` say so, or when refreshed.
         put(hb("a", 2, 1, 1000)).await;
-        let s = by_name(cache.scan(&store, must, None).await.unwrap().0);
+        let s = by_name(cache.scan(&store, must, &[]).await.unwrap().0);
         assert_eq!((s["a"].hb.incarnation, s["a"].moved, cache.reads()), (1, true, 4));
         put(hb("a", 2, 2, 1000)).await;
         let joined = |hb: &Heartbeat| hb.node.as_str() == "a" && hb.incarnation < 2;
-        let s = by_name(cache.scan(&store, joined, None).await.unwrap().0);
+        let s = by_name(cache.scan(&store, joined, &[]).await.unwrap().0);
         assert_eq!((s["a"].hb.incarnation, cache.reads()), (2, 5), "read because of the join marker");
         put(hb("b", 7, 1, 1000)).await;
         let b = NodeId::parse("b").unwrap();
-        let s = by_name(cache.scan(&store, |_| false, Some(&b)).await.unwrap().0);
+        let s = by_name(cache.scan(&store, |_| false, std::slice::from_ref(&b)).await.unwrap().0);
         assert_eq!((s["b"].hb.incarnation, cache.reads()), (7, 6), "the refreshed node is read");
 
         // A vanished file is forgotten; garbage is an anomaly, not an error.
         store.delete(&v2::heartbeat(&b)).await.unwrap();
         store.put(&format!("{}{}", v2::NODES, "d"), b"{ not json".to_vec()).await.unwrap();
-        let (s, bad) = cache.scan(&store, must, None).await.unwrap();
+        let (s, bad) = cache.scan(&store, must, &[]).await.unwrap();
         let s = by_name(s);
         assert!(!s.contains_key("b") && !s.contains_key("d"));
         assert_eq!(bad.len(), 1, "{bad:?}");

@@ -52,10 +52,13 @@ pub(super) async fn with_member(store: &Store) {
             executor: None,
             executors: None,
             slots: None,
+            layouts: None,
+            draining: false,
         }],
         offline: vec![],
         last_event: 0,
         released: false,
+        layout: None,
     };
     store.create(&v2::lease(1), formats::encode(&lease)).await.unwrap();
 }

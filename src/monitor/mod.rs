@@ -10,6 +10,7 @@
 //! take the next free sequence number, and cleanup deletes only state that
 //! still belongs to the declared incarnation.
 
+mod layout;
 pub mod tasks;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -61,6 +62,9 @@ pub struct Monitor {
     next_purge_at: Duration,
     /// Events kept at the last purge, and the newest sequence number then.
     kept_at_purge: Option<(usize, u64)>,
+    /// The layout in force (`Registry/Layout.<n>`) and, while a higher one
+    /// is not, since when every member has read it (see [`layout`]).
+    pub(crate) layout: layout::Switch,
 }
 
 impl Monitor {
@@ -92,7 +96,9 @@ impl Monitor {
             retention,
             next_purge_at: now,
             kept_at_purge: None,
+            layout: layout::Switch::default(),
         };
+        monitor.layout.load(store).await?;
         monitor.require_office(store, election, now).await?;
         monitor.log.append(store, epoch, &monitor.me.clone(), wall_ms, EventKind::MonitorElected { node: me }).await?;
         for e in store.list(v2::OFFLINE).await? {
@@ -131,7 +137,14 @@ impl Monitor {
         // one declared offline and rejoining, one whose join marker names a
         // newer incarnation), and one member's per scan in turn.
         let joins = read_joins(store, &mut report.anomalies).await?;
-        let refresh = self.next_refresh();
+        // A join marker naming a member's own incarnation: the node changed
+        // what its heartbeat says (it drains), read it whatever its listing.
+        let mut refresh: Vec<NodeId> = joins
+            .iter()
+            .filter(|(n, inc)| self.members.get(n).is_some_and(|m| m.incarnation == *inc))
+            .map(|(n, _)| n.clone())
+            .collect();
+        refresh.extend(self.next_refresh());
         let members = &self.members;
         let newest_join = |n: &NodeId| joins.iter().filter(|(j, _)| j == n).map(|(_, inc)| *inc).max();
         let (sightings, anomalies) = self
@@ -142,7 +155,7 @@ impl Monitor {
                     members.get(&hb.node).is_none_or(|m| m.incarnation != hb.incarnation)
                         || newest_join(&hb.node).is_some_and(|inc| inc > hb.incarnation)
                 },
-                refresh.as_ref(),
+                &refresh,
             )
             .await?;
         report.anomalies.extend(anomalies);
@@ -177,6 +190,11 @@ impl Monitor {
             // the new one joins at once, as the old one is declared.
             let fresh = observed == Observed::New && (hb.beat <= 2 || s.moved || replaced.is_some());
             let joins = !is_member && (fresh || matches!(observed, Observed::Beat { .. }));
+            if is_member && member.is_some_and(|m| *m != member_of(hb)) {
+                // What the member advertises changed (it drains): no event,
+                // the view shows it.
+                self.members.insert(hb.node.clone(), member_of(hb));
+            }
             if replaced.is_some() || joins {
                 actions.push((replaced, joins.then_some(hb)));
             }
@@ -235,6 +253,14 @@ impl Monitor {
         if now >= self.next_purge_at {
             self.purge(store, election, now, wall_ms).await?;
             self.next_purge_at = now + Duration::from_secs(60);
+            // A layout marker made by hand is found within a minute.
+            self.layout.load(store).await?;
+        }
+        let members: Vec<&Member> = self.members.values().collect();
+        if let Some(n) = self.layout.due(&members, now) {
+            self.require_office(store, election, now).await?;
+            self.layout.raise(store, n).await?;
+            tracing::info!(layout = n, "every member reads layout {n}: it is in force");
         }
         report.view_changed = self.publish(election);
         Ok(report)
@@ -425,7 +451,12 @@ impl Monitor {
         let offline: Vec<Member> =
             self.offline.values().map(|r| Member::bare(r.node.clone(), r.incarnation, 0)).collect();
         let last_event = self.log.last_seq();
-        let changed = l.lease.members != members || l.lease.offline != offline || l.lease.last_event != last_event;
+        let layout = self.layout.published();
+        let changed = l.lease.members != members
+            || l.lease.offline != offline
+            || l.lease.last_event != last_event
+            || l.lease.layout != layout;
+        l.lease.layout = layout;
         l.lease.members = members;
         l.lease.offline = offline;
         l.lease.last_event = last_event;
@@ -474,5 +505,7 @@ fn member_of(hb: &Heartbeat) -> Member {
         executor: hb.executor.clone(),
         executors: hb.executors.clone(),
         slots: hb.slots,
+        layouts: hb.layouts.clone(),
+        draining: hb.draining,
     }
 }

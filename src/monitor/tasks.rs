@@ -270,15 +270,12 @@ async fn sweep_task(
     Ok(())
 }
 
-/// Removes subtask folders and manager pointers of tasks that are finished
-/// or gone. Two one-level listings, not a recursive one: a folder left empty
-/// by a crash between creating it and writing into it (fs) must be seen too.
-/// A task the pass did not see active is read again before anything of it
-/// is removed: it may have been submitted after the pass listed
-/// `Scheduler/` (its pointer is written before its status marker, so a
-/// folder without a marker is a task being submitted, and is kept).
-/// Removes subtask folders and manage pointers of tasks that are gone or
-/// finished. One recursive listing of `TaskAssigned/` (its pages follow the
+/// Removes subtask and batch folders and manage pointers of tasks that are
+/// gone or finished. A task the pass did not see active is read again
+/// before anything of it is removed: it may have been submitted after the
+/// pass listed `Scheduler/` (its pointer is written before its status
+/// marker, so a folder without a marker is a task being submitted, and is
+/// kept). One recursive listing of `TaskAssigned/` (its pages follow the
 /// files there, not the number of nodes; folders included, for the empty
 /// ones a crash leaves on fs), then a check per task found and the
 /// deletes, until `deadline`: what is left waits for the next pass.
@@ -303,7 +300,10 @@ async fn remove_garbage(
             if !seen_dirs.insert(dir.clone()) {
                 continue;
             }
-            (v2::parse_subtask_name(name).map(|(t, ..)| t), dir)
+            let task = v2::parse_subtask_name(name)
+                .map(|(t, ..)| t)
+                .or_else(|| layouts::v3::parse_batch_name(name).map(|(t, ..)| t));
+            (task, dir)
         } else {
             (v2::parse_manage_pointer(name), e.path.clone())
         };

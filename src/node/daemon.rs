@@ -1,5 +1,8 @@
 //! The `compactd run` loop: start-up checks, then one [`Node::tick`] (a
 //! poll) per interval until the shutdown token fires, then a clean leave.
+//! The drain token (a first SIGTERM) starts a warm shutdown
+//! ([`super::drain`]): the loop goes on until the node is drained or
+//! `cfg.drain_timeout` has passed, then leaves the same way.
 //! Between polls, pokes ([`crate::serve::wake`]) run [`Node::tick_woken`]: a burst
 //! of pokes is one woken tick, woken ticks start at least [`MIN_WOKEN_GAP`]
 //! apart, and the listener's [`Wakeup`] lets through at most a few a second
@@ -51,15 +54,24 @@ pub fn validate(cfg: &NodeConfig) -> Result<(), DaemonError> {
     Ok(())
 }
 
+/// How the daemon is told to stop: `drain` starts a warm shutdown (a first
+/// SIGTERM), `now` stops at once (a second SIGTERM, a SIGINT).
+#[derive(Debug, Clone, Default)]
+pub struct Stop {
+    pub now: CancellationToken,
+    pub drain: CancellationToken,
+}
+
 pub async fn run(
     cfg: NodeConfig,
     store: Store,
     work: Option<(WorkConfig, Store)>,
     clock: SharedClock,
-    shutdown: CancellationToken,
+    stop: Stop,
     wakeups: Option<Wakeups>,
     metrics: Option<Arc<Metrics>>,
 ) -> Result<(), DaemonError> {
+    let Stop { now: shutdown, drain } = stop;
     validate(&cfg)?;
     // A scratch name of this process alone: two processes started under one
     // id at once must not race each other's probe.
@@ -123,7 +135,13 @@ pub async fn run(
     let mut incarnation = node.stats().incarnation;
     let mut next_poll = clock.mono();
     let mut busy = false;
+    // Set when the drain starts: by then the node leaves, drained or not.
+    let mut drain_until: Option<std::time::Duration> = None;
     loop {
+        if drain.is_cancelled() && drain_until.is_none() {
+            node.start_draining();
+            drain_until = Some(clock.mono() + cfg.drain_timeout);
+        }
         let started = clock.mono();
         let woken = wake.take();
         let poll_now = started >= next_poll;
@@ -148,6 +166,19 @@ pub async fn run(
         if shutdown.is_cancelled() {
             break;
         }
+        if let Some(until) = drain_until {
+            if node.drained() {
+                tracing::info!("drained: every unit this node ran has reported");
+                break;
+            }
+            if clock.mono() >= until {
+                tracing::warn!(
+                    running = node.running_subtasks(),
+                    "the drain timeout passed: stopping the units still running (their managers run them again)"
+                );
+                break;
+            }
+        }
         if node.stats().incarnation != incarnation {
             incarnation = node.stats().incarnation;
             if let Some(err) = match &claim {
@@ -162,13 +193,15 @@ pub async fn run(
         }
         // The daemon loop is where a process waits on real time; everything
         // it runs reads time from the node's clock.
+        let wake_at = drain_until.map_or(next_poll, |d| d.min(next_poll));
         #[allow(clippy::disallowed_methods)]
-        let poll = tokio::time::sleep(next_poll.saturating_sub(clock.mono()));
+        let poll = tokio::time::sleep(wake_at.saturating_sub(clock.mono()));
         if !busy {
             tokio::select! {
                 _ = poll => continue,
                 _ = wake.notified() => {}
                 _ = shutdown.cancelled() => break,
+                _ = drain.cancelled(), if drain_until.is_none() => continue,
             }
         }
         // Woken (or busy): start no sooner than the gap after the last start.
@@ -179,7 +212,7 @@ pub async fn run(
             _ = shutdown.cancelled() => break,
         }
     }
-    tracing::info!("leaving the cluster");
+    tracing::info!(drained = node.drained(), "leaving the cluster");
     notifier.stopping();
     planner_stop.cancel();
     if let Some(p) = planner {

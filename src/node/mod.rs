@@ -8,6 +8,7 @@
 
 pub mod claim;
 pub mod daemon;
+mod drain;
 mod plan;
 mod session;
 mod work;
@@ -42,6 +43,11 @@ use crate::tasks::worker::{WorkConfig, Worker};
 /// incarnation ([`session`], layouts/PROTOCOL.md "The session guard").
 pub const GUARD_FRACTION: f64 = 0.8;
 
+/// `run --drain-timeout`'s default: long enough for a typical compaction
+/// unit to end after a first SIGTERM; contrib/compactd.service's
+/// `TimeoutStopSec` is this plus a margin for the leave itself.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
+
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     pub id: NodeId,
@@ -49,6 +55,12 @@ pub struct NodeConfig {
     pub session_timeout: Duration,
     pub lease: Duration,
     pub event_retention: Duration,
+    /// The highest tree layout this node lets the cluster switch to
+    /// (`run --max-layout`): it advertises the layouts it reads up to it.
+    pub max_layout: u32,
+    /// How long a warm shutdown waits for running units before it stops
+    /// them (`run --drain-timeout`; zero: a first SIGTERM stops at once).
+    pub drain_timeout: Duration,
 }
 
 impl NodeConfig {
@@ -59,7 +71,15 @@ impl NodeConfig {
             session_timeout: Duration::from_secs(30),
             lease: Duration::from_secs(30),
             event_retention: Duration::from_secs(2 * 3600),
+            max_layout: layouts::v3::LAYOUT_3,
+            drain_timeout: DRAIN_TIMEOUT,
         }
+    }
+
+    /// The layouts its heartbeat advertises: those it reads, up to
+    /// `max_layout`.
+    pub fn layouts(&self) -> Vec<u32> {
+        layouts::v3::READS.iter().copied().filter(|l| *l <= self.max_layout).collect()
     }
 
     /// How often the daemon ticks: often enough to beat on time, to renew a
@@ -128,6 +148,11 @@ pub struct Node {
     metrics: Option<Arc<crate::serve::metrics::Metrics>>,
     /// The policy planner's task, while this node is the monitor ([`plan`]).
     planner: Option<PlannerLink>,
+    /// Set by a first SIGTERM: when this node started draining (monotonic).
+    draining: Option<Duration>,
+    /// The join marker that makes the monitor read the draining heartbeat
+    /// is written.
+    drain_announced: bool,
 }
 
 impl Node {
@@ -164,6 +189,8 @@ impl Node {
             prior_checked: false,
             metrics: None,
             planner: None,
+            draining: None,
+            drain_announced: false,
         }
     }
 
@@ -417,8 +444,9 @@ impl Node {
             return true;
         }
         if now >= self.next_beat_at {
-            if let Err(e) = self.write_heartbeat(now).await {
-                tracing::warn!("heartbeat failed: {e}");
+            match self.write_heartbeat(now).await {
+                Ok(()) => self.announce_drain().await,
+                Err(e) => tracing::warn!("heartbeat failed: {e}"),
             }
         }
         if !self.ended.is_empty() {
@@ -458,6 +486,7 @@ impl Node {
                 self.inbox.poked = true;
             }
             self.work_round(&deadline, poll || self.election.is_leader()).await;
+            self.hand_over_managed().await;
         }
         if poll {
             if let Err(e) = self.consume_events().await {

@@ -103,6 +103,8 @@ impl Node {
                 .as_ref()
                 .map(|_| layouts::formats::ExecutorKind::ALL.iter().map(|k| k.label().to_string()).collect()),
             slots: self.work.as_ref().map(|w| u32::try_from(w.cfg.max_running).unwrap_or(u32::MAX)),
+            layouts: Some(self.cfg.layouts()),
+            draining: self.draining.is_some(),
         };
         if !self.join_marked {
             if self.work.is_some() {

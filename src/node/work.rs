@@ -11,7 +11,7 @@ use store::Store;
 
 use super::Node;
 use crate::clock::Deadline;
-use crate::tasks::manager::{Ctx, Flow, FolderCache, TaskManager};
+use crate::tasks::manager::{Ctx, Flow, FolderCache, Placement, TaskManager};
 use crate::tasks::worker::{list_node, WorkConfig, Worker};
 
 /// An idle node lists its folder at least every this many polls even if its
@@ -69,7 +69,7 @@ impl Node {
                 return;
             }
         };
-        self.inbox.empty = folder.subtasks.is_empty() && folder.manages.is_empty();
+        self.inbox.empty = folder.is_idle();
         if !view_fresh && !folder.manages.is_empty() && !self.is_member() {
             // Poked to manage a task while our view (read at the last poll)
             // does not list us yet: read the lease now rather than leave
@@ -87,6 +87,7 @@ impl Node {
         let offline = self.declared_offline();
         let member_commands = self.member_commands();
         let member_executors = self.member_executors();
+        let placement = Placement::from_view(self.election.view());
         let wall = self.clock.wall_ms();
         let is_member = members.get(&me) == Some(&incarnation);
         let Some(work) = self.work.as_mut() else {
@@ -126,6 +127,7 @@ impl Node {
                 offline: &offline,
                 commands: &member_commands,
                 executors: &member_executors,
+                placement: &placement,
                 cfg: &work.cfg,
                 wall_ms: wall,
                 folders: &mut cache,
@@ -153,7 +155,10 @@ impl Node {
     /// it triggers, so a stamp written after that read is seen as a change
     /// at the next poll: a write announced by a stamp is never missed.
     pub(super) async fn folder_may_have_changed(&mut self) -> bool {
-        let busy = self.work.as_ref().is_some_and(|w| w.worker.running() > 0 || !w.managers.is_empty());
+        // A draining node lists at every tick: what it was given meanwhile
+        // is released at once.
+        let busy = self.draining.is_some()
+            || self.work.as_ref().is_some_and(|w| w.worker.running() > 0 || !w.managers.is_empty());
         let w = &mut self.inbox;
         let must = std::mem::take(&mut w.poked) || busy || !w.empty || w.polls_since_list + 1 >= FULL_LIST_EVERY;
         if !must {
@@ -190,9 +195,9 @@ impl Node {
         }
         // Candidates: the members, and always the monitor itself (its own
         // view may not list it yet right after an election).
-        let mut members: Vec<layouts::NodeId> =
-            self.election.view().map(|v| v.members.iter().map(|m| m.node.clone()).collect()).unwrap_or_default();
-        if !members.contains(&self.cfg.id) {
+        // Not draining nodes, nor nodes that do not read the layout in force.
+        let mut members = crate::tasks::may_manage(self.election.view());
+        if !members.contains(&self.cfg.id) && self.draining.is_none() {
             members.push(self.cfg.id.clone());
         }
         let Some(epoch) = self.monitor_duty_allowed(now, "monitor task duty").await else { return };

@@ -46,7 +46,10 @@ pub struct Capacity {
 
 impl Capacity {
     pub fn of(view: Option<&Lease>) -> Capacity {
-        let slots = view.map(|v| v.members.iter().map(|m| m.slots.map_or(DEFAULT_SLOTS, u64::from)).sum()).unwrap_or(0);
+        // A draining member takes no new work: its slots are not the cluster's.
+        let slots = view
+            .map(|v| v.members.iter().filter(|m| !m.draining).map(|m| m.slots.map_or(DEFAULT_SLOTS, u64::from)).sum())
+            .unwrap_or(0);
         Capacity { slots, view: view.cloned() }
     }
 

@@ -47,10 +47,13 @@ fn lease(slots: u32) -> Lease {
             executor: None,
             executors: None,
             slots: Some(slots),
+            layouts: None,
+            draining: false,
         }],
         offline: vec![],
         last_event: 0,
         released: false,
+        layout: None,
     }
 }
 

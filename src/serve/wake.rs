@@ -596,6 +596,8 @@ mod tests {
             executor: None,
             executors: None,
             slots: None,
+            layouts: None,
+            draining: false,
         }
     }
 
@@ -612,6 +614,7 @@ mod tests {
             offline: vec![],
             last_event: 0,
             released: false,
+            layout: None,
         }
     }
 

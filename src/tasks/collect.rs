@@ -1,22 +1,27 @@
 //! A manager's collect: what became of each dispatched attempt, and when a
-//! unit may go to another node.
+//! unit may go to another node, in both layouts.
 //!
 //! Invariant: **a unit's next attempt is dispatched only once its current
 //! attempt can no longer run** (layouts/PROTOCOL.md, "Tasks"). That is
 //! proven by one of:
-//! - a terminal mark in the attempt's folder (`Success`, or `Failed`
-//!   written by the worker after the executor died, or at once if it never
-//!   ran there);
-//! - the attempt's claim (its `Status.Running` mark, created once) naming
-//!   an incarnation that is declared offline (in the view, or
-//!   `Registry/Offline/<node>.<incarnation>`) or ended
+//! - a terminal mark of the attempt (`Success`, or `Failed` written by the
+//!   worker after the executor died, or at once if it never ran there);
+//! - the attempt's claim naming an incarnation that is declared offline
+//!   (in the view, or `Registry/Offline/<node>.<incarnation>`) or ended
 //!   (`TaskAssigned/<node>/Ended.<incarnation>`): by then the session guard
 //!   has killed that incarnation's executors and lets none start; or whose
 //!   node's heartbeat now names a newer incarnation (one process per node
 //!   id, and a process beats under a new incarnation only after the old
 //!   one's executors were killed, or after the process that ran it ended);
-//! - the manager's own create of the claim, made while none existed: the
-//!   attempt never started, and no worker can claim it any more.
+//!   in layout 3 every claim of the attempt (a late claim of an ended
+//!   incarnation may stand beside its successor's);
+//! - layout 2: the manager's own create of the claim (`Status.Running`
+//!   naming no incarnation), made while none existed: the attempt never
+//!   started, and no worker can claim it any more;
+//! - layout 3: a `Released` (the attempt's, or its batch's) and a listing
+//!   made after it that shows no claim: a worker lists the batch after its
+//!   claim and starts only if that listing shows no `Released`, so the
+//!   attempt never started and never will.
 //!
 //! A view that does not list the runner (a stale or incomplete one), a
 //! runner that differs from the node's member incarnation, a folder that
@@ -31,8 +36,9 @@ use layouts::formats::{self, StatusMark};
 use layouts::{v2, Name, NodeId, SubtaskState};
 use store::Created;
 
+use super::batches::End;
+use super::folder::SubFolder;
 use super::manager::{Ctx, TakeBack, TaskManager, UnitState};
-use super::worker::SubFolder;
 use super::{TaskError, WRITE_CONCURRENCY};
 
 /// What collect found an attempt to be.
@@ -67,6 +73,20 @@ pub(super) fn revoked_claim(wall_ms: u64, why: &str) -> Vec<u8> {
     formats::encode(&mark)
 }
 
+/// An attempt that can no longer run, as collect found it.
+pub(super) struct Gone {
+    pub(super) unit: usize,
+    pub(super) node: NodeId,
+    /// Layout 3: its batch (nothing is deleted: the batch notes its end).
+    pub(super) batch: Option<u32>,
+    pub(super) why: String,
+    /// As a failure of the unit (its retries).
+    pub(super) count: bool,
+    /// Layout 2: its folder stays (a claim that keeps a late create from
+    /// ever running).
+    pub(super) keep: bool,
+}
+
 impl TaskManager {
     /// Reads the states of dispatched units, re-dispatches attempts proven
     /// ended (module docs) and records finished units. A unit becomes Done
@@ -75,8 +95,9 @@ impl TaskManager {
     pub(super) async fn collect(&mut self, ctx: &mut Ctx<'_>) -> Result<(), TaskError> {
         let round = self.info.as_ref().expect("loaded").run.round;
         let mut successes: Vec<(usize, NodeId, Name, bool)> = vec![];
-        let mut ended: Vec<(usize, NodeId, Name, String, bool, bool)> = vec![];
+        let mut ended: Vec<Gone> = vec![];
         let mut declared: HashMap<(NodeId, u64), bool> = HashMap::new();
+        let settled_now = self.settle_batches(ctx).await?;
         for u in 0..self.runs.len() {
             // Units not looked at stay dispatched: the next round sees them.
             if ctx.deadline.passed() {
@@ -84,7 +105,16 @@ impl TaskManager {
             }
             let name = self.name(round, u, self.runs[u].attempt);
             let (node, ni) = match self.runs[u].state.clone() {
-                UnitState::Dispatched { node, node_incarnation } => (node, node_incarnation),
+                UnitState::Dispatched { node, node_incarnation, batch: Some(n) } => {
+                    if settled_now.contains(&n) {
+                        continue;
+                    }
+                    if let Some(g) = self.collect_unit(ctx, u, n, &node, node_incarnation, &mut declared).await? {
+                        ended.push(g);
+                    }
+                    continue;
+                }
+                UnitState::Dispatched { node, node_incarnation, batch: None } => (node, node_incarnation),
                 UnitState::Unsure { node } => {
                     if !self.settle_unsure(ctx, u, &node, &name).await? {
                         continue;
@@ -101,18 +131,26 @@ impl TaskManager {
                 Some(f) => self.judge(ctx, u, &node, ni, &name, &f, &node_ended, &mut declared).await?,
             };
             let tb = self.runs[u].taken_back.clone();
+            let gone = |why: String, count: bool, keep: bool| Gone {
+                unit: u,
+                node: node.clone(),
+                batch: None,
+                why,
+                count,
+                keep,
+            };
             match verdict {
                 Verdict::Wait => {}
                 Verdict::Live(inc) => {
-                    self.runs[u].state = UnitState::Dispatched { node, node_incarnation: inc };
+                    self.runs[u].state = UnitState::Dispatched { node, node_incarnation: inc, batch: None };
                     self.runs[u].waiting = false;
                 }
                 Verdict::Success { reported } => successes.push((u, node, name, reported)),
-                Verdict::Ended { why, count, keep } => ended.push((u, node, name, why, count, keep)),
+                Verdict::Ended { why, count, keep } => ended.push(gone(why, count, keep)),
                 Verdict::Claim { why } => {
                     let claim = v2::subtask_status(&node, &name, SubtaskState::Running);
                     if ctx.store.create(&claim, revoked_claim(ctx.wall_ms, &why)).await? == Created::Created {
-                        ended.push((u, node, name, format!("taken back before it started: {why}"), false, false));
+                        ended.push(gone(format!("taken back before it started: {why}"), false, false));
                     }
                     // Else someone claimed it first: the next round reads whom.
                 }
@@ -129,35 +167,49 @@ impl TaskManager {
                 }
             }
         }
-        for (u, node, name, why, count, keep) in ended {
+        for g in ended {
             if ctx.deadline.passed() {
                 break;
             }
             // Gone before counted: a crash here repeats the deletion only.
-            if !keep {
-                ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+            if g.batch.is_none() && !g.keep {
+                let name = self.name(round, g.unit, self.runs[g.unit].attempt);
+                ctx.store.delete_all(&v2::subtask_dir(&g.node, &name)).await?;
                 // Its worker forgets the attempt at once, not at its next poll.
-                ctx.pokes.work(&node);
+                ctx.pokes.work(&g.node);
             }
-            let run = &mut self.runs[u];
+            let run = &mut self.runs[g.unit];
             let prefer = run.taken_back.take().and_then(|t| t.prefer);
             run.waiting = false;
             if prefer.is_some() {
-                run.avoid = vec![node];
+                run.avoid = vec![g.node];
                 run.prefer = prefer;
             } else {
-                run.avoid.push(node);
+                run.avoid.push(g.node);
             }
-            if count {
+            if g.count {
                 run.failures += 1;
             }
-            if count && run.failures > ctx.cfg.retries {
-                tracing::warn!(task = %self.id, unit = u, "subtask failed for good after {} attempts: {why}", run.failures);
-                run.state = UnitState::Failed;
-                self.unrecorded_failed.insert(u as u32, why.clone());
+            let why = g.why;
+            let for_good = g.count && run.failures > ctx.cfg.retries;
+            if for_good {
+                tracing::warn!(task = %self.id, unit = g.unit, "subtask failed for good after {} attempts: {why}", run.failures);
             } else {
-                tracing::warn!(task = %self.id, unit = u, attempt = run.attempt, "subtask attempt ended, dispatching again: {why}");
-                run.state = UnitState::Pending;
+                tracing::warn!(task = %self.id, unit = g.unit, attempt = run.attempt, "subtask attempt ended, dispatching again: {why}");
+            }
+            match g.batch {
+                Some(n) => {
+                    let end = if for_good { End::Failed(why) } else { End::Released(why) };
+                    if let Some(b) = self.batches.get_mut(&n) {
+                        b.end(g.unit as u32, end);
+                    }
+                    run.state = if for_good { UnitState::Ending { batch: n } } else { UnitState::Pending };
+                }
+                None if for_good => {
+                    run.state = UnitState::Failed;
+                    self.unrecorded_failed.insert(g.unit as u32, why);
+                }
+                None => run.state = UnitState::Pending,
             }
         }
         self.record(ctx, round, successes).await
@@ -260,7 +312,7 @@ impl TaskManager {
     /// view, else one stat of its marker), ended, or outrun by a newer
     /// incarnation in the node's heartbeat (one read); each asked once per
     /// round.
-    async fn is_declared(
+    pub(super) async fn is_declared(
         &self,
         ctx: &mut Ctx<'_>,
         node: &NodeId,
@@ -303,7 +355,7 @@ impl TaskManager {
         name: &Name,
     ) -> Result<bool, TaskError> {
         if ctx.folders.get(ctx.store, node).await?.subtasks.contains_key(name.as_str()) {
-            self.runs[u].state = UnitState::Dispatched { node: node.clone(), node_incarnation: 0 };
+            self.runs[u].state = UnitState::Dispatched { node: node.clone(), node_incarnation: 0, batch: None };
             return Ok(true);
         }
         if ctx.members.contains_key(node) && self.runs[u].taken_back.is_none() {
@@ -312,7 +364,8 @@ impl TaskManager {
             match ctx.store.create(&v2::subtask_info(node, name), bytes).await {
                 Ok(created) => {
                     let inc = if created == Created::Created { ctx.members[node] } else { 0 };
-                    self.runs[u].state = UnitState::Dispatched { node: node.clone(), node_incarnation: inc };
+                    self.runs[u].state =
+                        UnitState::Dispatched { node: node.clone(), node_incarnation: inc, batch: None };
                     ctx.pokes.work(node);
                 }
                 Err(e) => tracing::warn!(task = %self.id, unit = u, %node, "creating the subtask again failed: {e}"),
@@ -324,7 +377,7 @@ impl TaskManager {
         let claim = v2::subtask_status(node, name, SubtaskState::Running);
         let why = format!("node {node} is not a member");
         if ctx.store.create(&claim, revoked_claim(ctx.wall_ms, &why)).await? == Created::Exists {
-            self.runs[u].state = UnitState::Dispatched { node: node.clone(), node_incarnation: 0 };
+            self.runs[u].state = UnitState::Dispatched { node: node.clone(), node_incarnation: 0, batch: None };
             return Ok(false);
         }
         let run = &mut self.runs[u];

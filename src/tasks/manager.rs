@@ -1,40 +1,45 @@
-//! The manager of one task: splits it into one subtask per unit (partition
-//! or shard), places each on a live node by consistent hashing, collects the
+//! The manager of one task: splits it into one unit per partition (or
+//! shard), places each on a live node by consistent hashing, collects the
 //! states, re-dispatches failures (bounded retries, next live node on the
 //! ring), keeps the task's result counts and state current, removes
-//! finished subtasks, runs repeat rounds, and handles stop and reassign
-//! requests.
+//! finished work, runs repeat rounds, and handles stop and reassign
+//! requests. It writes the layout in force (its node's view): a subtask
+//! folder per attempt (layout 2), or one batch per node and dispatch round
+//! (layout 3, only to nodes that read it); it collects both.
 //!
 //! Invariants:
 //! - Only the manager of the highest `Manager.<term>` acts; every round
 //!   starts with one LIST of the task folder, and a higher term ends this
 //!   manager's work on the task (fencing).
-//! - Only the newest attempt of a unit counts: subtask folders carry the
-//!   attempt in their name (`<task>.r<round>.u<unit>.a<attempt>`), older
-//!   attempts' folders are deleted and their results ignored.
-//! - A unit's outcome is recorded as its own create-once file
-//!   (`Done.r<round>.u<unit>`, `Failed.…`) before its folder is deleted, so a
-//!   stale manager cannot erase it and a new
-//!   manager rebuilds exactly: recorded units are finished, units with a
-//!   folder are in flight, the rest are dispatched again.
+//! - Only the newest attempt of a unit counts: subtask folders and batch
+//!   markers carry the attempt in their name (`<task>.r<round>.u<unit>.a<attempt>`,
+//!   `u<unit>.a<attempt>.…`), older attempts are deleted or released, and
+//!   their results ignored.
+//! - A unit's outcome is recorded in a create-once file before what it ran
+//!   from is deleted: its own `Done.r<round>.u<unit>` (`Failed.…`) for a
+//!   subtask folder, its batch's `Batch.r<round>.b<batch>` once every unit
+//!   of the batch ended, before the batch folder goes. A stale manager
+//!   cannot erase it, and a new manager rebuilds exactly: recorded units
+//!   are finished, units with a folder or batch are in flight, the rest are
+//!   dispatched again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use futures::StreamExt;
-use layouts::formats::{self, SubtaskMeta, TaskInfo};
-use layouts::{v2, Name, NodeId, SubtaskState, TaskId, TaskState};
-use store::{Created, Store};
+use layouts::formats::{self, Lease, TaskInfo};
+use layouts::{v2, v3, Name, NodeId, TaskId, TaskState};
+use store::Store;
 
 use crate::clock::Deadline;
 use crate::serve::wake::Pokes;
+use crate::tasks::batches::BatchRun;
 use crate::tasks::discover::{self, Unit};
-use crate::tasks::placement::Ring;
-use crate::tasks::worker::{list_node, NodeFolder, WorkConfig};
+use crate::tasks::folder::{list_node, NodeFolder};
+use crate::tasks::worker::WorkConfig;
 use crate::tasks::{self, TaskDir, TaskError};
 
 /// Subtasks a manager dispatches per round (the rest in the next tick,
 /// which the manager asks for by waking its own node).
-const MAX_DISPATCH_PER_ROUND: usize = 256;
+pub(super) const MAX_DISPATCH_PER_ROUND: usize = 256;
 
 /// Units of one task a node holds at once (dispatched, not yet collected).
 /// The rest wait in the manager, not in the node's folder, which every
@@ -43,17 +48,15 @@ const MAX_DISPATCH_PER_ROUND: usize = 256;
 /// place at the manager's next tick, which the worker's poke triggers).
 pub const DISPATCH_WINDOW: usize = 256;
 
-use super::WRITE_CONCURRENCY;
-
 /// Node folders listed during one tick, shared by every task of the node,
-/// and the subtask folders of the whole cluster (one recursive listing of
-/// `TaskAssigned/`, made on the first rebuild of the tick): a node that
-/// becomes manager of many tasks at once (a restart, a hand-over) rebuilds
-/// them all from one listing, not one listing per task.
+/// and the subtask and batch folders of the whole cluster (one recursive
+/// listing of `TaskAssigned/`, made on the first rebuild of the tick): a
+/// node that becomes manager of many tasks at once (a restart, a
+/// hand-over) rebuilds them all from one listing, not one listing per task.
 #[derive(Debug, Default)]
 pub struct FolderCache {
     map: HashMap<NodeId, NodeFolder>,
-    /// (node, subtask folder name) of every subtask folder.
+    /// (node, folder name) of every subtask and batch folder.
     assigned: Option<Vec<(String, String)>>,
 }
 
@@ -62,18 +65,18 @@ impl FolderCache {
         self.map.insert(node, folder);
     }
 
-    /// Every subtask folder under `TaskAssigned/` as (node, name), listed
-    /// once per tick.
+    /// Every subtask and batch folder under `TaskAssigned/` as (node,
+    /// name), listed once per tick.
     pub async fn assigned(&mut self, store: &Store) -> store::Result<&[(String, String)]> {
         use futures::TryStreamExt;
         if self.assigned.is_none() {
-            let mut seen: std::collections::BTreeSet<(String, String)> = Default::default();
+            let mut seen: BTreeSet<(String, String)> = Default::default();
             let mut entries = store.list_stream(v2::TASK_ASSIGNED, true);
             while let Some(e) = entries.try_next().await? {
                 let rel = &e.path[v2::TASK_ASSIGNED.len()..];
                 let mut parts = rel.split('/');
                 if let (Some(node), Some(sub), Some(_)) = (parts.next(), parts.next(), parts.next()) {
-                    if v2::parse_subtask_name(sub).is_some() {
+                    if v2::parse_subtask_name(sub).is_some() || v3::parse_batch_name(sub).is_some() {
                         seen.insert((node.to_string(), sub.to_string()));
                     }
                 }
@@ -92,6 +95,50 @@ impl FolderCache {
     }
 }
 
+/// What a manager may place where, from its node's view of the cluster:
+/// the layout in force, who reads layout 3, who drains.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    /// The layout in force (`Registry/Layout.<n>` as the view says).
+    pub layout: u32,
+    /// Members whose heartbeat says they read layout 3.
+    pub reads_v3: BTreeSet<NodeId>,
+    /// Members whose heartbeat says they are draining: nothing new goes
+    /// there.
+    pub draining: BTreeSet<NodeId>,
+}
+
+impl Default for Placement {
+    /// Layout 2 in force, nobody draining.
+    fn default() -> Self {
+        Placement { layout: v3::LAYOUT_2, reads_v3: BTreeSet::new(), draining: BTreeSet::new() }
+    }
+}
+
+impl Placement {
+    pub fn from_view(view: Option<&Lease>) -> Placement {
+        let Some(v) = view else { return Placement::default() };
+        Placement {
+            layout: v.layout(),
+            reads_v3: v.members.iter().filter(|m| m.reads(v3::LAYOUT_3)).map(|m| m.node.clone()).collect(),
+            draining: v.members.iter().filter(|m| m.draining).map(|m| m.node.clone()).collect(),
+        }
+    }
+
+    /// The layout a manager writes for `node`, or `None` if nothing new
+    /// may go there: a draining node, or, once layout 3 is in force, a
+    /// node that does not read it.
+    pub fn layout_for(&self, node: &NodeId) -> Option<u32> {
+        if self.draining.contains(node) {
+            return None;
+        }
+        if self.layout >= v3::LAYOUT_3 {
+            return self.reads_v3.contains(node).then_some(v3::LAYOUT_3);
+        }
+        Some(v3::LAYOUT_2)
+    }
+}
+
 /// What a manager round needs from its node.
 pub struct Ctx<'a> {
     pub store: &'a Store,
@@ -106,6 +153,8 @@ pub struct Ctx<'a> {
     /// The executors each member advertises (`None`: an older node, see
     /// [`formats::ExecutorKind::run_by`]).
     pub executors: &'a BTreeMap<NodeId, Option<Vec<String>>>,
+    /// The layout in force, and who may get new work in which layout.
+    pub placement: &'a Placement,
     pub cfg: &'a WorkConfig,
     pub wall_ms: u64,
     pub folders: &'a mut FolderCache,
@@ -119,18 +168,26 @@ pub struct Ctx<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum UnitState {
     Pending,
-    /// Its current attempt is on `node`. `node_incarnation`: the
-    /// incarnation seen running it, or the member one when it was created
-    /// (0: unknown).
+    /// Its current attempt is on `node`, in a subtask folder (`batch`
+    /// `None`) or in batch `batch`. `node_incarnation`: the incarnation
+    /// seen running it, or the member one when it was created (0: unknown).
     Dispatched {
         node: NodeId,
         node_incarnation: u64,
+        batch: Option<u32>,
     },
-    /// The create of its current attempt on `node` failed: the attempt may
-    /// exist (the reply was lost) or still land. Created again under the
-    /// same name, never a new one, until that is settled (see `collect`).
+    /// The create of its current attempt's subtask folder on `node` failed:
+    /// the attempt may exist (the reply was lost) or still land. Created
+    /// again under the same name, never a new one, until that is settled
+    /// (see `collect`). (A batch whose create failed is unsure as a whole:
+    /// [`BatchRun::unsure`].)
     Unsure {
         node: NodeId,
+    },
+    /// Its attempt in batch `batch` ended for good (a success, or a
+    /// failure past the retries): final once the batch's record is written.
+    Ending {
+        batch: u32,
     },
     Done,
     Failed,
@@ -204,6 +261,10 @@ pub struct TaskManager {
     /// Units that failed for good and are not yet written to the task info.
     /// With the last attempt's error, recorded in the unit's `Failed.*` file.
     pub(super) unrecorded_failed: std::collections::BTreeMap<u32, String>,
+    /// This round's layout 3 batches not yet recorded, by number.
+    pub(super) batches: BTreeMap<u32, BatchRun>,
+    /// The highest batch number this round has seen or used.
+    pub(super) last_batch: u32,
 }
 
 impl TaskManager {
@@ -216,11 +277,25 @@ impl TaskManager {
             runs: vec![],
             unrecorded_failed: Default::default(),
             cannot_run: None,
+            batches: BTreeMap::new(),
+            last_batch: 0,
         }
+    }
+
+    pub(super) fn term(&self) -> u64 {
+        self.term
+    }
+
+    pub(super) fn units(&self) -> &[Unit] {
+        &self.units
     }
 
     pub(super) fn name(&self, round: u32, unit: usize, attempt: u32) -> Name {
         v2::subtask_name(&self.id, round, unit as u32, attempt)
+    }
+
+    pub(super) fn round_no(&self) -> u32 {
+        self.info.as_ref().map(|i| i.run.round).unwrap_or(0)
     }
 
     fn info(&mut self) -> &mut TaskInfo {
@@ -296,6 +371,7 @@ impl TaskManager {
             self.start_round(ctx, next).await?;
         }
         self.collect(ctx).await?;
+        self.record_batches(ctx).await?;
         self.dispatch_pending(ctx).await?;
         if self.unrecorded_failed.is_empty()
             && self.runs.iter().all(|r| matches!(r.state, UnitState::Done | UnitState::Failed))
@@ -332,7 +408,7 @@ impl TaskManager {
             }
         }
         if state == TaskState::Running {
-            self.rebuild(ctx, round).await?;
+            self.rebuild(ctx, round, &dir).await?;
             // Outcomes again, listed *after* the folders: a unit recorded and
             // its folder deleted (by an old manager) in between is seen here.
             let fresh = tasks::read_dir_with_outcomes(ctx.store, &self.id).await?;
@@ -341,69 +417,12 @@ impl TaskManager {
                     run.state = if *ok { UnitState::Done } else { UnitState::Failed };
                 }
             }
+            self.release_recorded();
+            self.last_batch = self.last_batch.max(fresh.batch_records(round).max().unwrap_or(0));
         }
         // Loaded only once everything above succeeded: a failure leaves the
         // manager unloaded, to start over next round.
         self.info = Some(info);
-        Ok(())
-    }
-
-    /// Finds this task's subtask folders on every node (from the tick's one
-    /// recursive LIST of `TaskAssigned/`, [`FolderCache::assigned`]), keeps the newest attempt of each unit of the
-    /// current round and deletes the rest.
-    async fn rebuild(&mut self, ctx: &mut Ctx<'_>, round: u32) -> Result<(), TaskError> {
-        tracing::debug!(task = %self.id, round, "rebuild");
-        let prefix = format!("{}.", self.id);
-        let seen: BTreeMap<(String, String), ()> = ctx
-            .folders
-            .assigned(ctx.store)
-            .await?
-            .iter()
-            .filter(|(_, sub)| sub.starts_with(&prefix))
-            .map(|k| (k.clone(), ()))
-            .collect();
-        let mut newest: BTreeMap<u32, (NodeId, u32)> = BTreeMap::new();
-        let mut stale = vec![];
-        for (node, sub) in seen.keys() {
-            let (Ok(node), Some((task, r, unit, attempt))) = (NodeId::parse(node), v2::parse_subtask_name(sub)) else {
-                continue;
-            };
-            if task != self.id {
-                continue;
-            }
-            let keep = r == round
-                && (unit as usize) < self.runs.len()
-                && !matches!(self.runs[unit as usize].state, UnitState::Done | UnitState::Failed);
-            if !keep {
-                stale.push((node, r, unit, attempt));
-                continue;
-            }
-            match newest.get(&unit) {
-                Some((_, a)) if *a >= attempt => stale.push((node, r, unit, attempt)),
-                _ => {
-                    if let Some((n, a)) = newest.insert(unit, (node, attempt)) {
-                        stale.push((n, r, unit, a));
-                    }
-                }
-            }
-        }
-        for (node, r, unit, attempt) in stale {
-            let name = v2::subtask_name(&self.id, r, unit, attempt);
-            ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
-            // Its worker kills the executor at once instead of at its next poll.
-            ctx.pokes.work(&node);
-        }
-        for (unit, (node, attempt)) in newest {
-            let run = &mut self.runs[unit as usize];
-            run.attempt = attempt;
-            // A manager that died between writing a subtask and poking (or
-            // stamping) its worker left that worker unaware of it: whoever
-            // rebuilds tells it again.
-            ctx.pokes.work(&node);
-            // Unknown: the first collect reads the Running marker to tell a
-            // run of the node's current incarnation from one of its old self.
-            run.state = UnitState::Dispatched { node, node_incarnation: 0 };
-        }
         Ok(())
     }
 
@@ -413,12 +432,7 @@ impl TaskManager {
         // LISTs, then one delete each: fewer requests than a blind delete of
         // both names of every unit).
         let old = tasks::read_dir_with_outcomes(ctx.store, &self.id).await?;
-        let old_outcomes: Vec<String> = old
-            .outcomes
-            .iter()
-            .filter(|(_, r, _)| round > 1 && *r == round - 1)
-            .map(|(ok, r, u)| old.outcome_path(&self.id, *ok, *r, *u))
-            .collect();
+        let old_outcomes: Vec<String> = if round > 1 { old.round_files(&self.id, round - 1) } else { vec![] };
         let wall = ctx.wall_ms;
         let fired = tasks::repeat::round_fire(self.info(), wall)?;
         let info = self.info();
@@ -433,168 +447,14 @@ impl TaskManager {
         let bytes = formats::encode(info);
         ctx.store.put(&v2::task_info(&self.id), bytes).await?;
         self.runs = vec![UnitRun::new(); self.units.len()];
+        self.batches.clear();
+        self.last_batch = 0;
         // The previous round's outcome files are summarized in the info:
         // drop them so that the task folder does not grow with rounds.
         for path in old_outcomes {
             let _ = ctx.store.delete(&path).await;
         }
         Ok(())
-    }
-
-    async fn dispatch_pending(&mut self, ctx: &mut Ctx<'_>) -> Result<(), TaskError> {
-        let info = self.info.clone().expect("loaded");
-        // Work for a named command goes to the members that define it; if
-        // none advertises it (older nodes, a stale view), to any member,
-        // whose worker then fails the attempt naming the command.
-        let named = info.run.executor.as_ref().and_then(|e| e.command_name.clone());
-        let having: Vec<&NodeId> = match &named {
-            Some(n) => ctx.members.keys().filter(|m| ctx.commands.get(*m).is_some_and(|c| c.contains(n))).collect(),
-            None => vec![],
-        };
-        // Only on members that run the task's executor: a node that does
-        // not know it could not even read the subtask's info.
-        let kind = info.run.executor.as_ref().map(|e| e.kind).unwrap_or(ctx.cfg.executor);
-        let runs = |m: &&NodeId| kind.run_by(ctx.executors.get(*m).and_then(|e| e.as_deref()));
-        let ring = if having.is_empty() {
-            Ring::new(ctx.members.keys().filter(runs))
-        } else {
-            Ring::new(having.into_iter().filter(runs))
-        };
-        if ring.is_empty() {
-            return Ok(());
-        }
-        // A commit unit waits until every other unit of the round ended.
-        let others_ended = self
-            .units
-            .iter()
-            .zip(&self.runs)
-            .all(|(unit, r)| *unit == Unit::Commit || matches!(r.state, UnitState::Done | UnitState::Failed));
-        let mut dispatched = 0;
-        let mut planned: Vec<(usize, NodeId, Name, Vec<u8>)> = vec![];
-        let mut held: HashMap<NodeId, usize> = HashMap::new();
-        // Nodes that hold a subtask of this task dispatched by an earlier
-        // round, to their current incarnation, and not yet collected: they
-        // list their folders at every poll until it is collected, so a new
-        // subtask needs a poke but no inbox stamp (see `Pokes::hint`).
-        let mut announced: std::collections::HashSet<NodeId> = Default::default();
-        for r in &self.runs {
-            match &r.state {
-                UnitState::Dispatched { node, node_incarnation } => {
-                    *held.entry(node.clone()).or_default() += 1;
-                    if *node_incarnation != 0 && ctx.members.get(node) == Some(node_incarnation) {
-                        announced.insert(node.clone());
-                    }
-                }
-                UnitState::Unsure { node } => *held.entry(node.clone()).or_default() += 1,
-                _ => {}
-            }
-        }
-        for u in 0..self.runs.len() {
-            if self.runs[u].state != UnitState::Pending || (self.units[u] == Unit::Commit && !others_ended) {
-                continue;
-            }
-            // The deadline bounds a round's time (a heartbeat is written
-            // between ticks); the count bounds its burst, so that workers
-            // start on the first subtasks while the rest are written.
-            if dispatched == MAX_DISPATCH_PER_ROUND || ctx.deadline.passed() {
-                // The rest go out on the node's next tick, at once.
-                ctx.pokes.work(ctx.me);
-                break;
-            }
-            let key = format!("{}/{u}", self.id);
-            let run = &mut self.runs[u];
-            let node = match run.prefer.clone().filter(|n| ctx.members.contains_key(n)) {
-                Some(n) => n,
-                None => ring.node_avoiding(&key, &run.avoid).expect("ring is not empty"),
-            };
-            let count = held.entry(node.clone()).or_default();
-            if *count >= DISPATCH_WINDOW {
-                // Its window is full: this unit waits for a collected one.
-                continue;
-            }
-            *count += 1;
-            run.prefer = None;
-            dispatched += 1;
-            run.attempt = v2::next_attempt(run.attempt, self.term);
-            let attempt = run.attempt;
-            let name = v2::subtask_name(&self.id, info.run.round, u as u32, attempt);
-            let bytes = self.subtask_bytes(ctx, u, node.clone(), attempt);
-            planned.push((u, node, name, bytes));
-        }
-        // The infos are independent files: written concurrently.
-        let store = ctx.store;
-        let results: Vec<(usize, NodeId, store::Result<Created>)> = futures::stream::iter(planned)
-            .map(|(u, node, name, bytes)| async move {
-                let r = store.create(&v2::subtask_info(&node, &name), bytes).await;
-                (u, node, r)
-            })
-            .buffer_unordered(WRITE_CONCURRENCY)
-            .collect()
-            .await;
-        let mut first_err = None;
-        for (u, node, r) in results {
-            match r {
-                Ok(created) => {
-                    if announced.contains(&node) {
-                        ctx.pokes.hint(&node);
-                    } else {
-                        ctx.pokes.work(&node);
-                    }
-                    // An existing folder of that name may already have been
-                    // run by anyone: unknown runner, so the first collect
-                    // checks its marker.
-                    let node_incarnation =
-                        if created == Created::Created { ctx.members.get(&node).copied().unwrap_or(0) } else { 0 };
-                    self.runs[u].state = UnitState::Dispatched { node, node_incarnation };
-                }
-                // It may exist all the same (a lost reply), or land later:
-                // settled by the next collect, under the same name.
-                Err(e) => {
-                    self.runs[u].state = UnitState::Unsure { node };
-                    first_err = first_err.or(Some(e));
-                }
-            }
-        }
-        match first_err {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        }
-    }
-
-    /// The info of unit `u`'s subtask, attempt `attempt` on `node`.
-    pub(super) fn subtask_bytes(&self, ctx: &Ctx<'_>, u: usize, node: NodeId, attempt: u32) -> Vec<u8> {
-        let info = self.info.as_ref().expect("loaded");
-        let mut sub = info.clone();
-        sub.sub_task_flag = true;
-        sub.state = SubtaskState::Init.as_str().into();
-        sub.result = Default::default();
-        sub.run.partitions.clear();
-        sub.run.done_units.clear();
-        sub.run.failed_units.clear();
-        sub.run.shards = None;
-        let shard = match &self.units[u] {
-            Unit::Partition(p) => {
-                sub.partition_name = Some(p.clone());
-                None
-            }
-            Unit::Shard(s) => Some(*s),
-            Unit::Whole => None,
-            Unit::Commit => {
-                sub.partition_name = Some(discover::commit_unit_name());
-                None
-            }
-        };
-        sub.run.subtask = Some(SubtaskMeta {
-            parent: self.id,
-            index: u as u32,
-            round: info.run.round,
-            attempt,
-            term: self.term,
-            node,
-            shard,
-            manager: Some(ctx.me.clone()),
-        });
-        formats::encode(&sub)
     }
 
     async fn end_round(&mut self, ctx: &mut Ctx<'_>) -> Result<Flow, TaskError> {
@@ -628,13 +488,21 @@ impl TaskManager {
     async fn cancel(&mut self, ctx: &mut Ctx<'_>) -> Result<Flow, TaskError> {
         let round = self.info.as_ref().expect("loaded").run.round;
         for u in 0..self.runs.len() {
-            if let UnitState::Dispatched { node, .. } | UnitState::Unsure { node } = self.runs[u].state.clone() {
+            if let UnitState::Dispatched { node, batch: None, .. } | UnitState::Unsure { node } =
+                self.runs[u].state.clone()
+            {
                 let name = self.name(round, u, self.runs[u].attempt);
                 // The worker kills the executor when its folder disappears.
                 ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
                 // Its worker kills the executor at once instead of at its next poll.
                 ctx.pokes.work(&node);
             }
+        }
+        // Every batch with it (the worker kills what runs from a batch
+        // that disappears).
+        for (n, b) in std::mem::take(&mut self.batches) {
+            ctx.store.delete_all(&v3::batch_dir(&b.node, &v3::batch_name(&self.id, round, n))).await?;
+            ctx.pokes.work(&b.node);
         }
         tracing::info!(task = %self.id, "task stopped on request");
         self.finish(ctx, TaskState::Cancel).await

@@ -18,7 +18,13 @@ fn without(node: &str) -> Vec<(&'static str, u64)> {
 /// and ends where it runs.
 #[tokio::test]
 async fn a_view_without_the_live_runner_does_not_move_its_unit() {
-    let lab = Lab::new().await;
+    for layout in LAYOUTS {
+        a_view_without_the_live_runner_does_not_move_its_unit_in(layout).await;
+    }
+}
+
+async fn a_view_without_the_live_runner_does_not_move_its_unit_in(layout: u32) {
+    let lab = Lab::new_in(layout).await;
     let id = lab.submit(3, 1).await;
     let mut m = TaskManager::new(id);
     lab.manage(&mut m, &ALL, &[]).await;
@@ -30,14 +36,24 @@ async fn a_view_without_the_live_runner_does_not_move_its_unit() {
             lab.clock.advance(Duration::from_millis(500));
         }
         let attempts = lab.attempts(&id, 0).await;
-        assert_eq!(attempts.keys().collect::<Vec<_>>(), [&(node.clone(), attempt)], "view {view:?}: {attempts:?}");
+        assert_eq!(
+            attempts.keys().collect::<Vec<_>>(),
+            [&(node.clone(), attempt)],
+            "layout {layout}, view {view:?}: {attempts:?}"
+        );
     }
-    // The run ends where it ran: recorded once.
+    // The run ends where it ran: recorded once (in layout 3 once its batch
+    // is recorded: the other units of the batch end too).
     lab.report(&id, 0, &node, attempt, SubtaskState::Success, 1).await;
+    for u in 1..3 {
+        let (nu, au) = lab.claim(&id, u, 1).await;
+        lab.report(&id, u, &nu, au, SubtaskState::Success, 1).await;
+    }
     lab.manage(&mut m, &without(&node), &[]).await;
-    assert!(lab.attempts(&id, 0).await.is_empty());
+    assert!(lab.attempts(&id, 0).await.is_empty(), "layout {layout}");
     let dir = tasks::read_dir_with_outcomes(&lab.store, &id).await.unwrap();
-    assert!(dir.outcomes.contains(&(true, 1, 0)), "{:?}", dir.outcomes);
+    assert!(dir.outcomes.contains(&(true, 1, 0)), "layout {layout}: {:?}", dir.outcomes);
+    assert_eq!(dir.recorded(1).len(), 3, "layout {layout}: {:?}", dir.outcomes);
 }
 
 /// What does end a claimed attempt: its runner declared offline (in the
@@ -46,14 +62,14 @@ async fn a_view_without_the_live_runner_does_not_move_its_unit() {
 /// node at once.
 #[tokio::test]
 async fn a_runner_declared_offline_ended_or_outrun_frees_its_unit() {
-    for case in ["view", "marker", "ended", "heartbeat"] {
-        let lab = Lab::new().await;
+    for (layout, case) in LAYOUTS.iter().flat_map(|l| ["view", "marker", "ended", "heartbeat"].map(|c| (*l, c))) {
+        let lab = Lab::new_in(layout).await;
         let id = lab.submit(1, 1).await;
         let mut m = TaskManager::new(id);
         lab.manage(&mut m, &ALL, &[]).await;
         let (node, attempt) = lab.claim(&id, 0, 1).await;
         lab.manage(&mut m, &without(&node), &[]).await;
-        assert_eq!(lab.attempts(&id, 0).await.len(), 1, "{case}: moved before anything ended the runner");
+        assert_eq!(lab.attempts(&id, 0).await.len(), 1, "{layout} {case}: moved before anything ended the runner");
         let nid = n(&node);
         let mut offline = vec![];
         match case {
@@ -82,10 +98,14 @@ async fn a_runner_declared_offline_ended_or_outrun_frees_its_unit() {
         }
         let offline: Vec<(&str, u64)> = offline;
         lab.manage(&mut m, &without(&node), &offline).await;
+        // Layout 3: the ended attempt stays in its batch (released) until
+        // the batch is recorded; the unit's newest attempt is elsewhere.
         let attempts = lab.attempts(&id, 0).await;
-        assert_eq!(attempts.len(), 1, "{case}: {attempts:?}");
-        let (to, next) = attempts.into_keys().next().unwrap();
-        assert!(to != node && next > attempt, "{case}: the unit went to {to} attempt {next}");
+        let live: Vec<_> = attempts.iter().filter(|(k, _)| *k != &(node.clone(), attempt)).collect();
+        assert_eq!(live.len(), 1, "{layout} {case}: {attempts:?}");
+        let (to, next) = live[0].0.clone();
+        assert!(to != node && next > attempt, "{layout} {case}: the unit went to {to} attempt {next}");
+        assert!(attempts.len() == 1 || layout == 3, "{layout} {case}: {attempts:?}");
     }
 }
 
@@ -95,48 +115,69 @@ async fn a_runner_declared_offline_ended_or_outrun_frees_its_unit() {
 /// node's worker claims first, the manager waits for that runner.
 #[tokio::test]
 async fn an_unstarted_attempt_is_taken_back_by_its_claim_before_it_moves() {
-    let lab = Lab::new().await;
+    for layout in LAYOUTS {
+        an_unstarted_attempt_is_taken_back_in(layout).await;
+    }
+}
+
+/// Layout 2 takes an attempt back by creating its claim (one name: one
+/// winner); layout 3 by its `Released` and a listing after it (the worker
+/// lists after its claim): the worker's claim made at the same moment wins
+/// either way, and the manager then waits for that runner.
+async fn an_unstarted_attempt_is_taken_back_in(layout: u32) {
+    let lab = Lab::new_in(layout).await;
     let id = lab.submit(2, 1).await;
     let mut m = TaskManager::new(id);
     lab.manage(&mut m, &ALL, &[]).await;
     let (node, attempt) = lab.only_attempt(&id, 0).await;
-    let name = v2::subtask_name(&id, 1, 0, attempt);
     // Unit 1 is on the same node when the ring put it there; else skip it.
     let (node1, attempt1) = lab.only_attempt(&id, 1).await;
     // The node's worker claims unit 1 at the very moment the manager takes
-    // it back (its create is the manager's next one on that path).
-    let claim1 = v2::subtask_status(&n(&node1), &v2::subtask_name(&id, 1, 1, attempt1), SubtaskState::Running);
-    let (store, path) = (lab.store.clone(), claim1.clone());
+    // it back (right before the manager's create of its take-back).
+    let claim1 = lab.claim_path(&id, &node1, 1, attempt1, 1).await;
+    let take_back1 = if layout == 2 {
+        claim1.clone()
+    } else {
+        let b = lab.batch_of(&id, &node1, 1, attempt1).await;
+        v3::unit_mark(&n(&node1), &b, 1, attempt1, v3::Mark::Released)
+    };
+    let (store, path, body) = (lab.store.clone(), claim1.clone(), lab.claim_body(1));
     let raced = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let r = raced.clone();
     lab.faults.set_on_op(Some(Arc::new(move |kind, p: &str| {
-        if kind == store::layers::OpKind::Create && p == path && !r.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            let mark = formats::encode(&StatusMark { incarnation: 1, ..Default::default() });
-            futures::executor::block_on(store.create(&path, mark)).unwrap();
+        if kind == store::layers::OpKind::Create
+            && p == take_back1
+            && !r.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            futures::executor::block_on(store.create(&path, body.clone())).unwrap();
         }
     })));
     let gone = without(&node);
     let gone: Vec<(&str, u64)> = if node1 == node { gone } else { without(&node1) };
     lab.manage(&mut m, &gone, &[]).await;
     heal(&lab.faults);
-    // Unit 0 (if its node is the one gone): taken back by its claim, then
-    // dispatched elsewhere.
+    // Unit 0 (if its node is the one gone): taken back, then dispatched
+    // elsewhere (layout 3: its old attempt stays released in its batch).
     if node1 == node {
         let a0 = lab.attempts(&id, 0).await;
-        assert_eq!(a0.len(), 1, "{a0:?}");
-        let ((to, next), _) = a0.into_iter().next().unwrap();
-        assert!(to != node && next > attempt, "unit 0 went to {to} attempt {next}");
-        assert!(lab.store.read(&v2::subtask_info(&n(&node), &name)).await.unwrap().is_none());
+        let (to, next) = lab.only_attempt(&id, 0).await;
+        assert!(to != node && next > attempt, "layout {layout}: unit 0 went to {to} attempt {next}: {a0:?}");
+        match layout {
+            2 => assert_eq!(a0.len(), 1, "{a0:?}"),
+            _ => assert!(a0[&(node.clone(), attempt)].contains(&v3::RELEASED.to_string()), "{a0:?}"),
+        }
     }
     // Unit 1: the worker's claim won; the manager waits for that runner.
-    assert!(raced.load(std::sync::atomic::Ordering::SeqCst), "the manager never tried to take unit 1 back");
+    assert!(raced.load(std::sync::atomic::Ordering::SeqCst), "layout {layout}: the manager never took unit 1 back");
     for _ in 0..3 {
         lab.manage(&mut m, &gone, &[]).await;
     }
     let a1 = lab.attempts(&id, 1).await;
-    assert_eq!(a1.keys().collect::<Vec<_>>(), [&(node1.clone(), attempt1)], "{a1:?}");
-    let mark = lab.store.read(&claim1).await.unwrap().unwrap();
-    assert_eq!(formats::decode::<StatusMark>(&mark).unwrap().incarnation, 1, "the worker's claim stands");
+    assert_eq!(a1.keys().collect::<Vec<_>>(), [&(node1.clone(), attempt1)], "layout {layout}: {a1:?}");
+    let mark = lab.store.read(&claim1).await.unwrap().expect("the worker's claim stands");
+    if layout == 2 {
+        assert_eq!(formats::decode::<StatusMark>(&mark).unwrap().incarnation, 1, "the worker's claim stands");
+    }
 }
 
 /// The create of an attempt landed, but its reply was lost (or came after
@@ -145,17 +186,16 @@ async fn an_unstarted_attempt_is_taken_back_by_its_claim_before_it_moves() {
 /// adopts it. A create that did not land is made again under the same name.
 #[tokio::test]
 async fn a_dispatch_whose_reply_was_lost_is_adopted_not_numbered_again() {
-    for lost in [1.0, 0.0] {
-        let lab = Lab::new().await;
+    for (layout, lost) in LAYOUTS.iter().flat_map(|l| [1.0, 0.0].map(|x| (*l, x))) {
+        let lab = Lab::new_in(layout).await;
         let id = lab.submit(4, 1).await;
         let mut m = TaskManager::new(id);
-        let dispatch = |p: &str| p.starts_with(v2::TASK_ASSIGNED) && p.ends_with(v2::TASK_INFO);
-        fail_only(&lab.faults, dispatch, lost);
+        fail_only(&lab.faults, Lab::is_dispatch, lost);
         lab.manage(&mut m, &ALL, &[]).await;
         let landed: usize =
             futures::future::join_all((0..4).map(|u| lab.attempts(&id, u))).await.iter().map(|a| a.len()).sum();
-        assert_eq!(landed, if lost > 0.0 { 4 } else { 0 }, "lost {lost}");
-        assert!(lab.faults.injected() >= 4);
+        assert_eq!(landed, if lost > 0.0 { 4 } else { 0 }, "layout {layout}, lost {lost}");
+        assert!(lab.faults.injected() >= if layout == 2 { 4 } else { 1 });
         heal(&lab.faults);
         for _ in 0..3 {
             lab.manage(&mut m, &ALL, &[]).await;
@@ -163,7 +203,7 @@ async fn a_dispatch_whose_reply_was_lost_is_adopted_not_numbered_again() {
         for u in 0..4 {
             let a = lab.attempts(&id, u).await;
             let attempts: Vec<u32> = a.keys().map(|(_, a)| *a).collect();
-            assert_eq!(attempts, [1], "lost {lost}, unit {u}: {a:?}");
+            assert_eq!(attempts, [1], "layout {layout}, lost {lost}, unit {u}: {a:?}");
         }
     }
 }
@@ -173,10 +213,19 @@ async fn a_dispatch_whose_reply_was_lost_is_adopted_not_numbered_again() {
 /// keeps that claim; the unit goes elsewhere.
 #[tokio::test]
 async fn an_unsure_attempt_on_a_node_gone_from_the_view_is_fenced_by_a_kept_claim() {
-    let lab = Lab::new().await;
+    for layout in LAYOUTS {
+        an_unsure_attempt_is_fenced_in(layout).await;
+    }
+}
+
+/// Layout 2 keeps the manager's claim on the subtask's name; layout 3
+/// releases the whole batch (`Released`): an `Info` that lands late starts
+/// nothing.
+async fn an_unsure_attempt_is_fenced_in(layout: u32) {
+    let lab = Lab::new_in(layout).await;
     let id = lab.submit(1, 1).await;
     let mut m = TaskManager::new(id);
-    fail_only(&lab.faults, |p: &str| p.starts_with(v2::TASK_ASSIGNED) && p.ends_with(v2::TASK_INFO), 0.0);
+    fail_only(&lab.faults, Lab::is_dispatch, 0.0);
     lab.manage(&mut m, &ALL, &[]).await;
     heal(&lab.faults);
     assert!(lab.attempts(&id, 0).await.is_empty());
@@ -186,16 +235,43 @@ async fn an_unsure_attempt_on_a_node_gone_from_the_view_is_fenced_by_a_kept_clai
     lab.manage(&mut m, &without(meant.as_str()), &[]).await;
     lab.manage(&mut m, &without(meant.as_str()), &[]).await;
     let a = lab.attempts(&id, 0).await;
-    let kept = a.get(&(meant.to_string(), 1)).expect("the claim on the name is kept");
-    assert_eq!(kept, &[SubtaskState::Running.file_name()], "{a:?}");
-    assert!(a.keys().any(|(to, next)| *to != meant.as_str() && *next > 1), "not dispatched elsewhere: {a:?}");
-    // The create lands late: its worker cannot claim it.
-    let name = v2::subtask_name(&id, 1, 0, 1);
-    let claim = v2::subtask_status(&meant, &name, SubtaskState::Running);
-    assert_eq!(
-        lab.store.create(&claim, formats::encode(&StatusMark { incarnation: 1, ..Default::default() })).await.unwrap(),
-        store::Created::Exists
+    assert!(
+        a.keys().any(|(to, next)| *to != meant.as_str() && *next > 1),
+        "layout {layout}: not dispatched elsewhere: {a:?}"
     );
+    if layout == 2 {
+        let kept = a.get(&(meant.to_string(), 1)).expect("the claim on the name is kept");
+        assert_eq!(kept, &[SubtaskState::Running.file_name()], "{a:?}");
+        // The create lands late: its worker cannot claim it.
+        let name = v2::subtask_name(&id, 1, 0, 1);
+        let claim = v2::subtask_status(&meant, &name, SubtaskState::Running);
+        let mark = formats::encode(&StatusMark { incarnation: 1, ..Default::default() });
+        assert_eq!(lab.store.create(&claim, mark).await.unwrap(), store::Created::Exists);
+        return;
+    }
+    let batch = v3::batch_name(&id, 1, 1);
+    let left: Vec<String> =
+        lab.store.list(&v3::batch_dir(&meant, &batch)).await.unwrap().iter().map(|e| e.name().to_string()).collect();
+    assert_eq!(left, [v3::RELEASED], "the batch is released and kept: {a:?}");
+    // The create lands late: its worker starts nothing from it.
+    let info = v3::BatchInfo {
+        task: tasks::read_info(&lab.store, &id).await.unwrap(),
+        round: 1,
+        batch: 1,
+        term: 1,
+        node: meant.clone(),
+        manager: n("n1"),
+        units: vec![v3::BatchUnit { unit: 0, attempt: 1, partition: None, shard: None }],
+    };
+    lab.store.create(&v3::batch_info(&meant, &batch), formats::encode(&info)).await.unwrap();
+    let mut w = compactd::tasks::worker::Worker::new(meant.clone());
+    let now = lab.clock.mono();
+    w.groups().open(1, now + Duration::from_secs(60), now);
+    let listed = compactd::tasks::worker::list_node(&lab.store, &meant).await.unwrap();
+    let deadline = Deadline::new(lab.shared_clock(), now + Duration::from_secs(60));
+    w.round(&lab.store, &lab.work, 1, &listed, lab.clock.wall_ms(), &deadline).await.unwrap();
+    assert_eq!(w.running(), 0, "a late create of a released batch started");
+    assert!(lab.started().is_empty());
 }
 
 /// `compactd reassign` moves a unit whose run is live: the attempt gets a
@@ -203,7 +279,13 @@ async fn an_unsure_attempt_on_a_node_gone_from_the_view_is_fenced_by_a_kept_clai
 /// acknowledged that the run ended (its `Failed` mark).
 #[tokio::test]
 async fn a_reassigned_unit_moves_only_after_its_worker_acknowledges() {
-    let lab = Lab::new().await;
+    for layout in LAYOUTS {
+        a_reassigned_unit_moves_in(layout).await;
+    }
+}
+
+async fn a_reassigned_unit_moves_in(layout: u32) {
+    let lab = Lab::new_in(layout).await;
     let id = lab.submit(1, 1).await;
     let mut m = TaskManager::new(id);
     lab.manage(&mut m, &ALL, &[]).await;
@@ -215,12 +297,12 @@ async fn a_reassigned_unit_moves_only_after_its_worker_acknowledges() {
         lab.manage(&mut m, &ALL, &[]).await;
     }
     let a = lab.attempts(&id, 0).await;
-    assert_eq!(a.len(), 1, "moved before the run ended: {a:?}");
-    assert!(a[&(node.clone(), attempt)].contains(&SubtaskState::Cancel.file_name()), "{a:?}");
+    assert_eq!(a.len(), 1, "layout {layout}: moved before the run ended: {a:?}");
+    assert!(a[&(node.clone(), attempt)].contains(&SubtaskState::Cancel.file_name()), "layout {layout}: {a:?}");
     lab.report(&id, 0, &node, attempt, SubtaskState::Failed, 1).await;
     lab.manage(&mut m, &ALL, &[]).await;
     let a = lab.attempts(&id, 0).await;
-    assert_eq!(a.keys().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), [to], "{a:?}");
+    assert_eq!(a.keys().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), [to], "layout {layout}: {a:?}");
 }
 
 /// An attempt's folder that vanished (deleted by hand, or by a stale
@@ -230,22 +312,31 @@ async fn a_reassigned_unit_moves_only_after_its_worker_acknowledges() {
 /// incarnation.
 #[tokio::test]
 async fn a_vanished_folder_waits_for_an_acknowledgement() {
-    let lab = Lab::new().await;
+    for layout in LAYOUTS {
+        a_vanished_folder_waits_in(layout).await;
+    }
+}
+
+async fn a_vanished_folder_waits_in(layout: u32) {
+    let lab = Lab::new_in(layout).await;
     let id = lab.submit(1, 1).await;
     let mut m = TaskManager::new(id);
     lab.manage(&mut m, &ALL, &[]).await;
     let (node, attempt) = lab.claim(&id, 0, 1).await;
     lab.manage(&mut m, &ALL, &[]).await;
-    let name = v2::subtask_name(&id, 1, 0, attempt);
-    lab.store.delete_all(&v2::subtask_dir(&n(&node), &name)).await.unwrap();
+    lab.remove_folder(&id, &node, 0, attempt).await;
     for _ in 0..3 {
         lab.manage(&mut m, &ALL, &[]).await;
     }
     let a = lab.attempts(&id, 0).await;
-    assert_eq!(a.get(&(node.clone(), attempt)), Some(&vec![SubtaskState::Cancel.file_name()]), "{a:?}");
-    assert_eq!(a.len(), 1, "moved while its run may be alive: {a:?}");
+    assert_eq!(
+        a.get(&(node.clone(), attempt)),
+        Some(&vec![SubtaskState::Cancel.file_name()]),
+        "layout {layout}: {a:?}"
+    );
+    assert_eq!(a.len(), 1, "layout {layout}: moved while its run may be alive: {a:?}");
     lab.report(&id, 0, &node, attempt, SubtaskState::Failed, 1).await;
     lab.manage(&mut m, &ALL, &[]).await;
     let a = lab.attempts(&id, 0).await;
-    assert!(a.len() == 1 && a.keys().all(|(_, next)| *next > attempt), "{a:?}");
+    assert!(a.len() == 1 && a.keys().all(|(_, next)| *next > attempt), "layout {layout}: {a:?}");
 }

@@ -1,8 +1,8 @@
 /*
  * An LD_PRELOAD shim that SIGKILLs the process at an exact point of a file
  * create, for the deterministic crash tests (tests/create_kill.rs). It
- * interposes libc's write(2) family, linkat(2)/link(2), renameat(2)/rename(2)
- * and unlinkat(2)/unlink(2); nothing else.
+ * interposes libc's write(2) family, linkat(2)/link(2), renameat(2)/rename(2),
+ * unlinkat(2)/unlink(2) and the exclusive creates of openat(2); nothing else.
  *
  *   COMPACTD_KILL_AT    write        first write to a file whose path contains
  *                                    COMPACTD_KILL_PATH (the file is open and
@@ -14,9 +14,15 @@
  *                                    or target contains the pattern
  *                       unlink-before / unlink-after   an unlink of a name
  *                                    containing the pattern
+ *                       create-before / create-after   an exclusive create
+ *                                    (openat with O_CREAT|O_EXCL: an empty
+ *                                    marker made at its name) of a file
+ *                                    whose path contains the pattern, before
+ *                                    it is made / right after (not synced)
  *   COMPACTD_KILL_PATH  substring of the path (writes: of /proc/self/fd/N;
  *                       links and renames: of the source or the target;
- *                       unlinks: of the name as passed, relative to its folder)
+ *                       unlinks: of the name as passed, relative to its folder;
+ *                       exclusive creates: of the folder's real path + name)
  *   COMPACTD_KILL_NTH   kill at the Nth matching call (default 1)
  *
  * Unset, the shim only forwards. Built by the tests with `cc -shared -fPIC`.
@@ -25,6 +31,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,4 +158,51 @@ int unlinkat(int dirfd, const char *path, int flags) {
 
 int unlink(const char *path) {
     return unlinkat(AT_FDCWD, path, 0);
+}
+
+/* An exclusive create at a name relative to a folder's descriptor: the
+ * folder's real path plus the name is matched. */
+static int at_matches(int dirfd, const char *path) {
+    if (path_matches(path)) return 1;
+    if (dirfd == AT_FDCWD || !path || path[0] == '/') return 0;
+    char link[64], real[4096 + 256];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", dirfd);
+    ssize_t n = readlink(link, real, 4096);
+    if (n <= 0) return 0;
+    real[n] = 0;
+    strncat(real, "/", sizeof real - strlen(real) - 1);
+    strncat(real, path, sizeof real - strlen(real) - 1);
+    return path_matches_as_given(real);
+}
+
+static int openat_with(const char *sym, int dirfd, const char *path, int flags, mode_t m) {
+    int (*real)(int, const char *, int, ...) = dlsym(RTLD_NEXT, sym);
+    int excl = (flags & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
+    int hit = excl && at_matches(dirfd, path);
+    if (hit && mode_is("create-before")) die();
+    int r = real(dirfd, path, flags, m);
+    if (r >= 0 && hit && mode_is("create-after")) die();
+    return r;
+}
+
+int openat(int dirfd, const char *path, int flags, ...) {
+    mode_t m = 0;
+    if (flags & O_CREAT) {
+        va_list ap;
+        va_start(ap, flags);
+        m = va_arg(ap, int);
+        va_end(ap);
+    }
+    return openat_with("openat", dirfd, path, flags, m);
+}
+
+int openat64(int dirfd, const char *path, int flags, ...) {
+    mode_t m = 0;
+    if (flags & O_CREAT) {
+        va_list ap;
+        va_start(ap, flags);
+        m = va_arg(ap, int);
+        va_end(ap);
+    }
+    return openat_with("openat64", dirfd, path, flags, m);
 }

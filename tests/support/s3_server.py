@@ -55,8 +55,9 @@ def main() -> None:
     )
 
     moto_app = DomainDispatcherApplication(create_backend_app)
-    # Requests served, by bucket and method, for the benchmarks: `GET
-    # /_requests` answers them as JSON (no bucket name starts with `_`).
+    # Requests served, by bucket and method (LIST and POST-DELETE apart),
+    # for the benchmarks: `GET /_requests` answers them as JSON (no bucket
+    # name starts with `_`).
     counts = {}
 
     def app(environ, start_response):
@@ -67,8 +68,16 @@ def main() -> None:
             body = json.dumps(counts).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
-        bucket = path.lstrip("/").split("/", 1)[0]
-        key = f"{bucket} {environ.get('REQUEST_METHOD', '?')}"
+        bucket, _, obj = path.lstrip("/").partition("/")
+        method = environ.get("REQUEST_METHOD", "?")
+        query = environ.get("QUERY_STRING", "")
+        # A GET of the bucket is a LIST, a POST with `?delete` a batch
+        # delete: priced and counted apart from object GETs and POSTs.
+        if method == "GET" and not obj:
+            method = "LIST"
+        elif method == "POST" and "delete" in query.split("&"):
+            method = "POST-DELETE"
+        key = f"{bucket} {method}"
         counts[key] = counts.get(key, 0) + 1
         if bucket.startswith("ignores-conditions"):
             # An S3-compatible server that ignores conditional writes (as

@@ -263,10 +263,7 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
         tokio::time::sleep(job.merge.delay_before_commit).await;
     }
     if let Some((sched, folder)) = &job.merge.fence {
-        let files = sched.list(folder).await?;
-        let ours = files.iter().any(|e| e.name() == layouts::v2::TASK_INFO)
-            && !files.iter().any(|e| e.name() == layouts::SubtaskState::Cancel.file_name());
-        if !ours {
+        if !crate::executor::merge::fence_holds(sched, folder).await? {
             remove_attempt_files(store, job, &store_dir).await;
             return Err(job.broken(SUPERSEDED));
         }

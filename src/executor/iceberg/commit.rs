@@ -30,14 +30,9 @@ use crate::executor::merge::SUPERSEDED;
 async fn staged(job: &IcebergJob) -> Result<(Vec<StagedUnit>, Vec<String>), IcebergError> {
     let (tree, task) = job.tree()?;
     let round = job.merge.round;
-    let done: BTreeSet<u32> = tree
-        .list(&layouts::v2::outcomes_dir(&task))
-        .await?
-        .iter()
-        .filter_map(|e| layouts::v2::parse_unit_outcome(e.name()))
-        .filter(|(ok, r, _)| *ok && *r == round)
-        .map(|(_, _, u)| u)
-        .collect();
+    // Per-unit outcome files, and batch records (layouts::v3).
+    let outcomes = crate::tasks::outcomes::read_dir_with_outcomes(tree, &task).await?;
+    let done: BTreeSet<u32> = outcomes.recorded(round).into_iter().filter(|(_, ok)| *ok).map(|(u, _)| u).collect();
     let mut newest: BTreeMap<u32, (u32, String)> = BTreeMap::new();
     let mut others = vec![];
     for e in tree.list(&layouts::v2::staged_dir(&task)).await? {
@@ -250,10 +245,7 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
 /// one: then nothing is committed).
 async fn fence(store: &Store, job: &IcebergJob, built: &Built) -> Result<(), IcebergError> {
     if let Some((sched, folder)) = &job.merge.fence {
-        let files = sched.list(folder).await?;
-        let ours = files.iter().any(|e| e.name() == layouts::v2::TASK_INFO)
-            && !files.iter().any(|e| e.name() == layouts::SubtaskState::Cancel.file_name());
-        if !ours {
+        if !crate::executor::merge::fence_holds(sched, folder).await? {
             remove_outputs(store, built.files.iter()).await;
             return Err(job.broken(SUPERSEDED));
         }

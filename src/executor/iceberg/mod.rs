@@ -122,12 +122,12 @@ impl IcebergJob {
         Ok((tree, id))
     }
 
-    /// The index of this unit in its task, from the subtask folder's name.
+    /// The index of this unit in its task, from its fence (a subtask
+    /// folder, or a unit of a batch).
     fn unit_index(&self) -> Result<u32, IcebergError> {
         let dir = self.merge.fence.as_ref().map(|(_, d)| d.as_str()).unwrap_or("");
-        let name = dir.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-        layouts::v2::parse_subtask_name(name)
-            .map(|(_, _, unit, _)| unit)
+        layouts::v3::fence_unit(dir)
+            .map(|(unit, _)| unit)
             .ok_or_else(|| self.broken(format!("--fence-dir {dir} does not name a subtask")))
     }
 }

@@ -108,10 +108,7 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
     };
     let (tree, task) = job.tree()?;
     if let Some((sched, folder)) = &job.merge.fence {
-        let files = sched.list(folder).await?;
-        let ours = files.iter().any(|e| e.name() == layouts::v2::TASK_INFO)
-            && !files.iter().any(|e| e.name() == layouts::SubtaskState::Cancel.file_name());
-        if !ours {
+        if !crate::executor::merge::fence_holds(sched, folder).await? {
             remove_attempt_files(store, &out_dir, &stem).await;
             return Err(job.broken(SUPERSEDED));
         }

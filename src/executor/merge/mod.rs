@@ -201,6 +201,14 @@ async fn unlink_planted_meta_links(store: &Store, job: &MergeJob) -> Result<(), 
     Ok(())
 }
 
+/// Whether the attempt a `--fence-dir` names is still its manager's: a
+/// subtask folder (layout 2) or a unit of a batch (layout 3) whose info is
+/// there and that is not cancelled. One listing of the scheduler tree.
+pub async fn fence_holds(sched: &Store, fence: &str) -> store::Result<bool> {
+    let files = sched.list(&layouts::v3::fence_folder(fence)).await?;
+    Ok(layouts::v3::fence_holds(fence, files.iter().map(|e| e.name())))
+}
+
 pub async fn run(store: &Store, job: &MergeJob) -> Result<Outcome, MergeError> {
     run_with_stats(store, job).await.map(|(o, _)| o)
 }
@@ -250,11 +258,8 @@ pub async fn run_with_stats(store: &Store, job: &MergeJob) -> Result<(Outcome, B
         #[allow(clippy::disallowed_methods)]
         tokio::time::sleep(job.delay_before_commit).await;
     }
-    if let Some((sched, folder)) = &job.fence {
-        let files = sched.list(folder).await?;
-        let ours = files.iter().any(|e| e.name() == layouts::v2::TASK_INFO)
-            && !files.iter().any(|e| e.name() == layouts::SubtaskState::Cancel.file_name());
-        if !ours {
+    if let Some((sched, fence)) = &job.fence {
+        if !fence_holds(sched, fence).await? {
             store.delete_all(&staging).await?;
             return Err(job.broken(SUPERSEDED));
         }

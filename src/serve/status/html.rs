@@ -273,7 +273,11 @@ pub fn render_index(v: &ClusterView) -> String {
             "<tr class=\"node\" data-node=\"{id}\"><td>{id}</td><td>{}{}</td><td class=\"num\">{}</td><td>{}</td>\
              <td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
             badge(state),
-            if n.monitor { format!(" {}", badge("monitor")) } else { String::new() },
+            [(n.monitor, "monitor"), (n.draining, "draining"), (n.behind_layout(), "old layout: upgrade it")]
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, b)| format!(" {}", badge(b)))
+                .collect::<String>(),
             n.incarnation.map(|i| i.to_string()).unwrap_or_default(),
             // On the backend's clock where known: the writer's and this
             // node's wall clocks may both be off (skews in the last column).

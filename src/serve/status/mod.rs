@@ -48,6 +48,23 @@ pub struct NodeRow {
     /// each observer's monotonic clock. It is shown so that a skewed host
     /// is seen, not hidden.
     pub clock_skew_ms: Option<i64>,
+    /// Its heartbeat says it is draining (a first SIGTERM): it starts
+    /// nothing new and leaves once its running units reported.
+    pub draining: bool,
+    /// The tree layouts its heartbeat says it reads (`[2]` for a node that
+    /// predates the list).
+    pub layouts: Vec<u32>,
+    /// The layout in force in the cluster (`Registry/Layout.<n>`, as the
+    /// lease says).
+    pub layout_in_force: u32,
+}
+
+impl NodeRow {
+    /// A live node that cannot read the layout in force: it gets no new
+    /// work (`nodes` says "upgrade it").
+    pub fn behind_layout(&self) -> bool {
+        self.alive && !self.layouts.contains(&self.layout_in_force)
+    }
 }
 
 /// A skew at least this large is flagged (`nodes`, the status page), or
@@ -120,6 +137,11 @@ pub async fn nodes_with(
                 addr: hb.and_then(|h| h.addr.clone()),
                 declared_offline,
                 clock_skew_ms: dated.and_then(DatedHeartbeat::clock_skew_ms),
+                draining: hb.is_some_and(|h| h.draining),
+                layouts: hb
+                    .map(|h| h.layouts.clone().unwrap_or_else(|| layouts::layout::LEGACY_READS.to_vec()))
+                    .unwrap_or_default(),
+                layout_in_force: lease.map(formats::Lease::layout).unwrap_or(layouts::layout::LAYOUT_2),
                 id: id.to_string(),
             }
         })

@@ -28,6 +28,14 @@
 //!    ([`sweep_stale_temps`] removes those an older version left in
 //!    `<root>/.compactd-tmp/`).
 //!
+//! An **empty** file (a state marker, a claim, a lock) skips steps 1, 2 and
+//! 4: it is created at its name with `openat(O_CREAT|O_EXCL|O_NOFOLLOW)`,
+//! synced, and its folder synced. With no content there is nothing to see
+//! half-written, so the exclusive create is complete-or-absent and the
+//! decision by itself: one `openat` and two `fsync`s instead of a temp file,
+//! a `link` and an `unlink` (what made a marker cost as much as a file
+//! with content).
+//!
 //! NFS: `link` is atomic on the server (NFSv3 and v4), and the reply cache
 //! covers a retransmitted `LINK` whose first reply was lost; a client that
 //! still sees `EEXIST` for its own retransmission would report "lost the race"

@@ -69,6 +69,26 @@ impl Dir {
         Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
     }
 
+    /// Creates the empty file `name` in this folder if no name stands there
+    /// (`openat(O_CREAT | O_EXCL | O_NOFOLLOW)`: exclusive, and a link at
+    /// the name counts as a name), and syncs it (its inode survives a power
+    /// loss with the folder's entry, which the caller syncs). `Ok(false)`:
+    /// the name existed.
+    pub(crate) fn create_empty(&self, name: &str) -> io::Result<bool> {
+        let n = cstr(name)?;
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_CLOEXEC;
+        // SAFETY: a valid fd and C string; the returned fd is owned below.
+        let r = unsafe { libc::openat(self.raw(), n.as_ptr(), flags, 0o666 as libc::c_uint) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::AlreadyExists { Ok(false) } else { Err(e) };
+        }
+        // SAFETY: a fresh fd owned by nobody else.
+        let f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(r) });
+        f.sync_all()?;
+        Ok(true)
+    }
+
     /// Opens the folder `name` in this one without following a link;
     /// `None` if it is gone. (A listing's subfolders: one `openat`.)
     pub(crate) fn open_child(&self, name: &str) -> io::Result<Option<Dir>> {

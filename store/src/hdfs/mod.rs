@@ -14,6 +14,7 @@
 //! | operation | NameNode RPCs | how |
 //! |---|---|---|
 //! | create-once ([`writer`]) | `create` + `addBlock` per block + `complete` + `rename2` | staged under a temp name beside the target, closed, then published with `rename2` **without** `OVERWRITE`, which refuses an existing target atomically |
+//! | create-once of an empty file (a marker) | `create` + `complete` | `create` **without** overwrite at the name itself (exclusive), then `complete`: no block, no temp |
 //! | replace | the same, `rename2` **with** `OVERWRITE` | readers see the old or the new file, never a mix |
 //! | read | `getBlockLocations` | the data comes from the DataNodes |
 //! | stat | `getFileInfo` | |
@@ -25,8 +26,12 @@
 //! - A name the protocol creates holds its whole content from the moment it
 //!   is visible: the NameNode shows a file under construction (length 0,
 //!   growing) until `complete`, and a writer that dies leaves it to lease
-//!   recovery with whatever it had written, so nothing is ever written at a
-//!   final name; only a completed temp file is renamed there.
+//!   recovery with whatever it had written, so nothing with content is ever
+//!   written at a final name; only a completed temp file is renamed there.
+//!   An empty file is the exception: under construction or completed it is
+//!   empty, so its name is created directly (`create` without overwrite is
+//!   exclusive: `FileAlreadyExistsException`, `AlreadyBeingCreatedException`
+//!   and `RecoveryInProgressException` all say the name exists).
 //! - A write of up to 8 MiB (every file of the tree) is done whole in
 //!   `close`, from memory, so the retry layer's retry of a failed close
 //!   starts it over; a larger, streamed write that failed is poisoned and

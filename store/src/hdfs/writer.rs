@@ -1,5 +1,6 @@
 //! Writes: staged under a temp name beside the target, completed (closed),
-//! then published by one `rename2` (see the module doc of `hdfs`).
+//! then published by one `rename2` (see the module doc of `hdfs`); an empty
+//! create-once file (a marker) is created at its name directly.
 //!
 //! Content up to [`BUFFER`] is held in memory and the whole write (create,
 //! data, complete, rename) happens in `close`, so a `close` that failed can
@@ -84,6 +85,38 @@ impl HdfsWriter {
     async fn discard(&self, abs: &str) {
         self.core.count(Method::Delete);
         let _ = self.core.client.delete(abs, false).await;
+    }
+
+    /// Creates the empty file at the target itself (see `close`): 2
+    /// NameNode RPCs and no block. An existing name, one being created by
+    /// another client, or one whose dead creator's lease is being recovered,
+    /// all mean "exists". A `complete` that fails leaves the empty file
+    /// standing (its name is already the decision): the error says so, and
+    /// a reader finds the name either way, as for a create whose reply was
+    /// lost.
+    async fn create_empty(&self) -> Result<()> {
+        let target = self.core.abs(&self.path);
+        self.core.count(Method::Create);
+        let opts = WriteOptions::default().overwrite(false).create_parent(true);
+        let mut w = match self.core.client.create(&target, opts).await {
+            Ok(w) => w,
+            Err(e) => {
+                let exists = matches!(&e, HdfsError::AlreadyExists(_))
+                    || matches!(&e, HdfsError::RPCError(c, _) if c.ends_with("FileAlreadyExistsException")
+                        || c.ends_with("AlreadyBeingCreatedException")
+                        || c.ends_with("RecoveryInProgressException"));
+                if exists {
+                    return Err(Error::new(
+                        ErrorKind::ConditionNotMatch,
+                        "file already exists, doesn't match the condition if_not_exists",
+                    )
+                    .with_context("path", &self.path));
+                }
+                return Err(to_error(e, "create (empty)").with_context("path", &self.path));
+            }
+        };
+        self.core.count(Method::Complete);
+        w.close().await.map_err(|e| to_error(e, "complete (empty)").with_context("path", &self.path))
     }
 
     /// Completes the temp file and publishes it at the target.
@@ -176,6 +209,11 @@ impl oio::Write for HdfsWriter {
                 self.poisoned = r.is_err();
                 r?;
             }
+            // An empty create-once file: one `create` without overwrite at
+            // the name itself, then `complete`. Nothing to stage: a marker
+            // under construction and a completed one both read as empty, so
+            // the name is complete from the moment it is visible.
+            None if self.once && self.len == 0 => self.create_empty().await?,
             // Buffered: the whole write from the buffer, which stays, so a
             // failed close can be retried.
             None => {

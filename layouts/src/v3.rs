@@ -1,0 +1,317 @@
+//! Layout 3 of `TaskAssigned/<node>/`: dispatch batches whose per-unit
+//! files are empty markers, state and incarnation in their names; and the
+//! cluster-wide switch that puts a layout in force.
+//!
+//! ```text
+//! Compaction_V2/
+//!   TaskAssigned/<NodeId>/<TaskId>.r<round>.b<batch>/      a dispatch batch
+//!     Info                                      what its units need (JSON, BatchInfo), created once
+//!     Released                                  (empty) no unit of the batch not yet claimed starts
+//!     u<unit>.a<attempt>.Running.<incarnation>  (empty) claimed by that incarnation of the node
+//!     u<unit>.a<attempt>.Released               (empty) this attempt never starts
+//!     u<unit>.a<attempt>.Cancel                 (empty) its manager takes it back: kill, then Failed
+//!     u<unit>.a<attempt>.Success                empty, or {"stats": {…}}
+//!     u<unit>.a<attempt>.Failed                 empty, or {"error", "exit_code"}
+//!     u<unit>.a<attempt>.Output                 the executor's output tail, when there is one to keep
+//!   Scheduler/<TaskId>/Outcomes/Batch.r<round>.b<batch>   a batch's outcomes (JSON, BatchRecord), created once
+//!   Registry/Layout.<n>                         (empty) layout n is in force (the highest present)
+//! ```
+//!
+//! Invariants:
+//! - Every file a unit's lifecycle writes is an empty create (a marker), but
+//!   a `Success` with counters, a `Failed` with its reason and an `Output`
+//!   with something to say: one listing of a node's folder tells every
+//!   unit's state, and on HDFS a marker is 2 NameNode RPCs and no block.
+//! - A unit attempt starts only if its worker's claim (`Running.<inc>`) was
+//!   created *before* a listing of the batch that shows no `Released`
+//!   (batch or unit) and no `Cancel`; whoever releases an attempt creates
+//!   its `Released` and lists the batch after it. Of a claim and a release,
+//!   at least one of the two listings shows the other (PROTOCOL.md).
+//! - Attempt and batch numbers are unique per task and round (a manager
+//!   term numbers both from `(term-1)·1000 + 1`), so no name is used twice.
+
+use serde::{Deserialize, Serialize};
+
+use crate::formats::{Shard, TaskInfo};
+use crate::id::TaskId;
+use crate::name::{Name, NodeId};
+use crate::v2::{OUTCOMES_DIR, SCHEDULER, TASK_ASSIGNED};
+
+pub use crate::layout::{LAYOUT_2, LAYOUT_3, LEGACY_READS, READS};
+
+pub const INFO: &str = "Info";
+pub const RELEASED: &str = "Released";
+pub const BATCH_RECORD_PREFIX: &str = "Batch.";
+pub const LAYOUT_PREFIX: &str = "Layout.";
+
+/// `Registry/Layout.<n>`: created once (empty) by the monitor when every
+/// live member had advertised layout `n` for a whole session; the highest
+/// present is the layout in force.
+pub fn layout_marker(n: u32) -> String {
+    format!("{}{LAYOUT_PREFIX}{n}", crate::v2::REGISTRY)
+}
+
+pub fn parse_layout_marker(file_name: &str) -> Option<u32> {
+    num(file_name.strip_prefix(LAYOUT_PREFIX)?)
+}
+
+/// `<TaskId>.r<round>.b<batch>`: a batch folder's name.
+pub fn batch_name(task: &TaskId, round: u32, batch: u32) -> Name {
+    Name::parse(&format!("{task}.r{round}.b{batch}")).expect("batch names are valid")
+}
+
+/// Parses a batch folder's name into (task, round, batch).
+pub fn parse_batch_name(name: &str) -> Option<(TaskId, u32, u32)> {
+    let (rest, b) = name.rsplit_once('.')?;
+    let (task, r) = rest.rsplit_once('.')?;
+    Some((TaskId::parse(task).ok()?, num(r.strip_prefix('r')?)?, num(b.strip_prefix('b')?)?))
+}
+
+pub fn batch_dir(node: &NodeId, batch: &Name) -> String {
+    format!("{TASK_ASSIGNED}{node}/{batch}/")
+}
+
+pub fn batch_info(node: &NodeId, batch: &Name) -> String {
+    format!("{TASK_ASSIGNED}{node}/{batch}/{INFO}")
+}
+
+/// The batch's own `Released`: no unit of it that is not claimed yet ever
+/// starts (a draining worker's release, a manager fencing a batch whose
+/// create may still land).
+pub fn batch_released(node: &NodeId, batch: &Name) -> String {
+    format!("{TASK_ASSIGNED}{node}/{batch}/{RELEASED}")
+}
+
+/// What a marker of one unit attempt says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mark {
+    /// Claimed by this incarnation of the node.
+    Running(u64),
+    Released,
+    Cancel,
+    Success,
+    Failed,
+    Output,
+}
+
+impl Mark {
+    fn suffix(self) -> String {
+        match self {
+            Mark::Running(inc) => format!("Running.{inc}"),
+            Mark::Released => "Released".into(),
+            Mark::Cancel => "Cancel".into(),
+            Mark::Success => "Success".into(),
+            Mark::Failed => "Failed".into(),
+            Mark::Output => "Output".into(),
+        }
+    }
+
+    /// Whether the file is empty by design (all but a `Success` with
+    /// counters, a `Failed` with a reason, and an `Output`).
+    pub fn always_empty(self) -> bool {
+        matches!(self, Mark::Running(_) | Mark::Released | Mark::Cancel)
+    }
+}
+
+/// `u<unit>.a<attempt>.<mark>`: a unit marker's file name.
+pub fn mark_name(unit: u32, attempt: u32, mark: Mark) -> String {
+    format!("u{unit}.a{attempt}.{}", mark.suffix())
+}
+
+/// Parses a unit marker's file name into (unit, attempt, mark).
+pub fn parse_mark(file_name: &str) -> Option<(u32, u32, Mark)> {
+    let rest = file_name.strip_prefix('u')?;
+    let (unit, rest) = rest.split_once(".a")?;
+    let (attempt, kind) = rest.split_once('.')?;
+    let mark = match kind {
+        "Released" => Mark::Released,
+        "Cancel" => Mark::Cancel,
+        "Success" => Mark::Success,
+        "Failed" => Mark::Failed,
+        "Output" => Mark::Output,
+        _ => Mark::Running(big(kind.strip_prefix("Running.")?)?),
+    };
+    Some((num(unit)?, num(attempt)?, mark))
+}
+
+pub fn unit_mark(node: &NodeId, batch: &Name, unit: u32, attempt: u32, mark: Mark) -> String {
+    format!("{TASK_ASSIGNED}{node}/{batch}/{}", mark_name(unit, attempt, mark))
+}
+
+/// `Scheduler/<task>/Outcomes/Batch.r<round>.b<batch>`: what a batch's
+/// units came to, written once by its manager when every one of them ended,
+/// before the batch's folder is deleted.
+pub fn batch_record(task: &TaskId, round: u32, batch: u32) -> String {
+    format!("{SCHEDULER}{task}/{OUTCOMES_DIR}/{BATCH_RECORD_PREFIX}r{round}.b{batch}")
+}
+
+/// Parses a batch record's file name into (round, batch).
+pub fn parse_batch_record(file_name: &str) -> Option<(u32, u32)> {
+    let (r, b) = file_name.strip_prefix(BATCH_RECORD_PREFIX)?.strip_prefix('r')?.split_once(".b")?;
+    Some((num(r)?, num(b)?))
+}
+
+/// The logical name of a unit attempt, the same in every layout:
+/// `<task>.r<round>.u<unit>.a<attempt>` (the executors' `{subtask}`, what
+/// `status` shows and `reassign` takes).
+pub fn unit_id(task: &TaskId, round: u32, unit: u32, attempt: u32) -> Name {
+    crate::v2::subtask_name(task, round, unit, attempt)
+}
+
+/// The fence a merge executor checks right before its commit
+/// (`--fence-dir`): a layout 2 subtask folder
+/// (`TaskAssigned/<node>/<subtask>/`), or a layout 3 unit attempt
+/// (`TaskAssigned/<node>/<batch>/u<unit>.a<attempt>`).
+pub fn fence_of_unit(node: &NodeId, batch: &Name, unit: u32, attempt: u32) -> String {
+    format!("{TASK_ASSIGNED}{node}/{batch}/u{unit}.a{attempt}")
+}
+
+/// A fence's unit attempt: (unit, attempt), from either form.
+pub fn fence_unit(fence: &str) -> Option<(u32, u32)> {
+    let last = fence.trim_end_matches('/').rsplit('/').next()?;
+    if let Some((_, _, unit, attempt)) = crate::v2::parse_subtask_name(last) {
+        return Some((unit, attempt));
+    }
+    let (u, a) = last.strip_prefix('u')?.split_once(".a")?;
+    Some((num(u)?, num(a)?))
+}
+
+/// The folder a fence check lists: the subtask folder, or the batch folder.
+pub fn fence_folder(fence: &str) -> String {
+    if fence.ends_with('/') {
+        return fence.to_string();
+    }
+    match fence.rsplit_once('/') {
+        Some((dir, _)) => format!("{dir}/"),
+        None => String::new(),
+    }
+}
+
+/// Whether the attempt a fence names is still its manager's: its folder's
+/// info is there and it is not cancelled, given the names the listing of
+/// [`fence_folder`] shows.
+pub fn fence_holds<'a>(fence: &str, names: impl IntoIterator<Item = &'a str>) -> bool {
+    let names: Vec<&str> = names.into_iter().collect();
+    if fence.ends_with('/') {
+        let cancel = crate::state::SubtaskState::Cancel.file_name();
+        return names.contains(&crate::v2::TASK_INFO) && !names.contains(&cancel.as_str());
+    }
+    let Some((unit, attempt)) = fence_unit(fence) else { return false };
+    names.contains(&INFO) && !names.contains(&mark_name(unit, attempt, Mark::Cancel).as_str())
+}
+
+/// `Info` of a batch: the task's fields its units need, written once per
+/// batch instead of once per subtask.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchInfo {
+    /// The main task's info, without its unit lists and counts.
+    pub task: TaskInfo,
+    pub round: u32,
+    pub batch: u32,
+    /// The manager term that dispatched it.
+    pub term: u64,
+    /// The node it is for.
+    pub node: NodeId,
+    /// The node that dispatched it (its workers poke it when a unit ends).
+    pub manager: NodeId,
+    pub units: Vec<BatchUnit>,
+}
+
+/// One unit attempt of a batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchUnit {
+    /// Position of the unit in the task, from 0.
+    pub unit: u32,
+    pub attempt: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<Name>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+}
+
+/// `Outcomes/Batch.r<round>.b<batch>`: what each unit of a batch came to.
+/// `released` units ran elsewhere (or run again): informational.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchRecord {
+    pub node: Option<NodeId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub done: Vec<RecordedUnit>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<RecordedUnit>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub released: Vec<RecordedUnit>,
+}
+
+/// One unit of a [`BatchRecord`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedUnit {
+    pub unit: u32,
+    pub attempt: u32,
+    /// Counters its executor reported (a `done` unit).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub stats: std::collections::BTreeMap<String, u64>,
+    /// Why it failed for good, or why it was released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A decimal of at most 9 digits (unit, attempt, round and batch numbers).
+fn num(s: &str) -> Option<u32> {
+    (!s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
+}
+
+/// A decimal u64 (an incarnation).
+fn big(s: &str) -> Option<u64> {
+    (!s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_match_the_documented_tree() {
+        let t = TaskId::parse("aaaaffff.16176931.56000000.0").unwrap();
+        let b = batch_name(&t, 2, 1003);
+        assert_eq!(b.as_str(), "aaaaffff.16176931.56000000.0.r2.b1003");
+        assert_eq!(parse_batch_name(b.as_str()), Some((t, 2, 1003)));
+        assert_eq!(parse_batch_name("aaaaffff.16176931.56000000.0.r2.u5.a3"), None);
+        let n = NodeId::parse("xcloud25_9876").unwrap();
+        assert_eq!(
+            unit_mark(&n, &b, 7, 1001, Mark::Running(1795297318122)),
+            "Compaction_V2/TaskAssigned/xcloud25_9876/aaaaffff.16176931.56000000.0.r2.b1003/u7.a1001.Running.1795297318122"
+        );
+        for m in [Mark::Running(17), Mark::Released, Mark::Cancel, Mark::Success, Mark::Failed, Mark::Output] {
+            assert_eq!(parse_mark(&mark_name(3, 9, m)), Some((3, 9, m)));
+        }
+        for bad in ["u1.a2", "u1.a2.Running", "u1.a2.Running.", "u.a2.Success", "u1.a2.Bogus", "x1.a2.Success", "Info"]
+        {
+            assert_eq!(parse_mark(bad), None, "{bad}");
+        }
+        assert_eq!(batch_record(&t, 2, 3), "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Outcomes/Batch.r2.b3");
+        assert_eq!(parse_batch_record("Batch.r2.b3"), Some((2, 3)));
+        assert_eq!(parse_batch_record("Done.r2.u3"), None);
+        assert_eq!(layout_marker(3), "Compaction_V2/Registry/Layout.3");
+        assert_eq!(parse_layout_marker("Layout.3"), Some(3));
+        assert_eq!(parse_layout_marker("Layout.x"), None);
+    }
+
+    #[test]
+    fn a_fence_names_a_subtask_folder_or_a_unit_of_a_batch() {
+        let t = TaskId::parse("aaaaffff.16176931.56000000.0").unwrap();
+        let n = NodeId::parse("n1").unwrap();
+        let v2 = crate::v2::subtask_dir(&n, &crate::v2::subtask_name(&t, 1, 4, 2));
+        assert_eq!(fence_unit(&v2), Some((4, 2)));
+        assert_eq!(fence_folder(&v2), v2);
+        assert!(fence_holds(&v2, ["TaskInfo.pc.db", "Status.Running"]));
+        assert!(!fence_holds(&v2, ["TaskInfo.pc.db", "Status.Cancel"]));
+        assert!(!fence_holds(&v2, ["Status.Running"]));
+        let b = batch_name(&t, 1, 1);
+        let v3 = fence_of_unit(&n, &b, 4, 2);
+        assert_eq!(fence_unit(&v3), Some((4, 2)));
+        assert_eq!(fence_folder(&v3), batch_dir(&n, &b));
+        assert!(fence_holds(&v3, ["Info", "u4.a2.Running.7", "u5.a1.Cancel"]));
+        assert!(!fence_holds(&v3, ["Info", "u4.a2.Running.7", "u4.a2.Cancel"]));
+        assert!(!fence_holds(&v3, ["u4.a2.Running.7"]), "the batch was removed");
+    }
+}

@@ -1,0 +1,116 @@
+//! The cluster-wide layout switch (layouts/README.md, "Layouts and the
+//! switch"): the monitor puts layout 3 in force by creating
+//! `Registry/Layout.3` once every member has advertised it for a whole
+//! session, and publishes the layout in force in its lease.
+//!
+//! Invariants:
+//! - A marker is created once and never removed: the highest present is in
+//!   force. Until it exists every manager writes layout 2, which every
+//!   version reads; after, managers write layout 3, and only to nodes that
+//!   advertise it.
+//! - It is raised only while every member advertises the layout (a node
+//!   pinned with `run --max-layout 2` does not), continuously for the
+//!   longest session among them on this monitor's clock: a node of an older
+//!   version that was starting meanwhile has joined by then, and resets the
+//!   wait.
+
+use std::time::Duration;
+
+use layouts::formats::Member;
+use layouts::{v2, v3};
+use store::Store;
+
+#[derive(Debug, Default)]
+pub(crate) struct Switch {
+    /// The highest `Registry/Layout.<n>` listed or created (0: none).
+    in_force: u32,
+    /// Since when (this monitor's clock) every member reads the next layout.
+    since: Option<Duration>,
+}
+
+impl Switch {
+    /// Lists `Registry/` for layout markers (one LIST, a few entries).
+    pub(crate) async fn load(&mut self, store: &Store) -> store::Result<()> {
+        for e in store.list(v2::REGISTRY).await? {
+            if let Some(n) = v3::parse_layout_marker(e.name()).filter(|_| !e.is_dir) {
+                self.in_force = self.in_force.max(n);
+            }
+        }
+        Ok(())
+    }
+
+    /// The layout in force.
+    pub(crate) fn in_force(&self) -> u32 {
+        self.in_force.max(v3::LAYOUT_2)
+    }
+
+    /// What the lease says of it (nothing for layout 2: older readers).
+    pub(crate) fn published(&self) -> Option<u32> {
+        (self.in_force() > v3::LAYOUT_2).then_some(self.in_force())
+    }
+
+    /// The layout to raise now, if its time came: every member has read it
+    /// for the longest of their sessions.
+    pub(crate) fn due(&mut self, members: &[&Member], now: Duration) -> Option<u32> {
+        let next = v3::LAYOUT_3;
+        if self.in_force() >= next {
+            return None;
+        }
+        if members.is_empty() || !members.iter().all(|m| m.reads(next)) {
+            self.since = None;
+            return None;
+        }
+        let session = Duration::from_millis(members.iter().map(|m| m.session_timeout_ms).max().unwrap_or(0));
+        let since = *self.since.get_or_insert(now);
+        (now.saturating_sub(since) >= session).then_some(next)
+    }
+
+    /// Creates `Registry/Layout.<n>` (the caller ran the fence check).
+    pub(crate) async fn raise(&mut self, store: &Store, n: u32) -> store::Result<()> {
+        store.create(&v3::layout_marker(n), Vec::new()).await?;
+        self.in_force = self.in_force.max(n);
+        self.since = None;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use layouts::NodeId;
+
+    fn member(id: &str, layouts: Option<Vec<u32>>) -> Member {
+        let mut m = Member::bare(NodeId::parse(id).unwrap(), 1, 1000);
+        m.layouts = layouts;
+        m
+    }
+
+    #[tokio::test]
+    async fn raised_after_a_whole_session_of_every_member_reading_it_and_never_lowered() {
+        let store = Store::memory().await;
+        let mut s = Switch::default();
+        s.load(&store).await.unwrap();
+        assert_eq!((s.in_force(), s.published()), (2, None));
+        let new = member("a", Some(vec![2, 3]));
+        let old = member("b", None);
+        let pinned = member("c", Some(vec![2]));
+        let sec = Duration::from_secs;
+        for others in [&old, &pinned] {
+            assert_eq!(s.due(&[&new, others], sec(0)), None);
+            assert_eq!(s.due(&[&new, others], sec(100)), None, "a member that does not read it holds it back");
+        }
+        assert_eq!(s.due(&[&new], sec(200)), None);
+        assert_eq!(s.due(&[&new], sec(200) + Duration::from_millis(999)), None, "a session not over yet");
+        assert_eq!(s.due(&[&new, &old], sec(201)), None, "an older node joining resets the wait");
+        assert_eq!(s.due(&[&new], sec(202)), None);
+        assert_eq!(s.due(&[&new], sec(203)), Some(3));
+        s.raise(&store, 3).await.unwrap();
+        assert_eq!((s.in_force(), s.published()), (3, Some(3)));
+        assert_eq!(s.due(&[&new], sec(300)), None);
+        let mut again = Switch::default();
+        again.load(&store).await.unwrap();
+        assert_eq!(again.in_force(), 3, "a new monitor finds it");
+        assert_eq!(again.due(&[&old], sec(0)), None, "never lowered");
+        assert_eq!(again.in_force(), 3);
+    }
+}
