@@ -34,7 +34,8 @@ fn lease(c: &Cluster) -> Option<(u64, u64)> {
     let line = text.lines().find(|l| l.starts_with("monitor: "))?;
     let (_, rest) = line.split_once("(epoch ")?;
     let (epoch, rest) = rest.split_once(", renewal ")?;
-    Some((epoch.parse().ok()?, rest.trim_end_matches(')').parse().ok()?))
+    let (renewal, _) = rest.split_once(')')?;
+    Some((epoch.parse().ok()?, renewal.parse().ok()?))
 }
 
 #[test]
