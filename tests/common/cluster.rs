@@ -121,8 +121,13 @@ impl Cluster {
     }
 
     pub fn start_with(&mut self, node: &str, extra: &[&str]) {
+        self.start_bin(BIN, node, extra);
+    }
+
+    /// Starts `node` from another build of compactd (a previous release).
+    pub fn start_bin(&mut self, bin: &str, node: &str, extra: &[&str]) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path(node)).unwrap();
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(bin);
         if let Some(ns) = self.netns_of.get(node) {
             super::netns::Net::enter(&mut cmd, ns);
         }
