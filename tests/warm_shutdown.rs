@@ -271,3 +271,81 @@ fn fs_a_whole_cluster_stopping_leaves_its_tasks_to_resume() {
     c.terminate("n1");
     c.terminate("n2");
 }
+
+/// Layout 2, the task managed by another node (n2) than the draining one
+/// (n1), which holds RUNNING units running and WAITING it had not started:
+/// the released ones run on n3 while n1's still run (not after n1 left),
+/// and a release is no failure (the manager allows no retry at all).
+#[test]
+fn fs_layout_2_units_a_draining_node_releases_go_elsewhere_at_once_uncounted() {
+    let mut c = Cluster::fs();
+    c.timings = TIMINGS.to_vec();
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let max = RUNNING.to_string();
+    let secs = 6;
+    // Only n1, later n3, define `w`: the manager n2 places every unit there.
+    let w1 = format!("w={}", command(dir, "n1", secs));
+    let pin = ["--max-layout", "2"];
+    c.start_with("n1", &[&["--command", &w1, "--max-running", &max, "--drain-timeout", "60s"], &pin[..]].concat());
+    c.wait_nodes(Duration::from_secs(30), "n1 alive", |r| alive(r) == ["n1"] && monitor_of(r).is_some());
+    c.start_with("n2", &[&["--retries", "0"], &pin[..]].concat());
+    c.wait_nodes(Duration::from_secs(30), "n1 and n2 alive", |r| alive(r).len() == 2);
+    let shards = (RUNNING + WAITING).to_string();
+    let out = c.compactd(&[
+        "submit",
+        "--db",
+        "d",
+        "--schema",
+        "s",
+        "--table",
+        "t",
+        "--shards",
+        &shards,
+        "--command-name",
+        "w",
+        "--manager",
+        "n2",
+        "--json",
+    ]);
+    assert!(out.status.success(), "submit: {}", String::from_utf8_lossy(&out.stderr));
+    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
+    let t = Instant::now();
+    while started(dir, RUNNING + WAITING) < RUNNING {
+        assert!(t.elapsed() < Duration::from_secs(30), "n1 did not start {RUNNING} units\n{}", c.logs_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let running: Vec<usize> = (0..RUNNING + WAITING).filter(|i| dir.join(format!("start.{i}")).exists()).collect();
+    assert_eq!(running.len(), RUNNING, "{running:?}\n{}", c.logs_text());
+    let w3 = format!("w={}", command(dir, "n3", 0));
+    c.start_with("n3", &[&["--command", &w3], &pin[..]].concat());
+    c.wait_nodes(Duration::from_secs(30), "3 alive", |r| alive(r).len() == 3);
+    sigterm(&c, "n1");
+    let t = Instant::now();
+    while started(dir, RUNNING + WAITING) < RUNNING + WAITING {
+        let ended_on_n1 = (0..RUNNING + WAITING).filter(|i| dir.join(format!("end.{i}")).exists()).count();
+        assert!(
+            ended_on_n1 == 0 || t.elapsed() < Duration::from_secs(1),
+            "the released units waited for the draining node's own to end\n{}",
+            c.logs_text()
+        );
+        assert!(t.elapsed() < Duration::from_secs(60), "the released units never started\n{}", c.logs_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = c.wait_exit("n1", Duration::from_secs(60));
+    assert_eq!(status.code(), Some(0), "n1 left with {status}\n{}", c.logs_text());
+    let s = c.wait_status(&id, Duration::from_secs(60), "the task to end", |s| {
+        s["state"] == "Done" || s["state"] == "Failed" || s["state"] == "Cancel"
+    });
+    assert_eq!(s["state"], "Done", "{s:#}\n{}", c.logs_text());
+    assert_eq!(s["result"]["failed"], 0, "{s:#}");
+    for i in 0..RUNNING + WAITING {
+        let on = if running.contains(&i) { "n1" } else { "n3" };
+        assert_eq!(lines(dir.join(format!("start.{i}"))), [on], "shard {i} started\n{}", c.logs_text());
+        assert_eq!(lines(dir.join(format!("end.{i}"))), [on], "shard {i} ended\n{}", c.logs_text());
+    }
+    let check = c.compactd(&["check"]);
+    assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stdout));
+    c.terminate("n2");
+    c.terminate("n3");
+}
