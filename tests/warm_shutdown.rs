@@ -332,12 +332,18 @@ fn fs_layout_2_units_a_draining_node_releases_go_elsewhere_at_once_uncounted() {
         assert!(t.elapsed() < Duration::from_secs(60), "the released units never started\n{}", c.logs_text());
         std::thread::sleep(Duration::from_millis(20));
     }
+    // A draining node is refused as a manager, naming why.
+    assert!(lease_says_draining(&c, "n1"), "the manager acted on a view that says n1 drains");
+    let out = c.compactd(&["reassign", &id, "--manager", "n1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("n1 may not manage") && err.contains("draining"), "{err}");
     let status = c.wait_exit("n1", Duration::from_secs(60));
     assert_eq!(status.code(), Some(0), "n1 left with {status}\n{}", c.logs_text());
     let s = c.wait_status(&id, Duration::from_secs(60), "the task to end", |s| {
         s["state"] == "Done" || s["state"] == "Failed" || s["state"] == "Cancel"
     });
     assert_eq!(s["state"], "Done", "{s:#}\n{}", c.logs_text());
+    assert_eq!(s["manager"], "n2", "{s:#}");
     assert_eq!(s["result"]["failed"], 0, "{s:#}");
     for i in 0..RUNNING + WAITING {
         let on = if running.contains(&i) { "n1" } else { "n3" };

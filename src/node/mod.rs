@@ -148,6 +148,9 @@ pub struct Node {
     /// The join marker that makes the monitor read the draining heartbeat
     /// is written.
     drain_announced: bool,
+    /// The epoch of the view under which `Registry/` was last listed for
+    /// layout markers (at start, then once per new monitor).
+    layout_listed_epoch: Option<u64>,
 }
 
 impl Node {
@@ -185,6 +188,7 @@ impl Node {
             metrics: None,
             draining: None,
             drain_announced: false,
+            layout_listed_epoch: None,
         }
     }
 
@@ -514,6 +518,20 @@ impl Node {
                 // Left to the next monitor's sweep.
                 w.sweep = None;
                 w.handovers.clear();
+            }
+        }
+        // The layout in force is sticky: an older monitor elected meanwhile
+        // publishes no layout, which must not lower it (see
+        // [`Election::raise_layout_floor`]). Listed at start and once per
+        // new epoch.
+        let epoch = self.election.view().map(|v| v.epoch);
+        if epoch.is_some() && epoch != self.layout_listed_epoch {
+            match crate::tasks::listed_layout(&self.store).await {
+                Ok(n) => {
+                    self.election.raise_layout_floor(n);
+                    self.layout_listed_epoch = epoch;
+                }
+                Err(e) => tracing::warn!("listing the layout markers failed (retried next round): {e}"),
             }
         }
         if let Some(view) = self.election.view() {
