@@ -45,6 +45,11 @@ pub const GUARD_FRACTION: f64 = 0.8;
 /// `TimeoutStopSec` is this plus a margin for the leave itself.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How long a node leaving spends at most on reporting the units that
+/// finished since its last tick, before it kills the rest: short, since a
+/// second SIGTERM means "now".
+const LEAVE_FLUSH: Duration = Duration::from_secs(2);
+
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     pub id: NodeId,
@@ -733,6 +738,13 @@ impl Node {
     /// removes the heartbeat so the monitor logs the departure at once.
     pub async fn leave(&mut self) {
         if let Some(w) = self.work.as_mut() {
+            // What finished since the last tick is done work: reported
+            // (briefly) before the rest is killed, or it would run again.
+            let until = Deadline::new(self.clock.clone(), self.clock.mono() + LEAVE_FLUSH);
+            let wall = self.clock.wall_ms();
+            if let Err(e) = w.worker.flush_reports(&self.store, self.stats.incarnation, wall, &until).await {
+                tracing::warn!("reporting finished units before leaving failed (their managers run them again): {e}");
+            }
             // Executors first: the ended marker says they are dead.
             w.worker.groups().close();
             w.worker.drop_all();

@@ -148,6 +148,19 @@ impl Worker {
         self.draining = true;
     }
 
+    /// Reports what finished and is not reported yet, until `deadline`: a
+    /// node leaving at once says what is done before it kills the rest.
+    pub async fn flush_reports(
+        &mut self,
+        store: &Store,
+        incarnation: u64,
+        wall_ms: u64,
+        deadline: &Deadline,
+    ) -> store::Result<()> {
+        self.collect_finished(deadline.now());
+        self.write_reports(store, incarnation, wall_ms, deadline).await
+    }
+
     /// Kills every executor: the node rejoined under a new incarnation, so
     /// this work is no longer its own (managers re-dispatch it).
     pub fn drop_all(&mut self) {

@@ -176,13 +176,3 @@ async fn an_own_claim_whose_reply_was_lost_then_released_is_reported_not_left() 
     let attempts = lab.attempts(&id, 0).await;
     assert!(attempts.keys().any(|(_, a)| *a > attempt), "not dispatched again: {attempts:?}");
 }
-
-async fn wait_for(mut done: impl FnMut() -> bool) {
-    for _ in 0..250 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out");
-}
