@@ -361,3 +361,14 @@ fn heal(faults: &FaultHandle) {
     faults.set_only(None);
     faults.set_on_op(None);
 }
+
+/// Polls `done` on real time (executors are real processes).
+async fn wait_for(mut done: impl FnMut() -> bool) {
+    for _ in 0..250 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out");
+}

@@ -463,6 +463,16 @@ impl Lease {
     pub fn layout(&self) -> u32 {
         self.layout.unwrap_or(crate::layout::LAYOUT_2)
     }
+
+    /// Raises the layout this view says is in force to at least `floor`,
+    /// a layout its reader saw in force before: markers are never removed,
+    /// and a lease written by an older monitor says nothing of them, which
+    /// must not read as layout 2. Returns the layout now in force.
+    pub fn keep_layout_at_least(&mut self, floor: u32) -> u32 {
+        let n = self.layout().max(floor);
+        self.layout = (n > crate::layout::LAYOUT_2).then_some(n);
+        n
+    }
 }
 
 /// `Registry/Offline/<node>.<incarnation>`: the monitor's declaration that an

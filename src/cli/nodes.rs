@@ -17,7 +17,11 @@ pub use crate::serve::status::{newest_lease, NodeRow};
 /// does not change the exit code (the rows are what could be read).
 pub async fn run(store: Store, args: NodesArgs) -> anyhow::Result<i32> {
     let mut skipped = vec![];
-    let lease = crate::cluster::election::newest_lease_noting(&store, &mut skipped).await?;
+    let mut lease = crate::cluster::election::newest_lease_noting(&store, &mut skipped).await?;
+    if let Some(l) = lease.as_mut() {
+        // A lease written by an older monitor omits the layout in force.
+        l.keep_layout_at_least(crate::tasks::listed_layout(&store).await?);
+    }
     let rows = crate::serve::status::nodes_with(&store, lease.as_ref(), &mut skipped).await?;
     for a in &skipped {
         super::errln!("compactd: skipping {a}");

@@ -433,9 +433,9 @@ pub struct ReassignArgs {
 pub async fn reassign(store: Store, args: ReassignArgs) -> anyhow::Result<i32> {
     if let Some(node) = args.manager {
         let id = TaskId::parse(&args.id).context("--manager takes a task id")?;
-        let live = tasks::live_members(&store).await?;
-        if !live.contains(&node) {
-            anyhow::bail!("node {node} is not a live member");
+        let view = tasks::current_view(&store).await?;
+        if let Some(refused) = tasks::why_not_manager(view.as_ref(), &node) {
+            return Err(refused.into());
         }
         let term = tasks::reassign_manager(&store, &id, &node, "reassign", wall_ms()).await?;
         poke_work(&store, &node).await;

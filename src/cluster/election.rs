@@ -91,8 +91,14 @@ pub struct Election {
     role: Role,
     /// Newest epoch known; `None` until the first listing.
     known_epoch: Option<u64>,
-    /// Last lease read successfully (any holder): the member view.
+    /// Last lease read successfully (any holder): the member view, its
+    /// layout never below `layout_floor`.
     view: Option<Lease>,
+    /// The highest layout seen in force (in a lease, or listed by the node
+    /// from `Registry/`): sticky, so that a lease of an older monitor, which
+    /// omits it, never takes this node back to writing or placing for an
+    /// older layout.
+    layout_floor: u32,
     next_renew_at: Duration,
     /// When the fence last listed the election folder (a leader).
     fence_listed_at: Option<Duration>,
@@ -110,6 +116,7 @@ impl Election {
             role: Role::Follower { watched: None },
             known_epoch: None,
             view: None,
+            layout_floor: 0,
             next_renew_at: Duration::ZERO,
             fence_listed_at: None,
             clock: None,
@@ -161,6 +168,19 @@ impl Election {
         match &self.role {
             Role::Leader(l) => Some(&l.lease),
             Role::Follower { .. } => self.view.as_ref(),
+        }
+    }
+
+    /// A layout found in force (`Registry/Layout.<n>`): the view's layout
+    /// is never below it from now on.
+    pub fn raise_layout_floor(&mut self, n: u32) {
+        self.layout_floor = self.layout_floor.max(n);
+        let floor = self.layout_floor;
+        if let Some(v) = self.view.as_mut() {
+            v.keep_layout_at_least(floor);
+        }
+        if let Role::Leader(l) = &mut self.role {
+            l.lease.keep_layout_at_least(floor);
         }
     }
 
@@ -340,7 +360,8 @@ impl Election {
         if w.epoch != epoch {
             *w = Watched { epoch, renewal: None, changed_at: seen_at, lease_len: self.lease_len, released: false };
         }
-        if let Some(lease) = read {
+        if let Some(mut lease) = read {
+            self.layout_floor = lease.keep_layout_at_least(self.layout_floor);
             if w.renewal != Some(lease.renewal) {
                 w.renewal = Some(lease.renewal);
                 w.changed_at = seen_at;
@@ -613,5 +634,33 @@ mod tests {
         assert_eq!(epoch, 3);
         assert!(t <= 2 * 1500 + 500, "elected at {t} ms");
         assert!(a.is_leader() != b.is_leader());
+    }
+
+    /// The layout in force never goes down in a node's view: not when a
+    /// lease of an older monitor (which knows no layout field) follows one
+    /// that said 3, nor when the node listed `Registry/Layout.3` itself.
+    #[tokio::test]
+    async fn the_layout_in_force_is_sticky_in_a_view() {
+        let store = Store::memory().await;
+        let mut a = Election::new(node("a"), 1, LEASE);
+        let mut b = Election::new(node("b"), 1, LEASE);
+        let mut c = Election::new(node("c"), 1, LEASE);
+        a.step(&store, Duration::ZERO, 0).await.unwrap();
+        b.step(&store, Duration::ZERO, 0).await.unwrap();
+        assert_eq!(b.view().unwrap().layout(), 2);
+        b.raise_layout_floor(3);
+        assert_eq!(b.view().unwrap().layout(), 3, "raised by a listing");
+        a.leadership_mut().unwrap().lease.layout = Some(3);
+        a.step(&store, 600 * MS, 0).await.unwrap();
+        c.step(&store, 700 * MS, 0).await.unwrap();
+        assert_eq!(c.view().unwrap().layout(), 3);
+        // An older monitor's lease: no layout.
+        a.leadership_mut().unwrap().lease.layout = None;
+        a.step(&store, 1200 * MS, 0).await.unwrap();
+        for e in [&mut b, &mut c] {
+            e.step(&store, 1300 * MS, 0).await.unwrap();
+            assert_eq!(e.view().unwrap().renewal, 2, "the older lease was read");
+            assert_eq!(e.view().unwrap().layout(), 3, "never lowered");
+        }
     }
 }

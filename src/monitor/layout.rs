@@ -17,7 +17,7 @@
 use std::time::Duration;
 
 use layouts::formats::Member;
-use layouts::{v2, v3};
+use layouts::v3;
 use store::Store;
 
 #[derive(Debug, Default)]
@@ -31,11 +31,7 @@ pub(crate) struct Switch {
 impl Switch {
     /// Lists `Registry/` for layout markers (one LIST, a few entries).
     pub(crate) async fn load(&mut self, store: &Store) -> store::Result<()> {
-        for e in store.list(v2::REGISTRY).await? {
-            if let Some(n) = v3::parse_layout_marker(e.name()).filter(|_| !e.is_dir) {
-                self.in_force = self.in_force.max(n);
-            }
-        }
+        self.in_force = self.in_force.max(crate::tasks::listed_layout(store).await?);
         Ok(())
     }
 

@@ -1,10 +1,15 @@
 //! The monitor's task duties: move the manager role of tasks whose manager
-//! went offline, cancel tasks no live node can manage, archive finished
-//! task history into `Scheduler/Compress/`, and remove subtask folders and
-//! pointers whose task is gone or finished.
+//! went offline, archive finished task history into `Scheduler/Compress/`,
+//! and remove subtask folders and pointers whose task is gone or finished.
 //!
 //! The caller (the monitor) runs its fence check before each call. Every
 //! step is idempotent: a crash leaves work that the next sweep redoes.
+//!
+//! Invariant: the monitor never ends a task for want of a manager. When no
+//! member may manage it (every live one drains, or does not read the layout
+//! in force: a whole cluster stopping, a roll half done), the task is left
+//! as it is, its manager pointer too, and a later sweep hands it to the
+//! first member that may, or the manager's node rebuilds it on restart.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -31,7 +36,8 @@ pub struct ArchivedTask {
 #[derive(Debug, Default)]
 pub struct SweepReport {
     pub reassigned: Vec<(TaskId, NodeId)>,
-    pub cancelled: Vec<TaskId>,
+    /// Tasks whose manager is over that no member may manage now: left.
+    pub waiting: Vec<TaskId>,
     pub archived: usize,
     /// Archives deleted past the archive retention.
     pub archives_removed: usize,
@@ -47,13 +53,13 @@ pub async fn managed_by(store: &Store, node: &NodeId) -> store::Result<Vec<TaskI
 }
 
 /// Gives `task`, managed by `node`, to the live node the ring picks among
-/// `members`, once `node`'s incarnation `declared` is declared offline.
-/// The caller passes only node ids with no live incarnation (a node that
-/// came back under a new incarnation keeps its tasks: its new self
-/// rebuilds them), and `members` includes the monitor itself, so a
-/// candidate always exists. A term of an incarnation newer than the one
-/// declared stays (that manager may be alive). A pointer whose task is now
-/// managed by another node is stale and only removed. The pointer goes
+/// `members` (the members that may manage), once `node`'s incarnation
+/// `declared` is declared offline. The caller passes only node ids with no
+/// live incarnation (a node that came back under a new incarnation keeps
+/// its tasks: its new self rebuilds them). With no candidate the task and
+/// its pointer stay for the sweep. A term of an incarnation newer than the
+/// one declared stays (that manager may be alive). A pointer whose task is
+/// now managed by another node is stale and only removed. The pointer goes
 /// last: a crash before leaves it for the next monitor's sweep.
 pub async fn take_over(
     store: &Store,
@@ -70,7 +76,9 @@ pub async fn take_over(
         if t.incarnation > declared {
             return Ok(());
         }
-        move_manager(store, task, members.iter().filter(|m| *m != node), wall_ms, report).await?;
+        if !move_manager(store, task, members.iter().filter(|m| *m != node), wall_ms, report).await? {
+            return Ok(());
+        }
     }
     store.delete(&v2::manage_pointer(node, task)).await?;
     Ok(())
@@ -100,44 +108,32 @@ async fn manager_over(
         .is_some_and(|hb| hb.incarnation != t.incarnation))
 }
 
+/// Hands `task` to the node the ring picks among `candidates`. `false`:
+/// the task was not handed over (finished, not fully written, or no
+/// candidate). A task nobody may manage now is left whole, never ended:
+/// its candidates are only away (draining, restarting, not yet upgraded),
+/// and cancelling it would lose a run that resumes once one is back.
 async fn move_manager<'a>(
     store: &Store,
     task: &TaskId,
     candidates: impl Iterator<Item = &'a NodeId>,
     wall_ms: u64,
     report: &mut SweepReport,
-) -> Result<(), TaskError> {
+) -> Result<bool, TaskError> {
     let dir = tasks::read_dir(store, task).await?;
     if !dir.has_info || dir.state.is_some_and(|s| s.is_terminal()) {
-        return Ok(());
+        return Ok(false);
     }
     let ring = Ring::new(candidates);
-    match ring.node_for(&task.to_string()) {
-        Some(to) => {
-            let term = tasks::reassign_manager(store, task, &to, "monitor", wall_ms).await?;
-            tracing::warn!(%task, %to, term, "manager offline: task handed to another node");
-            report.reassigned.push((*task, to));
-        }
-        None => {
-            force_finish(store, task, TaskState::Cancel, wall_ms).await?;
-            tracing::warn!(%task, "no live node can manage the task: cancelled");
-            report.cancelled.push(*task);
-        }
-    }
-    Ok(())
-}
-
-/// Marks a task terminal from outside its manager (no manager is left).
-pub async fn force_finish(store: &Store, task: &TaskId, state: TaskState, wall_ms: u64) -> Result<(), TaskError> {
-    let mut info = tasks::read_info(store, task).await?;
-    info.state = state.as_str().into();
-    info.run.finished_wall_ms = Some(wall_ms);
-    store.put(&v2::task_info(task), formats::encode(&info)).await?;
-    store.create(&v2::task_status(task, state), Vec::new()).await?;
-    for old in [TaskState::Init, TaskState::Running] {
-        store.delete(&v2::task_status(task, old)).await?;
-    }
-    Ok(())
+    let Some(to) = ring.node_for(&task.to_string()) else {
+        tracing::info!(%task, "manager offline and no member may manage the task now (draining, or not reading the layout in force): left for the next sweep");
+        report.waiting.push(*task);
+        return Ok(false);
+    };
+    let term = tasks::reassign_manager(store, task, &to, "monitor", wall_ms).await?;
+    tracing::warn!(%task, %to, term, "manager offline: task handed to another node");
+    report.reassigned.push((*task, to));
+    Ok(true)
 }
 
 /// Finished tasks written into one archive at most (a pass over many
@@ -265,7 +261,9 @@ async fn sweep_task(
             tracing::debug!(task = %id, node = %t.node, incarnation = t.incarnation, "manager not in the view, not known over: left");
         }
         // No manager term, or its manager is over: hand the task over.
-        _ => move_manager(store, id, members.iter(), wall_ms, report).await?,
+        _ => {
+            move_manager(store, id, members.iter(), wall_ms, report).await?;
+        }
     }
     Ok(())
 }

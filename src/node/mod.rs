@@ -48,6 +48,11 @@ pub const GUARD_FRACTION: f64 = 0.8;
 /// `TimeoutStopSec` is this plus a margin for the leave itself.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How long a node leaving spends at most on reporting the units that
+/// finished since its last tick, before it kills the rest: short, since a
+/// second SIGTERM means "now".
+const LEAVE_FLUSH: Duration = Duration::from_secs(2);
+
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
     pub id: NodeId,
@@ -153,6 +158,9 @@ pub struct Node {
     /// The join marker that makes the monitor read the draining heartbeat
     /// is written.
     drain_announced: bool,
+    /// The epoch of the view under which `Registry/` was last listed for
+    /// layout markers (at start, then once per new monitor).
+    layout_listed_epoch: Option<u64>,
 }
 
 impl Node {
@@ -191,6 +199,7 @@ impl Node {
             planner: None,
             draining: None,
             drain_announced: false,
+            layout_listed_epoch: None,
         }
     }
 
@@ -555,6 +564,20 @@ impl Node {
                 w.handovers.clear();
             }
         }
+        // The layout in force is sticky: an older monitor elected meanwhile
+        // publishes no layout, which must not lower it (see
+        // [`Election::raise_layout_floor`]). Listed at start and once per
+        // new epoch.
+        let epoch = self.election.view().map(|v| v.epoch);
+        if epoch.is_some() && epoch != self.layout_listed_epoch {
+            match crate::tasks::listed_layout(&self.store).await {
+                Ok(n) => {
+                    self.election.raise_layout_floor(n);
+                    self.layout_listed_epoch = epoch;
+                }
+                Err(e) => tracing::warn!("listing the layout markers failed (retried next round): {e}"),
+            }
+        }
         if let Some(view) = self.election.view() {
             if view.offline.iter().any(|m| m.node == self.cfg.id && m.incarnation == self.stats.incarnation) {
                 self.rejoin("the monitor declared this incarnation offline");
@@ -751,6 +774,13 @@ impl Node {
     /// removes the heartbeat so the monitor logs the departure at once.
     pub async fn leave(&mut self) {
         if let Some(w) = self.work.as_mut() {
+            // What finished since the last tick is done work: reported
+            // (briefly) before the rest is killed, or it would run again.
+            let until = Deadline::new(self.clock.clone(), self.clock.mono() + LEAVE_FLUSH);
+            let wall = self.clock.wall_ms();
+            if let Err(e) = w.worker.flush_reports(&self.store, self.stats.incarnation, wall, &until).await {
+                tracing::warn!("reporting finished units before leaving failed (their managers run them again): {e}");
+            }
             // Executors first: the ended marker says they are dead.
             w.worker.groups().close();
             w.worker.drop_all();

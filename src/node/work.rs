@@ -195,7 +195,8 @@ impl Node {
         }
         // Candidates: the members, and always the monitor itself (its own
         // view may not list it yet right after an election).
-        // Not draining nodes, nor nodes that do not read the layout in force.
+        // Not draining nodes, nor nodes that do not read the layout in force:
+        // with none, a task whose manager is over is left, never ended.
         let mut members = crate::tasks::may_manage(self.election.view());
         if !members.contains(&self.cfg.id) && self.draining.is_none() {
             members.push(self.cfg.id.clone());
@@ -257,12 +258,12 @@ impl Node {
                     deadline.leave_work();
                 }
                 r.reassigned.iter().for_each(|(_, to)| self.pokes.work(to));
-                if r.archived + r.garbage_removed + r.reassigned.len() + r.cancelled.len() > 0 {
+                if r.archived + r.garbage_removed + r.reassigned.len() + r.waiting.len() > 0 {
                     tracing::info!(
                         archived = r.archived,
                         garbage = r.garbage_removed,
                         reassigned = r.reassigned.len(),
-                        cancelled = r.cancelled.len(),
+                        waiting = r.waiting.len(),
                         "task sweep"
                     )
                 }

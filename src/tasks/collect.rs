@@ -263,8 +263,11 @@ impl TaskManager {
             });
         }
         // Claimed: by whom? The member incarnation the unit was seen with
-        // needs no read while the view still lists it.
-        let runner = if ni != 0 && member == Some(ni) && tb.is_none() && !cancelled {
+        // needs no read while the view still lists it, unless its node
+        // drains: the claim may then be its release (incarnation 0), which
+        // sends the unit elsewhere now, uncounted, not when the node leaves.
+        let draining = ctx.placement.draining.contains(node);
+        let runner = if ni != 0 && member == Some(ni) && tb.is_none() && !cancelled && !draining {
             ni
         } else {
             let path = v2::subtask_status(node, name, SubtaskState::Running);

@@ -66,6 +66,8 @@ pub enum TaskError {
     NoLiveNode,
     #[error("node {0} is not a live member")]
     NotMember(NodeId),
+    #[error("node {node} may not manage tasks: {why}")]
+    CannotManage { node: NodeId, why: String },
     #[error("task {task} is already {state}")]
     Finished { task: TaskId, state: TaskState },
     #[error("invalid request: {0}")]
@@ -144,15 +146,16 @@ pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Resul
     }
     check_spec(&spec)?;
     let mut spec = spec;
-    let lease = crate::cluster::election::newest_lease(store).await?;
+    let lease = current_view(store).await?;
     if spec.executor.is_none() {
         // The executor is the task's, fixed here: the nodes' common default.
         spec.executor = default_executor(lease.as_ref())?.map(formats::ExecutorSpec::builtin);
     }
-    let members: Vec<NodeId> = lease.iter().flat_map(|l| l.members.iter().map(|m| m.node.clone())).collect();
     let manager = match spec.manager.clone() {
-        Some(m) if members.contains(&m) => m,
-        Some(m) => return Err(TaskError::NotMember(m)),
+        Some(m) => match why_not_manager(lease.as_ref(), &m) {
+            Some(refused) => return Err(refused),
+            None => m,
+        },
         None => Ring::new(&may_manage(lease.as_ref()))
             .node_for(&format!("{}/{}/{}/{wall_ms}", spec.db, spec.schema, spec.table))
             .ok_or(TaskError::NoLiveNode)?,
@@ -205,6 +208,47 @@ pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Resul
     store.create(&v2::task_status(&id, TaskState::Init), Vec::new()).await?;
     stamp_manager(store, "submit", &manager, wall_ms).await;
     Ok(Placed { id, manager, view: lease })
+}
+
+/// The highest `Registry/Layout.<n>` present (layout 2 when none): one
+/// LIST of `Registry/`.
+pub async fn listed_layout(store: &Store) -> store::Result<u32> {
+    let mut n = layouts::v3::LAYOUT_2;
+    for e in store.list(v2::REGISTRY).await? {
+        if let Some(m) = layouts::v3::parse_layout_marker(e.name()).filter(|_| !e.is_dir) {
+            n = n.max(m);
+        }
+    }
+    Ok(n)
+}
+
+/// The newest lease, its layout in force raised to the markers present (a
+/// lease written by an older monitor omits it).
+pub async fn current_view(store: &Store) -> store::Result<Option<formats::Lease>> {
+    let mut lease = crate::cluster::election::newest_lease(store).await?;
+    if let Some(l) = lease.as_mut() {
+        l.keep_layout_at_least(listed_layout(store).await?);
+    }
+    Ok(lease)
+}
+
+/// Why `node` may not be given a task to manage in `view`, if it may not
+/// (see [`may_manage`]).
+pub fn why_not_manager(view: Option<&formats::Lease>, node: &NodeId) -> Option<TaskError> {
+    let Some(m) = view.and_then(|v| v.members.iter().find(|m| &m.node == node)) else {
+        return Some(TaskError::NotMember(node.clone()));
+    };
+    let layout = view.map(formats::Lease::layout).unwrap_or(layouts::v3::LAYOUT_2);
+    let why = if m.draining {
+        "it is draining (it starts nothing new and hands its tasks over before it leaves)".to_string()
+    } else if !m.reads(layout) {
+        format!(
+            "layout {layout} is in force and it does not read it (an older version, or run --max-layout): upgrade it"
+        )
+    } else {
+        return None;
+    };
+    Some(TaskError::CannotManage { node: node.clone(), why })
 }
 
 /// The members a task may be given to: not draining, and reading the
@@ -366,4 +410,58 @@ pub fn valid_command_name(name: &str) -> bool {
     name.len() <= 64
         && name.starts_with(|c: char| c.is_ascii_alphabetic())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: &str) -> NodeId {
+        NodeId::parse(n).unwrap()
+    }
+
+    /// A node that may not manage is refused as `--manager`, naming why:
+    /// one draining, one that does not read the layout in force, which
+    /// `Registry/Layout.3` says is 3 though the lease (an older monitor's)
+    /// says nothing of it.
+    #[tokio::test]
+    async fn submit_refuses_a_manager_that_may_not_manage_naming_why() {
+        let store = Store::memory().await;
+        let mut draining = formats::Member::bare(id("n1"), 1, 1000);
+        draining.layouts = Some(vec![2, 3]);
+        draining.draining = true;
+        let mut old = formats::Member::bare(id("n2"), 1, 1000);
+        old.layouts = Some(vec![2]);
+        let mut new = formats::Member::bare(id("n3"), 1, 1000);
+        new.layouts = Some(vec![2, 3]);
+        let lease = formats::Lease {
+            epoch: 1,
+            holder: id("n2"),
+            holder_incarnation: 1,
+            renewal: 0,
+            lease_ms: 1000,
+            wall_ms: 0,
+            members: vec![draining, old, new],
+            offline: vec![],
+            last_event: 0,
+            released: false,
+            layout: None,
+        };
+        store.create(&v2::lease(1), formats::encode(&lease)).await.unwrap();
+        store.create(&layouts::v3::layout_marker(3), Vec::new()).await.unwrap();
+        let spec = |m: &str| {
+            let n = |s: &str| Name::parse(s).unwrap();
+            TaskSpec { shards: Some(1), manager: Some(id(m)), ..TaskSpec::table(n("d"), n("s"), n("t")) }
+        };
+        let err = submit(&store, spec("n1"), 1).await.unwrap_err().to_string();
+        assert!(err.contains("n1") && err.contains("draining"), "{err}");
+        let err = submit(&store, spec("n2"), 1).await.unwrap_err().to_string();
+        assert!(err.contains("n2") && err.contains("layout 3 is in force"), "{err}");
+        let err = submit(&store, spec("n4"), 1).await.unwrap_err().to_string();
+        assert!(err.contains("not a live member"), "{err}");
+        assert_eq!(list_ids(&store).await.unwrap().len(), 0, "nothing written for a refused manager");
+        submit(&store, spec("n3"), 1).await.unwrap();
+        let placed = submit_placed(&store, TaskSpec { manager: None, ..spec("n3") }, 2).await.unwrap();
+        assert_eq!(placed.manager, id("n3"), "the ring places on the only member that may manage");
+    }
 }

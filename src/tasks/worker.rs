@@ -181,6 +181,19 @@ impl Worker {
         self.draining = true;
     }
 
+    /// Reports what finished and is not reported yet, until `deadline`: a
+    /// node leaving at once says what is done before it kills the rest.
+    pub async fn flush_reports(
+        &mut self,
+        store: &Store,
+        incarnation: u64,
+        wall_ms: u64,
+        deadline: &Deadline,
+    ) -> store::Result<()> {
+        self.collect_finished(deadline.now());
+        self.write_reports(store, incarnation, wall_ms, deadline).await
+    }
+
     /// Kills every executor: the node rejoined under a new incarnation, so
     /// this work is no longer its own (managers re-dispatch it).
     pub fn drop_all(&mut self) {
@@ -373,7 +386,10 @@ impl Worker {
         let want: Vec<Name> = folder
             .batches
             .iter()
-            .filter(|(b, f)| f.has_info && !f.released && !self.infos.contains_key(*b))
+            // A released batch only for a claim of it that has not ended:
+            // it may be this incarnation's, to report unstarted.
+            .filter(|(_, f)| !f.released || f.units.values().any(|m| !m.running.is_empty() && !m.terminal()))
+            .filter(|(b, f)| f.has_info && !self.infos.contains_key(*b))
             .filter_map(|(b, _)| Name::parse(b).ok())
             .collect();
         type Read = (Name, store::Result<Option<Result<BatchInfo, String>>>);
@@ -415,7 +431,8 @@ impl Worker {
     /// subtask folders by name, then each batch's units in its order. Not
     /// running here, not finished here, and unclaimed; or claimed by this
     /// incarnation, which lost track of it (the claim's write landed but
-    /// its reply was lost): then it is started again.
+    /// its reply was lost): then it is started again, or, released since,
+    /// reported as never started.
     fn start_candidates(
         &self,
         folder: &NodeFolder,
@@ -437,7 +454,7 @@ impl Worker {
             .filter_map(|(name, f)| {
                 Name::parse(name).ok().map(|n| Candidate::Sub { name: n, marked: !f.markers.is_empty() })
             });
-        let units = folder.batches.iter().filter(|(_, f)| f.has_info && !f.released).flat_map(move |(b, f)| {
+        let units = folder.batches.iter().filter(|(_, f)| f.has_info).flat_map(move |(b, f)| {
             let info = self.infos.get(b).and_then(|i| i.as_ref().ok()).cloned();
             info.into_iter().flat_map(move |info| {
                 let b = b.clone();
@@ -446,8 +463,12 @@ impl Worker {
                     .filter_map(|u| {
                         let m = f.marks(u.unit, u.attempt);
                         let slot = Slot::Unit { batch: b.clone(), unit: u.unit, attempt: u.attempt };
-                        let ours = m.running == [incarnation] && !(m.released || m.cancel || m.terminal() || m.output);
-                        (free(&slot) && (m == Default::default() || ours)).then_some(Candidate::Unit {
+                        // Ours even if released since: `prepare_batch` lists the
+                        // batch and reports it ended unstarted, which its
+                        // manager waits for (the claim may have come first).
+                        let ours = m.running == [incarnation] && !(m.cancel || m.terminal() || m.output);
+                        let fresh = m == Default::default() && !f.released;
+                        (free(&slot) && (fresh || ours)).then_some(Candidate::Unit {
                             batch: b.clone(),
                             unit: u.unit,
                             attempt: u.attempt,

@@ -175,3 +175,23 @@ async fn the_monitor_stamps_a_beat_when_its_listing_returned() {
     eprintln!("n2's last beat landed at {landed:?}, declared offline at {declared_at:?} (session {SESSION:?})");
     assert!(declared_at >= landed + SESSION, "declared {:?} after its last beat landed", declared_at - landed);
 }
+
+/// A node that leaves at once (a second SIGTERM, the drain timeout) first
+/// reports what finished since its last tick: that work is done, and a
+/// dropped report would have it run again elsewhere.
+#[tokio::test]
+async fn a_node_leaving_reports_the_units_that_finished_since_its_last_tick() {
+    let lab = Lab::new().await;
+    let id = lab.submit(1, 0).await;
+    let mut m = TaskManager::new(id);
+    lab.manage(&mut m, &[("n1", 1)], &[]).await;
+    let mut node =
+        Node::new(cfg("n1"), lab.store.clone(), lab.shared_clock()).with_work(lab.work.clone(), lab.data.clone());
+    tick_until(&lab, &mut node, |n| n.running_subtasks() == 1).await;
+    wait_for(|| lab.started().len() == 1).await;
+    // `touch` ran; the executor exits right after it. No tick sees it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    node.leave().await;
+    let files = lab.attempts(&id, 0).await;
+    assert!(files.values().flatten().any(|f| f == "Status.Success"), "the finished unit was not reported: {files:?}");
+}

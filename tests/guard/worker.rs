@@ -142,12 +142,37 @@ async fn a_cancelled_run_is_killed_and_acknowledged_once_dead() {
     assert_eq!(w.running(), 0);
 }
 
-async fn wait_for(mut done: impl FnMut() -> bool) {
-    for _ in 0..250 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+/// Layout 3: the worker's claim landed but its reply was lost, and the
+/// batch was released before the worker listed it again (a drain, or its
+/// manager taking it back): the worker starts nothing and reports the unit
+/// ended (`Failed`, released before it started), so that its manager moves
+/// it on at once instead of waiting for the incarnation's end.
+#[tokio::test]
+async fn an_own_claim_whose_reply_was_lost_then_released_is_reported_not_left() {
+    let lab = Lab::new_in(3).await;
+    let id = lab.submit(1, 30).await;
+    let mut m = TaskManager::new(id);
+    let members = [("n1", 1), ("n2", 1), ("n3", 1)];
+    lab.manage(&mut m, &members, &[]).await;
+    let (node, attempt) = lab.claim(&id, 0, 1).await;
+    let batch = lab.batch_of(&id, &node, 0, attempt).await;
+    lab.store.create(&v3::batch_released(&n(&node), &batch), Vec::new()).await.unwrap();
+    let mut w = Worker::new(n(&node));
+    let now = lab.clock.mono();
+    w.groups().open(1, now + Duration::from_secs(60), now);
+    let failed = v3::unit_mark(&n(&node), &batch, 0, attempt, v3::Mark::Failed);
+    for _ in 0..3 {
+        let listed = list_node(&lab.store, &n(&node)).await.unwrap();
+        round(&lab, &mut w, &lab.store, &listed).await;
     }
-    panic!("timed out");
+    assert_eq!(w.running(), 0);
+    assert!(lab.started().is_empty(), "{:?}", lab.started());
+    let mark = lab.store.read(&failed).await.unwrap().expect("the released unit was never reported");
+    let mark = formats::decode::<StatusMark>(&mark).unwrap();
+    assert!(mark.error.as_deref().is_some_and(|e| e.contains("released")), "{mark:?}");
+    // Its manager moves it on now (a released attempt's end is no failure).
+    lab.manage(&mut m, &members, &[]).await;
+    lab.manage(&mut m, &members, &[]).await;
+    let attempts = lab.attempts(&id, 0).await;
+    assert!(attempts.keys().any(|(_, a)| *a > attempt), "not dispatched again: {attempts:?}");
 }

@@ -104,6 +104,9 @@ pub async fn nodes_with(
 ) -> store::Result<Vec<NodeRow>> {
     let (dated, bad) = crate::cluster::liveness::read_heartbeats_dated(store).await?;
     skipped.extend(bad);
+    // The markers too: a lease written by an older monitor omits the layout.
+    let in_force = lease.map(formats::Lease::layout).unwrap_or(layouts::layout::LAYOUT_2);
+    let in_force = in_force.max(tasks::listed_layout(store).await?);
     let mut ids: BTreeMap<NodeId, Option<&DatedHeartbeat>> = dated.iter().map(|(k, d)| (k.clone(), Some(d))).collect();
     // Nodes declared offline are shown until the monitor purges their
     // record, whether or not their heartbeat file is still there.
@@ -141,7 +144,7 @@ pub async fn nodes_with(
                 layouts: hb
                     .map(|h| h.layouts.clone().unwrap_or_else(|| layouts::layout::LEGACY_READS.to_vec()))
                     .unwrap_or_default(),
-                layout_in_force: lease.map(formats::Lease::layout).unwrap_or(layouts::layout::LAYOUT_2),
+                layout_in_force: in_force,
                 id: id.to_string(),
             }
         })
@@ -414,4 +417,36 @@ pub fn job_names(job: &str, trigger: &str) -> Result<(Name, Name), String> {
     let j = Name::parse(job).map_err(|e| format!("job name {job:?}: {e}"))?;
     let t = Name::parse(trigger).map_err(|e| format!("trigger {trigger:?}: {e}"))?;
     Ok((j, t))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rows show the layout `Registry/` puts in force even when the
+    /// lease (an older monitor's) says nothing of it.
+    #[tokio::test]
+    async fn the_layout_in_force_is_read_from_the_markers_too() {
+        let store = Store::memory().await;
+        let id = |n: &str| NodeId::parse(n).unwrap();
+        let lease = formats::Lease {
+            epoch: 1,
+            holder: id("n1"),
+            holder_incarnation: 1,
+            renewal: 0,
+            lease_ms: 1000,
+            wall_ms: 0,
+            members: vec![formats::Member::bare(id("n1"), 1, 1000), formats::Member::bare(id("n2"), 1, 1000)],
+            offline: vec![],
+            last_event: 0,
+            released: false,
+            layout: None,
+        };
+        store.create(&layouts::v2::lease(1), formats::encode(&lease)).await.unwrap();
+        let rows = nodes(&store).await.unwrap();
+        assert!(rows.len() == 2 && rows.iter().all(|r| r.layout_in_force == 2), "{rows:?}");
+        store.create(&layouts::v3::layout_marker(3), Vec::new()).await.unwrap();
+        let rows = nodes(&store).await.unwrap();
+        assert!(rows.len() == 2 && rows.iter().all(|r| r.layout_in_force == 3), "{rows:?}");
+    }
 }
