@@ -366,6 +366,9 @@ fn hdfs_compaction_end_to_end_with_a_killed_worker() {
             .unwrap()
             .into_iter()
             .filter(|p| p.trim_end_matches('/').matches('/').count() > 2)
+            // A node that lost its session and rejoined marks the old
+            // incarnation ended, a marker kept for a while by design.
+            .filter(|p| !p.rsplit('/').next().is_some_and(|n| n.starts_with(layouts::v2::ENDED_PREFIX)))
             .collect();
         if left.is_empty() {
             break;
