@@ -243,3 +243,45 @@ impl PlannerTask {
         }
     }
 }
+
+impl super::Node {
+    /// Starts the policy planner's own task (with the task layer and
+    /// wake-ups: see this module); it acts while this node is the monitor and
+    /// ends at `shutdown`, which its caller awaits.
+    pub fn spawn_planner(
+        &mut self,
+        shutdown: tokio_util::sync::CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let (work, wake) = (self.work.as_ref()?, self.wake.clone()?);
+        let task = PlannerTask {
+            cfg: work.cfg.planner.clone(),
+            me: self.cfg.id.clone(),
+            store: self.store.clone(),
+            data: work.data.clone(),
+            clock: self.clock.clone(),
+            wake,
+        };
+        let (link, handle) = task.spawn(shutdown);
+        self.planner = Some(link);
+        Some(handle)
+    }
+
+    /// The monitor's policy planner: after each monitor round that passes
+    /// the fence, its task may act until the lease's local validity ends,
+    /// and runs a round (this module). Nothing of it runs in the tick.
+    pub(super) async fn plan_policies(&mut self, now: Duration) {
+        if self.monitor.is_none() || self.planner.is_none() {
+            return;
+        }
+        let Some(epoch) = self.monitor_duty_allowed(now, "policy planning").await else {
+            if let Some(p) = &self.planner {
+                p.withdraw();
+            }
+            return;
+        };
+        let (Some((e, until)), Some(view)) = (self.election.acting_until(), self.election.view()) else { return };
+        if let Some(p) = self.planner.as_ref().filter(|_| e == epoch) {
+            p.tick(Grant { epoch, until, view: view.clone() });
+        }
+    }
+}
