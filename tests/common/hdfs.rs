@@ -222,6 +222,22 @@ impl HdfsCluster {
     pub fn namenode_rpcs(&self) -> u64 {
         self.command("rpcs").parse().expect("a count")
     }
+
+    /// [`HdfsCluster::namenode_rpcs`] once it holds still: the NameNode
+    /// counts a call after its reply is sent, so a read right after the
+    /// last reply can miss it (seen one short under CI's load).
+    pub fn namenode_rpcs_settled(&self) -> u64 {
+        let mut last = self.namenode_rpcs();
+        for _ in 0..20 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let now = self.namenode_rpcs();
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
+        last
+    }
 }
 
 #[derive(Clone, Copy)]
