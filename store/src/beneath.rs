@@ -27,6 +27,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::fs::nofollow::{components, cstr, cvt, open_root, walk_parts};
 use crate::Entry;
 
 #[derive(Debug, Clone)]
@@ -37,18 +38,6 @@ pub(crate) struct Beneath {
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 const PUT_PREFIX: &str = ".compactd-put.";
-
-fn cstr(s: &str) -> io::Result<CString> {
-    CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a path"))
-}
-
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
 
 /// What stands at a name that is not a regular file or a folder.
 pub(crate) fn special_kind(ft: &std::fs::FileType) -> Option<&'static str> {
@@ -65,71 +54,19 @@ pub(crate) fn special_kind(ft: &std::fs::FileType) -> Option<&'static str> {
     }
 }
 
-fn not_a_folder(path: &str) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::NotADirectory,
-        format!(
-            "{path}: a symbolic link or other non-folder stands where a folder is expected (links are not followed)"
-        ),
-    )
-}
-
 impl Beneath {
     pub(crate) fn new(root: PathBuf) -> Self {
         Beneath { root }
     }
 
-    fn components(path: &str) -> io::Result<Vec<&str>> {
-        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-        if parts.iter().any(|p| *p == "." || *p == "..") {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{path}: `.` and `..` are not allowed")));
-        }
-        Ok(parts)
-    }
-
     /// Opens the folder `parts` below the root without following any link;
     /// with `create`, makes the missing ones. `Ok(None)`: a folder is missing.
     fn open_dir(&self, parts: &[&str], create: bool, shown: &str) -> io::Result<Option<OwnedFd>> {
-        let root = cstr(&self.root.to_string_lossy())?;
-        // SAFETY: a valid C string; the returned fd is owned below.
-        let fd = cvt(unsafe { libc::open(root.as_ptr(), libc::O_DIRECTORY | libc::O_RDONLY | libc::O_CLOEXEC) })?;
-        // SAFETY: fd was just opened and is owned by nobody else.
-        let mut dir = unsafe { OwnedFd::from_raw_fd(fd) };
-        for p in parts {
-            let name = cstr(p)?;
-            let flags = libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_RDONLY | libc::O_CLOEXEC;
-            // SAFETY: dir is a valid fd, name a valid C string.
-            let mut r = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
-            if r < 0 && io::Error::last_os_error().kind() == io::ErrorKind::NotFound {
-                if !create {
-                    return Ok(None);
-                }
-                // SAFETY: as above.
-                let m = unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), 0o755) };
-                if m < 0 && io::Error::last_os_error().kind() != io::ErrorKind::AlreadyExists {
-                    return Err(io::Error::last_os_error());
-                }
-                // The new folder's name must survive a power loss too.
-                // SAFETY: dir is a valid fd.
-                cvt(unsafe { libc::fsync(dir.as_raw_fd()) })?;
-                // SAFETY: as above.
-                r = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags) };
-            }
-            if r < 0 {
-                let e = io::Error::last_os_error();
-                return Err(match e.raw_os_error() {
-                    Some(libc::ELOOP) | Some(libc::ENOTDIR) => not_a_folder(shown),
-                    _ => e,
-                });
-            }
-            // SAFETY: r is a fresh fd.
-            dir = unsafe { OwnedFd::from_raw_fd(r) };
-        }
-        Ok(Some(dir))
+        walk_parts(open_root(&self.root)?, parts, create, shown)
     }
 
     fn split(path: &str) -> io::Result<(Vec<&str>, &str)> {
-        let mut parts = Self::components(path)?;
+        let mut parts = components(path)?;
         let name = parts.pop().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "empty path"))?;
         Ok((parts, name))
     }
@@ -154,7 +91,7 @@ impl Beneath {
     /// The direct children of `dir`, with symbolic links, FIFOs, sockets and
     /// devices marked [`Entry::special`].
     pub(crate) fn list(&self, dir: &str) -> io::Result<Vec<(Entry, u64)>> {
-        let Some(fd) = self.open_dir(&Self::components(dir)?, false, dir)? else {
+        let Some(fd) = self.open_dir(&components(dir)?, false, dir)? else {
             return Ok(vec![]);
         };
         let prefix = if dir.is_empty() || dir.ends_with('/') { dir.to_string() } else { format!("{dir}/") };

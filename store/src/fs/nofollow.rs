@@ -183,11 +183,11 @@ impl Drop for Entries {
     }
 }
 
-fn cstr(s: &str) -> io::Result<CString> {
+pub(crate) fn cstr(s: &str) -> io::Result<CString> {
     CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a path"))
 }
 
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+pub(crate) fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -196,7 +196,7 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 /// The components of a relative tree path; `.` and `..` are refused.
-fn components(rel: &str) -> io::Result<Vec<&str>> {
+pub(crate) fn components(rel: &str) -> io::Result<Vec<&str>> {
     let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
     if parts.iter().any(|p| *p == "." || *p == "..") {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{rel}: `.` and `..` are not allowed")));
@@ -211,7 +211,7 @@ pub(crate) fn split(rel: &str) -> io::Result<(String, String)> {
     Ok((parts.join("/"), name.to_string()))
 }
 
-fn not_a_folder(rel: &str) -> io::Error {
+pub(crate) fn not_a_folder(rel: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::NotADirectory,
         format!(
@@ -220,7 +220,7 @@ fn not_a_folder(rel: &str) -> io::Error {
     )
 }
 
-fn open_root(root: &Path) -> io::Result<OwnedFd> {
+pub(crate) fn open_root(root: &Path) -> io::Result<OwnedFd> {
     let c = CString::new(root.as_os_str().as_encoded_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in the root path"))?;
     // SAFETY: a valid C string; the fd is owned below.
@@ -259,8 +259,14 @@ fn openat2_dir(root: &OwnedFd, rel: &str) -> io::Result<OwnedFd> {
 /// One `openat(O_NOFOLLOW)` per component, making missing folders with
 /// `create` (each new one synced into its parent).
 fn walk(root: OwnedFd, rel: &str, create: bool) -> io::Result<Option<OwnedFd>> {
+    walk_parts(root, &components(rel)?, create, rel)
+}
+
+/// [`walk`] over components already split and checked; `shown` is the path
+/// an error names.
+pub(crate) fn walk_parts(root: OwnedFd, parts: &[&str], create: bool, shown: &str) -> io::Result<Option<OwnedFd>> {
     let mut dir = root;
-    for p in components(rel)? {
+    for p in parts {
         let name = cstr(p)?;
         let flags = DIR_FLAGS | libc::O_NOFOLLOW;
         // SAFETY: a valid fd and C string.
@@ -284,7 +290,7 @@ fn walk(root: OwnedFd, rel: &str, create: bool) -> io::Result<Option<OwnedFd>> {
         if r < 0 {
             let e = io::Error::last_os_error();
             return Err(match e.raw_os_error() {
-                Some(libc::ELOOP) | Some(libc::ENOTDIR) => not_a_folder(rel),
+                Some(libc::ELOOP) | Some(libc::ENOTDIR) => not_a_folder(shown),
                 _ => e,
             });
         }
