@@ -11,14 +11,6 @@ use std::time::Duration;
 use common::cluster::{alive, monitor_of, Cluster, BIN};
 use serde_json::Value;
 
-fn submit(c: &Cluster, extra: &[&str]) -> String {
-    let mut args = vec!["submit", "--db", "d", "--schema", "s", "--table", "t", "--shards", "1", "--json"];
-    args.extend_from_slice(extra);
-    let out = c.compactd(&args);
-    assert!(out.status.success(), "submit: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string()
-}
-
 fn ended(c: &Cluster, id: &str) -> Value {
     c.wait_status(id, Duration::from_secs(30), "the task to end", |s| {
         s["state"] == "Done" || s["state"] == "Failed" || s["state"] == "Cancel"
@@ -40,7 +32,7 @@ fn an_inline_template_runs_only_on_nodes_that_opt_in() {
     let marker = c.fs_path().parent().unwrap().join("inline-ran");
     let cmd = format!("touch {}", marker.display());
     one_node(&mut c, &["--executor", "command", "--command", "true"]);
-    let s = ended(&c, &submit(&c, &["--command", &cmd]));
+    let s = ended(&c, &c.submit(&["--shards", "1", "--command", &cmd]));
     assert_eq!(s["state"], "Failed", "{s:#}");
     let err = s["failures"][0]["error"].as_str().unwrap_or_default();
     assert!(err.contains("--allow-inline-commands") && err.contains("n1"), "{s:#}");
@@ -48,7 +40,7 @@ fn an_inline_template_runs_only_on_nodes_that_opt_in() {
     c.terminate("n1");
 
     one_node(&mut c, &["--executor", "command", "--command", "true", "--allow-inline-commands"]);
-    let s = ended(&c, &submit(&c, &["--command", &cmd]));
+    let s = ended(&c, &c.submit(&["--shards", "1", "--command", &cmd]));
     assert_eq!(s["state"], "Done", "{s:#}");
     assert!(marker.exists(), "the inline command did not run with the opt-in");
 }
@@ -61,7 +53,7 @@ fn a_named_command_gets_its_params_literally_and_an_unknown_name_fails() {
     let template = format!("echo_param=printf %s {{param.x}} > {}", out.display());
     one_node(&mut c, &["--command", &template]);
     let nasty = "$(touch pwned); rm -rf /nonexistent; 'single' \"double\" `tick`\nsecond line";
-    let s = ended(&c, &submit(&c, &["--command-name", "echo_param", "--param", &format!("x={nasty}")]));
+    let s = ended(&c, &c.submit(&["--shards", "1", "--command-name", "echo_param", "--param", &format!("x={nasty}")]));
     assert_eq!(s["state"], "Done", "{s:#}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), nasty, "the param was not passed literally");
     // The executor runs in the daemon's working folder (this test's).
@@ -92,7 +84,7 @@ fn a_named_command_gets_its_params_literally_and_an_unknown_name_fails() {
             && err.contains("--force"),
         "{err}"
     );
-    let s = ended(&c, &submit(&c, &["--command-name", "no_such_command", "--force"]));
+    let s = ended(&c, &c.submit(&["--shards", "1", "--command-name", "no_such_command", "--force"]));
     assert_eq!(s["state"], "Failed", "{s:#}");
     let err = s["failures"][0]["error"].as_str().unwrap_or_default();
     assert!(err.contains("no_such_command") && err.contains("n1") && err.contains("echo_param"), "{err}");
@@ -129,7 +121,7 @@ fn command_executors_run_as_the_configured_user_and_root_needs_consent() {
     let out = dir.path().join("uid");
     let template = format!("whoami=id -u > {}", out.display());
     one_node(&mut c, &["--command", &template, "--run-as", "nobody"]);
-    let s = ended(&c, &submit(&c, &["--command-name", "whoami"]));
+    let s = ended(&c, &c.submit(&["--shards", "1", "--command-name", "whoami"]));
     assert_eq!(s["state"], "Done", "{s:#}");
     let nobody = std::process::Command::new("id").args(["-u", "nobody"]).output().unwrap();
     assert_eq!(std::fs::read_to_string(&out).unwrap().trim(), String::from_utf8_lossy(&nobody.stdout).trim());

@@ -127,22 +127,7 @@ fn a_node_whose_backend_hangs_past_its_session_kills_its_runs_and_rejoins() {
     }
     c.wait_nodes(Duration::from_secs(30), "3 alive", |r| alive(r).len() == 3);
     let before = incarnations(&c);
-    let out = c.compactd(&[
-        "submit",
-        "--db",
-        "d",
-        "--schema",
-        "s",
-        "--table",
-        "t",
-        "--shards",
-        &SHARDS.to_string(),
-        "--manager",
-        "n1",
-        "--json",
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let task = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
+    let task = c.submit(&["--shards", &SHARDS.to_string(), "--manager", "n1"]);
     // n3 must have a unit (the ring may have given it none).
     let s = c.wait_status(&task, Duration::from_secs(20), "every unit dispatched", |s| {
         s["subtasks"].as_array().is_some_and(|subs| subs.len() == SHARDS as usize)

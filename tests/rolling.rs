@@ -48,9 +48,7 @@ fn a_rolling_restart_across_the_layout_switch_runs_every_shard_once() {
     }
     c.wait_nodes(Duration::from_secs(30), "3 alive", |r| alive(r).len() == 3);
     let shards = SHARDS.to_string();
-    let out = c.compactd(&["submit", "--db", "d", "--schema", "s", "--table", "t", "--shards", &shards, "--json"]);
-    assert!(out.status.success(), "submit: {}", String::from_utf8_lossy(&out.stderr));
-    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
+    let id = c.submit(&["--shards", &shards]);
     // Let a few rounds of work start, then replace the nodes one at a time.
     let t = Instant::now();
     while (0..SHARDS).filter(|i| dir.join(format!("end.{i}")).exists()).count() < 9 {
@@ -79,9 +77,7 @@ fn a_rolling_restart_across_the_layout_switch_runs_every_shard_once() {
         assert_eq!(lines(&dir.join(format!("end.{i}"))), 1, "shard {i} ended\n{}", c.logs_text());
     }
     // A task submitted now runs in batches, recorded per batch.
-    let out = c.compactd(&["submit", "--db", "d", "--schema", "s", "--table", "t2", "--shards", "6", "--json"]);
-    assert!(out.status.success(), "submit: {}", String::from_utf8_lossy(&out.stderr));
-    let id2 = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
+    let id2 = c.submit(&["--table", "t2", "--shards", "6"]);
     let outcomes = c.fs_path().join(format!("Compaction_V2/Scheduler/{id2}/Outcomes"));
     let t = Instant::now();
     while !std::fs::read_dir(&outcomes)

@@ -36,15 +36,6 @@ fn read_table(data_uri: &str) -> (Vec<String>, BTreeMap<String, Vec<u64>>) {
     (lines, attempts)
 }
 
-fn submit(c: &Cluster, extra: &[&str]) -> String {
-    let mut args = vec!["submit", "--db", "db", "--schema", "s", "--table", "t", "--json"];
-    args.extend_from_slice(extra);
-    let out = c.compactd(&args);
-    assert!(out.status.success(), "submit failed: {}", String::from_utf8_lossy(&out.stderr));
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["id"].as_str().unwrap().to_string()
-}
-
 fn start3(c: &mut Cluster, data: &str) {
     // Room for every subtask of a small task even if the ring puts them all
     // on one node.
@@ -68,7 +59,7 @@ fn running_on(s: &Value, not: &[&str]) -> Option<(String, String)> {
 fn killed_worker(c: &mut Cluster, data: &str) {
     let want = make_table(data);
     start3(c, data);
-    let task = submit(c, &[]);
+    let task = c.submit(&["--db", "db"]);
     let s = c.wait_status(&task, Duration::from_secs(20), "a subtask running on a non-manager node", |s| {
         let manager = s["manager"].as_str().unwrap_or("");
         running_on(s, &[manager]).is_some()
@@ -124,7 +115,7 @@ fn fs_a_killed_manager_hands_its_task_over() {
     let data = format!("fs://{}", c.fs_path().with_file_name("data").display());
     let want = make_table(&data);
     start3(&mut c, &data);
-    let task = submit(&c, &["--manager", "n2"]);
+    let task = c.submit(&["--db", "db", "--manager", "n2"]);
     c.wait_status(&task, Duration::from_secs(20), "subtasks running", |s| running_on(s, &[]).is_some());
     c.kill("n2");
     let s = c.wait_status(&task, Duration::from_secs(60), "the task to end", |s| {
@@ -155,7 +146,7 @@ fn fs_stopping_a_repeat_task_cancels_it_and_kills_its_executors() {
     std::fs::create_dir_all(&pids).unwrap();
     start3(&mut c, &data);
     let cmd = format!("echo $$ > {}/{{subtask}}.pid; exec sleep 60", pids.display());
-    let task = submit(&c, &["--shards", "3", "--repeat", "0", "--interval", "100ms", "--command", &cmd]);
+    let task = c.submit(&["--db", "db", "--shards", "3", "--repeat", "0", "--interval", "100ms", "--command", &cmd]);
     c.wait_status(&task, Duration::from_secs(20), "3 running executors", |s| {
         s["subtasks"].as_array().unwrap().iter().filter(|t| t["state"] == "Running").count() == 3
     });
@@ -199,7 +190,7 @@ fn fs_a_sigkilled_daemon_takes_its_executors_and_what_they_started_with_it() {
     // to the shell alone (what executors used to get) leaves the second.
     let cmd =
         format!("sleep 60 & echo $! > {d}/{{subtask}}.bg; echo $$ > {d}/{{subtask}}.sh; wait", d = pids.display());
-    let task = submit(&c, &["--shards", "2", "--command", &cmd]);
+    let task = c.submit(&["--db", "db", "--shards", "2", "--command", &cmd]);
     c.wait_status(&task, Duration::from_secs(20), "2 running executors", |s| {
         s["subtasks"].as_array().unwrap().iter().filter(|t| t["state"] == "Running").count() == 2
     });
@@ -240,7 +231,7 @@ fn fs_a_paused_workers_late_result_is_not_accepted() {
     start3(&mut c, &data);
     let monitor = monitor_of(&c.nodes()).unwrap();
     // Managed by the monitor: the two other nodes are plain workers.
-    let task = submit(&c, &["--manager", &monitor]);
+    let task = c.submit(&["--db", "db", "--manager", &monitor]);
     let s = c.wait_status(&task, Duration::from_secs(20), "a subtask running on a plain worker", |s| {
         let manager = s["manager"].as_str().unwrap_or("");
         running_on(s, &[manager, &monitor]).is_some()
@@ -281,7 +272,7 @@ fn fs_reassign_a_subtask_and_a_manager_then_archive_the_history() {
         c.start_with(n, &["--sweep", "1s", "--history-retention", "1s", "--allow-inline-commands"]);
     }
     c.wait_nodes(Duration::from_secs(20), "3 alive nodes", |r| alive(r).len() == 3 && monitor_of(r).is_some());
-    let task = submit(&c, &["--shards", "3", "--manager", "n1", "--command", "sleep 4"]);
+    let task = c.submit(&["--db", "db", "--shards", "3", "--manager", "n1", "--command", "sleep 4"]);
     let s = c.wait_status(&task, Duration::from_secs(20), "a running subtask", |s| running_on(s, &[]).is_some());
     let sub = s["subtasks"].as_array().unwrap().iter().find(|t| t["state"] == "Running").unwrap().clone();
     let from = sub["node"].as_str().unwrap().to_string();

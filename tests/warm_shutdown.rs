@@ -60,22 +60,7 @@ fn setup(c: &mut Cluster, dir: &Path, secs: u64, drain_timeout: &str, layout: u3
         alive(r) == ["n1"] && r.iter().all(|x| x["layout_in_force"] == layout)
     });
     let shards = (RUNNING + WAITING).to_string();
-    let out = c.compactd(&[
-        "submit",
-        "--db",
-        "d",
-        "--schema",
-        "s",
-        "--table",
-        "t",
-        "--shards",
-        &shards,
-        "--manager",
-        "n1",
-        "--json",
-    ]);
-    assert!(out.status.success(), "submit: {}", String::from_utf8_lossy(&out.stderr));
-    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
+    let id = c.submit(&["--shards", &shards, "--manager", "n1"]);
     let t = Instant::now();
     while started(dir, RUNNING + WAITING) < RUNNING {
         assert!(t.elapsed() < Duration::from_secs(30), "n1 did not start {RUNNING} units\n{}", c.logs_text());
@@ -211,22 +196,7 @@ fn fs_a_whole_cluster_stopping_leaves_its_tasks_to_resume() {
     // Sweeps often: the monitor's sweep hands over tasks whose manager left.
     c.start_with("n1", &["--executor", "command", "--command", &cmd1, "--drain-timeout", "60s", "--sweep", "1s"]);
     c.wait_nodes(Duration::from_secs(30), "n1 alive", |r| alive(r) == ["n1"] && monitor_of(r).is_some());
-    let out = c.compactd(&[
-        "submit",
-        "--db",
-        "d",
-        "--schema",
-        "s",
-        "--table",
-        "t",
-        "--shards",
-        "2",
-        "--manager",
-        "n1",
-        "--json",
-    ]);
-    assert!(out.status.success(), "submit: {}", String::from_utf8_lossy(&out.stderr));
-    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
+    let id = c.submit(&["--shards", "2", "--manager", "n1"]);
     let t = Instant::now();
     while started(dir, 2) < 2 {
         assert!(t.elapsed() < Duration::from_secs(30), "n1 did not start 2 units\n{}", c.logs_text());
@@ -292,24 +262,7 @@ fn fs_layout_2_units_a_draining_node_releases_go_elsewhere_at_once_uncounted() {
     c.start_with("n2", &[&["--retries", "0"], &pin[..]].concat());
     c.wait_nodes(Duration::from_secs(30), "n1 and n2 alive", |r| alive(r).len() == 2);
     let shards = (RUNNING + WAITING).to_string();
-    let out = c.compactd(&[
-        "submit",
-        "--db",
-        "d",
-        "--schema",
-        "s",
-        "--table",
-        "t",
-        "--shards",
-        &shards,
-        "--command-name",
-        "w",
-        "--manager",
-        "n2",
-        "--json",
-    ]);
-    assert!(out.status.success(), "submit: {}", String::from_utf8_lossy(&out.stderr));
-    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
+    let id = c.submit(&["--shards", &shards, "--command-name", "w", "--manager", "n2"]);
     let t = Instant::now();
     while started(dir, RUNNING + WAITING) < RUNNING {
         assert!(t.elapsed() < Duration::from_secs(30), "n1 did not start {RUNNING} units\n{}", c.logs_text());

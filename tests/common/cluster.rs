@@ -211,6 +211,23 @@ impl Cluster {
         output_within(&mut cmd, COMMAND_LIMIT)
     }
 
+    /// `submit --json` of table `d.s.t` (unless `extra` names `--db`,
+    /// `--schema` or `--table`) with `extra`; returns the task's id, and
+    /// fails the test if the submit fails.
+    pub fn submit(&self, extra: &[&str]) -> String {
+        let mut args = vec!["submit"];
+        for (flag, default) in [("--db", "d"), ("--schema", "s"), ("--table", "t")] {
+            if !extra.contains(&flag) {
+                args.extend([flag, default]);
+            }
+        }
+        args.extend_from_slice(extra);
+        args.push("--json");
+        let out = self.compactd(&args);
+        assert!(out.status.success(), "submit {extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string()
+    }
+
     /// `nodes --json`. Before the first node made the tree (`nodes` refuses
     /// a root without one), no rows.
     pub fn nodes(&self) -> Vec<Value> {
