@@ -344,17 +344,7 @@ impl Planner {
         while pass.next < pass.items.len() && (!stepped || (report.requests < self.cfg.budget && !late())) {
             stepped = true;
             let item = &pass.items[pass.next];
-            let mut visit = Visit {
-                store,
-                data,
-                me: &self.me,
-                wall_ms,
-                item,
-                settle_ms: self.cfg.stop_settle.as_millis() as u64,
-                requests: 0,
-                decisions: 0,
-                dry: false,
-            };
+            let mut visit = visit(store, data, &self.me, &self.cfg, wall_ms, item);
             let from = pass.cursor.take().unwrap_or_default();
             let left = self.cfg.budget.saturating_sub(report.requests).max(1);
             let result = match visit.list_data(from, Some(left)).await {
@@ -469,17 +459,7 @@ impl Planner {
             let Some(i) = t.queue.pop_front() else { continue };
             let track::Track { item, summary, in_flight, dirty, .. } = t;
             let d = &mut summary.detail[i];
-            let mut visit = Visit {
-                store,
-                data,
-                me: &self.me,
-                wall_ms,
-                item,
-                settle_ms: self.cfg.stop_settle.as_millis() as u64,
-                requests: 0,
-                decisions: 0,
-                dry: false,
-            };
+            let mut visit = visit(store, data, &self.me, &self.cfg, wall_ms, item);
             match visit.decide(d, report).await {
                 Ok(true) => {
                     in_flight.insert(d.partition.clone(), (d.task, order));
@@ -541,6 +521,20 @@ impl Planner {
         });
         Ok(Pass { items, next: 0, cursor: None, fired })
     }
+}
+
+/// A round's visit of `item` (not a dry run). A free function: a round
+/// borrows the planner's other fields mutably while it visits.
+fn visit<'a>(
+    store: &'a Store,
+    data: &'a Store,
+    me: &'a NodeId,
+    cfg: &PlannerConfig,
+    wall_ms: u64,
+    item: &'a Owned,
+) -> Visit<'a> {
+    let settle_ms = cfg.stop_settle.as_millis() as u64;
+    Visit { store, data, me, wall_ms, item, settle_ms, requests: 0, decisions: 0, dry: false }
 }
 
 /// Why a policy's waiting partitions may not be submitted now (`None`:
