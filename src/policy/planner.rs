@@ -9,10 +9,11 @@
 //! at once when a policy is applied or resumed ([`Planner::pass_soon`]). A
 //! table is visited with one recursive listing of its folder on the data
 //! backend (one request per 1,000 files on S3), one listing of its
-//! `Decisions/`, one read of its `Summary`, and writes only for what
-//! changed. Where the data backend lists on after a key (S3's
-//! `start-after`), a listing that reaches the round's budget stops there and
-//! the next round goes on from that key. A pass going on from an earlier
+//! `Decisions/`, and writes only for what changed; its `Summary` is read
+//! at the planner's first visit only ([`super::track::Known`]). Where the
+//! data backend lists on after a key (S3's `start-after`), a listing that
+//! reaches the round's budget stops there and the next round goes on from
+//! that key. A pass going on from an earlier
 //! round drops the tables of policies paused or out of their windows since:
 //! pausing takes effect at the next round.
 //!
@@ -353,7 +354,7 @@ impl Planner {
                     report.requests += visit.requests;
                     break;
                 }
-                Ok(Listing::Done(tallied)) => visit.table(tallied, report).await,
+                Ok(Listing::Done(tallied)) => visit.table(tallied, self.tracks.known.take(item), report).await,
                 Err(e) => Err(e),
             };
             *self.decisions.entry(item.policy.name.to_string()).or_default() += visit.decisions;
@@ -506,6 +507,7 @@ impl Planner {
         // What waits goes on waiting only in tables the same policy still
         // plans: open now, or planned at a fire and still being worked off.
         let owners: BTreeMap<String, &Name> = owned.iter().map(|o| (track::key(o), &o.policy.name)).collect();
+        self.tracks.known.retain(|k| owners.contains_key(k));
         self.tracks.retain_queues(|k, t| {
             owners.get(k).is_some_and(|p| {
                 **p == t.item.policy.name && matches!(gates.get(*p), Some(None | Some(Gate::Schedule { .. })))
@@ -669,7 +671,7 @@ pub async fn dry_run(store: &Store, data: &Store, cap: &Capacity, wall_ms: u64) 
         let mut report = PlanReport::default();
         let mut visit = Visit { store, data, me: &me, wall_ms, item, settle_ms, requests: 0, decisions: 0, dry: true };
         let listed = visit.list_data(TableCursor::default(), None).await.map(Listing::tallied);
-        match async { visit.table(listed?, &mut report).await }.await {
+        match async { visit.table(listed?, None, &mut report).await }.await {
             Ok(judged) => tracks.absorb(item, judged, wall_ms),
             Err(e) => out.errors.push(format!("{}: {e}", track::key(item))),
         }
