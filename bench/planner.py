@@ -8,12 +8,15 @@
    `--partitions / 10` partitions of one small file each, none due (the
    policy's `min-small-files = 4`). One node runs for `--seconds` with
    `--heartbeat 1s --plan-interval 5s`, first with no policy (the idle
-   baseline), then with the policy; the planner's passes are counted from
-   its log (`planner pass ended`). Reported: requests per pass (the second
-   window minus the baseline, per pass), by bucket, and what that makes per
-   hour at the default `--plan-interval 60s`; and the bound per monitor
-   round (`--plan-budget`, default 200, plus the one table a round may
-   finish).
+   baseline), then with the policy: a window of whole passes (from the end
+   of one to the end of another, the first pass over the tables left out),
+   counted from its log (`planner pass ended`). Reported: requests per pass
+   (the second window minus the baseline, per pass), by bucket, and what
+   that makes per hour at the default `--plan-interval 60s`; and the bound
+   per monitor round (`--plan-budget`, default 200, plus the one table a
+   round may finish). The baseline is subtracted per heartbeat, counted in the S3
+   server's request log (`--keep DIR` keeps it, one line per request, and
+   the node's log).
 2. **Latency at the default timings** (10 s heartbeat, 60 s plan interval)
    on fs: a partition is given its 4th small file at a random moment; the
    time until its merge starts (the node's log, `subtask started`) is
@@ -39,10 +42,11 @@ POLICY = 'name = "warehouse"\ntables = ["db/public/*"]\nexecutor = "merge"\nmin-
 ENV = {"AWS_ACCESS_KEY_ID": "compactd-test", "AWS_SECRET_ACCESS_KEY": "compactd-test-secret"}
 
 
-def start_s3():
+def start_s3(request_log=None):
     py = os.path.join(REPO, ".venv-s3/bin/python")
+    log = ["--request-log", request_log] if request_log else []
     p = subprocess.Popen(
-        [py, os.path.join(REPO, "tests/support/s3_server.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        [py, os.path.join(REPO, "tests/support/s3_server.py")] + log, stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
     line = p.stdout.readline().decode()
     assert line.startswith("PORT "), line
@@ -66,8 +70,24 @@ def diff(a, b):
     return {k: b.get(k, 0) - a.get(k, 0) for k in set(a) | set(b) if b.get(k, 0) - a.get(k, 0)}
 
 
+def heartbeats(request_log):
+    """The node's heartbeats (writes of its registry entry) in the idle
+    window and in the window with the policy: the stretches of the server's
+    request log between its 1st and 2nd, and its 3rd and 4th `/_requests`."""
+    beats, mark = [0, 0, 0, 0, 0], 0
+    for line in open(request_log):
+        if line.endswith(" _requests\n"):
+            mark += 1
+        elif mark < len(beats) and " tree PUT /compactd/Compaction_V2/Registry/Nodes/n1 " in line:
+            beats[mark] += 1
+    return beats[1], beats[3]
+
+
 def s3_cost(args):
-    server, port = start_s3()
+    keep = args.keep or tempfile.mkdtemp()
+    os.makedirs(keep, exist_ok=True)
+    request_log = os.path.join(keep, "requests.log")
+    server, port = start_s3(request_log)
     endpoint = f"http://127.0.0.1:{port}"
     try:
         import_boto = [os.path.join(REPO, ".venv-s3/bin/python"), "-c"]
@@ -104,20 +124,41 @@ for i in range(n):
         open(pol, "w").write(POLICY)
         subprocess.run([args.binary, "--root", root, "policy", "apply", pol], env=env, check=True,
                        stdout=subprocess.DEVNULL)
-        # Let the first pass write every table's summary, then measure.
+        # The window runs from the end of a pass to the end of a later one,
+        # so that it holds whole passes; it starts after the first pass over
+        # the tables (which writes every table's summary once). The idle
+        # node's own passes (no policy: `tables=0`) are not counted.
         deadline = time.time() + 300
-        while open(log).read().count("planner pass ended") < 2 and time.time() < deadline:
-            time.sleep(0.5)
-        passes0 = open(log).read().count("planner pass ended")
+
+        def passes_ended():
+            return len(re.findall(r"planner pass ended tables=[1-9]", open(log).read()))
+
+        def await_pass(n):
+            while passes_ended() < n:
+                assert time.time() < deadline, "no planner pass ended"
+                time.sleep(0.05)
+
+        await_pass(2)
+        passes0 = passes_ended()
         c2 = counts(port)
-        time.sleep(args.seconds)
+        t2 = time.time()
+        while time.time() - t2 < args.seconds:
+            time.sleep(0.5)
+        deadline = time.time() + 300
+        await_pass(passes_ended() + 1)
         c3 = counts(port)
-        passes = open(log).read().count("planner pass ended") - passes0
+        window_s = time.time() - t2
+        passes = passes_ended() - passes0
         planned = by_bucket(diff(c2, c3))
         methods = diff(c2, c3)
         node.terminate()
         node.wait(timeout=30)
-        extra = {b: planned.get(b, 0) - idle.get(b, 0) for b in set(planned) | set(idle)}
+        # The idle node's requests are subtracted per heartbeat (its tick's
+        # cadence), not per second: a planner that slows the tick (one that
+        # runs inside it) would otherwise be credited with the heartbeats it
+        # delayed.
+        beats = heartbeats(request_log)
+        extra = {b: planned.get(b, 0) - idle.get(b, 0) * beats[1] / beats[0] for b in set(planned) | set(idle)}
         per_pass = {b: round(v / max(passes, 1), 1) for b, v in extra.items()}
         total = sum(extra.values()) / max(passes, 1)
         r = {
@@ -125,8 +166,10 @@ for i in range(n):
             "what": "s3_requests",
             "partitions": args.partitions,
             "tables": 10,
-            "window_s": args.seconds,
+            "window_s": round(window_s, 1),
             "passes": passes,
+            "idle_heartbeats": beats[0],
+            "with_policy_heartbeats": beats[1],
             "idle_requests_by_bucket": idle,
             "with_policy_requests_by_bucket": planned,
             "with_policy_requests_by_method": methods,
@@ -135,9 +178,12 @@ for i in range(n):
             "planner_requests_per_hour_default_interval": round(total * 60),
         }
         print("RESULT " + json.dumps(r))
+        shutil.copy(log, os.path.join(keep, "n1.log"))
         shutil.rmtree(work, ignore_errors=True)
     finally:
         server.terminate()
+        if not args.keep:
+            shutil.rmtree(keep, ignore_errors=True)
 
 
 def latency(args):
@@ -184,6 +230,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=60)
     ap.add_argument("--latency-samples", type=int, default=3)
     ap.add_argument("--skip-latency", action="store_true")
+    ap.add_argument("--keep", metavar="DIR", help="keep the S3 server's request log (one line per request) and the "
+                    "node's log in DIR")
     args = ap.parse_args()
     s3_cost(args)
     if not args.skip_latency:

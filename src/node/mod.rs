@@ -670,7 +670,7 @@ impl Node {
                 self.next_scan_at = now + self.cfg.heartbeat;
                 self.sweep_tasks(now, offline, deadline).await;
                 self.drive_jobs(now).await;
-                self.plan_policies(now).await;
+                self.plan_policies();
             }
             Err(e) => self.monitor_failed(e),
         }

@@ -4,10 +4,10 @@
 //! writes the heartbeat and renews the lease goes on.
 //!
 //! The node tells the task, through a [`PlannerLink`]:
-//! - after each monitor round that passed its fence, a [`Grant`]: the
-//!   epoch, the instant until which the lease may be acted on without
-//!   renewal ([`crate::cluster::election::Election::acting_until`]) and the
-//!   member view (the cluster's capacity), and that a round is due (at the
+//! - after each monitor round, a [`Grant`]: the epoch, the instant until
+//!   which the lease may be acted on without renewal
+//!   ([`crate::cluster::election::Election::acting_until`]) and the member
+//!   view (the cluster's capacity), and that a round is due (at the
 //!   monitor's pace, one per heartbeat); a node that is not the monitor
 //!   withdraws the grant;
 //! - that planner tasks ended (the count of `plan` pokes), or a policy was
@@ -17,8 +17,11 @@
 //! instant, and only after one stat showed no newer epoch's lease (the
 //! monitor's fence, [`crate::cluster::election::Election::fence`]); a
 //! monitor round that finds the planner idle (no pass due or going on,
-//! nothing waiting or in flight) runs no round and costs no stat. A new
-//! epoch starts a new planner (a new pass). At most one round runs at a
+//! nothing waiting or in flight) runs no round and costs no stat. The tick
+//! does not fence for the planner: that would be a stat per heartbeat, the
+//! planner idle or not, beside the task's own. Once the stat found a newer
+//! epoch the task ignores grants of its epoch (the tick learns it at its
+//! next renewal). A new epoch starts a new planner (a new pass). At most one round runs at a
 //! time, rounds start at least [`MIN_GAP`] apart (a burst of pokes is one
 //! round), and a round that left work for lack of budget asks for the next
 //! one [`MIN_GAP`] later. The task ends at the shutdown token, between
@@ -137,6 +140,8 @@ impl PlannerTask {
         let inbox = Inbox { store: self.store.clone(), from: self.me.to_string(), clock: self.clock.clone() };
         let poker = Poker::new(self.wake.clone(), Some(inbox.clone()));
         let mut planner: Option<(u64, Planner)> = None;
+        // The newest epoch a stat found superseded.
+        let mut superseded: Option<u64> = None;
         let mut follow_up: Option<Duration> = None;
         let mut last_start = Duration::ZERO;
         loop {
@@ -183,12 +188,16 @@ impl PlannerTask {
                 // Nothing to do this round: not even the fence's stat.
                 continue;
             }
+            if superseded.is_some_and(|e| e >= grant.epoch) {
+                continue;
+            }
             match self.store.exists(&v2::lease(grant.epoch + 1)).await {
                 Ok(false) => {}
                 Ok(true) => {
                     tracing::warn!(epoch = grant.epoch, "policy planning stops: a newer monitor epoch exists");
                     shared.inner.lock().unwrap_or_else(|p| p.into_inner()).grant = None;
                     planner = None;
+                    superseded = Some(grant.epoch);
                     continue;
                 }
                 Err(e) => {
@@ -266,22 +275,14 @@ impl super::Node {
         Some(handle)
     }
 
-    /// The monitor's policy planner: after each monitor round that passes
-    /// the fence, its task may act until the lease's local validity ends,
-    /// and runs a round (this module). Nothing of it runs in the tick.
-    pub(super) async fn plan_policies(&mut self, now: Duration) {
-        if self.monitor.is_none() || self.planner.is_none() {
-            return;
-        }
-        let Some(epoch) = self.monitor_duty_allowed(now, "policy planning").await else {
-            if let Some(p) = &self.planner {
-                p.withdraw();
-            }
-            return;
-        };
-        let (Some((e, until)), Some(view)) = (self.election.acting_until(), self.election.view()) else { return };
-        if let Some(p) = self.planner.as_ref().filter(|_| e == epoch) {
-            p.tick(Grant { epoch, until, view: view.clone() });
+    /// The monitor's policy planner: after each monitor round its task may
+    /// act until the lease's local validity ends, and runs a round, fenced
+    /// by its own stat (this module). Nothing of it runs in the tick.
+    pub(super) fn plan_policies(&mut self) {
+        let Some(p) = self.planner.as_ref().filter(|_| self.monitor.is_some()) else { return };
+        match (self.election.acting_until(), self.election.view()) {
+            (Some((epoch, until)), Some(view)) => p.tick(Grant { epoch, until, view: view.clone() }),
+            _ => p.withdraw(),
         }
     }
 }

@@ -9,10 +9,11 @@
 //! at once when a policy is applied or resumed ([`Planner::pass_soon`]). A
 //! table is visited with one recursive listing of its folder on the data
 //! backend (one request per 1,000 files on S3), one listing of its
-//! `Decisions/`, one read of its `Summary`, and writes only for what
-//! changed. Where the data backend lists on after a key (S3's
-//! `start-after`), a listing that reaches the round's budget stops there and
-//! the next round goes on from that key. A pass going on from an earlier
+//! `Decisions/`, and writes only for what changed; its `Summary` is read
+//! at the planner's first visit only ([`super::track::Known`]). Where the
+//! data backend lists on after a key (S3's `start-after`), a listing that
+//! reaches the round's budget stops there and the next round goes on from
+//! that key. A pass going on from an earlier
 //! round drops the tables of policies paused or out of their windows since:
 //! pausing takes effect at the next round.
 //!
@@ -344,17 +345,7 @@ impl Planner {
         while pass.next < pass.items.len() && (!stepped || (report.requests < self.cfg.budget && !late())) {
             stepped = true;
             let item = &pass.items[pass.next];
-            let mut visit = Visit {
-                store,
-                data,
-                me: &self.me,
-                wall_ms,
-                item,
-                settle_ms: self.cfg.stop_settle.as_millis() as u64,
-                requests: 0,
-                decisions: 0,
-                dry: false,
-            };
+            let mut visit = visit(store, data, &self.me, &self.cfg, wall_ms, item);
             let from = pass.cursor.take().unwrap_or_default();
             let left = self.cfg.budget.saturating_sub(report.requests).max(1);
             let result = match visit.list_data(from, Some(left)).await {
@@ -363,7 +354,7 @@ impl Planner {
                     report.requests += visit.requests;
                     break;
                 }
-                Ok(Listing::Done(tallied)) => visit.table(tallied, report).await,
+                Ok(Listing::Done(tallied)) => visit.table(tallied, self.tracks.known.take(item), report).await,
                 Err(e) => Err(e),
             };
             *self.decisions.entry(item.policy.name.to_string()).or_default() += visit.decisions;
@@ -469,17 +460,7 @@ impl Planner {
             let Some(i) = t.queue.pop_front() else { continue };
             let track::Track { item, summary, in_flight, dirty, .. } = t;
             let d = &mut summary.detail[i];
-            let mut visit = Visit {
-                store,
-                data,
-                me: &self.me,
-                wall_ms,
-                item,
-                settle_ms: self.cfg.stop_settle.as_millis() as u64,
-                requests: 0,
-                decisions: 0,
-                dry: false,
-            };
+            let mut visit = visit(store, data, &self.me, &self.cfg, wall_ms, item);
             match visit.decide(d, report).await {
                 Ok(true) => {
                     in_flight.insert(d.partition.clone(), (d.task, order));
@@ -526,6 +507,7 @@ impl Planner {
         // What waits goes on waiting only in tables the same policy still
         // plans: open now, or planned at a fire and still being worked off.
         let owners: BTreeMap<String, &Name> = owned.iter().map(|o| (track::key(o), &o.policy.name)).collect();
+        self.tracks.known.retain(|k| owners.contains_key(k));
         self.tracks.retain_queues(|k, t| {
             owners.get(k).is_some_and(|p| {
                 **p == t.item.policy.name && matches!(gates.get(*p), Some(None | Some(Gate::Schedule { .. })))
@@ -541,6 +523,20 @@ impl Planner {
         });
         Ok(Pass { items, next: 0, cursor: None, fired })
     }
+}
+
+/// A round's visit of `item` (not a dry run). A free function: a round
+/// borrows the planner's other fields mutably while it visits.
+fn visit<'a>(
+    store: &'a Store,
+    data: &'a Store,
+    me: &'a NodeId,
+    cfg: &PlannerConfig,
+    wall_ms: u64,
+    item: &'a Owned,
+) -> Visit<'a> {
+    let settle_ms = cfg.stop_settle.as_millis() as u64;
+    Visit { store, data, me, wall_ms, item, settle_ms, requests: 0, decisions: 0, dry: false }
 }
 
 /// Why a policy's waiting partitions may not be submitted now (`None`:
@@ -675,7 +671,7 @@ pub async fn dry_run(store: &Store, data: &Store, cap: &Capacity, wall_ms: u64) 
         let mut report = PlanReport::default();
         let mut visit = Visit { store, data, me: &me, wall_ms, item, settle_ms, requests: 0, decisions: 0, dry: true };
         let listed = visit.list_data(TableCursor::default(), None).await.map(Listing::tallied);
-        match async { visit.table(listed?, &mut report).await }.await {
+        match async { visit.table(listed?, None, &mut report).await }.await {
             Ok(judged) => tracks.absorb(item, judged, wall_ms),
             Err(e) => out.errors.push(format!("{}: {e}", track::key(item))),
         }

@@ -688,3 +688,44 @@ async fn a_deleted_policy_hands_its_tables_on_and_its_running_decision_is_kept()
     let again = define::apply(&tree, spec::parse("o.toml", text).unwrap(), "test", T0).await.unwrap();
     assert_eq!(again.version, 2);
 }
+
+/// A planner reads a table's summary once: it remembers what it read or
+/// wrote (within its epoch it is the only writer), so a pass over idle
+/// tables lists and reads only the policies' files and lists each table's
+/// `Decisions/` (and its data), writing nothing; a table that changed is
+/// still written; a new planner (a new monitor) reads the summaries again.
+#[tokio::test]
+async fn a_planner_reads_each_summary_once_and_still_writes_what_changed() {
+    use store::layers::{CountingLayer, OpCounter};
+    let counter = OpCounter::new();
+    let c = counter.clone();
+    let (tree, data) = stores().await;
+    let tree = tree.layered(move |op| op.layer(CountingLayer::new(c.clone())));
+    apply(&tree, "").await;
+    for t in ["t1", "t2", "t3"] {
+        write(&data, t, "p1", 1).await;
+    }
+    let mut p = planner("n1");
+    let before = counter.snapshot();
+    pass(&mut p, &tree, &data, T0).await;
+    let first = counter.snapshot() - before;
+    // The policies' listing, the policy's folder, each table's Decisions/.
+    let listings = 1 + 1 + 3;
+    assert_eq!((first.read, first.put, first.list), (1 + 3, 3, listings), "a first pass: {first}");
+    let before = counter.snapshot();
+    pass(&mut p, &tree, &data, T0 + 1000).await;
+    let idle = counter.snapshot() - before;
+    assert_eq!((idle.read, idle.total()), (1, 1 + listings), "an idle pass reads the policy only: {idle}");
+    write(&data, "t2", "p2", 1).await;
+    let before = counter.snapshot();
+    pass(&mut p, &tree, &data, T0 + 2000).await;
+    let changed = counter.snapshot() - before;
+    assert_eq!((changed.read, changed.put), (1, 1), "the changed table's summary is written: {changed}");
+    let views = view::tables(&tree, usize::MAX, &mut vec![], T0).await.unwrap();
+    let t2 = views.iter().find(|v| v.summary.table == "t2").unwrap();
+    assert_eq!(t2.summary.partitions, 2);
+    let before = counter.snapshot();
+    pass(&mut planner("n2"), &tree, &data, T0 + 3000).await;
+    let fresh = counter.snapshot() - before;
+    assert_eq!((fresh.read, fresh.put), (1 + 3, 0), "a new planner reads every summary, writes none: {fresh}");
+}

@@ -9,6 +9,14 @@
 //! once nothing of its table is in flight or waiting. What a round learns
 //! between visits comes from the tree too: a task in flight has ended when
 //! its folder says so ([`Tracks::refresh`], one listing per task).
+//!
+//! The planner also remembers each table's summary as it last read or
+//! wrote it ([`Known`]), so that a visit reads it from the tree only once
+//! per planner: within its epoch the planner is the summaries' only writer
+//! (every round is fenced), and a new monitor starts a new planner, which
+//! reads them again. A summary whose write failed is forgotten (the tree
+//! may hold either), and the memory is bounded ([`MAX_KNOWN_PARTITIONS`]):
+//! beyond it summaries are read at each visit, as before.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -25,14 +33,16 @@ use crate::tasks;
 /// the backlog.
 pub const MAX_QUEUED: usize = 200_000;
 
+/// Partitions' details the planner remembers at most in the summaries it
+/// knows, over all tables ([`Known`]).
+pub const MAX_KNOWN_PARTITIONS: usize = 200_000;
+
 /// One table's work.
 #[derive(Debug)]
 pub struct Track {
     pub item: Owned,
     /// As judged at the last visit, then updated by the decisions since.
     pub summary: TableSummary,
-    /// The summary in the tree, until this track's first write.
-    pub prev: Option<TableSummary>,
     /// Partitions in flight: their task (`None`: not recorded yet) and
     /// when the planner learnt of it (a counter: the oldest are looked at
     /// first, as they are the likeliest to have ended).
@@ -61,6 +71,51 @@ pub struct Tracks {
     /// The round trip of its tasks, decision to seen ended (wall ms, a
     /// moving average), once one was seen.
     round_trip_ms: Option<u64>,
+    /// The summaries in the tree, as far as this planner knows them.
+    pub known: Known,
+}
+
+/// Tables' summaries as they are in the tree (read or written by this
+/// planner), by `<db>/<schema>/<table>`: a visit takes its table's, and the
+/// summary is put back once written or found unchanged.
+#[derive(Debug, Default)]
+pub struct Known {
+    by_table: BTreeMap<String, TableSummary>,
+    /// Details held, over all summaries.
+    partitions: usize,
+}
+
+impl Known {
+    /// The table's summary as in the tree, if known (then forgotten: it is
+    /// put back after the visit's write).
+    pub fn take(&mut self, o: &Owned) -> Option<TableSummary> {
+        let s = self.by_table.remove(&key(o))?;
+        self.partitions -= s.detail.len();
+        Some(s)
+    }
+
+    /// The tree holds `s` as the summary of the table `k` (unless memory
+    /// is short: then it is read again at the next visit).
+    fn put(&mut self, k: &str, s: TableSummary) {
+        if let Some(old) = self.by_table.remove(k) {
+            self.partitions -= old.detail.len();
+        }
+        if self.partitions + s.detail.len() <= MAX_KNOWN_PARTITIONS {
+            self.partitions += s.detail.len();
+            self.by_table.insert(k.to_string(), s);
+        }
+    }
+
+    /// Forgets the summaries of the tables `keep` does not name.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        let mut partitions = 0;
+        self.by_table.retain(|k, s| {
+            let kept = keep(k);
+            partitions += if kept { s.detail.len() } else { 0 };
+            kept
+        });
+        self.partitions = partitions;
+    }
 }
 
 pub fn key(o: &Owned) -> String {
@@ -80,6 +135,7 @@ impl Tracks {
     /// Replaces a table's track with what a visit judged.
     pub fn absorb(&mut self, item: &Owned, judged: Judged, wall_ms: u64) {
         let k = key(item);
+        self.known.put(&k, judged.prev);
         let old = self.by_table.remove(&k);
         let room = MAX_QUEUED.saturating_sub(self.queued());
         let queue: VecDeque<usize> =
@@ -92,16 +148,8 @@ impl Tracks {
             let order = old_in_flight.get(&part).map(|(_, o)| *o).unwrap_or_else(|| self.learn());
             in_flight.insert(part, (task, order));
         }
-        let track = Track {
-            item: item.clone(),
-            summary: judged.summary,
-            prev: Some(judged.prev),
-            in_flight,
-            queue,
-            since,
-            blocked: None,
-            dirty: true,
-        };
+        let track =
+            Track { item: item.clone(), summary: judged.summary, in_flight, queue, since, blocked: None, dirty: true };
         self.by_table.insert(k, track);
     }
 
@@ -204,13 +252,21 @@ impl Tracks {
     /// Writes the summaries that changed (their state first), then drops
     /// the tracks with nothing in flight or waiting.
     pub async fn flush(&mut self, store: &Store, wall_ms: u64, report: &mut PlanReport) {
-        for t in self.by_table.values_mut().filter(|t| t.dirty) {
+        let unknown = TableSummary::default();
+        for (k, t) in self.by_table.iter_mut().filter(|(_, t)| t.dirty) {
             t.dirty = false;
             set_state(t, wall_ms);
-            let prev = t.prev.take().unwrap_or_default();
-            match write_summary(store, &t.item, &t.summary, &prev).await {
-                Ok(wrote) => report.requests += u64::from(wrote),
-                Err(e) => report.errors.push(format!("writing the summary of {}: {e}", key(&t.item))),
+            let prev = self.known.by_table.get(k).unwrap_or(&unknown);
+            match write_summary(store, &t.item, &t.summary, prev).await {
+                Ok(true) => {
+                    report.requests += 1;
+                    self.known.put(k, t.summary.clone());
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    report.errors.push(format!("writing the summary of {k}: {e}"));
+                    self.known.take(&t.item);
+                }
             }
         }
         self.by_table.retain(|_, t| !t.queue.is_empty() || !t.in_flight.is_empty());

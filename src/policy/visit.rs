@@ -134,7 +134,14 @@ impl Visit<'_> {
     /// done), says why each partition is or is not due, and removes the
     /// files of older decisions. Takes no new decision: which due
     /// partitions are submitted is the fair share's ([`super::share`]).
-    pub async fn table(&mut self, tallied: Tallied, report: &mut PlanReport) -> Result<Judged, PolicyError> {
+    /// `known`: the table's summary as in the tree, if the planner knows
+    /// it (else it is read).
+    pub async fn table(
+        &mut self,
+        tallied: Tallied,
+        known: Option<TableSummary>,
+        report: &mut PlanReport,
+    ) -> Result<Judged, PolicyError> {
         let o = self.item;
         let p = &*o.policy;
         let Tallied { listed, mut findings, foreign_file } = tallied;
@@ -149,9 +156,14 @@ impl Visit<'_> {
             .map(|why| format!("refused: {why}"))
             .or_else(|| findings.busy(self.wall_ms as i64).map(|at| format!("waiting: a write is in progress ({at})")));
         let (newest, stale) = self.list_decisions().await?;
-        let summary_path = paths::table_summary(&o.db, &o.schema, &o.table);
-        self.requests += 1;
-        let prev: TableSummary = read_json(self.store, &summary_path).await.ok().flatten().unwrap_or_default();
+        let prev = match known {
+            Some(s) => s,
+            None => {
+                self.requests += 1;
+                let path = paths::table_summary(&o.db, &o.schema, &o.table);
+                read_json(self.store, &path).await.ok().flatten().unwrap_or_default()
+            }
+        };
         let prev_detail: BTreeMap<&str, &PartitionSummary> =
             prev.detail.iter().map(|d| (d.partition.as_str(), d)).collect();
         let mut names: Vec<&Name> = listed.keys().chain(newest.keys()).collect();

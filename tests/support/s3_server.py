@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 
 def main() -> None:
@@ -35,6 +36,11 @@ def main() -> None:
         "--no-stdin-watch",
         action="store_true",
         help="do not exit on stdin EOF (for running it by hand in the background)",
+    )
+    parser.add_argument(
+        "--request-log",
+        metavar="FILE",
+        help="append one line per request served: seconds since start, bucket, method, key, query",
     )
     args = parser.parse_args()
 
@@ -59,11 +65,17 @@ def main() -> None:
     # for the benchmarks: `GET /_requests` answers them as JSON (no bucket
     # name starts with `_`).
     counts = {}
+    request_log = open(args.request_log, "a", buffering=1) if args.request_log else None
+    started = time.monotonic()
 
     def app(environ, start_response):
         path = environ.get("PATH_INFO", "")
         if path == "/_requests":
             import json
+
+            if request_log:
+                # Marks the benchmark's windows in the log.
+                request_log.write(f"{time.monotonic() - started:.3f} _requests\n")
 
             body = json.dumps(counts).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
@@ -79,6 +91,8 @@ def main() -> None:
             method = "POST-DELETE"
         key = f"{bucket} {method}"
         counts[key] = counts.get(key, 0) + 1
+        if request_log:
+            request_log.write(f"{time.monotonic() - started:.3f} {bucket} {method} /{obj} {query}\n")
         if bucket.startswith("ignores-conditions"):
             # An S3-compatible server that ignores conditional writes (as
             # s3rver and some gateways do): compactd must refuse it.
