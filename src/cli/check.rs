@@ -81,21 +81,7 @@ pub async fn run(store: store::Store, args: CheckArgs) -> anyhow::Result<i32> {
                     ),
                 ));
             }
-            for o in &a.orphans {
-                let why = match fates.of(o.task()).await {
-                    Fate::Unfinished(_) => continue,
-                    Fate::Finished(why) | Fate::Unknown(why) => why,
-                };
-                found.push(crate::check::Anomaly::new(
-                    &o.path,
-                    format!(
-                        "orphan of the delta executor ({} bytes; {why}): no version of {table} names it; `compactd \
-                         vacuum-orphans --data {uri} --older-than 2h` removes it (2h: at least twice the executor \
-                         timeout, `run --command-timeout`, default 1h, plus any clock skew)",
-                        o.bytes
-                    ),
-                ));
-            }
+            DELTA.name_orphans(&mut fates, &a.orphans, &table, uri, &mut found).await;
         }
     }
     if let Some(uri) = &args.data {
@@ -109,21 +95,7 @@ pub async fn run(store: store::Store, args: CheckArgs) -> anyhow::Result<i32> {
                     continue;
                 }
             };
-            for o in &found_here {
-                let why = match fates.of(iceberg_orphans::task_of(&o.path)).await {
-                    Fate::Unfinished(_) => continue,
-                    Fate::Finished(why) | Fate::Unknown(why) => why,
-                };
-                found.push(crate::check::Anomaly::new(
-                    &o.path,
-                    format!(
-                        "orphan of the iceberg executor ({} bytes; {why}): no snapshot of {table} names it; \
-                         `compactd vacuum-orphans --data {uri} --older-than 2h` removes it (2h: at least twice the \
-                         executor timeout, `run --command-timeout`, default 1h, plus any clock skew)",
-                        o.bytes
-                    ),
-                ));
-            }
+            ICEBERG.name_orphans(&mut fates, &found_here, &table, uri, &mut found).await;
         }
     }
     if args.json {
@@ -249,112 +221,144 @@ pub async fn vacuum_orphans(store: store::Store, args: VacuumOrphansArgs) -> any
     // The CLI edge: the one place this command reads the clock.
     let now = crate::clock::wall_time(&*crate::clock::SystemClock::shared());
     let now_ms = now.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-    let older_than_ms = args.older_than.as_millis() as i64;
-    let mut fates = Fates::new(&store);
-    let (mut removed, mut kept, mut failed) = (0usize, 0usize, BTreeSet::new());
-    let verb = if args.dry_run { "would remove" } else { "removed" };
+    let mut run =
+        Vacuum { fates: Fates::new(&store), args: &args, now_ms, removed: 0, kept: 0, failed: BTreeSet::new() };
     for table in orphans::tables(&data, args.table.as_deref()).await? {
         if args.table.is_some() && iceberg_orphans::is_table(&data, &table).await {
             continue;
         }
-        let found = match orphans::find(&data, &table).await {
-            Ok(f) => f,
-            Err(e) => {
-                eprintln!("{table}: not vacuumed: {e}");
-                failed.insert(table);
-                continue;
-            }
-        };
-        let mut chosen = vec![];
-        for o in found {
-            let keep = match fates.of(o.task()).await {
-                Fate::Unfinished(why) => Some(format!("{why}: its unit may still commit it")),
-                Fate::Unknown(why) if !args.unknown_tasks_finished => {
-                    Some(format!("{why}; --unknown-tasks-finished removes it"))
-                }
-                Fate::Finished(_) | Fate::Unknown(_) => None,
-            };
-            let keep = keep.or_else(|| {
-                let old = o.modified_ms.is_some_and(|m| now_ms - m > older_than_ms);
-                (!old).then(|| "younger than --older-than, or of unknown age".to_string())
-            });
-            match keep {
-                Some(why) => {
-                    println!("kept {} ({why})", o.path);
-                    kept += 1;
-                }
-                None => chosen.push(o),
-            }
-        }
-        match orphans::vacuum(&data, &table, chosen, args.dry_run).await {
-            Ok((gone, named)) => {
-                for o in &gone {
-                    println!("{verb} {} ({} bytes)", o.path, o.bytes);
-                }
-                for o in &named {
-                    println!("kept {} (a version committed since names it)", o.path);
-                }
-                removed += gone.len();
-                kept += named.len();
-            }
-            Err(e) => {
-                eprintln!("{table}: not vacuumed: {e}");
-                failed.insert(table);
-            }
-        }
+        let found = orphans::find(&data, &table).await;
+        let vacuum = |chosen| orphans::vacuum(&data, &table, chosen, args.dry_run);
+        run.table(&DELTA, &table, found, vacuum).await;
     }
     // Iceberg tables: the same rules, their own references.
     for table in iceberg_orphans::tables(&data, args.table.as_deref()).await? {
-        let found = match iceberg_orphans::find(&data, &table).await {
-            Ok(f) => f,
-            Err(e) => {
-                eprintln!("{table}: not vacuumed: {e}");
-                failed.insert(table);
-                continue;
-            }
-        };
-        let mut chosen = vec![];
-        for o in found {
-            let keep = match fates.of(iceberg_orphans::task_of(&o.path)).await {
-                Fate::Unfinished(why) => Some(format!("{why}: its unit may still commit it")),
-                Fate::Unknown(why) if !args.unknown_tasks_finished => {
-                    Some(format!("{why}; --unknown-tasks-finished removes it"))
-                }
-                Fate::Finished(_) | Fate::Unknown(_) => None,
-            };
-            let keep = keep.or_else(|| {
-                let old = o.modified_ms.is_some_and(|m| now_ms - m > older_than_ms);
-                (!old).then(|| "younger than --older-than, or of unknown age".to_string())
-            });
-            match keep {
-                Some(why) => {
-                    println!("kept {} ({why})", o.path);
-                    kept += 1;
-                }
-                None => chosen.push(o),
-            }
-        }
-        match iceberg_orphans::vacuum(&data, &table, chosen, args.dry_run).await {
-            Ok((gone, named)) => {
-                for o in &gone {
-                    println!("{verb} {} ({} bytes)", o.path, o.bytes);
-                }
-                for o in &named {
-                    println!("kept {} (a snapshot committed since names it)", o.path);
-                }
-                removed += gone.len();
-                kept += named.len();
-            }
-            Err(e) => {
-                eprintln!("{table}: not vacuumed: {e}");
-                failed.insert(table);
-            }
-        }
+        let found = iceberg_orphans::find(&data, &table).await;
+        let vacuum = |chosen| iceberg_orphans::vacuum(&data, &table, chosen, args.dry_run);
+        run.table(&ICEBERG, &table, found, vacuum).await;
     }
+    let Vacuum { removed, kept, failed, .. } = run;
     eprintln!(
         "{removed} orphans {}, {kept} kept, {} tables not vacuumed",
         if args.dry_run { "to remove" } else { "removed" },
         failed.len()
     );
     Ok(if failed.is_empty() { 0 } else { 1 })
+}
+
+/// What differs between the table formats' orphans: who wrote them, what
+/// names a file, and how an orphan's task is read from its name.
+struct Format {
+    executor: &'static str,
+    /// What of the table names its files: a Delta version, an Iceberg
+    /// snapshot.
+    names: &'static str,
+    task_of: fn(&orphans::Orphan) -> Option<&str>,
+}
+
+const DELTA: Format = Format { executor: "delta", names: "version", task_of: orphans::Orphan::task };
+
+const ICEBERG: Format =
+    Format { executor: "iceberg", names: "snapshot", task_of: |o| iceberg_orphans::task_of(&o.path) };
+
+impl Format {
+    /// Reports each of a table's orphans whose task is finished or unknown
+    /// (a unit of an unfinished task may still commit its own).
+    async fn name_orphans(
+        &self,
+        fates: &mut Fates<'_>,
+        found: &[orphans::Orphan],
+        table: &str,
+        uri: &str,
+        out: &mut Vec<crate::check::Anomaly>,
+    ) {
+        for o in found {
+            let why = match fates.of((self.task_of)(o)).await {
+                Fate::Unfinished(_) => continue,
+                Fate::Finished(why) | Fate::Unknown(why) => why,
+            };
+            out.push(crate::check::Anomaly::new(
+                &o.path,
+                format!(
+                    "orphan of the {} executor ({} bytes; {why}): no {} of {table} names it; `compactd \
+                     vacuum-orphans --data {uri} --older-than 2h` removes it (2h: at least twice the executor \
+                     timeout, `run --command-timeout`, default 1h, plus any clock skew)",
+                    self.executor, o.bytes, self.names
+                ),
+            ));
+        }
+    }
+}
+
+/// One `vacuum-orphans` run over the tables of every format.
+struct Vacuum<'a> {
+    fates: Fates<'a>,
+    args: &'a VacuumOrphansArgs,
+    now_ms: i64,
+    removed: usize,
+    kept: usize,
+    failed: BTreeSet<String>,
+}
+
+impl Vacuum<'_> {
+    /// Keeps the orphans whose task may still commit them, whose task is
+    /// unknown (unless told), and young ones; `vacuum` deletes the rest
+    /// unless the table, read again, names them.
+    async fn table<E: std::fmt::Display, F>(
+        &mut self,
+        format: &Format,
+        table: &str,
+        found: Result<Vec<orphans::Orphan>, E>,
+        vacuum: impl FnOnce(Vec<orphans::Orphan>) -> F,
+    ) where
+        F: std::future::Future<Output = Result<(Vec<orphans::Orphan>, Vec<orphans::Orphan>), E>>,
+    {
+        let found = match found {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("{table}: not vacuumed: {e}");
+                self.failed.insert(table.to_string());
+                return;
+            }
+        };
+        let older_than_ms = self.args.older_than.as_millis() as i64;
+        let mut chosen = vec![];
+        for o in found {
+            let keep = match self.fates.of((format.task_of)(&o)).await {
+                Fate::Unfinished(why) => Some(format!("{why}: its unit may still commit it")),
+                Fate::Unknown(why) if !self.args.unknown_tasks_finished => {
+                    Some(format!("{why}; --unknown-tasks-finished removes it"))
+                }
+                Fate::Finished(_) | Fate::Unknown(_) => None,
+            };
+            let keep = keep.or_else(|| {
+                let old = o.modified_ms.is_some_and(|m| self.now_ms - m > older_than_ms);
+                (!old).then(|| "younger than --older-than, or of unknown age".to_string())
+            });
+            match keep {
+                Some(why) => {
+                    println!("kept {} ({why})", o.path);
+                    self.kept += 1;
+                }
+                None => chosen.push(o),
+            }
+        }
+        let verb = if self.args.dry_run { "would remove" } else { "removed" };
+        match vacuum(chosen).await {
+            Ok((gone, named)) => {
+                for o in &gone {
+                    println!("{verb} {} ({} bytes)", o.path, o.bytes);
+                }
+                for o in &named {
+                    println!("kept {} (a {} committed since names it)", o.path, format.names);
+                }
+                self.removed += gone.len();
+                self.kept += named.len();
+            }
+            Err(e) => {
+                eprintln!("{table}: not vacuumed: {e}");
+                self.failed.insert(table.to_string());
+            }
+        }
+    }
 }

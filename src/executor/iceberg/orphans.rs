@@ -150,15 +150,7 @@ pub async fn vacuum(
     chosen: Vec<Orphan>,
     dry_run: bool,
 ) -> Result<(Vec<Orphan>, Vec<Orphan>), IcebergError> {
-    if chosen.is_empty() || dry_run {
-        return Ok((chosen, vec![]));
-    }
-    let refs = referenced(store, dir).await?;
-    let (named, free): (Vec<Orphan>, Vec<Orphan>) = chosen.into_iter().partition(|o| refs.contains(&o.path));
-    for o in &free {
-        store.delete(&o.path).await?;
-    }
-    Ok((free, named))
+    crate::executor::delta::orphans::delete_unnamed(store, chosen, dry_run, referenced(store, dir)).await
 }
 
 #[cfg(test)]
