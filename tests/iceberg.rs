@@ -239,13 +239,15 @@ fn table_row(c: &Cluster) -> Option<Value> {
 }
 
 #[test]
-fn a_policy_with_the_iceberg_executor_compacts_each_partition_and_tables_counts_live_files() {
+fn a_policy_commits_a_tables_due_partitions_as_one_snapshot_and_tables_shows_what_it_changed() {
     let java = Java::shared();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
     let location = data.join("db/s/t").display().to_string();
-    make_table(java, &location, 4, 2);
-    let old = java.run(&json!({"cmd": "read", "location": location}));
+    make_table(java, &location, 4, 3);
+    let old = before(java, &location);
+    assert_eq!(old.live.len(), 24, "eight small files in each of three partitions");
+    let old_read = &old.reads[&old.current];
     c.start_with("n1", &["--data", &format!("fs://{}", data.display()), "--plan-interval", "1s"]);
     c.wait_nodes(Duration::from_secs(30), "a node and a monitor", |r| alive(r).len() == 1 && monitor_of(r).is_some());
     let policy = c.fs_path().parent().unwrap().join("ice.toml");
@@ -257,39 +259,71 @@ fn a_policy_with_the_iceberg_executor_compacts_each_partition_and_tables_counts_
     .unwrap();
     let out = c.compactd(&["policy", "apply", policy.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    // The planner's tasks, one per partition, each commit a replace of
-    // their partition (racing each other's commits).
+    // The three due partitions go to one task, whose commit is one
+    // `replace` of them all.
     let start = std::time::Instant::now();
-    while ["p0", "p1"].iter().any(|p| live_in(java, &location, p).len() != 1) {
+    while ["p0", "p1", "p2"].iter().any(|p| live_in(java, &location, p).len() != 1) {
         assert!(start.elapsed() < Duration::from_secs(120), "not compacted: {:#?}\n{}", table_row(&c), c.logs_text());
         std::thread::sleep(Duration::from_millis(500));
     }
-    for p in ["p0", "p1"] {
+    for p in ["p0", "p1", "p2"] {
         assert!(live_in(java, &location, p)[0].contains("/compactd-"), "{p}");
     }
     let now = java.run(&json!({"cmd": "read", "location": location}));
-    assert_eq!((&now["count"], &now["digest"]), (&old["count"], &old["digest"]));
+    assert_eq!((&now["count"], &now["digest"]), (&old_read["count"], &old_read["digest"]));
     let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
     let ops: Vec<&str> =
         snaps["snapshots"].as_array().unwrap().iter().map(|s| s["operation"].as_str().unwrap()).collect();
-    assert_eq!(ops, ["append", "append", "append", "append", "replace", "replace"], "{snaps:#}");
+    assert_eq!(ops, ["append", "append", "append", "append", "replace"], "one snapshot for the policy: {snaps:#}");
+    let new = snaps["current"].as_i64().unwrap();
+    let diff = java.run(&json!({"cmd": "diff", "location": location, "snapshot": new}));
+    let removed: BTreeSet<String> =
+        diff["removed"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap().to_string()).collect();
+    assert_eq!(removed, old.live, "every partition's inputs in the one snapshot");
+    let added = diff["added"].as_array().unwrap();
+    assert_eq!(added.len(), 3, "{diff:#}");
     // `tables` counts the live files of the current snapshot (the
-    // replaced inputs still lie in the folders): one output a partition.
+    // replaced inputs still lie in the folders), and shows what the last
+    // compaction changed as `status` has it: the snapshot read and
+    // committed, files, bytes and rows in and out.
     let start = std::time::Instant::now();
-    loop {
+    let row = loop {
         let row = table_row(&c);
-        let settled = row.as_ref().is_some_and(|r| r["files"] == 2 && r["inFlight"] == 0);
+        let settled = row.as_ref().is_some_and(|r| {
+            r["files"] == 3 && r["inFlight"] == 0 && r["lastCompaction"]["snapshotCommitted"].as_i64() == Some(new)
+        });
         if settled {
-            let r = row.unwrap();
-            assert_eq!((&r["policy"], &r["partitions"]), (&json!("ice"), &json!(2)), "{r:#}");
-            assert!(r["lastCompactionWallMs"].as_u64().is_some(), "{r:#}");
-            break;
+            break row.unwrap();
         }
         assert!(start.elapsed() < Duration::from_secs(60), "tables: {row:#?}");
         std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!((&row["policy"], &row["partitions"]), (&json!("ice"), &json!(3)), "{row:#}");
+    assert!(row["lastCompactionWallMs"].as_u64().is_some(), "{row:#}");
+    let last = &row["lastCompaction"];
+    let task = last["task"].as_str().unwrap();
+    assert_eq!(row["lastTask"].as_str(), Some(task), "{row:#}");
+    let status = c.status(task);
+    let commit = &status["table_versions"][0];
+    assert_eq!(status["table_versions"].as_array().map(Vec::len), Some(1), "{status:#}");
+    assert_eq!(last["state"], "Done", "{row:#}");
+    assert_eq!(last["snapshotRead"].as_i64(), Some(old.current), "{row:#}");
+    assert_eq!(last["versionRead"], commit["version_before"], "{row:#}\n{status:#}");
+    assert_eq!(last["versionCommitted"], commit["version_after"], "{row:#}\n{status:#}");
+    assert_eq!(last["filesIn"], 24, "{row:#}");
+    assert_eq!(last["filesOut"], 3, "{row:#}");
+    assert_eq!((&last["rowsIn"], &last["rowsOut"]), (&old_read["count"], &old_read["count"]), "{row:#}");
+    let on_disk = |f: &String| std::fs::metadata(f.trim_start_matches("file:")).unwrap().len();
+    assert_eq!(last["bytesIn"].as_u64(), Some(old.live.iter().map(on_disk).sum()), "{row:#}");
+    let out_bytes: u64 = added.iter().map(|f| f["size"].as_u64().unwrap()).sum();
+    assert_eq!(last["bytesOut"].as_u64(), Some(out_bytes), "{row:#}\n{diff:#}");
+    for k in ["filesIn", "filesOut", "bytesIn", "bytesOut", "rowsIn", "rowsOut"] {
+        let committed = format!("committed_{}", k.replace("In", "_in").replace("Out", "_out").to_lowercase());
+        assert_eq!(last[k], commit["stats"][&committed], "{k} as status has it: {status:#}");
     }
     let text = String::from_utf8_lossy(&c.compactd(&["tables"]).stdout).to_string();
     assert!(text.lines().any(|l| l.contains("db/s/t") && l.contains("ice")), "{text}");
+    assert!(text.contains(&format!("last compaction: task {task} Done: snapshot {} -> {new}", old.current)), "{text}");
 }
 
 #[test]

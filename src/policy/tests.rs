@@ -235,6 +235,7 @@ async fn a_decision_whose_author_died_before_submitting_is_submitted_once_after_
         wall_ms: T0,
         marker: "db/public/t1/p1#1".into(),
         why: "test".into(),
+        partitions: vec![],
     };
     let path = paths::decision(&n("db"), &n("public"), &n("t1"), &n("p1"), 1, DecisionFile::Claim);
     tree.create(&path, formats::encode(&claim)).await.unwrap();
