@@ -3,8 +3,10 @@
 //! removes (`pending sweep: …`, exit 0 for those alone); with
 //! `--data`, also audit the Delta and Iceberg tables of a data backend,
 //! table by table: orphans the `delta` and `iceberg` executors left, Delta
-//! versions whose active files are missing, and tables that cannot be read
-//! (named; the others are still checked). `compactd vacuum-orphans`: remove those orphans (opt-in, by
+//! versions and the current Iceberg snapshot whose active files are
+//! missing, and tables that cannot be read (named; the others are still
+//! checked). A REST catalog's Iceberg table is read through the catalog
+//! the tree's tasks named for it (`rest_tables`). `compactd vacuum-orphans`: remove those orphans (opt-in, by
 //! age, never one whose task is not finished).
 //!
 //! Both read the scheduler tree (`--root`) to tell a finished task's
@@ -28,10 +30,12 @@ pub struct CheckArgs {
     /// Print a JSON array of {path, problem}.
     #[arg(long)]
     pub json: bool,
-    /// Also audit the Delta tables (`<db>/<schema>/<table>/_delta_log/`) of
-    /// this data backend: orphans (files a `delta` unit of a finished task
-    /// wrote and never committed, see `compactd vacuum-orphans`), versions
-    /// whose active files are missing, tables that cannot be read.
+    /// Also audit the Delta tables (`<db>/<schema>/<table>/_delta_log/`) and
+    /// Iceberg tables (`metadata/`, and REST tables the tree's tasks name)
+    /// of this data backend: orphans (files a `delta` or `iceberg` unit of a
+    /// finished task wrote and never committed, see `compactd
+    /// vacuum-orphans`), versions whose active files are missing, tables
+    /// that cannot be read.
     #[arg(long, value_name = "URI")]
     pub data: Option<String>,
     /// With --data: only this table (`db/schema/table`), not every table.
@@ -87,15 +91,32 @@ pub async fn run(store: store::Store, args: CheckArgs) -> anyhow::Result<i32> {
     if let Some(uri) = &args.data {
         let data = open_data(store.options(), uri).await?;
         let mut fates = Fates::new(&store);
-        for table in iceberg_orphans::tables(&data, args.table.as_deref()).await? {
-            let found_here = match iceberg_orphans::find(&data, &table).await {
-                Ok(f) => f,
+        let rest = rest_tables(&store).await?;
+        for table in iceberg_tables(&data, args.table.as_deref(), &rest).await? {
+            let audited = match catalog_of(&rest, &table).await {
+                Ok(cat) => iceberg_orphans::audit(&data, &cat, &table).await,
+                Err(e) => Err(e),
+            };
+            let a = match audited {
+                Ok(a) => a,
                 Err(e) => {
                     found.push(crate::check::Anomaly::new(&table, format!("Iceberg table not checked: {e}")));
                     continue;
                 }
             };
-            ICEBERG.name_orphans(&mut fates, &found_here, &table, uri, &mut found).await;
+            if let (Some(snapshot), false) = (a.snapshot, a.missing.is_empty()) {
+                let examples: Vec<&str> = a.missing.iter().take(3).map(String::as_str).collect();
+                found.push(crate::check::Anomaly::new(
+                    &table,
+                    format!(
+                        "Iceberg snapshot {snapshot}, the current one, names live files that do not exist ({} \
+                         missing, e.g. {}): readers of it fail",
+                        a.missing.len(),
+                        examples.join(", ")
+                    ),
+                ));
+            }
+            ICEBERG.name_orphans(&mut fates, &a.orphans, &table, uri, &mut found).await;
         }
     }
     if args.json {
@@ -232,9 +253,17 @@ pub async fn vacuum_orphans(store: store::Store, args: VacuumOrphansArgs) -> any
         run.table(&DELTA, &table, found, vacuum).await;
     }
     // Iceberg tables: the same rules, their own references.
-    for table in iceberg_orphans::tables(&data, args.table.as_deref()).await? {
-        let found = iceberg_orphans::find(&data, &table).await;
-        let vacuum = |chosen| iceberg_orphans::vacuum(&data, &table, chosen, args.dry_run);
+    let rest = rest_tables(&store).await?;
+    for table in iceberg_tables(&data, args.table.as_deref(), &rest).await? {
+        let cat = match catalog_of(&rest, &table).await {
+            Ok(cat) => cat,
+            Err(e) => {
+                run.table(&ICEBERG, &table, Err(e), |_| async { Ok((vec![], vec![])) }).await;
+                continue;
+            }
+        };
+        let found = iceberg_orphans::find(&data, &cat, &table).await;
+        let vacuum = |chosen| iceberg_orphans::vacuum(&data, &cat, &table, chosen, args.dry_run);
         run.table(&ICEBERG, &table, found, vacuum).await;
     }
     let Vacuum { removed, kept, failed, .. } = run;
@@ -244,6 +273,63 @@ pub async fn vacuum_orphans(store: store::Store, args: VacuumOrphansArgs) -> any
         failed.len()
     );
     Ok(if failed.is_empty() { 0 } else { 1 })
+}
+
+/// The tables the tree's tasks (under `Scheduler/` and in the archive)
+/// compact through a REST catalog (`iceberg.rest-uri`), by folder, with the
+/// newest such task's catalog: a REST table's current version is the
+/// catalog's, not its folder's, so what its snapshots name is read from
+/// the catalog the tasks named.
+async fn rest_tables(tree: &store::Store) -> anyhow::Result<BTreeMap<String, String>> {
+    use crate::executor::iceberg::rest::REST_URI_PARAM;
+    let mut found: BTreeMap<String, (u64, String)> = BTreeMap::new();
+    let mut note = |info: &layouts::formats::TaskInfo| {
+        let Some(uri) = info.run.params.get(REST_URI_PARAM).filter(|u| !u.is_empty()) else { return };
+        let dir = crate::tasks::table_dir(&info.db_name, &info.schema_name, &info.table_name);
+        if found.get(&dir).is_none_or(|(at, _)| info.id.unix_ms >= *at) {
+            found.insert(dir, (info.id.unix_ms, uri.clone()));
+        }
+    };
+    for id in crate::tasks::list_ids(tree).await? {
+        // An unreadable task is `check`'s anomaly already.
+        if let Ok(info) = crate::tasks::read_info(tree, &id).await {
+            note(&info);
+        }
+    }
+    // An unreadable archive is `check`'s anomaly; a table only it names
+    // is then reported as not checked.
+    if let Ok((archived, _)) = crate::monitor::tasks::read_history(tree).await {
+        for t in &archived {
+            note(&t.info);
+        }
+    }
+    Ok(found.into_iter().map(|(dir, (_, uri))| (dir, uri)).collect())
+}
+
+/// The Iceberg tables of the data root (a folder with `metadata/`
+/// versions), and the REST tables the tree names there (or just `only`).
+async fn iceberg_tables(
+    data: &store::Store,
+    only: Option<&str>,
+    rest: &BTreeMap<String, String>,
+) -> anyhow::Result<Vec<String>> {
+    let mut out: BTreeSet<String> = iceberg_orphans::tables(data, only).await?.into_iter().collect();
+    let only = only.map(|t| format!("{}/", t.trim_end_matches('/')));
+    out.extend(rest.keys().filter(|t| only.as_ref().is_none_or(|o| o == *t)).cloned());
+    Ok(out.into_iter().collect())
+}
+
+/// The catalog of the table at `dir`: the REST catalog the tree's tasks
+/// named, else its folder's versions.
+async fn catalog_of(
+    rest: &BTreeMap<String, String>,
+    dir: &str,
+) -> Result<crate::executor::iceberg::catalog::Catalog, crate::executor::iceberg::IcebergError> {
+    use crate::executor::iceberg::{catalog::Catalog, rest::Rest};
+    Ok(match rest.get(dir) {
+        Some(uri) => Catalog::Rest(Rest::connect(uri).await?),
+        None => Catalog::default(),
+    })
 }
 
 /// What differs between the table formats' orphans: who wrote them, what
