@@ -611,7 +611,8 @@ impl Visit<'_> {
             spec.params.insert(crate::executor::iceberg::catalog::SOLE_WRITER_PARAM.into(), "true".into());
         }
         self.requests += 6;
-        let names = spec.partitions.iter().map(Name::as_str).collect::<Vec<_>>().join(",");
+        // Unit keys hold commas (`spec0,part="p0"`): one partition a word.
+        let names = spec.partitions.iter().map(Name::as_str).collect::<Vec<_>>().join(" ");
         match tasks::submit_placed(self.store, spec, self.wall_ms).await {
             Ok(placed) => {
                 report.managers.push(placed.manager);
