@@ -110,6 +110,12 @@ fn a_policy_commits_a_tables_due_partitions_as_one_snapshot_and_tables_shows_wha
     let text = String::from_utf8_lossy(&c.compactd(&["tables"]).stdout).to_string();
     assert!(text.lines().any(|l| l.contains("db/s/t") && l.contains("ice")), "{text}");
     assert!(text.contains(&format!("last compaction: task {task} Done: snapshot {} -> {new}", old.current)), "{text}");
+    // So does the status page's tables view.
+    let rows = c.nodes();
+    let addr = rows.iter().find_map(|r| r["addr"].as_str()).expect("a node with an address");
+    let (code, page) = common::http::get(addr, "/").unwrap();
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains(&format!("task {task} Done: snapshot {} -&gt; {new}", old.current)), "{page}");
 }
 
 /// The tasks of the cluster's tree, as `list --json` has them.
