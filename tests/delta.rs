@@ -99,6 +99,54 @@ fn three_nodes_compact_a_delta_table_on_fs_and_deltalake_agrees_at_every_version
     assert!(again["table_versions"].as_array().is_none_or(|v| v.is_empty()), "{again:#}");
 }
 
+/// A policy's `delta` task: `tables` shows the version it read and the
+/// one it committed, and its files and rows in and out, as `status` has
+/// them; deltalake agrees.
+#[test]
+fn tables_shows_the_versions_and_figures_of_a_delta_tables_last_compaction() {
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let table = data.join("db/s/t");
+    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
+    let t = table.to_str().unwrap();
+    let generated = delta_tool(&["gen", "--table", t, "--appends", "10", "--partitions", "1", "--rows", "50"], &[]);
+    c.start_with("n1", &["--data", &format!("fs://{}", data.display()), "--plan-interval", "1s"]);
+    c.wait_nodes(Duration::from_secs(30), "a node and a monitor", |r| alive(r).len() == 1 && monitor_of(r).is_some());
+    let policy = c.fs_path().parent().unwrap().join("delta.toml");
+    std::fs::write(
+        &policy,
+        "name = \"d\"\ntables = [\"db/s/*\"]\nexecutor = \"delta\"\ntarget-size = \"8MiB\"\nmin-small-files = 2\n",
+    )
+    .unwrap();
+    let out = c.compactd(&["policy", "apply", policy.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let start = std::time::Instant::now();
+    let last = loop {
+        let out = c.compactd(&["tables", "--json"]);
+        let rows: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let last = rows.as_array().and_then(|r| r.first()).map(|r| r["lastCompaction"].clone());
+        if last.as_ref().is_some_and(|l| l["state"] == "Done") {
+            break last.unwrap();
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "tables: {rows:#}\n{}", c.logs_text());
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let checked = delta_tool(&["check", "--table", t], &[]);
+    let before = generated["version"].as_u64().unwrap();
+    assert_eq!(checked["version"].as_u64(), Some(before + 1), "{checked}");
+    assert_eq!((last["versionRead"].as_u64(), last["versionCommitted"].as_u64()), (Some(before), Some(before + 1)));
+    assert_eq!((&last["filesIn"], &last["filesOut"]), (&generated["files"], &checked["files"]), "{last:#}");
+    assert_eq!((&last["rowsIn"], &last["rowsOut"]), (&generated["rows"], &checked["rows"]), "{last:#}");
+    assert!(last.get("snapshotRead").is_none(), "{last:#}");
+    let status = c.status(last["task"].as_str().unwrap());
+    let unit = &status["table_versions"][0];
+    for (k, s) in [("bytesIn", "bytes_in"), ("bytesOut", "bytes_out"), ("rowsOut", "rows_out")] {
+        assert_eq!(last[k], unit["stats"][s], "{k} as status has it: {status:#}");
+    }
+    let text = String::from_utf8_lossy(&c.compactd(&["tables"]).stdout).to_string();
+    assert!(text.contains(&format!("Done: version {before} -> {}", before + 1)), "{text}");
+}
+
 #[test]
 fn three_nodes_compact_a_delta_table_on_s3_committing_by_conditional_put() {
     let s3 = S3Server::shared();

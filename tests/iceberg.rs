@@ -24,62 +24,12 @@ use std::time::Duration;
 use common::cluster::{alive, monitor_of, Cluster, BIN};
 use common::hdfs::HdfsCluster;
 use common::iceberg::{pyiceberg_catalog_table, pyiceberg_read, pyiceberg_with, Java};
+use common::iceberg_table::{before, live_in, make_table, rows, schema, Before};
 use common::s3::S3Server;
 use serde_json::{json, Value};
 
 const NODES: [&str; 3] = ["n1", "n2", "n3"];
 const TASK: &str = "aaaaffff.16176931.56000000.0";
-
-/// A schema of the types compactd writes metrics for (and a list and a
-/// double, which get counts and sizes only), partitioned by `part`.
-fn schema() -> Value {
-    json!({"type": "struct", "schema-id": 0, "fields": [
-        {"id": 1, "name": "id", "required": true, "type": "long"},
-        {"id": 2, "name": "s", "required": false, "type": "string"},
-        {"id": 3, "name": "part", "required": false, "type": "string"},
-        {"id": 4, "name": "d", "required": false, "type": "double"},
-        {"id": 5, "name": "dt", "required": false, "type": "date"},
-        {"id": 6, "name": "ts", "required": false, "type": "timestamptz"},
-        {"id": 7, "name": "dec", "required": false, "type": "decimal(10,2)"},
-        {"id": 8, "name": "n", "required": false, "type": "int"},
-        {"id": 9, "name": "b", "required": false, "type": "boolean"},
-        {"id": 10, "name": "l", "required": false,
-         "type": {"type": "list", "element-id": 11, "element": "int", "element-required": false}},
-        {"id": 12, "name": "st", "required": false,
-         "type": {"type": "struct", "fields": [{"id": 13, "name": "x", "required": false, "type": "string"}]}},
-    ]})
-}
-
-fn rows(batch: u64, n: u64, parts: u64) -> Vec<Value> {
-    (0..n)
-        .map(|i| {
-            let id = batch * 1000 + i;
-            json!({
-                "id": id,
-                "s": if i % 7 == 0 { Value::Null } else { json!(format!("value-{:06}-{}", id, "é".repeat((i % 3) as usize))) },
-                "part": format!("p{}", i % parts),
-                "d": (i as f64) * 0.25,
-                "dt": format!("2024-{:02}-{:02}", 1 + (id % 12), 1 + (id % 28)),
-                "ts": format!("2024-01-01T{:02}:{:02}:{:02}.123456Z", id % 24, i % 60, batch % 60),
-                "dec": format!("{}.{:02}", id % 1000, i % 100),
-                "n": if i % 5 == 0 { Value::Null } else { json!((id % 97) as i64 - 40) },
-                "b": i % 2 == 0,
-                "l": [i, i + 1],
-                "st": {"x": format!("x{}", i % 4)},
-            })
-        })
-        .collect()
-}
-
-/// Creates `db/s/t` at `location` with Java and appends `appends` batches
-/// (two files per partition each).
-fn make_table(java: &Java, location: &str, appends: u64, parts: u64) {
-    java.run(&json!({"cmd": "create", "location": location, "schema": schema(),
-        "spec": [{"name": "part", "transform": "identity", "source-id": 3, "field-id": 1000}]}));
-    for b in 0..appends {
-        java.run(&json!({"cmd": "append", "location": location, "rows": rows(b, 60, parts), "files": 2}));
-    }
-}
 
 fn start_three(c: &mut Cluster, data: &str) {
     for n in NODES {
@@ -106,26 +56,6 @@ fn compact_table(c: &Cluster, table: &str, params: &[&str]) -> Value {
     let id: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|_| panic!("submit: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text()));
     c.status(id["id"].as_str().unwrap())
-}
-
-/// What Java and pyiceberg say of the table after compactd's commit, held
-/// against what they said before: the checks every compacted table passes.
-struct Before {
-    current: i64,
-    live: BTreeSet<String>,
-    reads: BTreeMap<i64, Value>,
-}
-
-fn before(java: &Java, location: &str) -> Before {
-    let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
-    let current = snaps["current"].as_i64().unwrap();
-    let live = snaps["live"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_string()).collect();
-    let mut reads = BTreeMap::new();
-    for s in snaps["snapshots"].as_array().unwrap() {
-        let id = s["id"].as_i64().unwrap();
-        reads.insert(id, java.run(&json!({"cmd": "read", "location": location, "snapshot": id})));
-    }
-    Before { current, live, reads }
 }
 
 /// Java and pyiceberg read the compacted table: one `replace` snapshot on
@@ -229,67 +159,6 @@ fn three_nodes_compact_a_java_table_on_fs_and_java_and_pyiceberg_agree_at_every_
     let again = compact(&c, &["iceberg.sole-writer=true"]);
     assert_eq!(again["state"], "Done", "{again:#}");
     assert!(again["table_versions"].as_array().is_none_or(|v| v.is_empty()), "{again:#}");
-}
-
-/// The row of `compactd tables --json` for `db/s/t`, if there is one.
-fn table_row(c: &Cluster) -> Option<Value> {
-    let out = c.compactd(&["tables", "--json"]);
-    let rows: Value = serde_json::from_slice(&out.stdout).ok()?;
-    rows.as_array()?.iter().find(|t| t["db"] == "db" && t["schema"] == "s" && t["table"] == "t").cloned()
-}
-
-#[test]
-fn a_policy_with_the_iceberg_executor_compacts_each_partition_and_tables_counts_live_files() {
-    let java = Java::shared();
-    let mut c = Cluster::fs();
-    let data = c.fs_path().parent().unwrap().join("data");
-    let location = data.join("db/s/t").display().to_string();
-    make_table(java, &location, 4, 2);
-    let old = java.run(&json!({"cmd": "read", "location": location}));
-    c.start_with("n1", &["--data", &format!("fs://{}", data.display()), "--plan-interval", "1s"]);
-    c.wait_nodes(Duration::from_secs(30), "a node and a monitor", |r| alive(r).len() == 1 && monitor_of(r).is_some());
-    let policy = c.fs_path().parent().unwrap().join("ice.toml");
-    std::fs::write(
-        &policy,
-        "name = \"ice\"\ntables = [\"db/s/*\"]\nexecutor = \"iceberg\"\nsole-writer = true\n\
-         target-size = \"8MiB\"\nmin-small-files = 2\n",
-    )
-    .unwrap();
-    let out = c.compactd(&["policy", "apply", policy.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    // The planner's tasks, one per partition, each commit a replace of
-    // their partition (racing each other's commits).
-    let start = std::time::Instant::now();
-    while ["p0", "p1"].iter().any(|p| live_in(java, &location, p).len() != 1) {
-        assert!(start.elapsed() < Duration::from_secs(120), "not compacted: {:#?}\n{}", table_row(&c), c.logs_text());
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    for p in ["p0", "p1"] {
-        assert!(live_in(java, &location, p)[0].contains("/compactd-"), "{p}");
-    }
-    let now = java.run(&json!({"cmd": "read", "location": location}));
-    assert_eq!((&now["count"], &now["digest"]), (&old["count"], &old["digest"]));
-    let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
-    let ops: Vec<&str> =
-        snaps["snapshots"].as_array().unwrap().iter().map(|s| s["operation"].as_str().unwrap()).collect();
-    assert_eq!(ops, ["append", "append", "append", "append", "replace", "replace"], "{snaps:#}");
-    // `tables` counts the live files of the current snapshot (the
-    // replaced inputs still lie in the folders): one output a partition.
-    let start = std::time::Instant::now();
-    loop {
-        let row = table_row(&c);
-        let settled = row.as_ref().is_some_and(|r| r["files"] == 2 && r["inFlight"] == 0);
-        if settled {
-            let r = row.unwrap();
-            assert_eq!((&r["policy"], &r["partitions"]), (&json!("ice"), &json!(2)), "{r:#}");
-            assert!(r["lastCompactionWallMs"].as_u64().is_some(), "{r:#}");
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(60), "tables: {row:#?}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let text = String::from_utf8_lossy(&c.compactd(&["tables"]).stdout).to_string();
-    assert!(text.lines().any(|l| l.contains("db/s/t") && l.contains("ice")), "{text}");
 }
 
 #[test]
@@ -430,19 +299,6 @@ fn run_ok(cmd: &mut Command) -> String {
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     text
-}
-
-fn live_in(java: &Java, location: &str, part: &str) -> Vec<String> {
-    let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
-    snaps["live"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_str().unwrap().to_string())
-        .filter(|p| p.contains(&format!("/part={part}/")))
-        .collect::<BTreeSet<String>>()
-        .into_iter()
-        .collect()
 }
 
 #[test]

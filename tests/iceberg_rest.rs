@@ -190,3 +190,108 @@ fn a_commit_refused_with_409_is_rebuilt_and_one_whose_answer_is_lost_is_found_an
     let now = java_cmd("read", ns, json!({}));
     assert_eq!((&now["count"], &now["digest"]), (&before["count"], &before["digest"]));
 }
+
+/// The compactd outputs (`compactd-*.parquet`) under `dir`.
+fn outputs_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![];
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(outputs_in(&p));
+        } else if p.file_name().unwrap().to_string_lossy().starts_with("compactd-") && p.extension().is_some() {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+#[test]
+fn check_data_and_vacuum_orphans_cover_a_rest_table_through_the_catalog_its_tasks_named() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let server = RestServer::shared();
+    let ns = "chk";
+    pyiceberg(&["rest_make", &server.uri, &format!("{ns}.t"), "4", "40", "2"]);
+    let old = java_cmd("read", ns, json!({}));
+    let table = server.data().join(format!("db/{ns}/t"));
+    let data_uri = format!("fs://{}", server.data().display());
+    let only = format!("db/{ns}/t");
+    let mut c = Cluster::fs();
+    // The commit waits before it commits: the task's outputs lie there
+    // uncommitted while it runs.
+    c.env = vec![("COMPACTD_TEST_MERGE_DELAY_MS".into(), "4000".into())];
+    start(&mut c, &["n1"]);
+    let param = format!("iceberg.rest-uri={}", server.uri);
+    let args = ["submit", "--db", "db", "--schema", ns, "--table", "t", "--executor", "iceberg", "--param", &param];
+    let out = c.compactd(&[&args[..], &["--json"]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string();
+    let start_wait = std::time::Instant::now();
+    let running_outputs = loop {
+        let o = outputs_in(&table);
+        if !o.is_empty() {
+            break o;
+        }
+        assert!(start_wait.elapsed() < Duration::from_secs(60), "no output appeared\n{}", c.logs_text());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // The in-flight guard: outputs of a running task are neither named nor
+    // removed; and the REST table is checked (its versions are the
+    // catalog's `NNNNN-<uuid>.metadata.json`, which a file-system read
+    // refuses as another catalog's).
+    let check = c.compactd(&["check", "--data", &data_uri, "--table", &only]);
+    assert!(check.status.success(), "{}", text(&check));
+    let vac = c.compactd(&["vacuum-orphans", "--data", &data_uri, "--table", &only, "--older-than", "1ms"]);
+    assert!(vac.status.success(), "{}", text(&vac));
+    assert!(text(&vac).contains(&format!("task {id} is Running: its unit may still commit it")), "{}", text(&vac));
+    assert!(running_outputs.iter().all(|p| p.exists()), "removed a running task's output: {}", text(&vac));
+    let st = c.wait_status(&id, Duration::from_secs(120), "the task to end", |s| {
+        s["state"].as_str().is_some_and(|x| x == "Done" || x == "Failed")
+    });
+    assert_eq!(st["state"], "Done", "{st:#}\n{}", server.log());
+    let check = c.compactd(&["check", "--data", &data_uri, "--table", &only, "--json"]);
+    assert!(check.status.success(), "{}", text(&check));
+    // An orphan of the finished task (an output its commit never named) is
+    // named with the task's fate.
+    let live_files = live(ns);
+    let one_live = live_files.iter().next().unwrap().trim_start_matches("file:").to_string();
+    let orphan = std::path::Path::new(&one_live)
+        .parent()
+        .unwrap()
+        .join(format!("compactd-{id}-r9-u0123456789abcdef-a1-0.parquet"));
+    std::fs::copy(&one_live, &orphan).unwrap();
+    let check = c.compactd(&["check", "--data", &data_uri, "--table", &only, "--json"]);
+    assert_eq!(check.status.code(), Some(1), "{}", text(&check));
+    let found: Value = serde_json::from_slice(&check.stdout).unwrap();
+    let found = found.as_array().unwrap();
+    assert_eq!(found.len(), 1, "{found:#?}");
+    let problem = found[0]["problem"].as_str().unwrap();
+    assert!(found[0]["path"].as_str().unwrap().ends_with(orphan.file_name().unwrap().to_str().unwrap()), "{found:#?}");
+    assert!(problem.contains("orphan of the iceberg executor") && problem.contains(&format!("task {id} is Done")));
+    // A live file of the current snapshot gone: named, readers of it fail.
+    let aside = std::path::Path::new(&one_live).with_extension("aside");
+    std::fs::rename(&one_live, &aside).unwrap();
+    let check = c.compactd(&["check", "--data", &data_uri, "--table", &only]);
+    let current = java_cmd("snapshots", ns, json!({}))["current"].as_i64().unwrap();
+    assert!(
+        text(&check)
+            .contains(&format!("Iceberg snapshot {current}, the current one, names live files that do not exist")),
+        "{}",
+        text(&check)
+    );
+    std::fs::rename(&aside, &one_live).unwrap();
+    // vacuum-orphans removes the orphan, nothing the catalog's snapshots name.
+    let vac = c.compactd(&["vacuum-orphans", "--data", &data_uri, "--table", &only, "--older-than", "1ms"]);
+    assert!(vac.status.success(), "{}", text(&vac));
+    assert!(text(&vac).contains(&format!("removed {only}/")) && !orphan.exists(), "{}", text(&vac));
+    assert!(live(ns).iter().all(|f| std::path::Path::new(f.trim_start_matches("file:")).exists()));
+    let now = java_cmd("read", ns, json!({}));
+    assert_eq!((&now["count"], &now["digest"]), (&old["count"], &old["digest"]));
+    let check = c.compactd(&["check", "--data", &data_uri, "--table", &only]);
+    assert!(check.status.success(), "{}", text(&check));
+}

@@ -15,7 +15,9 @@
 //! A decision to compact a partition is the atomic create of its next
 //! `.Claim` (sequence numbers per partition, from 1); the task submitted
 //! for it carries the claim's marker as a parameter, and `.Task` records
-//! its id. A new decision for a partition is only taken once the newest
+//! its id. A decision for several partitions of a table (one task for
+//! them all) is a claim for each, all carrying the first's marker and
+//! the group. A new decision for a partition is only taken once the newest
 //! one's task has ended, so a partition is never compacted by two planner
 //! tasks at once, and two planners (a fenced monitor and its successor)
 //! cannot both take the same decision: the create picks one.
@@ -198,6 +200,12 @@ pub struct DecisionClaim {
     pub marker: String,
     /// Why the partition was due.
     pub why: String,
+    /// A decision taken for several partitions of the table at once (an
+    /// `iceberg` policy: one task, one commit): all of them, each with a
+    /// claim carrying the same marker (the first claim's). Empty: this
+    /// partition alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<String>,
 }
 
 /// `Decisions/<partition>.<seq>.Task`.
@@ -230,6 +238,10 @@ pub struct TableSummary {
     pub in_flight: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_compaction_wall_ms: Option<u64>,
+    /// The task of the newest decision (of any partition): what `tables`
+    /// shows of the table's last compaction is read from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_task: Option<TaskId>,
     /// Why the table's partitions are or are not being submitted (paused,
     /// outside its windows, waiting for the schedule, at its cap…).
     pub state: String,

@@ -3,8 +3,10 @@
 //! removes (`pending sweep: …`, exit 0 for those alone); with
 //! `--data`, also audit the Delta and Iceberg tables of a data backend,
 //! table by table: orphans the `delta` and `iceberg` executors left, Delta
-//! versions whose active files are missing, and tables that cannot be read
-//! (named; the others are still checked). `compactd vacuum-orphans`: remove those orphans (opt-in, by
+//! versions and the current Iceberg snapshot whose active files are
+//! missing, and tables that cannot be read (named; the others are still
+//! checked). A REST catalog's Iceberg table is read through the catalog
+//! the tree's tasks named for it (`rest_tables`). `compactd vacuum-orphans`: remove those orphans (opt-in, by
 //! age, never one whose task is not finished).
 //!
 //! Both read the scheduler tree (`--root`) to tell a finished task's
@@ -28,10 +30,12 @@ pub struct CheckArgs {
     /// Print a JSON array of {path, problem}.
     #[arg(long)]
     pub json: bool,
-    /// Also audit the Delta tables (`<db>/<schema>/<table>/_delta_log/`) of
-    /// this data backend: orphans (files a `delta` unit of a finished task
-    /// wrote and never committed, see `compactd vacuum-orphans`), versions
-    /// whose active files are missing, tables that cannot be read.
+    /// Also audit the Delta tables (`<db>/<schema>/<table>/_delta_log/`) and
+    /// Iceberg tables (`metadata/`, and REST tables the tree's tasks name)
+    /// of this data backend: orphans (files a `delta` or `iceberg` unit of a
+    /// finished task wrote and never committed, see `compactd
+    /// vacuum-orphans`), versions whose active files are missing, tables
+    /// that cannot be read.
     #[arg(long, value_name = "URI")]
     pub data: Option<String>,
     /// With --data: only this table (`db/schema/table`), not every table.
@@ -81,49 +85,38 @@ pub async fn run(store: store::Store, args: CheckArgs) -> anyhow::Result<i32> {
                     ),
                 ));
             }
-            for o in &a.orphans {
-                let why = match fates.of(o.task()).await {
-                    Fate::Unfinished(_) => continue,
-                    Fate::Finished(why) | Fate::Unknown(why) => why,
-                };
-                found.push(crate::check::Anomaly::new(
-                    &o.path,
-                    format!(
-                        "orphan of the delta executor ({} bytes; {why}): no version of {table} names it; `compactd \
-                         vacuum-orphans --data {uri} --older-than 2h` removes it (2h: at least twice the executor \
-                         timeout, `run --command-timeout`, default 1h, plus any clock skew)",
-                        o.bytes
-                    ),
-                ));
-            }
+            DELTA.name_orphans(&mut fates, &a.orphans, &table, uri, &mut found).await;
         }
     }
     if let Some(uri) = &args.data {
         let data = open_data(store.options(), uri).await?;
         let mut fates = Fates::new(&store);
-        for table in iceberg_orphans::tables(&data, args.table.as_deref()).await? {
-            let found_here = match iceberg_orphans::find(&data, &table).await {
-                Ok(f) => f,
+        let rest = rest_tables(&store).await?;
+        for table in iceberg_tables(&data, args.table.as_deref(), &rest).await? {
+            let audited = match catalog_of(&rest, &table).await {
+                Ok(cat) => iceberg_orphans::audit(&data, &cat, &table).await,
+                Err(e) => Err(e),
+            };
+            let a = match audited {
+                Ok(a) => a,
                 Err(e) => {
                     found.push(crate::check::Anomaly::new(&table, format!("Iceberg table not checked: {e}")));
                     continue;
                 }
             };
-            for o in &found_here {
-                let why = match fates.of(iceberg_orphans::task_of(&o.path)).await {
-                    Fate::Unfinished(_) => continue,
-                    Fate::Finished(why) | Fate::Unknown(why) => why,
-                };
+            if let (Some(snapshot), false) = (a.snapshot, a.missing.is_empty()) {
+                let examples: Vec<&str> = a.missing.iter().take(3).map(String::as_str).collect();
                 found.push(crate::check::Anomaly::new(
-                    &o.path,
+                    &table,
                     format!(
-                        "orphan of the iceberg executor ({} bytes; {why}): no snapshot of {table} names it; \
-                         `compactd vacuum-orphans --data {uri} --older-than 2h` removes it (2h: at least twice the \
-                         executor timeout, `run --command-timeout`, default 1h, plus any clock skew)",
-                        o.bytes
+                        "Iceberg snapshot {snapshot}, the current one, names live files that do not exist ({} \
+                         missing, e.g. {}): readers of it fail",
+                        a.missing.len(),
+                        examples.join(", ")
                     ),
                 ));
             }
+            ICEBERG.name_orphans(&mut fates, &a.orphans, &table, uri, &mut found).await;
         }
     }
     if args.json {
@@ -249,112 +242,209 @@ pub async fn vacuum_orphans(store: store::Store, args: VacuumOrphansArgs) -> any
     // The CLI edge: the one place this command reads the clock.
     let now = crate::clock::wall_time(&*crate::clock::SystemClock::shared());
     let now_ms = now.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-    let older_than_ms = args.older_than.as_millis() as i64;
-    let mut fates = Fates::new(&store);
-    let (mut removed, mut kept, mut failed) = (0usize, 0usize, BTreeSet::new());
-    let verb = if args.dry_run { "would remove" } else { "removed" };
+    let mut run =
+        Vacuum { fates: Fates::new(&store), args: &args, now_ms, removed: 0, kept: 0, failed: BTreeSet::new() };
     for table in orphans::tables(&data, args.table.as_deref()).await? {
         if args.table.is_some() && iceberg_orphans::is_table(&data, &table).await {
             continue;
         }
-        let found = match orphans::find(&data, &table).await {
-            Ok(f) => f,
-            Err(e) => {
-                eprintln!("{table}: not vacuumed: {e}");
-                failed.insert(table);
-                continue;
-            }
-        };
-        let mut chosen = vec![];
-        for o in found {
-            let keep = match fates.of(o.task()).await {
-                Fate::Unfinished(why) => Some(format!("{why}: its unit may still commit it")),
-                Fate::Unknown(why) if !args.unknown_tasks_finished => {
-                    Some(format!("{why}; --unknown-tasks-finished removes it"))
-                }
-                Fate::Finished(_) | Fate::Unknown(_) => None,
-            };
-            let keep = keep.or_else(|| {
-                let old = o.modified_ms.is_some_and(|m| now_ms - m > older_than_ms);
-                (!old).then(|| "younger than --older-than, or of unknown age".to_string())
-            });
-            match keep {
-                Some(why) => {
-                    println!("kept {} ({why})", o.path);
-                    kept += 1;
-                }
-                None => chosen.push(o),
-            }
-        }
-        match orphans::vacuum(&data, &table, chosen, args.dry_run).await {
-            Ok((gone, named)) => {
-                for o in &gone {
-                    println!("{verb} {} ({} bytes)", o.path, o.bytes);
-                }
-                for o in &named {
-                    println!("kept {} (a version committed since names it)", o.path);
-                }
-                removed += gone.len();
-                kept += named.len();
-            }
-            Err(e) => {
-                eprintln!("{table}: not vacuumed: {e}");
-                failed.insert(table);
-            }
-        }
+        let found = orphans::find(&data, &table).await;
+        let vacuum = |chosen| orphans::vacuum(&data, &table, chosen, args.dry_run);
+        run.table(&DELTA, &table, found, vacuum).await;
     }
     // Iceberg tables: the same rules, their own references.
-    for table in iceberg_orphans::tables(&data, args.table.as_deref()).await? {
-        let found = match iceberg_orphans::find(&data, &table).await {
-            Ok(f) => f,
+    let rest = rest_tables(&store).await?;
+    for table in iceberg_tables(&data, args.table.as_deref(), &rest).await? {
+        let cat = match catalog_of(&rest, &table).await {
+            Ok(cat) => cat,
             Err(e) => {
-                eprintln!("{table}: not vacuumed: {e}");
-                failed.insert(table);
+                run.table(&ICEBERG, &table, Err(e), |_| async { Ok((vec![], vec![])) }).await;
                 continue;
             }
         };
-        let mut chosen = vec![];
-        for o in found {
-            let keep = match fates.of(iceberg_orphans::task_of(&o.path)).await {
-                Fate::Unfinished(why) => Some(format!("{why}: its unit may still commit it")),
-                Fate::Unknown(why) if !args.unknown_tasks_finished => {
-                    Some(format!("{why}; --unknown-tasks-finished removes it"))
-                }
-                Fate::Finished(_) | Fate::Unknown(_) => None,
-            };
-            let keep = keep.or_else(|| {
-                let old = o.modified_ms.is_some_and(|m| now_ms - m > older_than_ms);
-                (!old).then(|| "younger than --older-than, or of unknown age".to_string())
-            });
-            match keep {
-                Some(why) => {
-                    println!("kept {} ({why})", o.path);
-                    kept += 1;
-                }
-                None => chosen.push(o),
-            }
-        }
-        match iceberg_orphans::vacuum(&data, &table, chosen, args.dry_run).await {
-            Ok((gone, named)) => {
-                for o in &gone {
-                    println!("{verb} {} ({} bytes)", o.path, o.bytes);
-                }
-                for o in &named {
-                    println!("kept {} (a snapshot committed since names it)", o.path);
-                }
-                removed += gone.len();
-                kept += named.len();
-            }
-            Err(e) => {
-                eprintln!("{table}: not vacuumed: {e}");
-                failed.insert(table);
-            }
-        }
+        let found = iceberg_orphans::find(&data, &cat, &table).await;
+        let vacuum = |chosen| iceberg_orphans::vacuum(&data, &cat, &table, chosen, args.dry_run);
+        run.table(&ICEBERG, &table, found, vacuum).await;
     }
+    let Vacuum { removed, kept, failed, .. } = run;
     eprintln!(
         "{removed} orphans {}, {kept} kept, {} tables not vacuumed",
         if args.dry_run { "to remove" } else { "removed" },
         failed.len()
     );
     Ok(if failed.is_empty() { 0 } else { 1 })
+}
+
+/// The tables the tree's tasks (under `Scheduler/` and in the archive)
+/// compact through a REST catalog (`iceberg.rest-uri`), by folder, with the
+/// newest such task's catalog: a REST table's current version is the
+/// catalog's, not its folder's, so what its snapshots name is read from
+/// the catalog the tasks named.
+async fn rest_tables(tree: &store::Store) -> anyhow::Result<BTreeMap<String, String>> {
+    use crate::executor::iceberg::rest::REST_URI_PARAM;
+    let mut found: BTreeMap<String, (u64, String)> = BTreeMap::new();
+    let mut note = |info: &layouts::formats::TaskInfo| {
+        let Some(uri) = info.run.params.get(REST_URI_PARAM).filter(|u| !u.is_empty()) else { return };
+        let dir = crate::tasks::table_dir(&info.db_name, &info.schema_name, &info.table_name);
+        if found.get(&dir).is_none_or(|(at, _)| info.id.unix_ms >= *at) {
+            found.insert(dir, (info.id.unix_ms, uri.clone()));
+        }
+    };
+    for id in crate::tasks::list_ids(tree).await? {
+        // An unreadable task is `check`'s anomaly already.
+        if let Ok(info) = crate::tasks::read_info(tree, &id).await {
+            note(&info);
+        }
+    }
+    // An unreadable archive is `check`'s anomaly; a table only it names
+    // is then reported as not checked.
+    if let Ok((archived, _)) = crate::monitor::tasks::read_history(tree).await {
+        for t in &archived {
+            note(&t.info);
+        }
+    }
+    Ok(found.into_iter().map(|(dir, (_, uri))| (dir, uri)).collect())
+}
+
+/// The Iceberg tables of the data root (a folder with `metadata/`
+/// versions), and the REST tables the tree names there (or just `only`).
+async fn iceberg_tables(
+    data: &store::Store,
+    only: Option<&str>,
+    rest: &BTreeMap<String, String>,
+) -> anyhow::Result<Vec<String>> {
+    let mut out: BTreeSet<String> = iceberg_orphans::tables(data, only).await?.into_iter().collect();
+    let only = only.map(|t| format!("{}/", t.trim_end_matches('/')));
+    out.extend(rest.keys().filter(|t| only.as_ref().is_none_or(|o| o == *t)).cloned());
+    Ok(out.into_iter().collect())
+}
+
+/// The catalog of the table at `dir`: the REST catalog the tree's tasks
+/// named, else its folder's versions.
+async fn catalog_of(
+    rest: &BTreeMap<String, String>,
+    dir: &str,
+) -> Result<crate::executor::iceberg::catalog::Catalog, crate::executor::iceberg::IcebergError> {
+    use crate::executor::iceberg::{catalog::Catalog, rest::Rest};
+    Ok(match rest.get(dir) {
+        Some(uri) => Catalog::Rest(Rest::connect(uri).await?),
+        None => Catalog::default(),
+    })
+}
+
+/// What differs between the table formats' orphans: who wrote them, what
+/// names a file, and how an orphan's task is read from its name.
+struct Format {
+    executor: &'static str,
+    /// What of the table names its files: a Delta version, an Iceberg
+    /// snapshot.
+    names: &'static str,
+    task_of: fn(&orphans::Orphan) -> Option<&str>,
+}
+
+const DELTA: Format = Format { executor: "delta", names: "version", task_of: orphans::Orphan::task };
+
+const ICEBERG: Format =
+    Format { executor: "iceberg", names: "snapshot", task_of: |o| iceberg_orphans::task_of(&o.path) };
+
+impl Format {
+    /// Reports each of a table's orphans whose task is finished or unknown
+    /// (a unit of an unfinished task may still commit its own).
+    async fn name_orphans(
+        &self,
+        fates: &mut Fates<'_>,
+        found: &[orphans::Orphan],
+        table: &str,
+        uri: &str,
+        out: &mut Vec<crate::check::Anomaly>,
+    ) {
+        for o in found {
+            let why = match fates.of((self.task_of)(o)).await {
+                Fate::Unfinished(_) => continue,
+                Fate::Finished(why) | Fate::Unknown(why) => why,
+            };
+            out.push(crate::check::Anomaly::new(
+                &o.path,
+                format!(
+                    "orphan of the {} executor ({} bytes; {why}): no {} of {table} names it; `compactd \
+                     vacuum-orphans --data {uri} --older-than 2h` removes it (2h: at least twice the executor \
+                     timeout, `run --command-timeout`, default 1h, plus any clock skew)",
+                    self.executor, o.bytes, self.names
+                ),
+            ));
+        }
+    }
+}
+
+/// One `vacuum-orphans` run over the tables of every format.
+struct Vacuum<'a> {
+    fates: Fates<'a>,
+    args: &'a VacuumOrphansArgs,
+    now_ms: i64,
+    removed: usize,
+    kept: usize,
+    failed: BTreeSet<String>,
+}
+
+impl Vacuum<'_> {
+    /// Keeps the orphans whose task may still commit them, whose task is
+    /// unknown (unless told), and young ones; `vacuum` deletes the rest
+    /// unless the table, read again, names them.
+    async fn table<E: std::fmt::Display, F>(
+        &mut self,
+        format: &Format,
+        table: &str,
+        found: Result<Vec<orphans::Orphan>, E>,
+        vacuum: impl FnOnce(Vec<orphans::Orphan>) -> F,
+    ) where
+        F: std::future::Future<Output = Result<(Vec<orphans::Orphan>, Vec<orphans::Orphan>), E>>,
+    {
+        let found = match found {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("{table}: not vacuumed: {e}");
+                self.failed.insert(table.to_string());
+                return;
+            }
+        };
+        let older_than_ms = self.args.older_than.as_millis() as i64;
+        let mut chosen = vec![];
+        for o in found {
+            let keep = match self.fates.of((format.task_of)(&o)).await {
+                Fate::Unfinished(why) => Some(format!("{why}: its unit may still commit it")),
+                Fate::Unknown(why) if !self.args.unknown_tasks_finished => {
+                    Some(format!("{why}; --unknown-tasks-finished removes it"))
+                }
+                Fate::Finished(_) | Fate::Unknown(_) => None,
+            };
+            let keep = keep.or_else(|| {
+                let old = o.modified_ms.is_some_and(|m| self.now_ms - m > older_than_ms);
+                (!old).then(|| "younger than --older-than, or of unknown age".to_string())
+            });
+            match keep {
+                Some(why) => {
+                    println!("kept {} ({why})", o.path);
+                    self.kept += 1;
+                }
+                None => chosen.push(o),
+            }
+        }
+        let verb = if self.args.dry_run { "would remove" } else { "removed" };
+        match vacuum(chosen).await {
+            Ok((gone, named)) => {
+                for o in &gone {
+                    println!("{verb} {} ({} bytes)", o.path, o.bytes);
+                }
+                for o in &named {
+                    println!("kept {} (a {} committed since names it)", o.path, format.names);
+                }
+                self.removed += gone.len();
+                self.kept += named.len();
+            }
+            Err(e) => {
+                eprintln!("{table}: not vacuumed: {e}");
+                self.failed.insert(table.to_string());
+            }
+        }
+    }
 }

@@ -197,6 +197,9 @@ pub async fn tables(store: Store, args: TablesArgs) -> anyhow::Result<i32> {
                 last,
                 state
             );
+            if let Some(c) = &t.last_compaction {
+                super::outln!("  last compaction: {}", c.describe());
+            }
         }
     }
     Ok(if bad.is_empty() { 0 } else { 1 })

@@ -172,6 +172,16 @@ pub fn by_name(rows: &[PolicyRow]) -> BTreeMap<&str, &PolicyRow> {
     rows.iter().map(|r| (r.definition.name.as_str(), r)).collect()
 }
 
+/// Whether the policy's executor commits a task's partitions together
+/// (`iceberg`: one snapshot for the task): then a table has one task at a
+/// time, its share of the slots goes to one task whose units are the
+/// partitions, and partitions that come due while it runs wait for it to
+/// end. A second task would race the first's commit, each rewriting the
+/// table's whole metadata; a `delta` unit commits its partition alone.
+pub fn one_task_per_table(p: &PolicyDefinition) -> bool {
+    p.executor == "iceberg"
+}
+
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

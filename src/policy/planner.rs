@@ -434,7 +434,9 @@ impl Planner {
                 t.blocked = why.clone();
                 t.dirty = true;
             }
-            if why.is_none() {
+            // An Iceberg table's next task waits for its running one.
+            let waits_for_its_task = super::one_task_per_table(&policy) && !t.in_flight.is_empty();
+            if why.is_none() && !waits_for_its_task {
                 let in_flight = t.in_flight.len() as u64;
                 let queued = t.queue.len() as u64;
                 demands.push(Demand {
@@ -448,31 +450,50 @@ impl Planner {
             }
         }
         let (_, order) = allocate(&demands, free);
-        let mut decided = 0;
-        let mut sent = vec![];
+        // A slot is a partition; an Iceberg table's share of them is one
+        // task, whose committer commits them together.
+        let mut picks: Vec<(usize, Vec<usize>)> = vec![];
         for idx in order {
-            if decided > 0 && report.requests >= self.cfg.budget {
-                report.more = true;
-                break;
-            }
-            let order = self.tracks.learn();
             let t = self.tracks.by_table.get_mut(&keys[idx]).expect("listed above");
             let Some(i) = t.queue.pop_front() else { continue };
-            let track::Track { item, summary, in_flight, dirty, .. } = t;
-            let d = &mut summary.detail[i];
-            let mut visit = visit(store, data, &self.me, &self.cfg, wall_ms, item);
-            match visit.decide(d, report).await {
-                Ok(true) => {
-                    in_flight.insert(d.partition.clone(), (d.task, order));
-                    sent.extend(d.task);
+            let together = super::one_task_per_table(&t.item.policy);
+            match picks.iter_mut().find(|(k, _)| together && *k == idx) {
+                Some((_, group)) => group.push(i),
+                None => picks.push((idx, vec![i])),
+            }
+        }
+        let mut sent = vec![];
+        for n in 0..picks.len() {
+            // One decision at least, whatever it costs.
+            if n > 0 && report.requests >= self.cfg.budget {
+                report.more = true;
+                // What is not decided waits in front, in its order.
+                for (idx, group) in picks[n..].iter().rev() {
+                    let t = self.tracks.by_table.get_mut(&keys[*idx]).expect("listed above");
+                    group.iter().rev().for_each(|i| t.queue.push_front(*i));
                 }
-                Ok(false) => {}
-                Err(e) => report.errors.push(format!("deciding {}/{}: {e}", track::key(item), d.partition)),
+                break;
+            }
+            let (idx, group) = &picks[n];
+            let order = self.tracks.learn();
+            let t = self.tracks.by_table.get_mut(&keys[*idx]).expect("listed above");
+            let track::Track { item, summary, in_flight, dirty, .. } = t;
+            let mut visit = visit(store, data, &self.me, &self.cfg, wall_ms, item);
+            match visit.decide(&mut summary.detail, group, report).await {
+                Ok(now) => {
+                    for i in now {
+                        let d = &summary.detail[i];
+                        in_flight.insert(d.partition.clone(), (d.task, order));
+                        sent.extend(d.task);
+                        summary.last_compaction_wall_ms = Some(wall_ms);
+                        summary.last_task = d.task.or(summary.last_task);
+                    }
+                }
+                Err(e) => report.errors.push(format!("deciding {}: {e}", track::key(item))),
             }
             *dirty = true;
             report.requests += visit.requests;
             *self.decisions.entry(item.policy.name.to_string()).or_default() += visit.decisions;
-            decided += 1;
         }
         for id in sent {
             self.tracks.sent(id, wall_ms);
@@ -684,6 +705,9 @@ pub async fn dry_run(store: &Store, data: &Store, cap: &Capacity, wall_ms: u64) 
         let blocked = executor_of(p).command_name.as_deref().and_then(|n| cap.undefined_command(n));
         if let Some(why) = blocked {
             t.blocked = Some(format!("cannot submit: {why}"));
+            continue;
+        }
+        if super::one_task_per_table(p) && !t.in_flight.is_empty() {
             continue;
         }
         let (in_flight, queued) = (t.in_flight.len() as u64, t.queue.len() as u64);

@@ -235,6 +235,7 @@ async fn a_decision_whose_author_died_before_submitting_is_submitted_once_after_
         wall_ms: T0,
         marker: "db/public/t1/p1#1".into(),
         why: "test".into(),
+        partitions: vec![],
     };
     let path = paths::decision(&n("db"), &n("public"), &n("t1"), &n("p1"), 1, DecisionFile::Claim);
     tree.create(&path, formats::encode(&claim)).await.unwrap();
@@ -245,6 +246,42 @@ async fn a_decision_whose_author_died_before_submitting_is_submitted_once_after_
     assert_eq!(pass(&mut planner("n2"), &tree, &data, later).await.submitted.len(), 1);
     assert!(pass(&mut planner("n3"), &tree, &data, later + 1).await.submitted.is_empty());
     assert_eq!(task_ids(&tree).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_group_decision_whose_author_died_before_submitting_is_submitted_once_as_one_task_for_the_group() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    let group = ["p1", "p2", "p3"];
+    for p in group {
+        write(&data, "t1", p, 4).await;
+        let claim = paths::DecisionClaim {
+            policy: n("warehouse"),
+            policy_version: 1,
+            by: "n1".into(),
+            wall_ms: T0,
+            marker: "db/public/t1/p1#1".into(),
+            why: "test".into(),
+            partitions: group.iter().map(|p| p.to_string()).collect(),
+        };
+        let path = paths::decision(&n("db"), &n("public"), &n("t1"), &n(p), 1, DecisionFile::Claim);
+        tree.create(&path, formats::encode(&claim)).await.unwrap();
+    }
+    assert!(pass(&mut planner("n2"), &tree, &data, T0 + 1000).await.submitted.is_empty(), "within the grace");
+    let later = T0 + crate::jobs::drive::CLAIM_GRACE_MS + 1;
+    let r = pass(&mut planner("n2"), &tree, &data, later).await;
+    assert_eq!(r.submitted.len(), 1, "one task for the group: {:?}", r.submitted);
+    assert!(pass(&mut planner("n3"), &tree, &data, later + 1).await.submitted.is_empty());
+    let ids = task_ids(&tree).await;
+    assert_eq!(ids.len(), 1);
+    let info = tasks::read_info(&tree, &ids[0]).await.unwrap();
+    assert_eq!(info.run.partitions, group.map(n).to_vec());
+    assert_eq!(info.run.params[paths::MARKER_PARAM], "db/public/t1/p1#1");
+    for p in group {
+        let path = paths::decision(&n("db"), &n("public"), &n("t1"), &n(p), 1, DecisionFile::Task);
+        let recorded: paths::DecisionTask = serde_json::from_slice(&tree.read(&path).await.unwrap().unwrap()).unwrap();
+        assert_eq!(recorded.task, ids[0], "{p} records the group's task");
+    }
 }
 
 #[tokio::test]

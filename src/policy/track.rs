@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use layouts::policies::TableSummary;
+use layouts::policies::{PolicyDefinition, TableSummary};
 use layouts::{TaskId, TaskState};
 use store::Store;
 
@@ -281,12 +281,13 @@ pub fn set_state(t: &mut Track, wall_ms: u64) {
     s.queued = queued;
     s.in_flight = in_flight;
     s.capped = queued > 0 && cap.is_some_and(|c| in_flight >= u64::from(c));
-    s.state = state_text(s, t.blocked.as_deref(), cap, wall_ms);
+    s.state = state_text(s, t.blocked.as_deref(), &t.item.policy, wall_ms);
 }
 
 /// The table's state in words (the views add what time changes: see
 /// `super::view`).
-pub fn state_text(s: &TableSummary, blocked: Option<&str>, cap: Option<u32>, wall_ms: u64) -> String {
+pub fn state_text(s: &TableSummary, blocked: Option<&str>, p: &PolicyDefinition, wall_ms: u64) -> String {
+    let cap = p.max_units_per_table;
     if let Some(h) = s.hold.as_deref().or(blocked) {
         return h.to_string();
     }
@@ -297,6 +298,9 @@ pub fn state_text(s: &TableSummary, blocked: Option<&str>, cap: Option<u32>, wal
     let mut parts = vec![];
     match (s.queued, s.capped) {
         (0, _) => {}
+        (q, false) if s.in_flight > 0 && super::one_task_per_table(p) => {
+            parts.push(format!("{q} due partition(s) waiting for the table's running task (one task at a time)"))
+        }
         (q, true) => parts.push(format!(
             "at its cap of {} partitions at once (max-units-per-table): {q} due waiting",
             cap.unwrap_or_default()

@@ -32,6 +32,13 @@ pub struct TableView {
     pub policy_deleted: bool,
     /// Its state now, with the reason and when it changes.
     pub status: TableStatus,
+    /// What its last compaction (the summary's `lastTask`) changed: the
+    /// table (metadata) version and Iceberg snapshot read and committed,
+    /// files, bytes and rows in and out, as `status` shows them. Absent
+    /// for executors that record no versions, and once the task is gone
+    /// from `Scheduler/` (archived).
+    #[serde(rename = "lastCompaction", skip_serializing_if = "Option::is_none")]
+    pub last_compaction: Option<crate::tasks::view::TableChange>,
     #[serde(flatten)]
     pub summary: TableSummary,
 }
@@ -80,7 +87,7 @@ pub fn status(s: &TableSummary, policy: Option<&PolicyRow>, gate: Option<&Gate>,
         };
         return TableStatus::new(state, h.clone(), None);
     }
-    let now = track::state_text(s, None, p.max_units_per_table, wall_ms);
+    let now = track::state_text(s, None, p, wall_ms);
     match gate {
         Some(g @ Gate::Closed { .. }) => return TableStatus::new("outside-windows", g.describe(p), g.until()),
         Some(g @ Gate::Schedule { .. }) => {
@@ -155,11 +162,26 @@ pub async fn tables(
                 } else {
                     status(&summary, row, gates.get(&summary.policy).and_then(Option::as_ref), wall_ms)
                 };
+                let last_compaction = match &summary.last_task {
+                    Some(id) => match crate::tasks::view::table_change(store, id).await {
+                        Ok(c) => c,
+                        Err(crate::tasks::TaskError::NotFound(_)) => None,
+                        Err(e) => {
+                            bad.push(PolicyError::Malformed {
+                                path: p.clone(),
+                                problem: format!("its last task: {e}"),
+                            });
+                            None
+                        }
+                    },
+                    None => None,
+                };
                 out.push(TableView {
                     table: format!("{}/{}/{}", summary.db, summary.schema, summary.table),
                     paused: row.is_some_and(|r| r.paused),
                     policy_deleted: deleted,
                     status,
+                    last_compaction,
                     summary,
                 })
             }

@@ -171,6 +171,7 @@ impl Visit<'_> {
         names.dedup();
         let mut detail = vec![];
         let mut last_compaction = prev.last_compaction_wall_ms;
+        let mut newest_task = prev.last_compaction_wall_ms.zip(prev.last_task);
         for name in names {
             let l = listed.get(name);
             let n = newest.get(name).copied().unwrap_or_default();
@@ -198,6 +199,9 @@ impl Visit<'_> {
             }
             if let Some(t) = d.last_compaction_wall_ms {
                 last_compaction = Some(last_compaction.map_or(t, |l: u64| l.max(t)));
+                if let Some(task) = d.task.filter(|_| newest_task.is_none_or(|(at, _)| t >= at)) {
+                    newest_task = Some((t, task));
+                }
             }
             self.judge(p, &mut d);
             if d.small_files > 0 || d.in_flight {
@@ -236,6 +240,7 @@ impl Visit<'_> {
             small_bytes: listed.values().map(|l| l.small_bytes).sum(),
             in_flight: in_flight.len() as u64,
             last_compaction_wall_ms: last_compaction,
+            last_task: newest_task.map(|(_, task)| task),
             state: String::new(),
             hold,
             queued: 0,
@@ -483,7 +488,13 @@ impl Visit<'_> {
             return Ok(());
         }
         if mine || self.wall_ms >= claim.wall_ms.saturating_add(crate::jobs::drive::CLAIM_GRACE_MS) {
-            self.submit(name, seq, claim, d, report).await?;
+            // A group's claim submits the group: its other partitions'
+            // claims find the task by the marker.
+            let mut spec_parts: Vec<Name> = claim.partitions.iter().filter_map(|p| Name::parse(p).ok()).collect();
+            if !spec_parts.contains(name) {
+                spec_parts = vec![name.clone()];
+            }
+            self.submit(std::slice::from_mut(d), &[(0, name.clone(), seq)], spec_parts, claim, report).await?;
         }
         Ok(())
     }
@@ -530,52 +541,81 @@ impl Visit<'_> {
         d.why = reasons.join(", ");
     }
 
-    /// Takes the partition's next decision; true if it is now in flight.
-    pub async fn decide(&mut self, d: &mut PartitionSummary, report: &mut PlanReport) -> Result<bool, PolicyError> {
+    /// Takes the next decision of the due partitions `idxs` of `detail`:
+    /// one task for them all (several: an `iceberg` table's, whose
+    /// committer commits them together). Returns those now in flight.
+    pub async fn decide(
+        &mut self,
+        detail: &mut [PartitionSummary],
+        idxs: &[usize],
+        report: &mut PlanReport,
+    ) -> Result<Vec<usize>, PolicyError> {
         let o = self.item;
-        let Ok(name) = Name::parse(&d.partition) else { return Ok(false) };
-        let seq = d.seq + 1;
-        let claim = DecisionClaim {
-            policy: o.policy.name.clone(),
-            policy_version: o.policy.version,
-            by: self.me.to_string(),
-            wall_ms: self.wall_ms,
-            marker: paths::marker(&o.db, &o.schema, &o.table, &name, seq),
-            why: d.why.clone(),
-        };
-        if self.dry {
-            report.submitted.push(format!("{}/{}/{}/{name}: {}", o.db, o.schema, o.table, d.why));
-            d.why = format!("would submit: {}", d.why);
+        let named: Vec<(usize, Name)> =
+            idxs.iter().filter_map(|&i| Name::parse(&detail[i].partition).ok().map(|n| (i, n))).collect();
+        let group: Vec<String> =
+            if named.len() > 1 { named.iter().map(|(_, n)| n.to_string()).collect() } else { vec![] };
+        let mut marker: Option<String> = None;
+        let mut claimed = vec![];
+        let mut now = vec![];
+        for (i, name) in named {
+            let d = &mut detail[i];
+            let seq = d.seq + 1;
+            let claim = DecisionClaim {
+                policy: o.policy.name.clone(),
+                policy_version: o.policy.version,
+                by: self.me.to_string(),
+                wall_ms: self.wall_ms,
+                // The group's task carries the first claim's marker: any
+                // of its partitions' claims finds it.
+                marker: marker.clone().unwrap_or_else(|| paths::marker(&o.db, &o.schema, &o.table, &name, seq)),
+                why: d.why.clone(),
+                partitions: group.clone(),
+            };
+            if self.dry {
+                report.submitted.push(format!("{}/{}/{}/{name}: {}", o.db, o.schema, o.table, d.why));
+                d.why = format!("would submit: {}", d.why);
+                d.due = false;
+                now.push(i);
+                continue;
+            }
+            self.requests += 1;
+            let path = paths::decision(&o.db, &o.schema, &o.table, &name, seq, DecisionFile::Claim);
+            d.seq = seq;
+            d.task = None;
+            d.in_flight = true;
             d.due = false;
-            return Ok(true);
+            d.last_compaction_wall_ms = Some(self.wall_ms);
+            now.push(i);
+            if self.store.create(&path, encode(&claim)).await? == Created::Exists {
+                // Another planner took this decision: it submits.
+                d.why = "being submitted by another planner".into();
+                continue;
+            }
+            marker.get_or_insert_with(|| claim.marker.clone());
+            claimed.push((i, name, seq, claim));
         }
-        self.requests += 1;
-        let path = paths::decision(&o.db, &o.schema, &o.table, &name, seq, DecisionFile::Claim);
-        d.seq = seq;
-        d.task = None;
-        d.in_flight = true;
-        d.due = false;
-        d.last_compaction_wall_ms = Some(self.wall_ms);
-        if self.store.create(&path, encode(&claim)).await? == Created::Exists {
-            // Another planner took this decision: it submits.
-            d.why = "being submitted by another planner".into();
-            return Ok(true);
-        }
-        self.submit(&name, seq, &claim, d, report).await?;
-        Ok(d.in_flight)
+        let Some((_, _, _, claim)) = claimed.first() else { return Ok(now) };
+        let claim = claim.clone();
+        let parts: Vec<(usize, Name, u64)> = claimed.into_iter().map(|(i, n, seq, _)| (i, n, seq)).collect();
+        let spec_parts = parts.iter().map(|(_, n, _)| n.clone()).collect();
+        self.submit(detail, &parts, spec_parts, &claim, report).await?;
+        Ok(now.into_iter().filter(|&i| detail[i].in_flight).collect())
     }
 
+    /// Submits the task of a decision (`claim`) for `spec_parts`, and
+    /// records it in the decisions of `parts` (indices into `detail`).
     async fn submit(
         &mut self,
-        name: &Name,
-        seq: u64,
+        detail: &mut [PartitionSummary],
+        parts: &[(usize, Name, u64)],
+        spec_parts: Vec<Name>,
         claim: &DecisionClaim,
-        d: &mut PartitionSummary,
         report: &mut PlanReport,
     ) -> Result<(), PolicyError> {
         let o = self.item;
         let mut spec = TaskSpec::table(o.db.clone(), o.schema.clone(), o.table.clone());
-        spec.partitions = vec![name.clone()];
+        spec.partitions = spec_parts;
         spec.executor = Some(executor_of(&o.policy));
         spec.params.insert(paths::MARKER_PARAM.into(), claim.marker.clone());
         spec.params.insert(TARGET_SIZE_PARAM.into(), o.policy.target_size.to_string());
@@ -583,19 +623,34 @@ impl Visit<'_> {
             spec.params.insert(crate::executor::iceberg::catalog::SOLE_WRITER_PARAM.into(), "true".into());
         }
         self.requests += 6;
+        // Unit keys hold commas (`spec0,part="p0"`): one partition a word.
+        let names = spec.partitions.iter().map(Name::as_str).collect::<Vec<_>>().join(" ");
         match tasks::submit_placed(self.store, spec, self.wall_ms).await {
             Ok(placed) => {
                 report.managers.push(placed.manager);
-                report.submitted.push(format!("{}/{}/{}/{name} {}", o.db, o.schema, o.table, placed.id));
+                report.submitted.push(format!("{}/{}/{}/{names} {}", o.db, o.schema, o.table, placed.id));
                 self.decisions += 1;
-                self.record(name, seq, placed.id, d).await
+                for (i, name, seq) in parts {
+                    self.record(name, *seq, placed.id, &mut detail[*i]).await?;
+                }
+                Ok(())
             }
-            Err(TaskError::Invalid(problem)) => self.give_up(name, seq, problem, d).await,
-            Err(e @ TaskError::Limit(_)) => self.give_up(name, seq, e.to_string(), d).await,
+            Err(e @ (TaskError::Invalid(_) | TaskError::Limit(_))) => {
+                let problem = match e {
+                    TaskError::Invalid(problem) => problem,
+                    e => e.to_string(),
+                };
+                for (i, name, seq) in parts {
+                    self.give_up(name, *seq, problem.clone(), &mut detail[*i]).await?;
+                }
+                Ok(())
+            }
             // No live node, a store error: the claim is ours; the next
             // visit submits again.
             Err(e) => {
-                d.why = format!("submitting failed, retried next visit: {e}");
+                for (i, _, _) in parts {
+                    detail[*i].why = format!("submitting failed, retried next visit: {e}");
+                }
                 Ok(())
             }
         }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use store::Store;
 
 use super::folder::NodeFolder;
-use super::outcomes::{read_dir_with_outcomes, result_counts, round_outcomes};
+use super::outcomes::{read_dir_with_outcomes, result_counts, round_outcomes, Recorded};
 use super::{read_info, read_term, TaskError};
 
 /// One subtask as `status` shows it.
@@ -88,6 +88,18 @@ pub struct UnitVersions {
 }
 
 impl UnitVersions {
+    /// What a unit that succeeded recorded of the table's versions, if it
+    /// is a `delta` unit or an `iceberg` commit.
+    fn of(unit: u32, r: &Recorded, info: &TaskInfo) -> Option<UnitVersions> {
+        let before = *r.stats.get("version_before")?;
+        let mut s = r.stats.clone();
+        let after = s.remove("version_after");
+        s.remove("version_before");
+        let abandoned = s.remove("abandoned").is_some_and(|n| n > 0);
+        let partition = info.run.partitions.get(unit as usize).map(|p| p.to_string());
+        Some(UnitVersions { unit, partition, version_before: before, version_after: after, abandoned, stats: s })
+    }
+
     /// A figure of what the unit committed: a `delta` unit's own, an
     /// `iceberg` commit unit's `committed_*` (its units' figures are their
     /// own outcomes).
@@ -100,6 +112,99 @@ impl UnitVersions {
     pub fn snapshots(&self) -> Option<(u64, Option<u64>)> {
         Some((*self.stats.get("snapshot_before")?, self.stats.get("snapshot_after").copied()))
     }
+}
+
+/// What a task changed in its table, over its units this round: what
+/// `tables` shows of a table's last compaction.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableChange {
+    pub task: String,
+    pub state: String,
+    /// The table (metadata) version its units read, the oldest; and the
+    /// newest they committed (absent: none committed yet, or nothing).
+    pub version_read: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version_committed: Option<u64>,
+    /// An `iceberg` task's snapshot read and committed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_read: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_committed: Option<u64>,
+    pub files_in: u64,
+    pub files_out: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub rows_in: u64,
+    pub rows_out: u64,
+}
+
+impl TableChange {
+    /// From a task's [`TaskStatus::table_versions`]; `None` when no unit
+    /// recorded a version (another executor, or nothing ended yet).
+    pub fn of(task: &TaskId, state: TaskState, versions: &[UnitVersions]) -> Option<TableChange> {
+        let mut c = TableChange {
+            task: task.to_string(),
+            state: state.as_str().to_string(),
+            version_read: versions.iter().map(|v| v.version_before).min()?,
+            ..TableChange::default()
+        };
+        for v in versions.iter().filter(|v| !v.abandoned) {
+            if v.version_after != Some(v.version_before) {
+                c.version_committed = c.version_committed.max(v.version_after);
+            }
+            if let Some((read, after)) = v.snapshots() {
+                c.snapshot_read = Some(read);
+                c.snapshot_committed = after;
+            }
+            for (k, n) in [
+                ("files_in", &mut c.files_in),
+                ("files_out", &mut c.files_out),
+                ("bytes_in", &mut c.bytes_in),
+                ("bytes_out", &mut c.bytes_out),
+                ("rows_in", &mut c.rows_in),
+                ("rows_out", &mut c.rows_out),
+            ] {
+                *n += v.figure(k);
+            }
+        }
+        Some(c)
+    }
+
+    /// In words, as `tables` and the status page show it.
+    pub fn describe(&self) -> String {
+        let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+        let versions = format!("version {} -> {}", self.version_read, opt(self.version_committed));
+        let read = match self.snapshot_read {
+            Some(r) => format!("snapshot {r} -> {} ({versions})", opt(self.snapshot_committed)),
+            None => versions,
+        };
+        format!(
+            "task {} {}: {read}: {} files into {}, {} bytes into {}, {} rows into {}",
+            self.task,
+            self.state,
+            self.files_in,
+            self.files_out,
+            self.bytes_in,
+            self.bytes_out,
+            self.rows_in,
+            self.rows_out
+        )
+    }
+}
+
+/// What task `id` changed in its table (see [`TableChange`]): the
+/// figures `status` shows, read the same way, without its subtasks.
+pub async fn table_change(store: &Store, id: &TaskId) -> Result<Option<TableChange>, TaskError> {
+    let dir = read_dir_with_outcomes(store, id).await?;
+    if !dir.has_info {
+        return Err(TaskError::NotFound(*id));
+    }
+    let info = read_info(store, id).await?;
+    let recorded = round_outcomes(store, id, &dir, info.run.round, &mut vec![]).await?;
+    let versions: Vec<UnitVersions> =
+        recorded.iter().filter(|(_, r)| r.ok).filter_map(|(unit, r)| UnitVersions::of(*unit, r, &info)).collect();
+    Ok(TableChange::of(id, dir.state.unwrap_or(TaskState::Init), &versions))
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -290,21 +395,7 @@ pub async fn status(store: &Store, id: &TaskId) -> Result<TaskStatus, TaskError>
             failures.push(UnitFailure { unit: *unit, error: r.error.clone() });
             continue;
         }
-        if let Some(&before) = r.stats.get("version_before") {
-            let mut s = r.stats.clone();
-            let after = s.remove("version_after");
-            s.remove("version_before");
-            let abandoned = s.remove("abandoned").is_some_and(|n| n > 0);
-            let partition = info.run.partitions.get(*unit as usize).map(|p| p.to_string());
-            table_versions.push(UnitVersions {
-                unit: *unit,
-                partition,
-                version_before: before,
-                version_after: after,
-                abandoned,
-                stats: s,
-            });
-        }
+        table_versions.extend(UnitVersions::of(*unit, r, &info));
         for (k, v) in &r.stats {
             // Versions and snapshot ids are not counters: a sum means
             // nothing.

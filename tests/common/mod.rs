@@ -8,6 +8,7 @@ pub mod hdfs;
 pub mod http;
 pub mod iceberg;
 pub mod iceberg_rest;
+pub mod iceberg_table;
 pub mod killat;
 pub mod load;
 pub mod netns;

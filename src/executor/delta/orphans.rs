@@ -180,10 +180,23 @@ pub async fn vacuum(
     chosen: Vec<Orphan>,
     dry_run: bool,
 ) -> Result<(Vec<Orphan>, Vec<Orphan>), DeltaError> {
+    delete_unnamed(store, chosen, dry_run, referenced(store, table)).await
+}
+
+/// The step every table format's vacuum ends with: reads what the table
+/// names now (`refs`, awaited only when something is to be deleted), then
+/// deletes the chosen orphans it does not name; returns those deleted and
+/// those a commit since names. A dry run deletes nothing and reads nothing.
+pub async fn delete_unnamed<E: From<store::StoreError>>(
+    store: &Store,
+    chosen: Vec<Orphan>,
+    dry_run: bool,
+    refs: impl std::future::Future<Output = Result<BTreeSet<String>, E>>,
+) -> Result<(Vec<Orphan>, Vec<Orphan>), E> {
     if chosen.is_empty() || dry_run {
         return Ok((chosen, vec![]));
     }
-    let refs = referenced(store, table).await?;
+    let refs = refs.await?;
     let (named, free): (Vec<Orphan>, Vec<Orphan>) = chosen.into_iter().partition(|o| refs.contains(&o.path));
     for o in &free {
         store.delete(&o.path).await?;

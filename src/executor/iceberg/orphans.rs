@@ -11,8 +11,10 @@
 //!   writers' unreferenced files are their own (and Iceberg's
 //!   `remove_orphan_files`') business.
 //! - A file any snapshot of any metadata version still in `metadata/`
-//!   names (data files in every entry, deleted ones too, manifests and
-//!   lists) is never an orphan: a reader may time-travel to it.
+//!   (`vN.metadata.json`, or a REST catalog's `NNNNN-<uuid>.metadata.json`),
+//!   or of the current version its catalog loads, names (data files in
+//!   every entry, deleted ones too, manifests and lists) is never an
+//!   orphan: a reader may time-travel to it.
 //! - [`vacuum`] deletes only the orphans its caller chose and reads the
 //!   table again right before, so a file committed meanwhile is kept.
 
@@ -21,7 +23,7 @@ use std::collections::{BTreeSet, HashSet};
 use futures::TryStreamExt;
 use store::Store;
 
-use super::catalog::{self, METADATA_DIR};
+use super::catalog::{Catalog, METADATA_DIR};
 use super::manifest;
 use super::table::Table;
 use super::IcebergError;
@@ -50,28 +52,45 @@ fn is_compactd_file(name: &str) -> bool {
         || (name.starts_with("snap-") && name.contains("-1-compactd-") && name.ends_with(".avro"))
 }
 
-/// Every file (store path) a snapshot of a retained metadata version names.
-async fn referenced(store: &Store, dir: &str) -> Result<BTreeSet<String>, IcebergError> {
-    let head = catalog::load(store, dir).await?;
+/// `vN.metadata.json` (a file-system table's) or
+/// `NNNNN-<uuid>.metadata.json` (a catalog's: a REST table's versions).
+fn is_metadata_version(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".metadata.json") else { return false };
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    match (stem.strip_prefix('v'), stem.split_once('-')) {
+        (Some(n), _) if digits(n) => true,
+        (_, Some((n, uuid))) => digits(n) && uuid.len() >= 32,
+        _ => false,
+    }
+}
+
+/// Every file (store path) a snapshot of a retained metadata version names:
+/// the current version `cat` loads, and every version in `metadata/`.
+async fn referenced(store: &Store, cat: &Catalog, dir: &str) -> Result<BTreeSet<String>, IcebergError> {
+    let head = cat.load(store, dir).await?;
     let mut out = BTreeSet::new();
     let mut lists_seen = HashSet::new();
     let mut manifests_seen = HashSet::new();
+    let mut versions = vec![head.clone()];
     for e in store.list(&format!("{dir}{METADATA_DIR}")).await? {
-        let Some(v) = e.name().strip_prefix('v').and_then(|n| n.strip_suffix(".metadata.json")) else { continue };
-        let Ok(version) = v.parse::<u64>() else { continue };
+        if !is_metadata_version(e.name()) {
+            continue;
+        }
         let Some(bytes) = store.read(&e.path).await? else { continue };
         let Ok(meta) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
             return Err(IcebergError::Table { table: dir.into(), problem: format!("{} does not parse", e.path) });
         };
-        let t = Table { dir: dir.to_string(), version, meta };
+        versions.push(Table { dir: dir.to_string(), version: 0, meta });
+    }
+    for t in &versions {
         for s in t.snapshots() {
             let Some(list) = s["manifest-list"].as_str() else { continue };
             if !lists_seen.insert(list.to_string()) {
                 continue;
             }
             let Ok(sp) = t.store_path(list) else { continue };
-            out.insert(sp);
-            if !store.exists(&t.store_path(list).unwrap_or_default()).await? {
+            out.insert(sp.clone());
+            if !store.exists(&sp).await? {
                 continue;
             }
             let l = manifest::read_list(store, &head, list).await?;
@@ -101,15 +120,50 @@ async fn referenced(store: &Store, dir: &str) -> Result<BTreeSet<String>, Iceber
     Ok(out)
 }
 
-/// The orphans of the table at `dir`.
-pub async fn find(store: &Store, dir: &str) -> Result<Vec<Orphan>, IcebergError> {
-    let refs = referenced(store, dir).await?;
+/// What `check --data` finds in one Iceberg table.
+#[derive(Debug, Default)]
+pub struct Audit {
+    /// compactd's files no snapshot names.
+    pub orphans: Vec<Orphan>,
+    /// The current snapshot, if the table has one.
+    pub snapshot: Option<i64>,
+    /// Its live files (data and delete files) that do not exist: readers
+    /// of the snapshot fail.
+    pub missing: Vec<String>,
+}
+
+/// The orphans of the table at `dir` and the live files of its current
+/// snapshot that are missing; `cat` says where its current version is.
+pub async fn audit(store: &Store, cat: &Catalog, dir: &str) -> Result<Audit, IcebergError> {
+    let refs = referenced(store, cat, dir).await?;
+    let head = cat.load(store, dir).await?;
     let files: Vec<store::Entry> = store.list_stream(dir, true).try_collect().await?;
-    Ok(files
+    let listed: HashSet<&str> = files.iter().map(|e| e.path.as_str()).collect();
+    let orphans = files
         .iter()
         .filter(|e| !e.is_dir && e.special.is_none() && is_compactd_file(e.name()) && !refs.contains(&e.path))
         .map(|e| Orphan { bytes: e.len.unwrap_or(0), modified_ms: e.modified_ms, path: e.path.clone() })
-        .collect())
+        .collect();
+    let mut missing = vec![];
+    let snapshot = head.current_snapshot();
+    if let Some(s) = &snapshot {
+        let list = manifest::read_list(store, &head, &s.manifest_list).await?;
+        for m in &list.manifests {
+            for e in manifest::read_manifest(store, &head, m).await?.entries.iter().filter(|e| e.is_live()) {
+                // A file outside the data root is not this check's to see.
+                let Ok(sp) = head.store_path(&e.file_path) else { continue };
+                if !listed.contains(sp.as_str()) && !store.exists(&sp).await? {
+                    missing.push(e.file_path.clone());
+                }
+            }
+        }
+    }
+    Ok(Audit { orphans, snapshot: snapshot.map(|s| s.id), missing })
+}
+
+/// The orphans of the table at `dir`.
+pub async fn find(store: &Store, cat: &Catalog, dir: &str) -> Result<Vec<Orphan>, IcebergError> {
+    Ok(audit(store, cat, dir).await?.orphans)
 }
 
 /// Whether the folder `dir` holds Iceberg metadata (`metadata/*.metadata.json`).
@@ -146,19 +200,12 @@ pub async fn tables(store: &Store, only: Option<&str>) -> Result<Vec<String>, Ic
 /// them.
 pub async fn vacuum(
     store: &Store,
+    cat: &Catalog,
     dir: &str,
     chosen: Vec<Orphan>,
     dry_run: bool,
 ) -> Result<(Vec<Orphan>, Vec<Orphan>), IcebergError> {
-    if chosen.is_empty() || dry_run {
-        return Ok((chosen, vec![]));
-    }
-    let refs = referenced(store, dir).await?;
-    let (named, free): (Vec<Orphan>, Vec<Orphan>) = chosen.into_iter().partition(|o| refs.contains(&o.path));
-    for o in &free {
-        store.delete(&o.path).await?;
-    }
-    Ok((free, named))
+    crate::executor::delta::orphans::delete_unnamed(store, chosen, dry_run, referenced(store, cat, dir)).await
 }
 
 #[cfg(test)]
@@ -178,6 +225,16 @@ mod tests {
             assert!(is_compactd_file(&name));
         }
         assert_eq!(task_of("db/s/t/metadata/snap-1-1-1b2c.avro"), None);
+        for (name, version) in [
+            ("v12.metadata.json", true),
+            ("00003-8d62fd16-6ef8-4e4f-a9d7-16cbb1ae478f.metadata.json", true),
+            ("v.metadata.json", false),
+            ("00003-short.metadata.json", false),
+            ("v3.gz.metadata.json", false),
+            ("version-hint.text", false),
+        ] {
+            assert_eq!(is_metadata_version(name), version, "{name}");
+        }
         assert!(!is_compactd_file("snap-1-1-1b2c.avro"));
     }
 }
