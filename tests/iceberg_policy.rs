@@ -24,6 +24,24 @@ fn table_row(c: &Cluster) -> Option<Value> {
     rows.as_array()?.iter().find(|t| t["db"] == "db" && t["schema"] == "s" && t["table"] == "t").cloned()
 }
 
+/// Starts one node over `data` planning every second, and applies the
+/// policy `ice` over `db/s/*` with the iceberg executor and `extra` lines.
+fn start_with_policy(c: &mut Cluster, data: &std::path::Path, extra: &str) {
+    c.start_with("n1", &["--data", &format!("fs://{}", data.display()), "--plan-interval", "1s"]);
+    c.wait_nodes(Duration::from_secs(30), "a node and a monitor", |r| alive(r).len() == 1 && monitor_of(r).is_some());
+    let policy = c.fs_path().parent().unwrap().join("ice.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "name = \"ice\"\ntables = [\"db/s/*\"]\nexecutor = \"iceberg\"\nsole-writer = true\n\
+             target-size = \"8MiB\"\nmin-small-files = 2\n{extra}"
+        ),
+    )
+    .unwrap();
+    let out = c.compactd(&["policy", "apply", policy.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn a_policy_commits_a_tables_due_partitions_as_one_snapshot_and_tables_shows_what_it_changed() {
     let java = Java::shared();
@@ -34,17 +52,7 @@ fn a_policy_commits_a_tables_due_partitions_as_one_snapshot_and_tables_shows_wha
     let old = before(java, &location);
     assert_eq!(old.live.len(), 24, "eight small files in each of three partitions");
     let old_read = &old.reads[&old.current];
-    c.start_with("n1", &["--data", &format!("fs://{}", data.display()), "--plan-interval", "1s"]);
-    c.wait_nodes(Duration::from_secs(30), "a node and a monitor", |r| alive(r).len() == 1 && monitor_of(r).is_some());
-    let policy = c.fs_path().parent().unwrap().join("ice.toml");
-    std::fs::write(
-        &policy,
-        "name = \"ice\"\ntables = [\"db/s/*\"]\nexecutor = \"iceberg\"\nsole-writer = true\n\
-         target-size = \"8MiB\"\nmin-small-files = 2\n",
-    )
-    .unwrap();
-    let out = c.compactd(&["policy", "apply", policy.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    start_with_policy(&mut c, &data, "");
     // The three due partitions go to one task, whose commit is one
     // `replace` of them all.
     let start = std::time::Instant::now();
@@ -136,17 +144,7 @@ fn a_partition_due_while_its_iceberg_tables_task_runs_waits_for_it_and_gets_a_ta
     let location = data.join("db/s/t").display().to_string();
     make_table(java, &location, 2, 2);
     let first_inputs = before(java, &location).live;
-    c.start_with("n1", &["--data", &format!("fs://{}", data.display()), "--plan-interval", "1s"]);
-    c.wait_nodes(Duration::from_secs(30), "a node and a monitor", |r| alive(r).len() == 1 && monitor_of(r).is_some());
-    let policy = c.fs_path().parent().unwrap().join("ice.toml");
-    std::fs::write(
-        &policy,
-        "name = \"ice\"\ntables = [\"db/s/*\"]\nexecutor = \"iceberg\"\nsole-writer = true\n\
-         target-size = \"8MiB\"\nmin-small-files = 2\nmin-interval = \"1s\"\n",
-    )
-    .unwrap();
-    let out = c.compactd(&["policy", "apply", policy.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    start_with_policy(&mut c, &data, "min-interval = \"1s\"\n");
     let start = std::time::Instant::now();
     let first = loop {
         if let Some(id) = task_ids(&c).first() {
