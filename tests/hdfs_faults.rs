@@ -5,9 +5,9 @@
 //!   within its session (the session guard), the nodes rejoin, the task ends
 //!   Done, and no unit ever runs on two nodes at once;
 //! - the monitor, which also manages the task, SIGKILLed while a task of
-//!   many shards runs in layout 3: a new monitor takes over, the task ends
-//!   Done with every shard run to its end, and `check` is clean (exit 0, no
-//!   anomaly) the moment it is;
+//!   many shards runs in batches (layouts 3 and 4): a new monitor takes
+//!   over, the task ends Done with every shard run to its end, and `check`
+//!   is clean (exit 0, no anomaly) the moment it is;
 //! - a DataNode killed while merge executors write multi-block outputs: every
 //!   unit's write completes on the remaining DataNodes or the unit is
 //!   retried; no partial output is ever committed (every line once);
@@ -137,22 +137,33 @@ fn the_namenode_stopped_past_a_session_mid_task_then_restarted() {
 
 #[test]
 fn the_monitor_sigkilled_mid_task_in_layout_3() {
+    the_monitor_sigkilled_mid_task_in(3);
+}
+
+#[test]
+fn the_monitor_sigkilled_mid_task_in_layout_4() {
+    the_monitor_sigkilled_mid_task_in(4);
+}
+
+fn the_monitor_sigkilled_mid_task_in(layout: u32) {
     const SHARDS: u32 = 40;
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let hdfs = HdfsCluster::shared();
-    let mut c = Cluster::on(hdfs.new_root("monitor-kill"), vec![]);
+    let mut c = Cluster::on(hdfs.new_root(&format!("monitor-kill-{layout}")), vec![]);
+    let max_layout = layout.to_string();
     c.timings = vec!["--heartbeat", "300ms", "--session-timeout", "3s", "--lease", "3s"];
     let records = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
     let data_uri = format!("fs://{}", data.path().display());
     for n in ["n1", "n2", "n3"] {
         let cmd = recording_command(records.path(), n, 1);
-        c.start_with(n, &["--data", &data_uri, "--executor", "command", "--command", &cmd, "--max-running", "4"]);
+        let args = ["--executor", "command", "--command", &cmd, "--max-running", "4", "--max-layout", &max_layout];
+        c.start_with(n, &[&["--data", &data_uri][..], &args].concat());
     }
-    // Layout 3 in force (it rises a session after every member reads it):
-    // the task runs in batches from its first dispatch.
-    let rows = c.wait_nodes(Duration::from_secs(60), "3 alive, a monitor, layout 3 in force", |r| {
-        alive(r).len() == 3 && monitor_of(r).is_some() && r.iter().all(|x| x["layout_in_force"] == 3)
+    // The layout in force (it rises a session after every member reads
+    // it): the task runs in batches from its first dispatch.
+    let rows = c.wait_nodes(Duration::from_secs(60), "3 alive, a monitor, the layout in force", |r| {
+        alive(r).len() == 3 && monitor_of(r).is_some() && r.iter().all(|x| x["layout_in_force"] == layout)
     });
     let monitor = monitor_of(&rows).unwrap();
     // Managed by the monitor: both of its roles are taken over.
@@ -191,7 +202,7 @@ fn the_monitor_sigkilled_mid_task_in_layout_3() {
     let killed = assert_no_overlap(&runs);
     let again = runs.values().map(|rs| rs.len() - 1).sum::<usize>();
     eprintln!(
-        "monitor {monitor} killed: {} runs of {SHARDS} shards ({killed} cut short, {again} run again); \
+        "layout {layout}, monitor {monitor} killed: {} runs of {SHARDS} shards ({killed} cut short, {again} run again); \
          check right after Done: {}",
         runs.values().map(Vec::len).sum::<usize>(),
         String::from_utf8_lossy(&check.stderr).lines().count()

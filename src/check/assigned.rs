@@ -74,7 +74,7 @@ pub(super) async fn check_assigned(
                 out.push(Anomaly::new(
                     &sub.path,
                     "not a subtask folder name (<task>.r<round>.u<unit>.a<attempt>) or a batch folder name \
-                     (<task>.r<round>.b<batch>)",
+                     (<task>.r<round>.t<term>.b<batch>, or <task>.r<round>.b<batch>)",
                 ));
                 continue;
             };

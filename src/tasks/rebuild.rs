@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use layouts::formats;
-use layouts::v3::{self, BatchInfo};
+use layouts::v3::{self, BatchInfo, BatchNo};
 use layouts::{v2, NodeId};
 
 use super::batches::{BatchRun, End};
@@ -29,10 +29,10 @@ impl TaskManager {
             .cloned()
             .collect();
         // unit → (node, attempt, batch)
-        let mut newest: BTreeMap<u32, (NodeId, u32, Option<u32>)> = BTreeMap::new();
+        let mut newest: BTreeMap<u32, (NodeId, u32, Option<BatchNo>)> = BTreeMap::new();
         let mut stale = vec![];
         let mut doomed = vec![];
-        let recorded: std::collections::BTreeSet<u32> = dir.batch_records(round).collect();
+        let recorded: std::collections::BTreeSet<BatchNo> = dir.batch_records(round).collect();
         let open = |runs: &[super::manager::UnitRun], unit: u32| {
             (unit as usize) < runs.len() && !matches!(runs[unit as usize].state, UnitState::Done | UnitState::Failed)
         };
@@ -65,12 +65,12 @@ impl TaskManager {
                 doomed.push((node, name));
                 continue;
             }
-            self.last_batch = self.last_batch.max(n);
+            self.last_batch = self.last_batch.max(n.n);
             let info = match ctx.store.read_or_bad(&v3::batch_info(&node, &name)).await? {
                 Some(Ok(b)) => formats::decode::<BatchInfo>(&b).ok(),
                 _ => None,
             };
-            let Some(info) = info.filter(|i| i.node == node && i.round == round && i.batch == n) else {
+            let Some(info) = info.filter(|i| i.node == node && i.round == round && n.matches(i)) else {
                 // No unit of it can start (its worker needs the info); but
                 // a released one fences a create that may still land: kept.
                 if !ctx.store.exists(&v3::batch_released(&node, &name)).await? {
@@ -142,7 +142,7 @@ impl TaskManager {
         round: u32,
         unit: u32,
         attempt: u32,
-        batch: Option<u32>,
+        batch: Option<BatchNo>,
     ) {
         match batch.and_then(|n| self.batches.get_mut(&n)) {
             Some(b) => b.end(unit, End::Released("a newer attempt exists".into())),
