@@ -419,3 +419,45 @@ async fn batches_of_two_terms_numbered_alike_stay_apart() {
     assert_eq!(theirs.as_deref(), Some(&old_record[..]), "term 1's record was changed");
     assert_eq!(tasks::read_info(&lab.store, &id).await.unwrap().result.success_count, 1);
 }
+
+/// A new manager's rebuild meets a batch without `Info` that holds a unit's
+/// markers: its folder vanished while the unit ran (the old manager marked
+/// the attempt `Cancel` in the folder that makes again), or only its `Info`
+/// went. The run may go on there until its worker acknowledges: the unit
+/// stays until that `Failed` (or the runner's end), and only then goes
+/// elsewhere; deleting the folder would let the unit start elsewhere
+/// before the worker's next poll kills the run.
+#[tokio::test]
+async fn a_rebuild_keeps_a_batch_without_info_until_its_run_is_acknowledged() {
+    for case in ["vanished", "info removed"] {
+        let lab = Lab::new_in(4).await;
+        let id = lab.submit(1, 1).await;
+        let mut m1 = TaskManager::new(id);
+        lab.manage(&mut m1, &ALL, &[]).await;
+        let (node, attempt) = lab.claim(&id, 0, 1).await;
+        lab.manage(&mut m1, &ALL, &[]).await;
+        let batch = lab.batch_of(&id, &node, 0, attempt).await;
+        if case == "vanished" {
+            lab.remove_folder(&id, &node, 0, attempt).await;
+            lab.manage(&mut m1, &ALL, &[]).await;
+        } else {
+            lab.store.delete(&v3::batch_info(&n(&node), &batch)).await.unwrap();
+        }
+        // A new term rebuilds from what is left.
+        tasks::reassign_manager(&lab.store, &id, &n("n1"), "test", 0).await.unwrap();
+        let mut m2 = TaskManager::new(id);
+        for _ in 0..4 {
+            lab.manage(&mut m2, &ALL, &[]).await;
+            lab.clock.advance(Duration::from_millis(500));
+        }
+        let attempts = lab.attempts(&id, 0).await;
+        assert_eq!(attempts.keys().collect::<Vec<_>>(), [&(node.clone(), attempt)], "{case}: {attempts:?}");
+        let files = &attempts[&(node.clone(), attempt)];
+        assert!(files.contains(&SubtaskState::Cancel.file_name()), "{case}: the run is not asked to end: {files:?}");
+        // The worker acknowledges: the unit goes on elsewhere.
+        lab.report(&id, 0, &node, attempt, SubtaskState::Failed, 1).await;
+        lab.manage(&mut m2, &ALL, &[]).await;
+        let (_, next) = lab.only_attempt(&id, 0).await;
+        assert!(next > attempt, "{case}: the unit did not go on after the acknowledgement");
+    }
+}
