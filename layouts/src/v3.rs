@@ -16,7 +16,7 @@
 //!     u<unit>.a<attempt>.Output                 the executor's output tail, when there is one to keep
 //!   Scheduler/<TaskId>/Outcomes/Batch.r<round>.t<term>.b<batch>   a batch's outcomes (JSON, BatchRecord), created once
 //!     (`Batch.r<round>.b<batch>` from writers before the term was named)
-//!   Registry/Layout.<n>                         (empty) layout n is in force (the highest present)
+//!   Registry/Layout.<n>                         layout n is in force (the highest that holds): a LayoutSwitch, or empty (Layout.3)
 //! ```
 //!
 //! Invariants:
@@ -50,15 +50,45 @@ pub const RELEASED: &str = "Released";
 pub const BATCH_RECORD_PREFIX: &str = "Batch.";
 pub const LAYOUT_PREFIX: &str = "Layout.";
 
-/// `Registry/Layout.<n>`: created once (empty) by the monitor when every
-/// live member had advertised layout `n` for a whole session; the highest
-/// present is the layout in force.
+/// `Registry/Layout.<n>`: created once by the monitor when every live
+/// member had advertised layout `n` for a whole session, holding a
+/// [`LayoutSwitch`]; the highest that puts its layout in force
+/// ([`switch_holds`]) is the layout in force.
 pub fn layout_marker(n: u32) -> String {
     format!("{}{LAYOUT_PREFIX}{n}", crate::v2::REGISTRY)
 }
 
 pub fn parse_layout_marker(file_name: &str) -> Option<u32> {
     num(file_name.strip_prefix(LAYOUT_PREFIX)?)
+}
+
+/// What a monitor writes in `Registry/Layout.<n>`: that it put layout `n`
+/// in force, in which epoch, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayoutSwitch {
+    pub layout: u32,
+    pub epoch: u64,
+    pub monitor: NodeId,
+    pub wall_ms: u64,
+}
+
+/// Whether the content of `Registry/Layout.<n>` puts layout `n` in force:
+/// a [`LayoutSwitch`] naming `n`, or an empty `Layout.3` (what versions
+/// before layout 4 wrote: a stray empty `Layout.3` is indistinguishable
+/// from it). Anything else (a file made by hand, cut short, naming another
+/// layout) switches nothing: `Err` says why.
+pub fn switch_holds(n: u32, content: &[u8]) -> Result<(), String> {
+    if content.is_empty() {
+        return match n {
+            LAYOUT_3 => Ok(()),
+            _ => Err(format!("an empty Layout.{n}: a monitor writes what put it in force")),
+        };
+    }
+    match crate::formats::decode::<LayoutSwitch>(content) {
+        Ok(s) if s.layout == n => Ok(()),
+        Ok(s) => Err(format!("it names layout {}", s.layout)),
+        Err(e) => Err(format!("not a layout switch: {e}")),
+    }
 }
 
 /// A batch's identity within its task's round: the manager term that
@@ -360,6 +390,17 @@ mod tests {
         assert_eq!(parse_batch_record("Batch.r2.tx.b3"), None);
         assert_eq!(parse_batch_record("Done.r2.u3"), None);
         assert_eq!(layout_marker(3), "Compaction_V2/Registry/Layout.3");
+        let rec = |layout| {
+            let s = LayoutSwitch { layout, epoch: 2, monitor: NodeId::parse("n1").unwrap(), wall_ms: 5 };
+            crate::formats::encode(&s)
+        };
+        assert_eq!(switch_holds(4, &rec(4)), Ok(()));
+        assert_eq!(switch_holds(3, &rec(3)), Ok(()));
+        assert_eq!(switch_holds(3, b""), Ok(()), "the form before layout 4");
+        assert!(switch_holds(4, b"").is_err(), "empty: made by hand, or cut short");
+        assert!(switch_holds(4, &rec(3)).is_err(), "another layout's");
+        assert!(switch_holds(4, &rec(4)[..10]).is_err(), "cut short");
+        assert!(switch_holds(3, b"garbage").is_err());
         assert_eq!(parse_layout_marker("Layout.3"), Some(3));
         assert_eq!(parse_layout_marker("Layout.x"), None);
     }
