@@ -39,11 +39,12 @@ def status_kib(pid, field):
     return None
 
 
-# The tree layout the nodes run in: 3 (the default) waits until the
-# monitor put layout 3 in force (one session after every node advertised
-# it: README "The layout switch"); 2 starts the nodes with `--max-layout 2`,
-# today's form before the switch. Binaries without the switch: 2 only.
-LAYOUT = int(os.environ.get("BENCH_LAYOUT", "3"))
+# The tree layout the nodes run in: 4 (the default) waits until the
+# monitor put layout 4 in force (one session after every node advertised
+# it: README "The layout switch"); 3 and 2 start the nodes with
+# `--max-layout 3` or `2` (batches named without their term; the form
+# before batches). Binaries before layout 4: 3 or 2; without the switch: 2.
+LAYOUT = int(os.environ.get("BENCH_LAYOUT", "4"))
 
 
 class Cluster:
@@ -65,7 +66,7 @@ class Cluster:
                  "--command", "stamp=date +%s%N > {param.out}", "--allow-root", "--listen", "127.0.0.1:0",
                  "--heartbeat", heartbeat, "--session-timeout", session, "--lease", lease,
                  "--max-running", str(max_running), "--data", os.path.join(self.dir, "data")]
-                + (["--max-layout", "2"] if LAYOUT == 2 else []),
+                + (["--max-layout", str(LAYOUT)] if LAYOUT < 4 else []),
                 stdout=subprocess.DEVNULL, stderr=log, cwd=self.dir)
         self.wait_members(nodes)
         if LAYOUT >= 3:

@@ -376,8 +376,12 @@ async fn read_json<T: for<'de> serde::Deserialize<'de>>(
 
 async fn check_registry(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<()> {
     for e in list(store, v2::REGISTRY, out).await? {
-        if layouts::v3::parse_layout_marker(e.name()).is_some() && !e.is_dir {
-            read_empty(store, &e, "layout marker", out).await?;
+        if let Some(n) = layouts::v3::parse_layout_marker(e.name()).filter(|_| !e.is_dir) {
+            if let Some(b) = read_bytes(store, &e, "layout switch", out).await? {
+                if let Err(why) = layouts::v3::switch_holds(n, &b) {
+                    out.push(Anomaly::new(&e.path, format!("puts nothing in force: {why}")));
+                }
+            }
         } else if !["Nodes/", "Offline/", "Events/", "Probe/", "Inbox/", "Joins/", "Owners/"]
             .iter()
             .any(|d| e.path.ends_with(&format!("Registry/{d}")))
@@ -591,6 +595,8 @@ mod tests {
         store.put("Compaction_V2/Registry/Nodes/bad name", b"{}".to_vec()).await.unwrap();
         store.put("Compaction_V2/Election/Lease.x", b"{}".to_vec()).await.unwrap();
         store.put("Compaction_V2/Junk", b"".to_vec()).await.unwrap();
+        store.put("Compaction_V2/Registry/Layout.3", b"".to_vec()).await.unwrap();
+        store.put("Compaction_V2/Registry/Layout.4", b"".to_vec()).await.unwrap();
         store.put("Compaction_V2/Scheduler/not-a-task/Status.Init", b"".to_vec()).await.unwrap();
         store.put("Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Status.Bogus", b"".to_vec()).await.unwrap();
         let found = check_tree(&store).await.unwrap();
@@ -601,11 +607,13 @@ mod tests {
             "Compaction_V2/Registry/Nodes/bad name",
             "Compaction_V2/Election/Lease.x",
             "Compaction_V2/Junk",
+            "Compaction_V2/Registry/Layout.4",
             "Compaction_V2/Scheduler/not-a-task/",
             "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Status.Bogus",
             "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/",
         ] {
             assert!(paths.contains(&p), "{p} not reported in {found:#?}");
         }
+        assert!(!paths.contains(&"Compaction_V2/Registry/Layout.3"), "the form before layout 4: {found:#?}");
     }
 }

@@ -51,8 +51,8 @@ fn n(id: &str) -> NodeId {
 }
 
 /// The layouts every directed test runs in: a subtask folder per attempt
-/// (2), batches of empty markers (3).
-const LAYOUTS: [u32; 2] = [2, 3];
+/// (2), batches of empty markers (3), named by their term too (4).
+const LAYOUTS: [u32; 3] = [2, 3, 4];
 
 /// One memory tree, seen without faults (`store`) and through a fault
 /// layer (`faulty`), a `ManualClock`, and a folder for the runs' records.
@@ -98,7 +98,7 @@ impl Lab {
         };
         let members = ["n1", "n2", "n3"]
             .iter()
-            .map(|m| Member { layouts: Some(vec![2, 3]), ..Member::bare(n(m), 1, 4000) })
+            .map(|m| Member { layouts: Some(vec![2, 3, 4]), ..Member::bare(n(m), 1, 4000) })
             .collect();
         let lease = Lease {
             epoch: 1,
@@ -265,7 +265,7 @@ impl Lab {
         let mut folders = FolderCache::default();
         let placement = Placement {
             layout: self.layout,
-            reads_v3: if self.layout > 2 { ["n1", "n2", "n3"].map(n).into() } else { Default::default() },
+            readers: if self.layout > 2 { ["n1", "n2", "n3"].map(n).into() } else { Default::default() },
             draining: Default::default(),
         };
         let deadline = Deadline::new(self.shared_clock(), self.clock.mono() + Duration::from_secs(60));

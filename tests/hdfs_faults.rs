@@ -4,6 +4,10 @@
 //!   restarted on the same storage folders: every node's executors die
 //!   within its session (the session guard), the nodes rejoin, the task ends
 //!   Done, and no unit ever runs on two nodes at once;
+//! - the monitor, which also manages the task, SIGKILLed while a task of
+//!   many shards runs in batches (layouts 3 and 4): a new monitor takes
+//!   over, the task ends Done with every shard run to its end, and `check`
+//!   is clean (exit 0, no anomaly) the moment it is;
 //! - a DataNode killed while merge executors write multi-block outputs: every
 //!   unit's write completes on the remaining DataNodes or the unit is
 //!   retried; no partial output is ever committed (every line once);
@@ -117,6 +121,7 @@ fn the_namenode_stopped_past_a_session_mid_task_then_restarted() {
     assert_eq!(st["result"]["success"], SHARDS as u64, "{st:#}");
     let runs = read_runs(records.path());
     let killed = assert_no_overlap(&runs);
+    assert!(killed >= 1, "no run was cut short: the kill proved nothing: {runs:?}");
     assert!(killed >= 1, "no run was cut short: the NameNode stop proved nothing: {runs:?}");
     let after = incarnations(&c);
     for (n, inc) in &before {
@@ -128,6 +133,80 @@ fn the_namenode_stopped_past_a_session_mid_task_then_restarted() {
     );
     let check = c.compactd(&["check"]);
     assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+}
+
+#[test]
+fn the_monitor_sigkilled_mid_task_in_layout_3() {
+    the_monitor_sigkilled_mid_task_in(3);
+}
+
+#[test]
+fn the_monitor_sigkilled_mid_task_in_layout_4() {
+    the_monitor_sigkilled_mid_task_in(4);
+}
+
+fn the_monitor_sigkilled_mid_task_in(layout: u32) {
+    const SHARDS: u32 = 40;
+    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let hdfs = HdfsCluster::shared();
+    let mut c = Cluster::on(hdfs.new_root(&format!("monitor-kill-{layout}")), vec![]);
+    let max_layout = layout.to_string();
+    c.timings = vec!["--heartbeat", "300ms", "--session-timeout", "3s", "--lease", "3s"];
+    let records = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let data_uri = format!("fs://{}", data.path().display());
+    for n in ["n1", "n2", "n3"] {
+        let cmd = recording_command(records.path(), n, 1);
+        let args = ["--executor", "command", "--command", &cmd, "--max-running", "4", "--max-layout", &max_layout];
+        c.start_with(n, &[&["--data", &data_uri][..], &args].concat());
+    }
+    // The layout in force (it rises a session after every member reads
+    // it): the task runs in batches from its first dispatch.
+    let rows = c.wait_nodes(Duration::from_secs(60), "3 alive, a monitor, the layout in force", |r| {
+        alive(r).len() == 3 && monitor_of(r).is_some() && r.iter().all(|x| x["layout_in_force"] == layout)
+    });
+    let monitor = monitor_of(&rows).unwrap();
+    // Managed by the monitor: both of its roles are taken over.
+    let task = submit(&c, &["--shards", &SHARDS.to_string(), "--manager", &monitor]);
+    // Killed while units run on it too, not only while it dispatches.
+    let start = Instant::now();
+    loop {
+        let runs = read_runs(records.path());
+        let on_it = runs.values().flatten().filter(|r| r.node == monitor && !r.ended).count();
+        if runs.len() >= 8 && on_it >= 2 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "units never started on {monitor}\n{}", c.logs_text());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.kill(&monitor);
+    c.wait_nodes(Duration::from_secs(30), "a new monitor", |r| {
+        alive(r).len() == 2 && monitor_of(r).is_some_and(|m| m != monitor)
+    });
+    let st = wait_done(&c, &task, Duration::from_secs(180));
+    // At once: what the killed monitor left (its batches, claims, creates
+    // cut short) is either gone or reported as pending the sweep.
+    let check = c.compactd(&["check"]);
+    assert_eq!(st["result"]["success"], SHARDS as u64, "{st:#}");
+    assert!(
+        check.status.success(),
+        "check right after Done:\n{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let runs = read_runs(records.path());
+    assert_eq!(runs.len(), SHARDS as usize, "shards never ran: {runs:?}");
+    for (unit, rs) in &runs {
+        assert!(rs.iter().any(|r| r.ended), "shard {unit} never ran to its end: {rs:?}");
+    }
+    let killed = assert_no_overlap(&runs);
+    let again = runs.values().map(|rs| rs.len() - 1).sum::<usize>();
+    eprintln!(
+        "layout {layout}, monitor {monitor} killed: {} runs of {SHARDS} shards ({killed} cut short, {again} run again); \
+         check right after Done: {}",
+        runs.values().map(Vec::len).sum::<usize>(),
+        String::from_utf8_lossy(&check.stderr).lines().count()
+    );
 }
 
 /// Lines per input file (about 1.7 MB each: outputs span several of the

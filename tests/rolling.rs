@@ -7,6 +7,11 @@
 //! in layout 2 finish in layout 2, the rest run in batches. Every shard runs
 //! to its end exactly once (each command appends to a file of its own),
 //! the task ends Done and `check` is clean.
+//!
+//! The same from layout 3 to layout 4 (`--max-layout 3`: what a node of
+//! the version before layout 4 advertises): batches named without their
+//! term, dispatched before the switch, finish as they are; a task
+//! submitted after it is recorded under layout 4's names.
 
 // Real processes on real time.
 #![allow(clippy::disallowed_methods)]
@@ -39,14 +44,25 @@ fn layout_in_force(rows: &[Value]) -> u64 {
 
 #[test]
 fn a_rolling_restart_across_the_layout_switch_runs_every_shard_once() {
+    roll_across(2, 3);
+}
+
+#[test]
+fn a_rolling_restart_from_layout_3_to_4_runs_every_shard_once() {
+    roll_across(3, 4);
+}
+
+fn roll_across(from: u64, to: u64) {
     let mut c = Cluster::fs();
     c.timings = TIMINGS.to_vec();
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     for n in NODES {
-        start(&mut c, n, dir, "2");
+        start(&mut c, n, dir, &from.to_string());
     }
-    c.wait_nodes(Duration::from_secs(30), "3 alive", |r| alive(r).len() == 3);
+    c.wait_nodes(Duration::from_secs(30), "3 alive, their layout in force", |r| {
+        alive(r).len() == 3 && layout_in_force(r) == from
+    });
     let shards = SHARDS.to_string();
     let id = c.submit(&["--shards", &shards]);
     // Let a few rounds of work start, then replace the nodes one at a time.
@@ -57,16 +73,16 @@ fn a_rolling_restart_across_the_layout_switch_runs_every_shard_once() {
     }
     for (k, n) in NODES.iter().enumerate() {
         let rows = c.nodes();
-        assert_eq!(layout_in_force(&rows), 2, "the switch went up while a layout 2 node is alive: {rows:#?}");
+        assert_eq!(layout_in_force(&rows), from, "the switch went up while a layout {from} node is alive: {rows:#?}");
         assert_eq!(unsafe { libc::kill(c.pid(n), libc::SIGTERM) }, 0);
         let status = c.wait_exit(n, Duration::from_secs(60));
         assert_eq!(status.code(), Some(0), "{n} left with {status}\n{}", c.logs_text());
-        start(&mut c, n, dir, "3");
+        start(&mut c, n, dir, &to.to_string());
         c.wait_nodes(Duration::from_secs(30), &format!("{n} back ({k})"), |r| alive(r).len() == 3);
     }
-    // Every node reads layout 3 now: the switch goes up a session later,
-    // with the task (dispatched in layout 2) still running.
-    c.wait_nodes(Duration::from_secs(30), "layout 3 in force", |r| layout_in_force(r) == 3);
+    // Every node reads the new layout now: the switch goes up a session
+    // later, with the task (dispatched in the old one) still running.
+    c.wait_nodes(Duration::from_secs(30), "the new layout in force", |r| layout_in_force(r) == to);
     assert_eq!(c.status(&id)["state"], "Running", "the task ended before the switch: nothing crossed it");
     let s = c.wait_status(&id, Duration::from_secs(120), "the task to end", |s| {
         s["state"] == "Done" || s["state"] == "Failed" || s["state"] == "Cancel"
@@ -80,8 +96,10 @@ fn a_rolling_restart_across_the_layout_switch_runs_every_shard_once() {
     let id2 = c.submit(&["--table", "t2", "--shards", "6"]);
     let outcomes = c.fs_path().join(format!("Compaction_V2/Scheduler/{id2}/Outcomes"));
     let t = Instant::now();
+    // Layout 4 names the term in a record's name.
+    let record = if to == 4 { "Batch.r1.t" } else { "Batch.r1.b" };
     while !std::fs::read_dir(&outcomes)
-        .is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("Batch.")))
+        .is_ok_and(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with(record)))
     {
         assert!(t.elapsed() < Duration::from_secs(30), "no batch record after the switch\n{}", c.logs_text());
         std::thread::sleep(Duration::from_millis(20));

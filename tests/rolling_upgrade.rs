@@ -7,8 +7,8 @@
 //!   killed) by this build. The switch stays at layout 2 while an old node
 //!   is alive; every shard runs to its end exactly once (each command
 //!   appends to a file of its own once its sleep is over), the task ends
-//!   Done, and `check` is clean. Once only new nodes remain, layout 3 is put
-//!   in force.
+//!   Done, and `check` is clean. Once only new nodes remain, the newest
+//!   layout (4) is put in force.
 //! - The reverse order: a new node joins two old ones; a task runs across
 //!   the three in layout 2, and the switch stays down until the old ones
 //!   are gone.
@@ -108,7 +108,7 @@ fn three_old_nodes_replaced_one_at_a_time_run_every_shard_to_its_end_once() {
     }
     done(&c, &id);
     ran_once(&c, dir, 90);
-    c.wait_nodes(Duration::from_secs(30), "layout 3 in force", |r| layout_in_force(r) == 3);
+    c.wait_nodes(Duration::from_secs(30), "the newest layout in force", |r| layout_in_force(r) == 4);
     let check = c.compactd(&["check"]);
     assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stdout));
     for n in ["n1", "n2", "n3"] {
@@ -139,7 +139,7 @@ fn a_new_node_joining_old_ones_keeps_the_switch_down_until_they_are_gone() {
     for n in ["n1", "n2"] {
         assert_eq!(c.terminate(n), Some(0));
     }
-    c.wait_nodes(Duration::from_secs(30), "layout 3 in force", |r| layout_in_force(r) == 3);
+    c.wait_nodes(Duration::from_secs(30), "the newest layout in force", |r| layout_in_force(r) == 4);
     let check = c.compactd(&["check"]);
     assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stdout));
     assert_eq!(c.terminate("n3"), Some(0));

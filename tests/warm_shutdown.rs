@@ -47,7 +47,7 @@ fn started(dir: &Path, shards: usize) -> usize {
 const TIMINGS: &[&str] = &["--heartbeat", "300ms", "--session-timeout", "5s", "--lease", "5s"];
 
 /// n1 alone takes a task of RUNNING + WAITING shards (RUNNING at once) in
-/// `layout` (3: once the switch is raised; 2: `--max-layout 2`); n2 joins
+/// `layout` (4 or 3: once the switch is raised to it; 2: `--max-layout 2`); n2 joins
 /// afterwards, with nothing of the task on it yet.
 fn setup(c: &mut Cluster, dir: &Path, secs: u64, drain_timeout: &str, layout: u32) -> String {
     c.timings = TIMINGS.to_vec();
@@ -123,7 +123,7 @@ fn warm(c: &mut Cluster, layout: u32) {
 fn second_sigterm_stops_at_once(c: &mut Cluster) {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
-    let id = setup(c, dir, 600, "10m", 3);
+    let id = setup(c, dir, 600, "10m", 4);
     sigterm(c, "n1");
     c.wait_nodes(Duration::from_secs(10), "n1 draining", |r| {
         r.iter().any(|x| x["id"] == "n1" && x["draining"] == true)
@@ -146,6 +146,11 @@ fn second_sigterm_stops_at_once(c: &mut Cluster) {
 
 #[test]
 fn fs_a_first_sigterm_lets_running_units_finish_and_report_once() {
+    warm(&mut Cluster::fs(), 4);
+}
+
+#[test]
+fn fs_layout_3_a_first_sigterm_lets_running_units_finish_and_report_once() {
     warm(&mut Cluster::fs(), 3);
 }
 
@@ -162,7 +167,7 @@ fn fs_a_second_sigterm_stops_at_once() {
 #[test]
 fn hdfs_a_first_sigterm_lets_running_units_finish_and_report_once() {
     let hdfs = HdfsCluster::shared();
-    warm(&mut Cluster::on(hdfs.new_root("warm"), vec![]), 3);
+    warm(&mut Cluster::on(hdfs.new_root("warm"), vec![]), 4);
 }
 
 /// Whether the newest lease (fs) lists `node` as draining: what every

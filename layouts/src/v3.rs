@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! Compaction_V2/
-//!   TaskAssigned/<NodeId>/<TaskId>.r<round>.b<batch>/      a dispatch batch
+//!   TaskAssigned/<NodeId>/<TaskId>.r<round>.t<term>.b<batch>/   a dispatch batch
+//!     (`<TaskId>.r<round>.b<batch>/` from writers before the term was named)
 //!     Info                                      what its units need (JSON, BatchInfo), created once
 //!     Released                                  (empty) no unit of the batch not yet claimed starts
 //!     u<unit>.a<attempt>.Running.<incarnation>  (empty) claimed by that incarnation of the node
@@ -13,8 +14,9 @@
 //!     u<unit>.a<attempt>.Success                empty, or {"stats": {…}}
 //!     u<unit>.a<attempt>.Failed                 empty, or {"error", "exit_code"}
 //!     u<unit>.a<attempt>.Output                 the executor's output tail, when there is one to keep
-//!   Scheduler/<TaskId>/Outcomes/Batch.r<round>.b<batch>   a batch's outcomes (JSON, BatchRecord), created once
-//!   Registry/Layout.<n>                         (empty) layout n is in force (the highest present)
+//!   Scheduler/<TaskId>/Outcomes/Batch.r<round>.t<term>.b<batch>   a batch's outcomes (JSON, BatchRecord), created once
+//!     (`Batch.r<round>.b<batch>` from writers before the term was named)
+//!   Registry/Layout.<n>                         layout n is in force (the highest that holds): a LayoutSwitch, or empty (Layout.3)
 //! ```
 //!
 //! Invariants:
@@ -27,8 +29,12 @@
 //!   (batch or unit) and no `Cancel`; whoever releases an attempt creates
 //!   its `Released` and lists the batch after it. Of a claim and a release,
 //!   at least one of the two listings shows the other (PROTOCOL.md).
-//! - Attempt and batch numbers are unique per task and round (a manager
-//!   term numbers both from `(term-1)·1000 + 1`), so no name is used twice.
+//! - Attempt numbers are unique per task and round (a manager term numbers
+//!   them from `(term-1)·1000 + 1`); a batch is named by its manager's term
+//!   and a number that term counts up ([`BatchNo`]), so no batch or record
+//!   name is used twice, even by two terms that act at once (an old manager
+//!   that has not yet seen its successor). Names without a term, from
+//!   earlier writers, are read as [`BatchNo`] with `term: None`.
 
 use serde::{Deserialize, Serialize};
 
@@ -37,16 +43,17 @@ use crate::id::TaskId;
 use crate::name::{Name, NodeId};
 use crate::v2::{OUTCOMES_DIR, SCHEDULER, TASK_ASSIGNED};
 
-pub use crate::layout::{LAYOUT_2, LAYOUT_3, LEGACY_READS, READS};
+pub use crate::layout::{LAYOUT_2, LAYOUT_3, LAYOUT_4, LEGACY_READS, NEWEST, READS};
 
 pub const INFO: &str = "Info";
 pub const RELEASED: &str = "Released";
 pub const BATCH_RECORD_PREFIX: &str = "Batch.";
 pub const LAYOUT_PREFIX: &str = "Layout.";
 
-/// `Registry/Layout.<n>`: created once (empty) by the monitor when every
-/// live member had advertised layout `n` for a whole session; the highest
-/// present is the layout in force.
+/// `Registry/Layout.<n>`: created once by the monitor when every live
+/// member had advertised layout `n` for a whole session, holding a
+/// [`LayoutSwitch`]; the highest that puts its layout in force
+/// ([`switch_holds`]) is the layout in force.
 pub fn layout_marker(n: u32) -> String {
     format!("{}{LAYOUT_PREFIX}{n}", crate::v2::REGISTRY)
 }
@@ -55,16 +62,88 @@ pub fn parse_layout_marker(file_name: &str) -> Option<u32> {
     num(file_name.strip_prefix(LAYOUT_PREFIX)?)
 }
 
-/// `<TaskId>.r<round>.b<batch>`: a batch folder's name.
-pub fn batch_name(task: &TaskId, round: u32, batch: u32) -> Name {
-    Name::parse(&format!("{task}.r{round}.b{batch}")).expect("batch names are valid")
+/// What a monitor writes in `Registry/Layout.<n>`: that it put layout `n`
+/// in force, in which epoch, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayoutSwitch {
+    pub layout: u32,
+    pub epoch: u64,
+    pub monitor: NodeId,
+    pub wall_ms: u64,
 }
 
-/// Parses a batch folder's name into (task, round, batch).
-pub fn parse_batch_name(name: &str) -> Option<(TaskId, u32, u32)> {
+/// Whether the content of `Registry/Layout.<n>` puts layout `n` in force:
+/// a [`LayoutSwitch`] naming `n`, or an empty `Layout.3` (what versions
+/// before layout 4 wrote: a stray empty `Layout.3` is indistinguishable
+/// from it). Anything else (a file made by hand, cut short, naming another
+/// layout) switches nothing: `Err` says why.
+pub fn switch_holds(n: u32, content: &[u8]) -> Result<(), String> {
+    if content.is_empty() {
+        return match n {
+            LAYOUT_3 => Ok(()),
+            _ => Err(format!("an empty Layout.{n}: a monitor writes what put it in force")),
+        };
+    }
+    match crate::formats::decode::<LayoutSwitch>(content) {
+        Ok(s) if s.layout == n => Ok(()),
+        Ok(s) => Err(format!("it names layout {}", s.layout)),
+        Err(e) => Err(format!("not a layout switch: {e}")),
+    }
+}
+
+/// A batch's identity within its task's round: the manager term that
+/// dispatched it and the number that term gave it. `term` is `None` in the
+/// names of writers before the term was named (`….b<batch>`), whose
+/// numbers only a per-term range kept apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BatchNo {
+    pub term: Option<u64>,
+    pub n: u32,
+}
+
+impl BatchNo {
+    pub fn new(term: u64, n: u32) -> BatchNo {
+        BatchNo { term: Some(term), n }
+    }
+
+    /// Whether a batch's `Info` is the one this name promises.
+    pub fn matches(self, info: &BatchInfo) -> bool {
+        info.batch == self.n && self.term.is_none_or(|t| t == info.term)
+    }
+}
+
+impl std::fmt::Display for BatchNo {
+    /// `t<term>.b<n>`, or `b<n>` without a term.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.term {
+            Some(t) => write!(f, "t{t}.b{}", self.n),
+            None => write!(f, "b{}", self.n),
+        }
+    }
+}
+
+/// Parses `t<term>.b<n>` or `b<n>` at the end of `name`: the batch and
+/// what precedes it (without its dot).
+fn split_batch_no(name: &str) -> Option<(&str, BatchNo)> {
     let (rest, b) = name.rsplit_once('.')?;
+    let n = num(b.strip_prefix('b')?)?;
+    match rest.rsplit_once('.') {
+        Some((before, t)) if t.starts_with('t') => Some((before, BatchNo { term: Some(big(&t[1..])?), n })),
+        _ => Some((rest, BatchNo { term: None, n })),
+    }
+}
+
+/// `<TaskId>.r<round>.t<term>.b<batch>`: a batch folder's name.
+pub fn batch_name(task: &TaskId, round: u32, batch: BatchNo) -> Name {
+    Name::parse(&format!("{task}.r{round}.{batch}")).expect("batch names are valid")
+}
+
+/// Parses a batch folder's name, with or without its term, into (task,
+/// round, batch).
+pub fn parse_batch_name(name: &str) -> Option<(TaskId, u32, BatchNo)> {
+    let (rest, b) = split_batch_no(name)?;
     let (task, r) = rest.rsplit_once('.')?;
-    Some((TaskId::parse(task).ok()?, num(r.strip_prefix('r')?)?, num(b.strip_prefix('b')?)?))
+    Some((TaskId::parse(task).ok()?, num(r.strip_prefix('r')?)?, b))
 }
 
 pub fn batch_dir(node: &NodeId, batch: &Name) -> String {
@@ -138,17 +217,18 @@ pub fn unit_mark(node: &NodeId, batch: &Name, unit: u32, attempt: u32, mark: Mar
     format!("{TASK_ASSIGNED}{node}/{batch}/{}", mark_name(unit, attempt, mark))
 }
 
-/// `Scheduler/<task>/Outcomes/Batch.r<round>.b<batch>`: what a batch's
-/// units came to, written once by its manager when every one of them ended,
-/// before the batch's folder is deleted.
-pub fn batch_record(task: &TaskId, round: u32, batch: u32) -> String {
-    format!("{SCHEDULER}{task}/{OUTCOMES_DIR}/{BATCH_RECORD_PREFIX}r{round}.b{batch}")
+/// `Scheduler/<task>/Outcomes/Batch.r<round>.t<term>.b<batch>`: what a
+/// batch's units came to, written once by its manager when every one of
+/// them ended, before the batch's folder is deleted.
+pub fn batch_record(task: &TaskId, round: u32, batch: BatchNo) -> String {
+    format!("{SCHEDULER}{task}/{OUTCOMES_DIR}/{BATCH_RECORD_PREFIX}r{round}.{batch}")
 }
 
-/// Parses a batch record's file name into (round, batch).
-pub fn parse_batch_record(file_name: &str) -> Option<(u32, u32)> {
-    let (r, b) = file_name.strip_prefix(BATCH_RECORD_PREFIX)?.strip_prefix('r')?.split_once(".b")?;
-    Some((num(r)?, num(b)?))
+/// Parses a batch record's file name, with or without its term, into
+/// (round, batch).
+pub fn parse_batch_record(file_name: &str) -> Option<(u32, BatchNo)> {
+    let (rest, b) = split_batch_no(file_name.strip_prefix(BATCH_RECORD_PREFIX)?)?;
+    Some((num(rest.strip_prefix('r')?)?, b))
 }
 
 /// The logical name of a unit attempt, the same in every layout:
@@ -229,7 +309,7 @@ pub struct BatchUnit {
     pub shard: Option<Shard>,
 }
 
-/// `Outcomes/Batch.r<round>.b<batch>`: what each unit of a batch came to.
+/// `Outcomes/Batch.r<round>.t<term>.b<batch>`: what each unit of a batch came to.
 /// `released` units ran elsewhere (or run again): informational.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchRecord {
@@ -272,14 +352,27 @@ mod tests {
     #[test]
     fn names_round_trip_and_match_the_documented_tree() {
         let t = TaskId::parse("aaaaffff.16176931.56000000.0").unwrap();
-        let b = batch_name(&t, 2, 1003);
-        assert_eq!(b.as_str(), "aaaaffff.16176931.56000000.0.r2.b1003");
-        assert_eq!(parse_batch_name(b.as_str()), Some((t, 2, 1003)));
-        assert_eq!(parse_batch_name("aaaaffff.16176931.56000000.0.r2.u5.a3"), None);
+        let b = batch_name(&t, 2, BatchNo::new(2, 1003));
+        assert_eq!(b.as_str(), "aaaaffff.16176931.56000000.0.r2.t2.b1003");
+        assert_eq!(parse_batch_name(b.as_str()), Some((t, 2, BatchNo::new(2, 1003))));
+        // The form before the term was named is read as it was.
+        let legacy = BatchNo { term: None, n: 1003 };
+        assert_eq!(parse_batch_name("aaaaffff.16176931.56000000.0.r2.b1003"), Some((t, 2, legacy)));
+        assert_eq!(batch_name(&t, 2, legacy).as_str(), "aaaaffff.16176931.56000000.0.r2.b1003");
+        assert_ne!(batch_name(&t, 2, BatchNo::new(1, 1003)), batch_name(&t, 2, BatchNo::new(2, 1003)));
+        for bad in [
+            "aaaaffff.16176931.56000000.0.r2.u5.a3",
+            "aaaaffff.16176931.56000000.0.r2.t.b3",
+            "aaaaffff.16176931.56000000.0.r2.tx.b3",
+            "aaaaffff.16176931.56000000.0.t2.b3",
+            "aaaaffff.16176931.56000000.0.r2.t2",
+        ] {
+            assert_eq!(parse_batch_name(bad), None, "{bad}");
+        }
         let n = NodeId::parse("xcloud25_9876").unwrap();
         assert_eq!(
             unit_mark(&n, &b, 7, 1001, Mark::Running(1795297318122)),
-            "Compaction_V2/TaskAssigned/xcloud25_9876/aaaaffff.16176931.56000000.0.r2.b1003/u7.a1001.Running.1795297318122"
+            "Compaction_V2/TaskAssigned/xcloud25_9876/aaaaffff.16176931.56000000.0.r2.t2.b1003/u7.a1001.Running.1795297318122"
         );
         for m in [Mark::Running(17), Mark::Released, Mark::Cancel, Mark::Success, Mark::Failed, Mark::Output] {
             assert_eq!(parse_mark(&mark_name(3, 9, m)), Some((3, 9, m)));
@@ -288,10 +381,26 @@ mod tests {
         {
             assert_eq!(parse_mark(bad), None, "{bad}");
         }
-        assert_eq!(batch_record(&t, 2, 3), "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Outcomes/Batch.r2.b3");
-        assert_eq!(parse_batch_record("Batch.r2.b3"), Some((2, 3)));
+        assert_eq!(
+            batch_record(&t, 2, BatchNo::new(4, 3)),
+            "Compaction_V2/Scheduler/aaaaffff.16176931.56000000.0/Outcomes/Batch.r2.t4.b3"
+        );
+        assert_eq!(parse_batch_record("Batch.r2.t4.b3"), Some((2, BatchNo::new(4, 3))));
+        assert_eq!(parse_batch_record("Batch.r2.b3"), Some((2, BatchNo { term: None, n: 3 })));
+        assert_eq!(parse_batch_record("Batch.r2.tx.b3"), None);
         assert_eq!(parse_batch_record("Done.r2.u3"), None);
         assert_eq!(layout_marker(3), "Compaction_V2/Registry/Layout.3");
+        let rec = |layout| {
+            let s = LayoutSwitch { layout, epoch: 2, monitor: NodeId::parse("n1").unwrap(), wall_ms: 5 };
+            crate::formats::encode(&s)
+        };
+        assert_eq!(switch_holds(4, &rec(4)), Ok(()));
+        assert_eq!(switch_holds(3, &rec(3)), Ok(()));
+        assert_eq!(switch_holds(3, b""), Ok(()), "the form before layout 4");
+        assert!(switch_holds(4, b"").is_err(), "empty: made by hand, or cut short");
+        assert!(switch_holds(4, &rec(3)).is_err(), "another layout's");
+        assert!(switch_holds(4, &rec(4)[..10]).is_err(), "cut short");
+        assert!(switch_holds(3, b"garbage").is_err());
         assert_eq!(parse_layout_marker("Layout.3"), Some(3));
         assert_eq!(parse_layout_marker("Layout.x"), None);
     }
@@ -306,7 +415,7 @@ mod tests {
         assert!(fence_holds(&v2, ["TaskInfo.pc.db", "Status.Running"]));
         assert!(!fence_holds(&v2, ["TaskInfo.pc.db", "Status.Cancel"]));
         assert!(!fence_holds(&v2, ["Status.Running"]));
-        let b = batch_name(&t, 1, 1);
+        let b = batch_name(&t, 1, BatchNo::new(1, 1));
         let v3 = fence_of_unit(&n, &b, 4, 2);
         assert_eq!(fence_unit(&v3), Some((4, 2)));
         assert_eq!(fence_folder(&v3), batch_dir(&n, &b));

@@ -6,9 +6,14 @@
 //! kill leaves) is not an anomaly: nothing runs from it, and the monitor's
 //! next sweep removes it with the rest of the task's folders. It is
 //! reported apart, as pending that sweep, and `check` exits 0 for it; so
-//! `check` agrees with the cluster whenever a task is Done. What is bad in
-//! it (a file that does not parse, a name that is not one) stays an
-//! anomaly.
+//! `check` agrees with the cluster whenever a task is Done. A batch folder
+//! without `Info` is pending that sweep while its task runs too: nothing
+//! starts from it (a worker needs the `Info`), and it is what markers
+//! created after the batch was recorded and deleted leave (a worker's late
+//! claim, which it removes once its listing shows no `Info`, and the
+//! folder that stays on fs and HDFS; its manager's `Cancel` of a vanished
+//! batch and the worker's acknowledgement). What is bad in it (a file that
+//! does not parse, a name that is not one) stays an anomaly.
 
 use std::collections::BTreeMap;
 
@@ -55,7 +60,7 @@ pub(super) async fn check_assigned(
         }
         for sub in list(store, &node_dir.path, out).await? {
             let mut missing = vec![];
-            let task = if !sub.is_dir && v2::parse_manage_pointer(sub.name()).is_some() {
+            let (task, batch) = if !sub.is_dir && v2::parse_manage_pointer(sub.name()).is_some() {
                 read_json::<formats::ManagePointer>(store, &sub, "manager pointer", out).await?;
                 continue;
             } else if !sub.is_dir && v2::parse_ended_marker(sub.name()).is_some() {
@@ -66,30 +71,30 @@ pub(super) async fn check_assigned(
                 continue;
             } else if let Some((task, ..)) = v2::parse_subtask_name(sub.name()) {
                 check_task_dir(store, &sub, true, out, &mut missing).await?;
-                task
+                (task, false)
             } else if let Some((task, ..)) = v3::parse_batch_name(sub.name()) {
                 check_batch(store, &sub, out, &mut missing).await?;
-                task
+                (task, true)
             } else {
                 out.push(Anomaly::new(
                     &sub.path,
                     "not a subtask folder name (<task>.r<round>.u<unit>.a<attempt>) or a batch folder name \
-                     (<task>.r<round>.b<batch>)",
+                     (<task>.r<round>.t<term>.b<batch>, or <task>.r<round>.b<batch>)",
                 ));
                 continue;
             };
             if missing.is_empty() {
                 continue;
             }
-            if fates.over(store, Some(task)).await? {
-                pending.extend(missing.into_iter().map(|a| {
-                    let problem =
-                        format!("{}; its task {task} is finished: the monitor's next sweep removes it", a.problem);
-                    Anomaly::new(&a.path, problem)
-                }));
+            let why = if fates.over(store, Some(task)).await? {
+                format!("its task {task} is finished: the monitor's next sweep removes it")
+            } else if batch {
+                format!("nothing starts from it; the monitor's sweep removes it once its task {task} is finished")
             } else {
                 out.extend(missing);
-            }
+                continue;
+            };
+            pending.extend(missing.into_iter().map(|a| Anomaly::new(&a.path, format!("{}; {why}", a.problem))));
         }
     }
     Ok(())
@@ -134,7 +139,75 @@ async fn check_batch(
     // fenced so that it starts nothing if it lands late (kept until its
     // task is swept).
     if !has_info && !released {
-        missing.push(Anomaly::new(&dir.path, "no Info (an interrupted create, or foreign data)"));
+        missing.push(Anomaly::new(
+            &dir.path,
+            "no Info (markers created after the batch was recorded, an interrupted create, or foreign data)",
+        ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use layouts::formats::{ExecutorKind, ExecutorSpec, Lease, Member};
+    use layouts::Name;
+
+    fn name(s: &str) -> Name {
+        Name::parse(s).unwrap()
+    }
+
+    /// A task of 2 shards managed by n1, not finished.
+    async fn unfinished_task(store: &Store) -> TaskId {
+        let n1 = NodeId::parse("n1").unwrap();
+        let lease = Lease {
+            epoch: 1,
+            holder: n1.clone(),
+            holder_incarnation: 1,
+            renewal: 0,
+            lease_ms: 4000,
+            wall_ms: 0,
+            members: vec![Member { layouts: Some(vec![2, 3, 4]), ..Member::bare(n1.clone(), 1, 4000) }],
+            offline: vec![],
+            last_event: 0,
+            released: false,
+            layout: Some(4),
+        };
+        store.create(&v2::lease(1), formats::encode(&lease)).await.unwrap();
+        let mut spec = crate::tasks::TaskSpec::table(name("db"), name("s"), name("t"));
+        spec.shards = Some(2);
+        spec.manager = Some(n1);
+        spec.executor = Some(ExecutorSpec {
+            kind: ExecutorKind::Command,
+            command: Some("true".into()),
+            command_name: None,
+            timeout_ms: None,
+        });
+        crate::tasks::submit(store, spec, 0).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn batch_folders_without_info_of_a_running_task_are_pending_and_their_bad_files_anomalies() {
+        let store = Store::memory().await;
+        let id = unfinished_task(&store).await;
+        let n2 = NodeId::parse("n2").unwrap();
+        let b = |n| v3::batch_name(&id, 1, v3::BatchNo::new(1, n));
+        // A worker's late claim in a batch recorded and deleted meanwhile.
+        store.create(&v3::unit_mark(&n2, &b(1), 0, 1, Mark::Running(7)), vec![]).await.unwrap();
+        // A manager's `Cancel` of a vanished batch, and the worker's answer.
+        store.create(&v3::unit_mark(&n2, &b(2), 1, 1, Mark::Cancel), vec![]).await.unwrap();
+        let ack = StatusMark { incarnation: 7, error: Some("cancelled".into()), ..Default::default() };
+        store.create(&v3::unit_mark(&n2, &b(2), 1, 1, Mark::Failed), formats::encode(&ack)).await.unwrap();
+        // A claim with content: bad, wherever it is.
+        let bad = v3::unit_mark(&n2, &b(3), 0, 2, Mark::Running(7));
+        store.create(&bad, b"x".to_vec()).await.unwrap();
+        let report = crate::check::check_tree_report(&store).await.unwrap();
+        let anomalies: Vec<&str> = report.anomalies.iter().map(|a| a.path.as_str()).collect();
+        assert_eq!(anomalies, [bad.as_str()], "{:#?}", report.anomalies);
+        let mut pending: Vec<&str> = report.pending_sweep.iter().map(|a| a.path.as_str()).collect();
+        pending.sort();
+        let want: Vec<String> = (1..=3).map(|n| v3::batch_dir(&n2, &b(n))).collect();
+        assert_eq!(pending, want, "{:#?}", report.pending_sweep);
+        assert!(report.pending_sweep[0].problem.contains("once its task"), "{:#?}", report.pending_sweep);
+    }
 }

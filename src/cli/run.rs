@@ -89,11 +89,12 @@ pub struct RunArgs {
     /// Backend requests the policy planner may spend per monitor round (1 to 1000000).
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub plan_budget: u64,
-    /// The highest tree layout this node lets the cluster switch to: 3
-    /// (dispatch batches of empty markers), or 2 to keep a rolling upgrade
-    /// reversible until every node runs this version (layouts/README.md,
-    /// "Layouts and the switch").
-    #[arg(long, default_value_t = layouts::v3::LAYOUT_3, value_parser = clap::value_parser!(u32).range(2..=3))]
+    /// The highest tree layout this node lets the cluster switch to: 4
+    /// (dispatch batches of empty markers named by their manager's term),
+    /// 3 (the same batches as versions before 4 name them) or 2, to keep a
+    /// rolling upgrade reversible until every node runs this version
+    /// (layouts/README.md, "Layouts and the switch").
+    #[arg(long, default_value_t = layouts::v3::NEWEST, value_parser = clap::value_parser!(u32).range(2..=4))]
     pub max_layout: u32,
     /// Warm shutdown: after a first SIGTERM the node starts nothing new,
     /// hands its tasks over and waits this long at most for its running

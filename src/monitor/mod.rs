@@ -259,7 +259,8 @@ impl Monitor {
         let members: Vec<&Member> = self.members.values().collect();
         if let Some(n) = self.layout.due(&members, now) {
             self.require_office(store, election, now).await?;
-            self.layout.raise(store, n).await?;
+            let switch = layouts::v3::LayoutSwitch { layout: n, epoch: self.epoch, monitor: self.me.clone(), wall_ms };
+            self.layout.raise(store, switch).await?;
             tracing::info!(layout = n, "every member reads layout {n}: it is in force");
         }
         report.view_changed = self.publish(election);

@@ -76,7 +76,7 @@ impl NodeConfig {
             session_timeout: Duration::from_secs(30),
             lease: Duration::from_secs(30),
             event_retention: Duration::from_secs(2 * 3600),
-            max_layout: layouts::v3::LAYOUT_3,
+            max_layout: layouts::v3::NEWEST,
             drain_timeout: DRAIN_TIMEOUT,
         }
     }

@@ -1,7 +1,7 @@
 //! What a manager knows of one layout 3 batch it dispatched: its node, its
 //! unit attempts, which of them ended and how, and whether its create is
 //! settled. The manager records a batch once every unit attempt in it
-//! ended (`Outcomes/Batch.r<round>.b<batch>`), then deletes its folder.
+//! ended (`Outcomes/Batch.r<round>.t<term>.b<batch>`), then deletes its folder.
 
 use std::collections::BTreeMap;
 

@@ -33,6 +33,7 @@ use std::collections::HashMap;
 
 use futures::StreamExt;
 use layouts::formats::{self, StatusMark};
+use layouts::v3::BatchNo;
 use layouts::{v2, Name, NodeId, SubtaskState};
 use store::Created;
 
@@ -78,7 +79,7 @@ pub(super) struct Gone {
     pub(super) unit: usize,
     pub(super) node: NodeId,
     /// Layout 3: its batch (nothing is deleted: the batch notes its end).
-    pub(super) batch: Option<u32>,
+    pub(super) batch: Option<BatchNo>,
     pub(super) why: String,
     /// As a failure of the unit (its retries).
     pub(super) count: bool,

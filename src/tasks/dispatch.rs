@@ -1,17 +1,18 @@
 //! A manager's dispatch: which live node gets each pending unit, and what
 //! is written there: a subtask folder per attempt (layout 2), or one batch
 //! per node and dispatch round (layout 3: one `Info` for all its units,
-//! whose lifecycle is then empty markers). Which layout a node gets is
+//! whose lifecycle is then empty markers; layout 4: the same, the batch
+//! named by its term too). Which layout a node gets is
 //! [`super::manager::Placement::layout_for`]: the layout in force, and nothing for a
-//! draining node or, once layout 3 is in force, a node that does not read
-//! it.
+//! draining node or, once layout 3 or later is in force, a node that does
+//! not read it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use bytes::Bytes;
 use futures::StreamExt;
 use layouts::formats::{self, SubtaskMeta};
-use layouts::v3::{self, BatchInfo, BatchUnit};
+use layouts::v3::{self, BatchInfo, BatchNo, BatchUnit};
 use layouts::{v2, Name, NodeId, SubtaskState};
 use store::Created;
 
@@ -93,7 +94,7 @@ impl TaskManager {
         let refill_at = DISPATCH_WINDOW / 2;
         let full: HashSet<NodeId> = held
             .iter()
-            .filter(|(n, h)| **h > refill_at && ctx.placement.layout_for(n) == Some(v3::LAYOUT_3))
+            .filter(|(n, h)| **h > refill_at && ctx.placement.layout_for(n) >= Some(v3::LAYOUT_3))
             .map(|(n, _)| n.clone())
             .collect();
         let term = self.term();
@@ -127,7 +128,7 @@ impl TaskManager {
             planned.push(Placed { unit: u, node, attempt: run.attempt });
         }
         let (v3_units, v2_units): (Vec<Placed>, Vec<Placed>) =
-            planned.into_iter().partition(|p| ctx.placement.layout_for(&p.node) == Some(v3::LAYOUT_3));
+            planned.into_iter().partition(|p| ctx.placement.layout_for(&p.node) >= Some(v3::LAYOUT_3));
         let r2 = self.dispatch_subtasks(ctx, v2_units, &announced).await;
         let r3 = self.dispatch_batches(ctx, v3_units, &announced).await;
         r2.and(r3)
@@ -195,10 +196,15 @@ impl TaskManager {
             by_node.entry(p.node.clone()).or_default().push(p);
         }
         let round = self.round_no();
-        let mut planned: Vec<(u32, NodeId, Bytes)> = vec![];
+        let mut planned: Vec<(BatchNo, NodeId, Bytes)> = vec![];
         for (node, units) in by_node {
             self.last_batch = v2::next_attempt(self.last_batch, self.term());
-            let n = self.last_batch;
+            // Layout 3 readers that predate layout 4 know no term in a name.
+            let n = if ctx.placement.layout >= v3::LAYOUT_4 {
+                BatchNo::new(self.term(), self.last_batch)
+            } else {
+                BatchNo { term: None, n: self.last_batch }
+            };
             let info = self.batch_info(ctx, &node, n, &units);
             let mut b = BatchRun::new(node.clone());
             b.units = units.iter().map(|p| (p.unit as u32, p.attempt)).collect();
@@ -206,7 +212,7 @@ impl TaskManager {
             planned.push((n, node, Bytes::from(formats::encode(&info))));
         }
         let (store, id) = (ctx.store, self.id);
-        let results: Vec<(u32, NodeId, Bytes, store::Result<Created>)> = futures::stream::iter(planned)
+        let results: Vec<(BatchNo, NodeId, Bytes, store::Result<Created>)> = futures::stream::iter(planned)
             .map(|(n, node, bytes)| async move {
                 let path = v3::batch_info(&node, &v3::batch_name(&id, round, n));
                 let r = store.create(&path, bytes.clone()).await;
@@ -273,7 +279,7 @@ impl TaskManager {
     }
 
     /// The `Info` of batch `n` on `node` with `units`.
-    fn batch_info(&self, ctx: &Ctx<'_>, node: &NodeId, n: u32, units: &[Placed]) -> BatchInfo {
+    fn batch_info(&self, ctx: &Ctx<'_>, node: &NodeId, n: BatchNo, units: &[Placed]) -> BatchInfo {
         let info = self.info.as_ref().expect("loaded");
         let mut task = info.clone();
         task.result = Default::default();
@@ -295,7 +301,7 @@ impl TaskManager {
         BatchInfo {
             task,
             round: info.run.round,
-            batch: n,
+            batch: n.n,
             term: self.term(),
             node: node.clone(),
             manager: ctx.me.clone(),

@@ -17,7 +17,7 @@
 //!   their results ignored.
 //! - A unit's outcome is recorded in a create-once file before what it ran
 //!   from is deleted: its own `Done.r<round>.u<unit>` (`Failed.…`) for a
-//!   subtask folder, its batch's `Batch.r<round>.b<batch>` once every unit
+//!   subtask folder, its batch's `Batch.r<round>.t<term>.b<batch>` once every unit
 //!   of the batch ended, before the batch folder goes. A stale manager
 //!   cannot erase it, and a new manager rebuilds exactly: recorded units
 //!   are finished, units with a folder or batch are in flight, the rest are
@@ -26,6 +26,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use layouts::formats::{self, Lease, TaskInfo};
+use layouts::v3::BatchNo;
 use layouts::{v2, v3, Name, NodeId, TaskId, TaskState};
 use store::Store;
 
@@ -96,13 +97,14 @@ impl FolderCache {
 }
 
 /// What a manager may place where, from its node's view of the cluster:
-/// the layout in force, who reads layout 3, who drains.
+/// the layout in force, who reads it, who drains.
 #[derive(Debug, Clone)]
 pub struct Placement {
     /// The layout in force (`Registry/Layout.<n>` as the view says).
     pub layout: u32,
-    /// Members whose heartbeat says they read layout 3.
-    pub reads_v3: BTreeSet<NodeId>,
+    /// Members whose heartbeat says they read the layout in force (from
+    /// layout 3 on; layout 2 every version reads).
+    pub readers: BTreeSet<NodeId>,
     /// Members whose heartbeat says they are draining: nothing new goes
     /// there.
     pub draining: BTreeSet<NodeId>,
@@ -111,29 +113,30 @@ pub struct Placement {
 impl Default for Placement {
     /// Layout 2 in force, nobody draining.
     fn default() -> Self {
-        Placement { layout: v3::LAYOUT_2, reads_v3: BTreeSet::new(), draining: BTreeSet::new() }
+        Placement { layout: v3::LAYOUT_2, readers: BTreeSet::new(), draining: BTreeSet::new() }
     }
 }
 
 impl Placement {
     pub fn from_view(view: Option<&Lease>) -> Placement {
         let Some(v) = view else { return Placement::default() };
+        let layout = v.layout();
         Placement {
-            layout: v.layout(),
-            reads_v3: v.members.iter().filter(|m| m.reads(v3::LAYOUT_3)).map(|m| m.node.clone()).collect(),
+            layout,
+            readers: v.members.iter().filter(|m| m.reads(layout)).map(|m| m.node.clone()).collect(),
             draining: v.members.iter().filter(|m| m.draining).map(|m| m.node.clone()).collect(),
         }
     }
 
     /// The layout a manager writes for `node`, or `None` if nothing new
-    /// may go there: a draining node, or, once layout 3 is in force, a
-    /// node that does not read it.
+    /// may go there: a draining node, or, once layout 3 or later is in
+    /// force, a node that does not read it.
     pub fn layout_for(&self, node: &NodeId) -> Option<u32> {
         if self.draining.contains(node) {
             return None;
         }
         if self.layout >= v3::LAYOUT_3 {
-            return self.reads_v3.contains(node).then_some(v3::LAYOUT_3);
+            return self.readers.contains(node).then_some(self.layout);
         }
         Some(v3::LAYOUT_2)
     }
@@ -174,7 +177,7 @@ pub(super) enum UnitState {
     Dispatched {
         node: NodeId,
         node_incarnation: u64,
-        batch: Option<u32>,
+        batch: Option<BatchNo>,
     },
     /// The create of its current attempt's subtask folder on `node` failed:
     /// the attempt may exist (the reply was lost) or still land. Created
@@ -187,7 +190,7 @@ pub(super) enum UnitState {
     /// Its attempt in batch `batch` ended for good (a success, or a
     /// failure past the retries): final once the batch's record is written.
     Ending {
-        batch: u32,
+        batch: BatchNo,
     },
     Done,
     Failed,
@@ -261,9 +264,9 @@ pub struct TaskManager {
     /// Units that failed for good and are not yet written to the task info.
     /// With the last attempt's error, recorded in the unit's `Failed.*` file.
     pub(super) unrecorded_failed: std::collections::BTreeMap<u32, String>,
-    /// This round's layout 3 batches not yet recorded, by number.
-    pub(super) batches: BTreeMap<u32, BatchRun>,
-    /// The highest batch number this round has seen or used.
+    /// This round's layout 3 batches not yet recorded.
+    pub(super) batches: BTreeMap<BatchNo, BatchRun>,
+    /// The highest batch number (of any term) this round has seen or used.
     pub(super) last_batch: u32,
 }
 
@@ -418,7 +421,7 @@ impl TaskManager {
                 }
             }
             self.release_recorded();
-            self.last_batch = self.last_batch.max(fresh.batch_records(round).max().unwrap_or(0));
+            self.last_batch = self.last_batch.max(fresh.batch_records(round).map(|b| b.n).max().unwrap_or(0));
         }
         // Loaded only once everything above succeeded: a failure leaves the
         // manager unloaded, to start over next round.

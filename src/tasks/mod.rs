@@ -210,16 +210,27 @@ pub async fn submit_placed(store: &Store, spec: TaskSpec, wall_ms: u64) -> Resul
     Ok(Placed { id, manager, view: lease })
 }
 
-/// The highest `Registry/Layout.<n>` present (layout 2 when none): one
-/// LIST of `Registry/`.
+/// The highest `Registry/Layout.<n>` present that puts its layout in force
+/// (layout 2 when none; [`layouts::v3::switch_holds`]): one LIST of
+/// `Registry/`, and a read of each marker above the highest one that holds.
+/// A marker that does not hold (made by hand, cut short) switches nothing;
+/// `check` reports it.
 pub async fn listed_layout(store: &Store) -> store::Result<u32> {
-    let mut n = layouts::v3::LAYOUT_2;
-    for e in store.list(v2::REGISTRY).await? {
-        if let Some(m) = layouts::v3::parse_layout_marker(e.name()).filter(|_| !e.is_dir) {
-            n = n.max(m);
+    let mut markers: Vec<(u32, String)> = store
+        .list(v2::REGISTRY)
+        .await?
+        .into_iter()
+        .filter(|e| !e.is_dir)
+        .filter_map(|e| Some((layouts::v3::parse_layout_marker(e.name())?, e.path)))
+        .collect();
+    markers.sort();
+    for (m, path) in markers.into_iter().rev() {
+        match store.read_or_bad(&path).await? {
+            Some(Ok(b)) if layouts::v3::switch_holds(m, &b).is_ok() => return Ok(m),
+            _ => tracing::debug!(%path, "a layout marker that puts nothing in force"),
         }
     }
-    Ok(n)
+    Ok(layouts::v3::LAYOUT_2)
 }
 
 /// The newest lease, its layout in force raised to the markers present (a

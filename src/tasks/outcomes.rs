@@ -1,7 +1,7 @@
 //! A task folder as its listing shows it, and what its rounds recorded:
 //! per-unit outcome files (`Outcomes/Done.r<round>.u<unit>`,
 //! `Failed.…`; from versions before `Outcomes/`, in the task folder
-//! itself) and per-batch records (`Outcomes/Batch.r<round>.b<batch>`, a
+//! itself) and per-batch records (`Outcomes/Batch.r<round>.t<term>.b<batch>`, a
 //! JSON file each, read when the outcomes are).
 //!
 //! Invariants: a unit's outcome is final once any of these files records
@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures::{StreamExt, TryStreamExt};
 use layouts::formats::{self, TaskInfo, UnitOutcome};
-use layouts::v3::{self, BatchRecord};
+use layouts::v3::{self, BatchNo, BatchRecord};
 use layouts::{v2, TaskId, TaskState};
 use store::Store;
 
@@ -42,7 +42,7 @@ pub struct TaskDir {
     /// Per-unit outcome files in `Outcomes/`.
     pub unit_files: BTreeSet<(bool, u32, u32)>,
     /// Batch records in `Outcomes/`: (round, batch), with what each says.
-    pub records: BTreeMap<(u32, u32), BatchRecord>,
+    pub records: BTreeMap<(u32, BatchNo), BatchRecord>,
     /// Files read for the outcomes that could not be used (path: why).
     pub unreadable: Vec<String>,
     /// The listing showed an `Outcomes/` folder.
@@ -83,8 +83,8 @@ impl TaskDir {
         }
     }
 
-    /// The batch numbers `round` has records of.
-    pub fn batch_records(&self, round: u32) -> impl Iterator<Item = u32> + '_ {
+    /// The batches `round` has records of.
+    pub fn batch_records(&self, round: u32) -> impl Iterator<Item = BatchNo> + '_ {
         self.records.keys().filter(move |(r, _)| *r == round).map(|(_, b)| *b)
     }
 
@@ -150,7 +150,7 @@ pub async fn read_outcomes(store: &Store, id: &TaskId, dir: &mut TaskDir) -> sto
                 records.push((rb, e.path));
             }
         }
-        type Read = ((u32, u32), String, Option<store::Result<bytes::Bytes>>);
+        type Read = ((u32, BatchNo), String, Option<store::Result<bytes::Bytes>>);
         let read: Vec<Read> = futures::stream::iter(records)
             .map(|(rb, path)| async move { store.read_or_bad(&path).await.map(|r| (rb, path, r)) })
             .buffer_unordered(RECORD_READS)

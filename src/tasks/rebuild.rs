@@ -4,16 +4,23 @@
 //! batch's `Info`. The newest attempt of each unit of the current round
 //! stays in flight; older attempts' folders are deleted and older attempts
 //! in batches released; batches already recorded, of other rounds, or
-//! without an `Info` (a create cut short) are deleted.
+//! without an `Info` and without a unit's marker (a create cut short) are
+//! deleted. A batch without `Info` that holds markers (its folder vanished
+//! and its manager marked `Cancel` there, or it was emptied while a unit
+//! ran) is kept, its units known from their markers: a unit whose attempt
+//! may still run there is taken back (`Cancel`, then its worker's
+//! acknowledgement or its incarnation's end) before it goes elsewhere;
+//! deleting the folder would only make its worker kill the run at its next
+//! poll, while the unit may already start elsewhere.
 
 use std::collections::BTreeMap;
 
 use layouts::formats;
-use layouts::v3::{self, BatchInfo};
+use layouts::v3::{self, BatchInfo, BatchNo};
 use layouts::{v2, NodeId};
 
 use super::batches::{BatchRun, End};
-use super::manager::{Ctx, TaskManager, UnitState};
+use super::manager::{Ctx, TakeBack, TaskManager, UnitState};
 use super::{TaskDir, TaskError};
 
 impl TaskManager {
@@ -29,10 +36,12 @@ impl TaskManager {
             .cloned()
             .collect();
         // unit → (node, attempt, batch)
-        let mut newest: BTreeMap<u32, (NodeId, u32, Option<u32>)> = BTreeMap::new();
+        let mut newest: BTreeMap<u32, (NodeId, u32, Option<BatchNo>)> = BTreeMap::new();
         let mut stale = vec![];
         let mut doomed = vec![];
-        let recorded: std::collections::BTreeSet<u32> = dir.batch_records(round).collect();
+        // Batches kept without an `Info`: their units are taken back.
+        let mut infoless = std::collections::BTreeSet::new();
+        let recorded: std::collections::BTreeSet<BatchNo> = dir.batch_records(round).collect();
         let open = |runs: &[super::manager::UnitRun], unit: u32| {
             (unit as usize) < runs.len() && !matches!(runs[unit as usize].state, UnitState::Done | UnitState::Failed)
         };
@@ -65,35 +74,48 @@ impl TaskManager {
                 doomed.push((node, name));
                 continue;
             }
-            self.last_batch = self.last_batch.max(n);
+            self.last_batch = self.last_batch.max(n.n);
             let info = match ctx.store.read_or_bad(&v3::batch_info(&node, &name)).await? {
                 Some(Ok(b)) => formats::decode::<BatchInfo>(&b).ok(),
                 _ => None,
             };
-            let Some(info) = info.filter(|i| i.node == node && i.round == round && i.batch == n) else {
-                // No unit of it can start (its worker needs the info); but
-                // a released one fences a create that may still land: kept.
-                if !ctx.store.exists(&v3::batch_released(&node, &name)).await? {
-                    doomed.push((node, name));
+            let units: Vec<(u32, u32)> = match info.filter(|i| i.node == node && i.round == round && n.matches(i)) {
+                Some(info) => info.units.iter().map(|u| (u.unit, u.attempt)).collect(),
+                None => {
+                    // No unit of it can start (its worker needs the info); but
+                    // a released one fences a create that may still land: kept.
+                    if ctx.store.exists(&v3::batch_released(&node, &name)).await? {
+                        continue;
+                    }
+                    let folder = ctx.folders.get(ctx.store, &node).await?;
+                    let marked = folder.batches.get(name.as_str()).map(|f| f.units.keys().copied().collect());
+                    let marked: Vec<(u32, u32)> = marked.unwrap_or_default();
+                    if marked.is_empty() {
+                        doomed.push((node, name));
+                        continue;
+                    }
+                    infoless.insert(n);
+                    marked
                 }
-                continue;
             };
             let mut b = BatchRun::new(node.clone());
-            for u in &info.units {
-                b.units.insert(u.unit, u.attempt);
+            for (unit, attempt) in &units {
+                // Markers of two attempts of a unit (hand-made): the newer.
+                let a = b.units.entry(*unit).or_insert(*attempt);
+                *a = (*a).max(*attempt);
             }
-            for u in &info.units {
-                if !open(&self.runs, u.unit) {
-                    b.end(u.unit, End::Released("its unit is recorded".into()));
+            for (unit, attempt) in b.units.clone() {
+                if !open(&self.runs, unit) {
+                    b.end(unit, End::Released("its unit is recorded".into()));
                     continue;
                 }
-                match newest.get(&u.unit) {
-                    Some((_, a, _)) if *a >= u.attempt => {
-                        b.end(u.unit, End::Released("a newer attempt exists".into()));
+                match newest.get(&unit) {
+                    Some((_, a, _)) if *a >= attempt => {
+                        b.end(unit, End::Released("a newer attempt exists".into()));
                     }
                     _ => {
-                        if let Some((on, a, ob)) = newest.insert(u.unit, (node.clone(), u.attempt, Some(n))) {
-                            self.supersede(&mut stale, on, r, u.unit, a, ob);
+                        if let Some((on, a, ob)) = newest.insert(unit, (node.clone(), attempt, Some(n))) {
+                            self.supersede(&mut stale, on, r, unit, a, ob);
                         }
                     }
                 }
@@ -126,6 +148,12 @@ impl TaskManager {
             // stamping) its worker left that worker unaware of it: whoever
             // rebuilds tells it again.
             ctx.pokes.work(&node);
+            if batch.is_some_and(|b| infoless.contains(&b)) {
+                // Whoever runs it acknowledges the `Cancel`, or its
+                // incarnation ends.
+                let wait_for = ctx.members.get(&node).copied();
+                run.taken_back = Some(TakeBack { wait_for, ..TakeBack::new("its batch has no Info", true) });
+            }
             // Unknown: the first collect reads the claim to tell a run of
             // the node's current incarnation from one of its old self.
             run.state = UnitState::Dispatched { node, node_incarnation: 0, batch };
@@ -142,7 +170,7 @@ impl TaskManager {
         round: u32,
         unit: u32,
         attempt: u32,
-        batch: Option<u32>,
+        batch: Option<BatchNo>,
     ) {
         match batch.and_then(|n| self.batches.get_mut(&n)) {
             Some(b) => b.end(unit, End::Released("a newer attempt exists".into())),

@@ -2,12 +2,12 @@
 //! batch's markers (the rules of [`super::collect`]), taking an unstarted
 //! attempt back (`Released`, then a listing), settling a batch whose create
 //! failed, and recording a batch once every unit attempt in it ended
-//! (`Outcomes/Batch.r<round>.b<batch>`, then the folder deleted).
+//! (`Outcomes/Batch.r<round>.t<term>.b<batch>`, then the folder deleted).
 
 use std::collections::{BTreeSet, HashMap};
 
 use layouts::formats::{self, StatusMark};
-use layouts::v3::{self, Mark};
+use layouts::v3::{self, BatchNo, Mark};
 use layouts::{Name, NodeId};
 use store::Created;
 
@@ -24,7 +24,7 @@ impl TaskManager {
         &mut self,
         ctx: &mut Ctx<'_>,
         u: usize,
-        n: u32,
+        n: BatchNo,
         node: &NodeId,
         ni: u64,
         declared: &mut HashMap<(NodeId, u64), bool>,
@@ -151,7 +151,7 @@ impl TaskManager {
         Ok(Some(gone))
     }
 
-    fn batch_of(&self, u: usize) -> Option<u32> {
+    fn batch_of(&self, u: usize) -> Option<BatchNo> {
         match self.runs[u].state {
             UnitState::Dispatched { batch, .. } => batch,
             _ => None,
@@ -201,10 +201,10 @@ impl TaskManager {
     /// their node gone, released whole so that a create still in flight
     /// starts nothing. Returns the batches written to now: their units are
     /// judged from the next round's listing (this one predates the write).
-    pub(super) async fn settle_batches(&mut self, ctx: &mut Ctx<'_>) -> Result<BTreeSet<u32>, TaskError> {
+    pub(super) async fn settle_batches(&mut self, ctx: &mut Ctx<'_>) -> Result<BTreeSet<BatchNo>, TaskError> {
         let mut written = BTreeSet::new();
         let round = self.round_no();
-        let unsure: Vec<(u32, NodeId, bytes::Bytes)> =
+        let unsure: Vec<(BatchNo, NodeId, bytes::Bytes)> =
             self.batches.iter().filter_map(|(n, b)| Some((*n, b.node.clone(), b.unsure.clone()?))).collect();
         for (n, node, bytes) in unsure {
             let name = v3::batch_name(&self.id, round, n);
@@ -254,7 +254,7 @@ impl TaskManager {
     /// leaves a recorded batch's folder, which the next rebuild deletes.
     pub(super) async fn record_batches(&mut self, ctx: &mut Ctx<'_>) -> Result<(), TaskError> {
         let round = self.round_no();
-        let complete: Vec<u32> = self.batches.iter().filter(|(_, b)| b.complete()).map(|(n, _)| *n).collect();
+        let complete: Vec<BatchNo> = self.batches.iter().filter(|(_, b)| b.complete()).map(|(n, _)| *n).collect();
         let mut recorded = BTreeSet::new();
         for n in complete {
             if ctx.deadline.passed() {

@@ -631,7 +631,7 @@ mod fairness {
             let of = |t: &TaskId, u: u32| match layout {
                 2 => Candidate::Sub { name: layouts::v2::subtask_name(t, 0, u, 0), marked: false },
                 _ => Candidate::Unit {
-                    batch: layouts::v3::batch_name(t, 0, 1).to_string(),
+                    batch: layouts::v3::batch_name(t, 0, layouts::v3::BatchNo::new(1, 1)).to_string(),
                     unit: u,
                     attempt: 1,
                     ours: false,
