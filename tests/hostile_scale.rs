@@ -7,13 +7,12 @@
 //!   apart than two heartbeats: the planner runs beside the tick that
 //!   renews them, and its patterns are indexed (matched naively they cost
 //!   28.8 s of CPU a pass, inside that tick).
-//! - A task of 5,000 shards whose command fails, and a 3-file merge task
+//! - A task of 100,000 shards whose command fails, and a 3-file merge task
 //!   submitted after it to the same node: the merge task's unit starts,
-//!   and the task is done, within one round. Scaled from 100,000 shards:
-//!   the failing task's units sort first in the node's folder either way,
-//!   and 5,000 failing units (each taken again up to its retries) are
-//!   2,500 rounds of a node's 2 slots, as 100,000 are 50,000: started in
-//!   name order, the merge task would wait for them all.
+//!   and the task is done, within one round. The failing task's units sort
+//!   first in the node's folder, and 100,000 failing units (each taken
+//!   again up to its retries) are 50,000 rounds of a node's 2 slots:
+//!   started in name order, the merge task would wait for them all.
 // Real processes: real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -97,7 +96,7 @@ fn a_monitor_planning_30001_patterns_over_10000_tables_keeps_its_lease_and_heart
 }
 
 #[test]
-fn a_task_starts_within_a_round_beside_a_5000_shard_failing_task_on_the_same_node() {
+fn a_task_starts_within_a_round_beside_a_100000_shard_failing_task_on_the_same_node() {
     let mut c = Cluster::fs();
     c.timings = vec![];
     let dir = tempfile::tempdir().unwrap();
@@ -109,14 +108,8 @@ fn a_task_starts_within_a_round_beside_a_5000_shard_failing_task_on_the_same_nod
     }
     c.start_with("n1", &["--data", data.to_str().unwrap(), "--command", "fail=false"]);
     c.wait_nodes(Duration::from_secs(30), "n1 alive", |r| alive(r) == ["n1"]);
-    let submit = |args: &[&str]| {
-        let mut all = vec!["submit", "--db", "db", "--schema", "public", "--json"];
-        all.extend_from_slice(args);
-        let out = c.compactd(&all);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string()
-    };
-    let failing = submit(&["--table", "noise", "--command-name", "fail", "--shards", "5000"]);
+    let submit = |args: &[&str]| c.submit(&[&["--db", "db", "--schema", "public"], args].concat());
+    let failing = submit(&["--table", "noise", "--command-name", "fail", "--shards", "100000"]);
     // Its units are in the node's folder, failing.
     c.wait_status(&failing, Duration::from_secs(60), "the failing task's units dispatched", |s| {
         s["state"] == "Running" && s["subtasks"].as_array().is_some_and(|a| a.len() > 100)
@@ -125,7 +118,7 @@ fn a_task_starts_within_a_round_beside_a_5000_shard_failing_task_on_the_same_nod
     let start = Instant::now();
     let merge = submit(&["--table", "small"]);
     let s = c.wait_status(&merge, ROUND, "the merge task done within a round", |s| s["state"] == "Done");
-    eprintln!("the 3-file task was done {:?} after its submit, beside 5,000 failing units", start.elapsed());
+    eprintln!("the 3-file task was done {:?} after its submit, beside 100,000 failing units", start.elapsed());
     let noise = c.status(&failing);
     assert_ne!(noise["state"], "Done", "the failing task ended first: {noise:#}");
     assert_eq!(s["state"], "Done");

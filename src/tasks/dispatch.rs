@@ -97,8 +97,22 @@ impl TaskManager {
             .filter(|(n, h)| **h > refill_at && ctx.placement.layout_for(n) >= Some(v3::LAYOUT_3))
             .map(|(n, _)| n.clone())
             .collect();
+        // Ring members whose window has room. A unit without a preferred
+        // node goes to a ring member, so once none has room no later unit
+        // can be placed this round, and the rest are not looked at: each
+        // look is a ring lookup, and a task of 100,000 pending units made
+        // every tick of its manager's node a long one when all were.
+        let mut open: HashSet<&NodeId> = ring
+            .members()
+            .iter()
+            .filter(|n| held.get(*n).copied().unwrap_or(0) < DISPATCH_WINDOW && !full.contains(*n))
+            .collect();
+        let any_prefer = self.runs.iter().any(|r| r.state == UnitState::Pending && r.prefer.is_some());
         let term = self.term();
         for u in 0..self.runs.len() {
+            if open.is_empty() && !any_prefer {
+                break;
+            }
             if self.runs[u].state != UnitState::Pending || (self.units()[u] == Unit::Commit && !others_ended) {
                 continue;
             }
@@ -122,6 +136,9 @@ impl TaskManager {
                 continue;
             }
             *count += 1;
+            if *count >= DISPATCH_WINDOW {
+                open.remove(&node);
+            }
             run.prefer = None;
             dispatched += 1;
             run.attempt = v2::next_attempt(run.attempt, term);

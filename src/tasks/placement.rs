@@ -71,6 +71,10 @@ impl Ring {
     /// the ring after failed ones); falls back to the owner when every node
     /// is to be avoided.
     pub fn node_avoiding(&self, key: &str, avoid: &[NodeId]) -> Option<NodeId> {
+        if avoid.is_empty() {
+            // The owner, without listing every virtual node after it.
+            return self.node_for(key);
+        }
         let all = self.ring.get_with_replicas(&key, self.members.len() * VNODES as usize)?;
         all.iter().map(|v| &v.node).find(|n| !avoid.contains(n)).cloned().or_else(|| self.node_for(key))
     }
@@ -111,6 +115,17 @@ mod tests {
             if before != nodes[3] {
                 assert_eq!(less.node_for(&key).unwrap(), before);
             }
+        }
+    }
+
+    #[test]
+    fn avoiding_no_node_is_the_owner_as_the_full_walk_has_it() {
+        let nodes = ids(5);
+        let r = Ring::new(&nodes);
+        for k in 0..2000 {
+            let key = format!("task/{k}");
+            let walk = r.ring.get_with_replicas(&key.as_str(), nodes.len() * VNODES as usize).unwrap();
+            assert_eq!(r.node_avoiding(&key, &[]), Some(walk[0].node.clone()), "{key}");
         }
     }
 
