@@ -285,6 +285,45 @@ async fn a_group_decision_whose_author_died_before_submitting_is_submitted_once_
 }
 
 #[tokio::test]
+async fn a_recovered_group_submits_only_the_claims_its_author_won() {
+    let (tree, data) = stores().await;
+    apply(&tree, "").await;
+    let group = ["p1", "p2", "p3"];
+    // n1 tried the three as one group but lost p2 to n9 (its create came
+    // back Exists), whose own group attempt won only p2; both died before
+    // submitting.
+    for p in group {
+        write(&data, "t1", p, 4).await;
+        let (by, marker) = if p == "p2" { ("n9", "db/public/t1/p2#1") } else { ("n1", "db/public/t1/p1#1") };
+        let claim = paths::DecisionClaim {
+            policy: n("warehouse"),
+            policy_version: 1,
+            by: by.into(),
+            wall_ms: T0,
+            marker: marker.into(),
+            why: "test".into(),
+            partitions: group.iter().map(|p| p.to_string()).collect(),
+        };
+        let path = paths::decision(&n("db"), &n("public"), &n("t1"), &n(p), 1, DecisionFile::Claim);
+        tree.create(&path, formats::encode(&claim)).await.unwrap();
+    }
+    let later = T0 + crate::jobs::drive::CLAIM_GRACE_MS + 1;
+    pass(&mut planner("n2"), &tree, &data, later).await;
+    pass(&mut planner("n3"), &tree, &data, later + 1).await;
+    let mut got = vec![];
+    for id in task_ids(&tree).await {
+        let info = tasks::read_info(&tree, &id).await.unwrap();
+        got.push((info.run.params[paths::MARKER_PARAM].clone(), info.run.partitions));
+    }
+    got.sort();
+    assert_eq!(
+        got,
+        vec![("db/public/t1/p1#1".into(), vec![n("p1"), n("p3")]), ("db/public/t1/p2#1".into(), vec![n("p2")])],
+        "each partition in the task of the claim that holds it, once"
+    );
+}
+
+#[tokio::test]
 async fn a_paused_policy_submits_nothing_until_resumed() {
     let (tree, data) = stores().await;
     apply(&tree, "").await;

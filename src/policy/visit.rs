@@ -195,7 +195,7 @@ impl Visit<'_> {
                 stopped_seen_wall_ms: None,
             };
             if n.seq > 0 {
-                self.follow(name, n, before, &mut d, report).await?;
+                self.follow(name, n, &newest, before, &mut d, report).await?;
             }
             if let Some(t) = d.last_compaction_wall_ms {
                 last_compaction = Some(last_compaction.map_or(t, |l: u64| l.max(t)));
@@ -397,6 +397,7 @@ impl Visit<'_> {
         &mut self,
         name: &Name,
         n: Newest,
+        newest: &BTreeMap<Name, Newest>,
         before: Option<&PartitionSummary>,
         d: &mut PartitionSummary,
         report: &mut PlanReport,
@@ -424,7 +425,7 @@ impl Visit<'_> {
             d.in_flight = true;
             d.last_compaction_wall_ms = Some(claim.wall_ms);
             d.why = "being submitted".into();
-            self.recover(name, n.seq, &claim, d, report).await?;
+            self.recover(name, n.seq, &claim, newest, d, report).await?;
             return Ok(());
         }
         let task = match d.task {
@@ -476,6 +477,7 @@ impl Visit<'_> {
         name: &Name,
         seq: u64,
         claim: &DecisionClaim,
+        newest: &BTreeMap<Name, Newest>,
         d: &mut PartitionSummary,
         report: &mut PlanReport,
     ) -> Result<(), PolicyError> {
@@ -489,8 +491,26 @@ impl Visit<'_> {
         }
         if mine || self.wall_ms >= claim.wall_ms.saturating_add(crate::jobs::drive::CLAIM_GRACE_MS) {
             // A group's claim submits the group: its other partitions'
-            // claims find the task by the marker.
-            let mut spec_parts: Vec<Name> = claim.partitions.iter().filter_map(|p| Name::parse(p).ok()).collect();
+            // claims find the task by the marker. The group is the claims
+            // its author won, not all it tried: a partition whose newest
+            // claim is another planner's (its create came back Exists) is
+            // that planner's to submit.
+            let o = self.item;
+            let mut spec_parts = vec![];
+            for p in claim.partitions.iter().filter_map(|p| Name::parse(p).ok()) {
+                if &p == name {
+                    spec_parts.push(p);
+                    continue;
+                }
+                let Some(m) = newest.get(&p).filter(|m| m.claim && !m.task) else { continue };
+                self.requests += 1;
+                let path = paths::decision(&o.db, &o.schema, &o.table, &p, m.seq, DecisionFile::Claim);
+                if let Ok(Some(c)) = read_json::<DecisionClaim>(self.store, &path).await {
+                    if c.marker == claim.marker {
+                        spec_parts.push(p);
+                    }
+                }
+            }
             if !spec_parts.contains(name) {
                 spec_parts = vec![name.clone()];
             }
@@ -587,10 +607,21 @@ impl Visit<'_> {
             d.due = false;
             d.last_compaction_wall_ms = Some(self.wall_ms);
             now.push(i);
-            if self.store.create(&path, encode(&claim)).await? == Created::Exists {
-                // Another planner took this decision: it submits.
-                d.why = "being submitted by another planner".into();
-                continue;
+            match self.store.create(&path, encode(&claim)).await {
+                Ok(Created::Exists) => {
+                    // Another planner took this decision: it submits.
+                    d.why = "being submitted by another planner".into();
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    // The claim may stand all the same (a lost reply): the
+                    // partition stays in flight for the next visit to
+                    // recover. The claims won so far are submitted now, so
+                    // that the table's task holds them before another starts.
+                    report.errors.push(format!("deciding {}/{}/{}/{name}: {e}", o.db, o.schema, o.table));
+                    break;
+                }
             }
             marker.get_or_insert_with(|| claim.marker.clone());
             claimed.push((i, name, seq, claim));

@@ -107,13 +107,21 @@ impl TaskManager {
             .iter()
             .filter(|n| held.get(*n).copied().unwrap_or(0) < DISPATCH_WINDOW && !full.contains(*n))
             .collect();
-        let any_prefer = self.runs.iter().any(|r| r.state == UnitState::Pending && r.prefer.is_some());
+        // Units with a preferred node (a reassignment) may go outside the
+        // ring: the stop waits until the last of them was looked at.
+        let mut preferring = self.runs.iter().filter(|r| r.state == UnitState::Pending && r.prefer.is_some()).count();
         let term = self.term();
         for u in 0..self.runs.len() {
-            if open.is_empty() && !any_prefer {
+            if open.is_empty() && preferring == 0 {
                 break;
             }
-            if self.runs[u].state != UnitState::Pending || (self.units()[u] == Unit::Commit && !others_ended) {
+            if self.runs[u].state != UnitState::Pending {
+                continue;
+            }
+            if self.runs[u].prefer.is_some() {
+                preferring -= 1;
+            }
+            if self.units()[u] == Unit::Commit && !others_ended {
                 continue;
             }
             // The deadline bounds a round's time (a heartbeat is written
