@@ -223,22 +223,28 @@ async fn a_decision_whose_author_died_after_submitting_is_recorded_not_doubled()
     assert!(tree.exists(&task).await.unwrap(), "the found task is recorded");
 }
 
+/// Creates the claim of partition `p` of `db/public/t1` (decision 1) as
+/// planner `by` left it, with the group `partitions`.
+async fn claim(tree: &Store, p: &str, by: &str, marker: &str, partitions: &[&str]) {
+    let claim = paths::DecisionClaim {
+        policy: n("warehouse"),
+        policy_version: 1,
+        by: by.into(),
+        wall_ms: T0,
+        marker: marker.into(),
+        why: "test".into(),
+        partitions: partitions.iter().map(|p| p.to_string()).collect(),
+    };
+    let path = paths::decision(&n("db"), &n("public"), &n("t1"), &n(p), 1, DecisionFile::Claim);
+    tree.create(&path, formats::encode(&claim)).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_decision_whose_author_died_before_submitting_is_submitted_once_after_the_grace() {
     let (tree, data) = stores().await;
     apply(&tree, "").await;
     write(&data, "t1", "p1", 4).await;
-    let claim = paths::DecisionClaim {
-        policy: n("warehouse"),
-        policy_version: 1,
-        by: "n1".into(),
-        wall_ms: T0,
-        marker: "db/public/t1/p1#1".into(),
-        why: "test".into(),
-        partitions: vec![],
-    };
-    let path = paths::decision(&n("db"), &n("public"), &n("t1"), &n("p1"), 1, DecisionFile::Claim);
-    tree.create(&path, formats::encode(&claim)).await.unwrap();
+    claim(&tree, "p1", "n1", "db/public/t1/p1#1", &[]).await;
     // Within the grace, n1 may still be submitting: n2 waits.
     assert!(pass(&mut planner("n2"), &tree, &data, T0 + 1000).await.submitted.is_empty());
     assert!(task_ids(&tree).await.is_empty());
@@ -255,17 +261,7 @@ async fn a_group_decision_whose_author_died_before_submitting_is_submitted_once_
     let group = ["p1", "p2", "p3"];
     for p in group {
         write(&data, "t1", p, 4).await;
-        let claim = paths::DecisionClaim {
-            policy: n("warehouse"),
-            policy_version: 1,
-            by: "n1".into(),
-            wall_ms: T0,
-            marker: "db/public/t1/p1#1".into(),
-            why: "test".into(),
-            partitions: group.iter().map(|p| p.to_string()).collect(),
-        };
-        let path = paths::decision(&n("db"), &n("public"), &n("t1"), &n(p), 1, DecisionFile::Claim);
-        tree.create(&path, formats::encode(&claim)).await.unwrap();
+        claim(&tree, p, "n1", "db/public/t1/p1#1", &group).await;
     }
     assert!(pass(&mut planner("n2"), &tree, &data, T0 + 1000).await.submitted.is_empty(), "within the grace");
     let later = T0 + crate::jobs::drive::CLAIM_GRACE_MS + 1;
@@ -295,17 +291,7 @@ async fn a_recovered_group_submits_only_the_claims_its_author_won() {
     for p in group {
         write(&data, "t1", p, 4).await;
         let (by, marker) = if p == "p2" { ("n9", "db/public/t1/p2#1") } else { ("n1", "db/public/t1/p1#1") };
-        let claim = paths::DecisionClaim {
-            policy: n("warehouse"),
-            policy_version: 1,
-            by: by.into(),
-            wall_ms: T0,
-            marker: marker.into(),
-            why: "test".into(),
-            partitions: group.iter().map(|p| p.to_string()).collect(),
-        };
-        let path = paths::decision(&n("db"), &n("public"), &n("t1"), &n(p), 1, DecisionFile::Claim);
-        tree.create(&path, formats::encode(&claim)).await.unwrap();
+        claim(&tree, p, by, marker, &group).await;
     }
     let later = T0 + crate::jobs::drive::CLAIM_GRACE_MS + 1;
     pass(&mut planner("n2"), &tree, &data, later).await;
