@@ -34,7 +34,9 @@
 //! half-written, so the exclusive create is complete-or-absent and the
 //! decision by itself: one `openat` and two `fsync`s instead of a temp file,
 //! a `link` and an `unlink` (what made a marker cost as much as a file
-//! with content).
+//! with content). The markers asked for in one folder while a batch of
+//! that folder is being made are made together in the next, one hand-off
+//! and one folder sync for all (`marks.rs`).
 //!
 //! NFS: `link` is atomic on the server (NFSv3 and v4), and the reply cache
 //! covers a retransmitted `LINK` whose first reply was lost; a client that
@@ -66,10 +68,11 @@
 //! Files: this one holds the layer, its dispatch, the whole-file reader,
 //! the deleter and the temp names; `put.rs` the replacing writer,
 //! `list.rs` the walker, `durable.rs` the complete-or-absent create and the
-//! directory syncs it relies on.
+//! directory syncs it relies on, `marks.rs` the batches of empty creates.
 
 mod durable;
 mod list;
+mod marks;
 pub(crate) mod nofollow;
 mod put;
 
@@ -281,9 +284,13 @@ impl oio::Write for FsWriter {
                 let (root, path, data) = (root.clone(), path.clone(), std::mem::take(buf));
                 let len = data.len() as u64;
                 let p = path.clone();
-                let result = tokio::task::spawn_blocking(move || create_complete(&root, &p, &data))
-                    .await
-                    .map_err(|e| Error::new(ErrorKind::Unexpected, "fs create task failed").set_source(e))?;
+                let result = if data.is_empty() {
+                    marks::create_empty(root, &p).await
+                } else {
+                    tokio::task::spawn_blocking(move || create_complete(&root, &p, &data))
+                        .await
+                        .map_err(|e| Error::new(ErrorKind::Unexpected, "fs create task failed").set_source(e))?
+                };
                 match result {
                     Ok(true) => Ok(opendal::MetadataBuilder::file(len).build()),
                     Ok(false) => Err(Error::new(

@@ -75,18 +75,28 @@ impl Dir {
     /// loss with the folder's entry, which the caller syncs). `Ok(false)`:
     /// the name existed.
     pub(crate) fn create_empty(&self, name: &str) -> io::Result<bool> {
+        match self.create_empty_unsynced(name)? {
+            Some(f) => {
+                f.sync_all()?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// [`Dir::create_empty`] without the sync: the new file, for the caller
+    /// to sync before anyone is told it exists. `None`: the name existed.
+    pub(crate) fn create_empty_unsynced(&self, name: &str) -> io::Result<Option<std::fs::File>> {
         let n = cstr(name)?;
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_CLOEXEC;
         // SAFETY: a valid fd and C string; the returned fd is owned below.
         let r = unsafe { libc::openat(self.raw(), n.as_ptr(), flags, 0o666 as libc::c_uint) };
         if r < 0 {
             let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::AlreadyExists { Ok(false) } else { Err(e) };
+            return if e.kind() == io::ErrorKind::AlreadyExists { Ok(None) } else { Err(e) };
         }
         // SAFETY: a fresh fd owned by nobody else.
-        let f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(r) });
-        f.sync_all()?;
-        Ok(true)
+        Ok(Some(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(r) })))
     }
 
     /// Opens the folder `name` in this one without following a link;
