@@ -418,3 +418,45 @@ fn a_poke_that_reaches_another_node_is_refused_and_the_meant_node_takes_its_work
     eprintln!("a task managed by a node whose address reaches another one: done in {took:?}");
     assert!(took < Duration::from_secs(20), "took {took:?}: the misdirected pokes were taken as delivered");
 }
+
+/// A client waiting on a task (`submit --wait`) asks the manager's listener
+/// to answer when the manager has seen the task end
+/// (`GET /v1/tasks/{id}/ended?wait_ms=N`): a waiting request is answered at
+/// the end, not after its wait; an end seen before the request counts; a
+/// task this node did not see end is `false` once the wait is over; a bad
+/// id is refused. `submit --wait` ends with the task, Done, either way.
+#[test]
+fn a_waiting_client_hears_the_end_of_its_task_from_the_manager() {
+    let (mut c, data) = fs_cluster();
+    c.start_with("n1", &["--data", &data, "--command", "nap=sleep 1"]);
+    let rows = c.wait_nodes(Duration::from_secs(40), "n1 alive", |r| alive(r).len() == 1);
+    let addr = rows[0]["addr"].as_str().expect("n1 advertises its listener").to_string();
+    let submit = |table: &str, wait: bool| {
+        let mut args =
+            vec!["submit", "--db", "d", "--schema", "s", "--table", table, "--command-name", "nap", "--json"];
+        if wait {
+            args.push("--wait");
+        }
+        json(&c.compactd(&args), "submit")["id"].as_str().unwrap().to_string()
+    };
+    let id = submit("t1", false);
+    let t0 = Instant::now();
+    let (code, body) = common::http::get(&addr, &format!("/v1/tasks/{id}/ended?wait_ms=10000")).unwrap();
+    let took = t0.elapsed();
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((v["ended"].as_bool(), v["task"].as_str()), (Some(true), Some(id.as_str())), "{body}");
+    assert!(took < Duration::from_secs(9), "answered at the end of a 1 s task, not after the wait: {took:?}");
+    let st = json(&c.compactd(&["status", &id, "--json"]), "status");
+    assert_eq!(st["state"], "Done", "the end was heard once the task's files said so: {st}");
+    let (_, again) = common::http::get(&addr, &format!("/v1/tasks/{id}/ended?wait_ms=0")).unwrap();
+    assert!(again.contains("\"ended\":true"), "an end seen before the request counts: {again}");
+    let other = "0123abcd.17000000.00000000.0";
+    let (code, body) = common::http::get(&addr, &format!("/v1/tasks/{other}/ended?wait_ms=100")).unwrap();
+    assert_eq!((code, body.contains("\"ended\":false")), (200, true), "{body}");
+    let (code, _) = common::http::get(&addr, "/v1/tasks/..%2F..%2Fetc/ended").unwrap();
+    assert_eq!(code, 400);
+    let waited = submit("t2", true);
+    let st = json(&c.compactd(&["status", &waited, "--json"]), "status");
+    assert_eq!(st["state"], "Done", "{st}");
+}

@@ -198,6 +198,7 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     pokes.work(&placed.manager);
     crate::serve::wake::poke_in_view(&store, placed.view.as_ref(), &pokes, crate::clock::SystemClock::shared()).await;
     let id = placed.id;
+    let mut hint = EndHint::of(&placed);
     if args.json {
         println!("{}", serde_json::json!({ "id": id }));
     } else {
@@ -253,15 +254,71 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
             }
             return Ok(if state == TaskState::Done { 0 } else { 1 });
         }
-        // The CLI edge: a person waits on real time.
-        #[allow(clippy::disallowed_methods)]
-        tokio::time::sleep(pause).await;
+        hint.pause(&id, pause).await;
         // Short tasks end soon after they start: look often for the first
         // half minute (each look is a listing and a read), then once a second.
         waited += pause;
         let cap = if waited < Duration::from_secs(30) { Duration::from_millis(250) } else { Duration::from_secs(1) };
         pause = (pause * 3 / 2).min(cap);
     }
+}
+
+/// The manager's listener, asked between looks to answer as soon as it has
+/// seen the task end ([`crate::serve::ended`]): a hint, the next look reads
+/// the task. Dropped for the rest of the wait once it cannot be asked (no
+/// address, an older version, a refusal), and the looks go on alone.
+struct EndHint(Option<(reqwest::Client, String)>);
+
+impl EndHint {
+    fn of(placed: &tasks::Placed) -> EndHint {
+        let addr = placed
+            .view
+            .as_ref()
+            .and_then(|v| v.members.iter().find(|m| m.node == placed.manager).and_then(|m| m.addr.clone()));
+        let client = reqwest::Client::builder().no_proxy().build().ok();
+        EndHint(addr.zip(client).map(|(a, c)| (c, format!("http://{a}/v1/tasks/{}/ended", placed.id))))
+    }
+
+    /// Returns after `pause`, or sooner once the manager says the task
+    /// ended.
+    async fn pause(&mut self, id: &TaskId, pause: Duration) {
+        // The CLI edge: a person waits on real time.
+        #[allow(clippy::disallowed_methods)]
+        let start = std::time::Instant::now();
+        if let Some((client, url)) = &self.0 {
+            let asked = client
+                .get(format!("{url}?wait_ms={}", pause.as_millis()))
+                .timeout(pause + Duration::from_secs(1))
+                .send()
+                .await;
+            let ended = match asked {
+                Ok(r) if r.status().is_success() => small_body(r).await.map(|b| {
+                    let v: serde_json::Value = serde_json::from_slice(&b).unwrap_or_default();
+                    v["ended"] == serde_json::Value::Bool(true) && v["task"].as_str() == Some(&id.to_string())
+                }),
+                _ => None,
+            };
+            match ended {
+                Some(true) => return,
+                Some(false) => {}
+                None => self.0 = None,
+            }
+        }
+        #[allow(clippy::disallowed_methods)]
+        tokio::time::sleep(pause.saturating_sub(start.elapsed())).await;
+    }
+}
+
+/// A reply's body if it is a few KiB at most (the answer is a line).
+async fn small_body(mut r: reqwest::Response) -> Option<Vec<u8>> {
+    let mut body = Vec::new();
+    while let Some(chunk) = r.chunk().await.ok()? {
+        body.extend_from_slice(&chunk);
+        if body.len() > 4096 {
+            return None;
+        }
+    }
+    Some(body)
 }
 
 #[derive(Debug, clap::Args)]

@@ -136,7 +136,13 @@ impl Node {
             };
             match m.round(&mut ctx).await {
                 Ok(Flow::Continue) => {}
-                Ok(Flow::Finished(_)) | Ok(Flow::Fenced) => done.push(id),
+                Ok(Flow::Finished(_)) => {
+                    if let Some(w) = &self.wake {
+                        w.ends.ended(id);
+                    }
+                    done.push(id)
+                }
+                Ok(Flow::Fenced) => done.push(id),
                 Err(e) => tracing::warn!(task = %id, "manager round failed: {e}"),
             }
         }

@@ -2,11 +2,14 @@
 //! status. Nothing served here changes the tree or the node's decisions: a
 //! poke only makes the node look at the tree sooner (see [`crate::serve::wake`]).
 //! With `run --ops-listen` it is two listeners ([`Face`]): the wake-up port
-//! serves only pokes, the ops port everything else.
+//! serves only pokes and task-end waits, the ops port everything else.
 //!
 //! Routes ([`ROUTES`]; README "The listener" lists them for ops):
 //! - `POST /v1/poke?scope=work|monitor|plan|policy[&node=ID]` → `202 Accepted`, body
 //!   ignored; `421` when `node` names another node than this one;
+//! - `GET /v1/tasks/{id}/ended?wait_ms=N` → JSON `{"task", "ended"}`: whether
+//!   this node saw the task end as its manager, answered at the end or
+//!   after `N` ms (at most 10 s), for `submit --wait` ([`crate::serve::ended`]);
 //! - `GET /v1/status` → JSON: node, address, wake-up and backend counters;
 //! - `GET /metrics` → Prometheus (OpenMetrics text) exposition;
 //! - `GET /healthz`, `GET /readyz` → 200 or 503 with the reason;
@@ -234,6 +237,22 @@ async fn poke(State(s): State<HttpState>, Query(q): Query<PokeQuery>) -> (Status
     }
 }
 
+#[derive(Deserialize)]
+struct EndedQuery {
+    /// How long to wait for the end, in ms (0: answer at once).
+    wait_ms: Option<u64>,
+}
+
+/// Whether this node saw the task end as its manager, waiting up to
+/// `wait_ms` for it ([`crate::serve::ended`]): a hint for a waiting client.
+async fn task_ended(State(s): State<HttpState>, Path(id): Path<String>, Query(q): Query<EndedQuery>) -> Response {
+    let Ok(id) = layouts::TaskId::parse(&id) else {
+        return text(StatusCode::BAD_REQUEST, "not a task id\n".into());
+    };
+    let ended = s.wake.ends.wait(&id, Duration::from_millis(q.wait_ms.unwrap_or(0))).await;
+    Json(serde_json::json!({ "task": id.to_string(), "ended": ended })).into_response()
+}
+
 async fn node_status(State(s): State<HttpState>) -> Json<serde_json::Value> {
     let c = &s.wake.counters;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
@@ -262,11 +281,11 @@ async fn node_status(State(s): State<HttpState>) -> Json<serde_json::Value> {
 }
 
 /// Which of the node's faces a listener serves: with `run --ops-listen`
-/// the wake-up port serves only pokes and the ops port everything else;
+/// the wake-up port serves only pokes and task-end waits, the ops port everything else;
 /// without it one listener serves both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Face {
-    /// Pokes only (`--listen` when `--ops-listen` is set).
+    /// Pokes and task-end waits only (`--listen` when `--ops-listen` is set).
     Wake,
     /// The status page, `/api/*`, `/v1/status`, `/metrics`, `/healthz`,
     /// `/readyz` (`--ops-listen`).
@@ -302,6 +321,7 @@ pub const POKE_TAKES: &[&str] = &["application/x-www-form-urlencoded"];
 /// a test that walks it walks every route.
 pub const ROUTES: &[Route] = &[
     Route { path: "/v1/poke", method: "POST", face: Face::Wake, takes: Some(POKE_TAKES) },
+    Route { path: "/v1/tasks/{id}/ended", method: "GET", face: Face::Wake, takes: None },
     Route { path: "/v1/status", method: "GET", face: Face::Ops, takes: None },
     Route { path: "/metrics", method: "GET", face: Face::Ops, takes: None },
     Route { path: "/healthz", method: "GET", face: Face::Ops, takes: None },
@@ -317,6 +337,7 @@ pub const ROUTES: &[Route] = &[
 fn handler(path: &str) -> axum::routing::MethodRouter<HttpState> {
     match path {
         "/v1/poke" => post(poke),
+        "/v1/tasks/{id}/ended" => get(task_ended),
         "/v1/status" => get(node_status),
         "/metrics" => get(metrics),
         "/healthz" => get(healthz),

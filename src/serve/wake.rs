@@ -210,6 +210,9 @@ pub struct Wakeup {
     /// this process only, see [`Wakeup::new`]).
     bound: Option<(RateBound, SharedClock)>,
     pub counters: WakeCounters,
+    /// The tasks this node saw end as their manager, for clients waiting
+    /// on one ([`crate::serve::ended`]).
+    pub ends: crate::serve::ended::TaskEnds,
 }
 
 impl Wakeup {
