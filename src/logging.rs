@@ -69,23 +69,44 @@ fn queue() -> Option<&'static Queue> {
         .as_ref()
 }
 
+/// Bytes of queued lines the writer thread joins into one write at most.
+const WRITE_BATCH: usize = 64 * 1024;
+
+/// Writes the queued lines, those queued meanwhile joined into one write
+/// (a busy daemon logs thousands of lines a second; a write and a wake-up
+/// each cost more than the line).
 fn write_lines(rx: Receiver<Vec<u8>>) {
-    for line in rx {
-        write_now(&line);
+    let mut batch = Vec::new();
+    for first in rx.iter() {
+        batch.clear();
+        batch.extend_from_slice(&first);
+        let mut lines = 1;
+        while batch.len() < WRITE_BATCH {
+            let Ok(line) = rx.try_recv() else { break };
+            batch.extend_from_slice(&line);
+            lines += 1;
+        }
+        if !write_now(&batch) {
+            // Counted per line, as a line that could not be queued is.
+            DROPPED.fetch_add(lines as u64 - 1, Ordering::Relaxed);
+        }
         if let Some(q) = QUEUE.get().and_then(Option::as_ref) {
             let mut n = q.pending.lock().unwrap_or_else(|p| p.into_inner());
-            *n = n.saturating_sub(1);
+            *n = n.saturating_sub(lines);
             q.drained.notify_all();
         }
     }
 }
 
 /// One write to stderr; an error drops the line (counted), never panics.
-fn write_now(line: &[u8]) {
+/// False if it was dropped.
+fn write_now(line: &[u8]) -> bool {
     let mut err = std::io::stderr().lock();
     if err.write_all(line).and_then(|()| err.flush()).is_err() {
         DROPPED.fetch_add(1, Ordering::Relaxed);
+        return false;
     }
+    true
 }
 
 /// Hands one complete line (or event) to the writer thread; never blocks
