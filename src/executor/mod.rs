@@ -246,7 +246,12 @@ pub fn spawn(
     for (k, v) in &req.params {
         cmd.env(format!("COMPACTD_PARAM_{}", env_name(k)), v);
     }
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(true);
+    // One pipe for stdout and stderr: the tail keeps both as they were
+    // written, in their order, and each executor costs one pipe, one
+    // registration with the reactor and one reading task instead of two.
+    let (out, out_w) = std::io::pipe()?;
+    let out = tokio::net::unix::pipe::Receiver::from_owned_fd(std::os::fd::OwnedFd::from(out))?;
+    cmd.stdin(Stdio::null()).stdout(out_w.try_clone()?).stderr(out_w).process_group(0).kill_on_drop(true);
     if let (Some(io), true) = (io, req.kind.is_builtin_merge()) {
         io.attach(&mut cmd)?;
     }
@@ -274,13 +279,12 @@ pub fn spawn(
         let pgid = child.id().map(|p| p as i32).unwrap_or(0);
         Ok((child, pgid))
     })?;
+    // The write ends are the child's alone now: the reader's end of file
+    // is the child's (and its children's) last close.
+    drop(cmd);
     let pgid = child.id().map(|p| p as i32).unwrap_or(0);
     let tail = Arc::new(Mutex::new(Vec::new()));
-    let captures: Vec<_> =
-        [child.stdout.take().map(|o| capture(o, tail.clone())), child.stderr.take().map(|e| capture(e, tail.clone()))]
-            .into_iter()
-            .flatten()
-            .collect();
+    let captures = [capture(out, tail.clone())];
     let (tx, exit) = tokio::sync::oneshot::channel();
     let groups = groups.clone();
     tokio::spawn(async move {
