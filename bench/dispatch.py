@@ -139,8 +139,21 @@ class Cluster:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def cpu_seconds(pid):
+    """(own, reaped children's) CPU seconds of `pid` (/proc/PID/stat: utime
+    + stime, cutime + cstime); the executors a node ran are its children."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return (0.0, 0.0)
+    tick = os.sysconf("SC_CLK_TCK")
+    return ((int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick)
+
+
 def throughput(c, shards, label, medium="disk", timeout=300):
     ops0 = c.backend_ops()
+    cpu0 = {n: cpu_seconds(p.pid) for n, p in c.procs.items()}
     t = time.time()
     p = subprocess.Popen([c.binary, "--root", c.root, "submit", "--db", "bench", "--schema", "s", "--table", "t",
                           "--shards", str(shards), "--wait", "--json"],
@@ -151,6 +164,12 @@ def throughput(c, shards, label, medium="disk", timeout=300):
         p.kill()
         out, _ = p.communicate()
     secs = time.time() - t
+    # The children's CPU is counted when they are reaped: the last ones a
+    # moment after the task ends.
+    time.sleep(0.3)
+    cpu1 = {n: cpu_seconds(p.pid) for n, p in c.procs.items()}
+    daemon_cpu = sum(cpu1[n][0] - cpu0[n][0] for n in cpu0)
+    executor_cpu = sum(cpu1[n][1] - cpu0[n][1] for n in cpu0)
     ops1 = c.backend_ops()
     ops = {k: (ops1[k] - ops0.get(k, 0)) / shards for k in ops1}
     r = subprocess.CompletedProcess(p.args, p.returncode, out, "")
@@ -159,6 +178,8 @@ def throughput(c, shards, label, medium="disk", timeout=300):
          exit_code=r.returncode, starts=c.logs("subtask started"), redispatches=c.logs("dispatching again"),
          rejoins=c.logs("rejoining with a new incarnation"), declared_offline=c.logs("declared offline"),
          manager=c.manager_of(task) if task else None, medium=medium,
+         daemon_cpu_ms_per_subtask=round(daemon_cpu * 1000 / shards, 3),
+         executor_cpu_ms_per_subtask=round(executor_cpu * 1000 / shards, 3),
          ops_per_subtask=round(sum(ops.values()), 3), ops_per_subtask_by_kind={k: round(v, 3) for k, v in ops.items()},
          **c.args)
 
