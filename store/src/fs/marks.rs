@@ -64,38 +64,58 @@ pub(super) async fn create_empty(root: Arc<PathBuf>, path: &str) -> io::Result<b
     if start {
         // Detached: the batch answers its callers through their channels,
         // and a caller that stopped waiting does not stop the others'.
-        drop(tokio::task::spawn_blocking(move || run_batches(&root, &parent, &key)));
+        let run = Run { root, parent, key, done: false };
+        drop(tokio::task::spawn_blocking(move || run.batches()));
     }
     rx.await.unwrap_or_else(|_| Err(io::Error::other("the batch making this marker ended without an answer")))
 }
 
-/// Makes the folder's batches until none is waiting.
-fn run_batches(root: &Path, parent: &str, key: &Path) {
-    // Should a batch panic (none is expected), the folder's waiting callers
-    // get an error (their senders drop) and the next caller starts a run:
-    // nobody waits forever on a run that is gone.
-    struct Unwind<'a>(&'a Path);
-    impl Drop for Unwind<'_> {
-        fn drop(&mut self) {
-            if std::thread::panicking() {
-                folders().lock().unwrap_or_else(|e| e.into_inner()).remove(self.0);
-            }
+/// Markers one batch makes at most: each holds a descriptor until the
+/// batch's syncs, and each caller waits for its whole batch.
+const MAX_BATCH: usize = 256;
+
+/// The run of one folder's batches. Should it end any other way than by
+/// finding nobody waiting (a batch panics, none is expected; or the runtime
+/// shuts down and drops it before it runs), its folder's entry goes with
+/// it: the waiting callers get an error (their senders drop) and the next
+/// caller starts a new run. Nobody waits forever on a run that is gone.
+struct Run {
+    root: Arc<PathBuf>,
+    parent: String,
+    key: PathBuf,
+    done: bool,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if !self.done {
+            folders().lock().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
         }
     }
-    let _unwind = Unwind(key);
-    loop {
-        let batch = {
-            let mut map = folders().lock().unwrap_or_else(|e| e.into_inner());
-            let Some(w) = map.get_mut(key) else { return };
-            if w.names.is_empty() {
-                // Removed under the lock: a caller that comes after starts
-                // a new run.
-                map.remove(key);
-                return;
-            }
-            std::mem::take(&mut w.names)
-        };
-        make(root, parent, key, batch);
+}
+
+impl Run {
+    /// Makes the folder's batches until none is waiting.
+    fn batches(mut self) {
+        loop {
+            let batch: Vec<_> = {
+                let mut map = folders().lock().unwrap_or_else(|e| e.into_inner());
+                let Some(w) = map.get_mut(&self.key) else {
+                    self.done = true;
+                    return;
+                };
+                if w.names.is_empty() {
+                    // Removed under the lock: a caller that comes after
+                    // starts a new run.
+                    map.remove(&self.key);
+                    self.done = true;
+                    return;
+                }
+                let n = w.names.len().min(MAX_BATCH);
+                w.names.drain(..n).collect()
+            };
+            make(&self.root, &self.parent, &self.key, batch);
+        }
     }
 }
 
@@ -175,6 +195,22 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(!left(), "no run is left behind");
+    }
+
+    /// A run the runtime drops before it runs (it is shutting down) takes
+    /// its folder's entry with it: its caller hears an error, and the next
+    /// caller of that folder starts a run of its own.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_dropped_unrun_leaves_no_caller_waiting() {
+        let t = tempfile::tempdir().unwrap();
+        let root = Arc::new(t.path().to_path_buf());
+        let key = root.join("f");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        folders().lock().unwrap().insert(key.clone(), Waiting { names: vec![("m".into(), tx)], running: true });
+        drop(Run { root: root.clone(), parent: "f".into(), key: key.clone(), done: false });
+        assert!(rx.await.is_err(), "the caller is answered (with an error), not left waiting");
+        assert!(!folders().lock().unwrap().contains_key(&key));
+        assert!(create_empty(root, "f/m").await.unwrap(), "the next caller starts a run");
     }
 
     /// A folder that cannot be made (a file stands where it would be) fails

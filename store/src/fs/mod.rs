@@ -284,6 +284,7 @@ impl oio::Write for FsWriter {
                 let (root, path, data) = (root.clone(), path.clone(), std::mem::take(buf));
                 let len = data.len() as u64;
                 let p = path.clone();
+                let what = if data.is_empty() { "create (marker)" } else { "create (stage + link)" };
                 let result = if data.is_empty() {
                     marks::create_empty(root, &p).await
                 } else {
@@ -298,7 +299,7 @@ impl oio::Write for FsWriter {
                         "file already exists, doesn't match the condition if_not_exists",
                     )
                     .with_context("path", &path)),
-                    Err(e) => Err(io_error(e, "create (stage + link)", &path)),
+                    Err(e) => Err(io_error(e, what, &path)),
                 }
             }
         }
