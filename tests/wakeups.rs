@@ -456,7 +456,18 @@ fn a_waiting_client_hears_the_end_of_its_task_from_the_manager() {
     assert_eq!((code, body.contains("\"ended\":false")), (200, true), "{body}");
     let (code, _) = common::http::get(&addr, "/v1/tasks/..%2F..%2Fetc/ended").unwrap();
     assert_eq!(code, 400);
+    let told = |what: &str| -> u64 {
+        let (_, body) = common::http::get(&addr, "/v1/status").unwrap();
+        serde_json::from_str::<Value>(&body).unwrap()["wake"][what].as_u64().unwrap()
+    };
+    let (asked, ended) = (told("task_end_waits"), told("task_end_waits_told_ended"));
     let waited = submit("t2", true);
     let st = json(&c.compactd(&["status", &waited, "--json"]), "status");
     assert_eq!(st["state"], "Done", "{st}");
+    // The 1 s task outlasts the first looks (25 ms, then 1.5 times longer
+    // each): `submit --wait` asked the manager between them, and kept
+    // asking after a "not yet" (an answer it could not use would have
+    // stopped it). Told "ended" once at most: then it only looks.
+    assert!(told("task_end_waits") >= asked + 2, "submit --wait asked its manager between looks");
+    assert!(told("task_end_waits_told_ended") <= ended + 1);
 }

@@ -198,7 +198,6 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     pokes.work(&placed.manager);
     crate::serve::wake::poke_in_view(&store, placed.view.as_ref(), &pokes, crate::clock::SystemClock::shared()).await;
     let id = placed.id;
-    let mut hint = EndHint::of(&placed);
     if args.json {
         println!("{}", serde_json::json!({ "id": id }));
     } else {
@@ -207,6 +206,7 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     if !args.wait {
         return Ok(0);
     }
+    let mut hint = EndHint::of(&placed);
     // A progress bar on a terminal; plain lines (one per change) otherwise,
     // for logs and scripts.
     let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
@@ -299,7 +299,13 @@ impl EndHint {
                 _ => None,
             };
             match ended {
-                Some(true) => return,
+                // Once: should the next look not see the end yet (a
+                // listing that lags the manager's), the looks go on at
+                // their pace instead of asking again and again.
+                Some(true) => {
+                    self.0 = None;
+                    return;
+                }
                 Some(false) => {}
                 None => self.0 = None,
             }

@@ -10,16 +10,18 @@
 //! without the route, leaves the client to its looks.
 //!
 //! Bounds: the ends this node remembers are the last [`REMEMBERED`]; a wait
-//! lasts at most [`MAX_WAIT`] and holds one of the listener's connection
-//! slots (at most `MAX_CONNECTIONS`, each closed after `CONNECTION_LIFE`), so
-//! waiting clients cannot hold the node or its pokes.
+//! lasts at most [`MAX_WAIT`], and at most [`MAX_WAITERS`] wait at once (the
+//! others are answered at once), so waiting clients hold at most that many
+//! of the listener's connection slots (`MAX_CONNECTIONS`) and cannot crowd
+//! out the pokes of other nodes.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use layouts::TaskId;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 
 /// Task ends remembered (older ones: the client's next look finds them).
 pub const REMEMBERED: usize = 1024;
@@ -27,11 +29,33 @@ pub const REMEMBERED: usize = 1024;
 /// Longest wait one request may ask for.
 pub const MAX_WAIT: Duration = Duration::from_secs(10);
 
+/// Requests waiting at once at most; past it a request is answered at once
+/// (its client waits its pause and looks), so that waiting clients never
+/// hold more than this many of the connections other nodes' pokes use.
+pub const MAX_WAITERS: usize = 256;
+
 /// The tasks this node saw end as their manager, most recent last.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TaskEnds {
     ended: Mutex<VecDeque<TaskId>>,
     changed: Notify,
+    waiters: Semaphore,
+    /// Requests answered, and of those the ones answered "ended" (for
+    /// `/v1/status`).
+    pub asked: AtomicU64,
+    pub told_ended: AtomicU64,
+}
+
+impl Default for TaskEnds {
+    fn default() -> Self {
+        TaskEnds {
+            ended: Mutex::default(),
+            changed: Notify::new(),
+            waiters: Semaphore::new(MAX_WAITERS),
+            asked: AtomicU64::new(0),
+            told_ended: AtomicU64::new(0),
+        }
+    }
 }
 
 impl TaskEnds {
@@ -53,6 +77,16 @@ impl TaskEnds {
     /// True once this node has seen `id` end, or false after `wait` (at most
     /// [`MAX_WAIT`]).
     pub async fn wait(&self, id: &TaskId, wait: Duration) -> bool {
+        let ended = self.wait_bounded(id, wait).await;
+        self.asked.fetch_add(1, Ordering::Relaxed);
+        if ended {
+            self.told_ended.fetch_add(1, Ordering::Relaxed);
+        }
+        ended
+    }
+
+    async fn wait_bounded(&self, id: &TaskId, wait: Duration) -> bool {
+        let Ok(_slot) = self.waiters.try_acquire() else { return self.has(id) };
         // A listener's wait on real time, like its header timeout; nothing
         // the node decides depends on it.
         #[allow(clippy::disallowed_methods)]
@@ -96,6 +130,27 @@ mod tests {
         assert!(waiter.await.unwrap());
         assert!(ends.wait(&id(1), Duration::ZERO).await, "an end seen before the wait counts");
         assert!(!ends.wait(&id(3), Duration::from_millis(20)).await, "no end: false after the wait");
+    }
+
+    #[tokio::test]
+    async fn waiters_past_the_bound_are_answered_at_once() {
+        let ends = Arc::new(TaskEnds::default());
+        let held: Vec<_> = (0..MAX_WAITERS)
+            .map(|_| {
+                let e = ends.clone();
+                tokio::spawn(async move { e.wait(&id(1), MAX_WAIT).await })
+            })
+            .collect();
+        while ends.waiters.available_permits() > 0 {
+            tokio::task::yield_now().await;
+        }
+        // Past the bound: answered at once, although it asked for the most.
+        let at_once = tokio::time::timeout(Duration::from_secs(2), ends.wait(&id(1), MAX_WAIT)).await;
+        assert_eq!(at_once.ok(), Some(false));
+        ends.ended(id(1));
+        for h in held {
+            assert!(h.await.unwrap());
+        }
     }
 
     #[test]

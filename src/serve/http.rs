@@ -275,6 +275,8 @@ async fn node_status(State(s): State<HttpState>) -> Json<serde_json::Value> {
             "pokes_failed": load(&c.failed),
             "pokes_coalesced": load(&c.coalesced),
             "wakeups_rate_limited": load(&c.rate_limited),
+            "task_end_waits": load(&s.wake.ends.asked),
+            "task_end_waits_told_ended": load(&s.wake.ends.told_ended),
         },
         "backend": backend,
     }))
