@@ -5,23 +5,14 @@
 use super::*;
 
 /// Stage + link, in the target's folder opened without following links
-/// (`nofollow`); an empty file by an exclusive create at its name.
-/// `Ok(true)`: created; `Ok(false)`: the name existed.
+/// (`nofollow`). A file with content: an empty one (a marker) needs no
+/// stage, and is made by `marks.rs`. `Ok(true)`: created; `Ok(false)`: the
+/// name existed.
 pub(super) fn create_complete(root: &Path, path: &str, data: &[u8]) -> io::Result<bool> {
     let (parent_rel, name) = nofollow::split(path)?;
     // Missing folders are made (each synced into its parent); a link where
     // a folder should be is an error, never followed.
     let dir = nofollow::make_dir(root, &parent_rel)?;
-    if data.is_empty() {
-        // An empty file (a marker) has no content to see half-written: the
-        // exclusive create at the name is complete-or-absent already, and
-        // the decision. No temp file, no link.
-        let made = dir.create_empty(&name)?;
-        if made {
-            sync_dir(&root.join(&parent_rel), &dir)?;
-        }
-        return Ok(made);
-    }
     // A name that exists already loses without staging anything (the link
     // below stays the decision: a racer may still publish in between).
     if dir.lstat(&name)?.is_some() {

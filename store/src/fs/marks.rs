@@ -132,7 +132,7 @@ fn make(root: &Path, parent: &str, key: &Path, batch: Vec<(String, Reply)>) {
     };
     let mut made = Vec::with_capacity(batch.len());
     for (name, reply) in batch {
-        match dir.create_empty_unsynced(&name) {
+        match dir.create_empty(&name) {
             Ok(Some(f)) => made.push((f, reply)),
             Ok(None) => {
                 let _ = reply.send(Ok(false));

@@ -251,7 +251,8 @@ impl Service for FsCreateService {
 }
 
 /// A write: OpenDAL's for appends and conditions the fs has no use for,
-/// ours for creates ([`create_complete`]) and puts ([`PutWriter`]).
+/// ours for creates ([`create_complete`], markers in `marks.rs`) and puts
+/// ([`PutWriter`]).
 pub enum FsWriter {
     Inner(oio::Writer),
     Put(PutWriter),
@@ -284,13 +285,13 @@ impl oio::Write for FsWriter {
                 let (root, path, data) = (root.clone(), path.clone(), std::mem::take(buf));
                 let len = data.len() as u64;
                 let p = path.clone();
-                let what = if data.is_empty() { "create (marker)" } else { "create (stage + link)" };
-                let result = if data.is_empty() {
-                    marks::create_empty(root, &p).await
+                let (what, result) = if data.is_empty() {
+                    ("create (marker)", marks::create_empty(root, &p).await)
                 } else {
-                    tokio::task::spawn_blocking(move || create_complete(&root, &p, &data))
+                    let staged = tokio::task::spawn_blocking(move || create_complete(&root, &p, &data))
                         .await
-                        .map_err(|e| Error::new(ErrorKind::Unexpected, "fs create task failed").set_source(e))?
+                        .map_err(|e| Error::new(ErrorKind::Unexpected, "fs create task failed").set_source(e))?;
+                    ("create (stage + link)", staged)
                 };
                 match result {
                     Ok(true) => Ok(opendal::MetadataBuilder::file(len).build()),

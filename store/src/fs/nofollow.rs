@@ -71,22 +71,10 @@ impl Dir {
 
     /// Creates the empty file `name` in this folder if no name stands there
     /// (`openat(O_CREAT | O_EXCL | O_NOFOLLOW)`: exclusive, and a link at
-    /// the name counts as a name), and syncs it (its inode survives a power
-    /// loss with the folder's entry, which the caller syncs). `Ok(false)`:
-    /// the name existed.
-    pub(crate) fn create_empty(&self, name: &str) -> io::Result<bool> {
-        match self.create_empty_unsynced(name)? {
-            Some(f) => {
-                f.sync_all()?;
-                Ok(true)
-            }
-            None => Ok(false),
-        }
-    }
-
-    /// [`Dir::create_empty`] without the sync: the new file, for the caller
-    /// to sync before anyone is told it exists. `None`: the name existed.
-    pub(crate) fn create_empty_unsynced(&self, name: &str) -> io::Result<Option<std::fs::File>> {
+    /// the name counts as a name). The new file, for the caller to sync (its
+    /// inode must survive a power loss with the folder's entry) before
+    /// anyone is told it exists. `None`: the name existed.
+    pub(crate) fn create_empty(&self, name: &str) -> io::Result<Option<std::fs::File>> {
         let n = cstr(name)?;
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_CLOEXEC;
         // SAFETY: a valid fd and C string; the returned fd is owned below.
