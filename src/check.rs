@@ -460,6 +460,8 @@ async fn check_election(store: &Store, out: &mut Vec<Anomaly>) -> store::Result<
     Ok(())
 }
 
+const NO_TASK_INFO: &str = "no TaskInfo.pc.db (an interrupted create, or foreign data)";
+
 /// Checks one task or subtask folder: exactly one valid `Status.<State>`
 /// (two are tolerated as the trace of an interrupted transition), a valid
 /// `TaskInfo.pc.db`, nothing else. What is missing goes to `missing` (for a
@@ -531,7 +533,7 @@ async fn check_task_dir(
         }
     }
     if !has_info {
-        missing.push(Anomaly::new(&dir.path, "no TaskInfo.pc.db (an interrupted create, or foreign data)"));
+        missing.push(Anomaly::new(&dir.path, NO_TASK_INFO));
     }
     match states.len() {
         0 => missing.push(Anomaly::new(&dir.path, "no Status.<State> marker")),

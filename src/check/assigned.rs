@@ -6,7 +6,10 @@
 //! kill leaves) is not an anomaly: nothing runs from it, and the monitor's
 //! next sweep removes it with the rest of the task's folders. It is
 //! reported apart, as pending that sweep, and `check` exits 0 for it; so
-//! `check` agrees with the cluster whenever a task is Done. A batch folder
+//! `check` agrees with the cluster whenever a task is Done. While its task
+//! runs, a subtask folder with its info but no state marker awaits its
+//! claim (normal, not reported), and one without its info is pending too
+//! ([`running_subtask`] says why). A batch folder
 //! without `Info` is pending that sweep while its task runs too: nothing
 //! starts from it (a worker needs the `Info`), and it is what markers
 //! created after the batch was recorded and deleted leave (a worker's late
@@ -60,7 +63,7 @@ pub(super) async fn check_assigned(
         }
         for sub in list(store, &node_dir.path, out).await? {
             let mut missing = vec![];
-            let (task, batch) = if !sub.is_dir && v2::parse_manage_pointer(sub.name()).is_some() {
+            let task = if !sub.is_dir && v2::parse_manage_pointer(sub.name()).is_some() {
                 read_json::<formats::ManagePointer>(store, &sub, "manager pointer", out).await?;
                 continue;
             } else if !sub.is_dir && v2::parse_ended_marker(sub.name()).is_some() {
@@ -71,10 +74,14 @@ pub(super) async fn check_assigned(
                 continue;
             } else if let Some((task, ..)) = v2::parse_subtask_name(sub.name()) {
                 check_task_dir(store, &sub, true, out, &mut missing).await?;
-                (task, false)
+                if !missing.is_empty() && !fates.over(store, Some(task)).await? {
+                    running_subtask(task, missing, pending);
+                    continue;
+                }
+                task
             } else if let Some((task, ..)) = v3::parse_batch_name(sub.name()) {
                 check_batch(store, &sub, out, &mut missing).await?;
-                (task, true)
+                task
             } else {
                 out.push(Anomaly::new(
                     &sub.path,
@@ -88,16 +95,35 @@ pub(super) async fn check_assigned(
             }
             let why = if fates.over(store, Some(task)).await? {
                 format!("its task {task} is finished: the monitor's next sweep removes it")
-            } else if batch {
-                format!("nothing starts from it; the monitor's sweep removes it once its task {task} is finished")
             } else {
-                out.extend(missing);
-                continue;
+                format!("nothing starts from it; the monitor's sweep removes it once its task {task} is finished")
             };
             pending.extend(missing.into_iter().map(|a| Anomaly::new(&a.path, format!("{}; {why}", a.problem))));
         }
     }
     Ok(())
+}
+
+/// What a layout 2 subtask folder of a running task lacks. Its info and
+/// no state marker is an attempt awaiting its claim: the normal state of a
+/// dispatched unit, not worth a line. No info is a create or a removal
+/// caught half way (on fs and HDFS the folder exists before its first
+/// file and after its last), or a create cut short: nothing starts from
+/// it (a worker needs the info), its manager, whose listing shows no info
+/// either, creates it again under the same name or claims it as revoked,
+/// and the sweep removes what is left once the task is finished. So it is
+/// pending, never an anomaly, and `check` agrees with the cluster while
+/// the task runs as well as once it ends.
+fn running_subtask(task: TaskId, missing: Vec<Anomaly>, pending: &mut Vec<Anomaly>) {
+    let no_info = missing.iter().any(|a| a.problem.starts_with(super::NO_TASK_INFO));
+    if !no_info {
+        return;
+    }
+    let why = format!(
+        "nothing starts from it: a create or removal in progress, or a create cut short that its manager settles; \
+         the monitor's sweep removes it once its task {task} is finished"
+    );
+    pending.extend(missing.into_iter().map(|a| Anomaly::new(&a.path, format!("{}; {why}", a.problem))));
 }
 
 /// One layout 3 batch folder: its `Info`, its `Released`, and the unit
@@ -209,5 +235,26 @@ mod tests {
         let want: Vec<String> = (1..=3).map(|n| v3::batch_dir(&n2, &b(n))).collect();
         assert_eq!(pending, want, "{:#?}", report.pending_sweep);
         assert!(report.pending_sweep[0].problem.contains("once its task"), "{:#?}", report.pending_sweep);
+    }
+
+    #[tokio::test]
+    async fn layout_2_subtasks_of_a_running_task_awaiting_a_claim_or_their_info_are_not_anomalies() {
+        let store = Store::memory().await;
+        let id = unfinished_task(&store).await;
+        let n2 = NodeId::parse("n2").unwrap();
+        // Dispatched, not yet claimed: its info alone.
+        let waiting = v2::subtask_name(&id, 1, 0, 1);
+        let info = store.read(&v2::task_info(&id)).await.unwrap().unwrap();
+        store.create(&v2::subtask_info(&n2, &waiting), info).await.unwrap();
+        // A claim (a revoked one, or a removal half way) without the info.
+        let bare = v2::subtask_name(&id, 1, 1, 1);
+        let claim = StatusMark { incarnation: 7, ..Default::default() };
+        let claim_path = v2::subtask_status(&n2, &bare, layouts::SubtaskState::Running);
+        store.create(&claim_path, formats::encode(&claim)).await.unwrap();
+        let report = crate::check::check_tree_report(&store).await.unwrap();
+        assert!(report.anomalies.is_empty(), "{:#?}", report.anomalies);
+        let pending: Vec<&str> = report.pending_sweep.iter().map(|a| a.path.as_str()).collect();
+        assert_eq!(pending, [v2::subtask_dir(&n2, &bare).as_str()], "{:#?}", report.pending_sweep);
+        assert!(report.pending_sweep[0].problem.contains("its manager settles"), "{:#?}", report.pending_sweep);
     }
 }
