@@ -230,7 +230,7 @@ async fn poke(State(s): State<HttpState>, Query(q): Query<PokeQuery>) -> (Status
     }
     match q.scope.as_deref().map(Scope::parse).unwrap_or(Some(Scope::Work)) {
         Some(scope) => {
-            s.wake.poke(scope);
+            s.wake.poke_from_peer(scope);
             (StatusCode::ACCEPTED, "")
         }
         None => (StatusCode::BAD_REQUEST, "scope must be work, monitor, plan or policy\n"),

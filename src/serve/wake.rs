@@ -18,7 +18,9 @@
 //!   after that ([`RateBound`], on the node's clock); pokes beyond it wait
 //!   in the pending bits and are served together by the next woken tick or
 //!   poll (counted as coalesced). On S3 every woken tick is a LIST, so this
-//!   is also a bound on what forged pokes can cost.
+//!   is also a bound on what forged pokes can cost. The node's own pokes
+//!   (its executors' ends, its writes for itself) are not held to it: each
+//!   lets one woken tick through ([`Wakeup::poke`]).
 //! - [`Poker`], the sending side: fire-and-forget requests with a short
 //!   timeout and a bounded number in flight; a poke that cannot be sent at
 //!   once is dropped (and counted), never queued, so it never delays the
@@ -36,7 +38,7 @@
 //!   one poll, never more.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -206,6 +208,11 @@ pub struct Wakeup {
     plan_pokes: AtomicU64,
     policy_pokes: AtomicU64,
     notify: Notify,
+    /// A poke of this process's own is pending: the next wake-up is not
+    /// held to the rate bound ([`Wakeup::poke`]).
+    own: AtomicBool,
+    /// Woken by this process's own pokes: cuts a wait for the rate short.
+    own_notify: Notify,
     /// The rate bound and the clock it reads; none: unbounded (pokes from
     /// this process only, see [`Wakeup::new`]).
     bound: Option<(RateBound, SharedClock)>,
@@ -228,8 +235,28 @@ impl Wakeup {
         Arc::new(Wakeup { bound: Some((RateBound::new(WOKEN_PER_SECOND, WOKEN_BURST), clock)), ..Wakeup::default() })
     }
 
-    /// Records a poke; O(1), never blocks, never allocates.
+    /// Records a poke of this process's own (an executor that ended, a
+    /// write of this node for itself); O(1), never blocks, never allocates.
+    /// Its wake-up is not held to the rate bound, which is there for what
+    /// the listener takes from anyone: a busy node learns of its own
+    /// executors' ends at once, however many peers poked it before. The
+    /// bound still holds for peers: each wake-up outside it is paid for by
+    /// one of this process's own pokes, and those come from work it runs
+    /// (one per executor end at most), while woken ticks stay
+    /// [`MIN_WOKEN_GAP`] apart whatever their cause.
     pub fn poke(&self, scope: Scope) {
+        self.record(scope);
+        self.own.store(true, Ordering::Release);
+        self.own_notify.notify_one();
+    }
+
+    /// Records a poke the listener took from a peer (or anyone): its
+    /// wake-up waits for the rate bound.
+    pub fn poke_from_peer(&self, scope: Scope) {
+        self.record(scope);
+    }
+
+    fn record(&self, scope: Scope) {
         self.counters.received.fetch_add(1, Ordering::Relaxed);
         match scope {
             Scope::Plan => self.plan_pokes.fetch_add(1, Ordering::Relaxed),
@@ -270,6 +297,9 @@ impl Wakeup {
             let Some((bound, clock)) = &self.bound else { return };
             let mut counted = false;
             loop {
+                if self.own.swap(false, Ordering::AcqRel) {
+                    return;
+                }
                 match bound.admit(clock.mono()) {
                     Ok(()) => return,
                     Err(wait) => {
@@ -279,7 +309,11 @@ impl Wakeup {
                         }
                         // The daemon loop's wait, in the future it awaits.
                         #[allow(clippy::disallowed_methods)]
-                        tokio::time::sleep(wait).await;
+                        let sleep = tokio::time::sleep(wait);
+                        tokio::select! {
+                            _ = sleep => {}
+                            _ = self.own_notify.notified() => {}
+                        }
                     }
                 }
             }
@@ -700,27 +734,68 @@ mod tests {
         let clock = crate::clock::ManualClock::new();
         let w = Wakeup::bounded(clock.clone());
         for _ in 0..WOKEN_BURST {
-            w.poke(Scope::Work);
-            w.poke(Scope::Work);
+            w.poke_from_peer(Scope::Work);
+            w.poke_from_peer(Scope::Work);
             tokio::time::timeout(Duration::from_secs(5), w.notified()).await.expect("within the burst");
             assert!(w.take().has(Scope::Work));
         }
         // Over the burst, with the clock standing still: no wake-up.
-        w.poke(Scope::Monitor);
+        w.poke_from_peer(Scope::Monitor);
         assert!(tokio::time::timeout(Duration::from_millis(50), w.notified()).await.is_err());
         assert_eq!(w.counters.rate_limited.load(Ordering::Relaxed), 1);
         // The pending poke stays (a poll would take it); once the rate
         // allows, the next notification is admitted.
         clock.advance(Duration::from_secs(1) / WOKEN_PER_SECOND);
-        w.poke(Scope::Work);
+        w.poke_from_peer(Scope::Work);
         tokio::time::timeout(Duration::from_secs(5), w.notified()).await.expect("after the interval");
         let woken = w.take();
         assert!(woken.has(Scope::Work) && woken.has(Scope::Monitor));
         assert_eq!(w.counters.coalesced.load(Ordering::Relaxed), WOKEN_BURST as u64 + 1);
         // A permit whose scopes a poll took resolves nothing.
-        w.poke(Scope::Work);
+        w.poke_from_peer(Scope::Work);
         w.take();
         assert!(tokio::time::timeout(Duration::from_millis(20), w.notified()).await.is_err());
+    }
+
+    /// A node flooded by peers still hears its own executors end at once:
+    /// its own poke wakes it past a spent bound, and cuts short a wait for
+    /// the rate that had started; each one lets one wake-up through, no
+    /// more.
+    #[tokio::test]
+    async fn own_pokes_are_not_held_to_the_rate_bound_and_each_lets_one_through() {
+        let clock = crate::clock::ManualClock::new();
+        let w = Wakeup::bounded(clock.clone());
+        for _ in 0..WOKEN_BURST {
+            w.poke_from_peer(Scope::Work);
+            tokio::time::timeout(Duration::from_secs(5), w.notified()).await.expect("within the burst");
+            w.take();
+        }
+        for _ in 0..3 {
+            w.poke(Scope::Work);
+            tokio::time::timeout(Duration::from_secs(5), w.notified()).await.expect("an own poke, bound spent");
+            assert!(w.take().has(Scope::Work));
+        }
+        // A peer's poke waits for the rate; an own poke meanwhile ends the wait.
+        w.poke_from_peer(Scope::Monitor);
+        let waiting = {
+            let w = w.clone();
+            tokio::spawn(async move { w.notified().await })
+        };
+        tokio::time::timeout(Duration::from_millis(50), async {
+            while w.counters.rate_limited.load(Ordering::Relaxed) == 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the peer's poke waits for the rate");
+        assert!(!waiting.is_finished());
+        w.poke(Scope::Work);
+        tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("the own poke ends the wait").unwrap();
+        let woken = w.take();
+        assert!(woken.has(Scope::Work) && woken.has(Scope::Monitor));
+        // Spent: the next peer poke waits again.
+        w.poke_from_peer(Scope::Work);
+        assert!(tokio::time::timeout(Duration::from_millis(50), w.notified()).await.is_err());
     }
 
     #[test]
