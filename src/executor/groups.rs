@@ -21,6 +21,16 @@
 //! - the reaper is told each deadline as a `CLOCK_BOOTTIME` instant and
 //!   kills every registered group there on its own, so a daemon that is
 //!   stopped (SIGSTOP), starved or stuck still loses its executors in time.
+//!
+//! **Ends never wait for a start.** The lock is held across a fork, about a
+//! millisecond on a loaded host, and a busy node starts hundreds in a row.
+//! An executor's end is therefore queued apart ([`Groups::remove`]) and
+//! taken out of the set by whoever holds the lock next, before it does
+//! anything else (so no kill ever reaches a group that ended), or by the
+//! ending task itself when the lock is free. Every holder looks at the
+//! queue again after it lets go, so an end queued while the lock was held
+//! is never left behind; the reaper hears the ends of one such round in
+//! one write.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -61,6 +71,10 @@ enum Guard {
 #[derive(Clone, Default)]
 pub struct Groups {
     set: Arc<Mutex<GroupSet>>,
+    /// Groups that ended, not yet taken out of `set`, with the
+    /// `CLOCK_BOOTTIME` instant of each end (module docs). Held only to
+    /// push or take, never across anything else.
+    ended: Arc<Mutex<Vec<(i32, u64)>>>,
     /// Woken whenever the guard changes (the daemon's guard timer waits on it).
     changed: Arc<tokio::sync::Notify>,
 }
@@ -104,6 +118,28 @@ impl GroupSet {
         }
     }
 
+    /// Takes the queued ends out of the set (see [`Groups::remove`]).
+    fn take_ended(&mut self, ended: &Mutex<Vec<(i32, u64)>>) {
+        let ended = std::mem::take(&mut *ended.lock().unwrap_or_else(|e| e.into_inner()));
+        if ended.is_empty() {
+            return;
+        }
+        let mut msg = String::new();
+        for (pgid, at) in ended {
+            if let Guard::Open(o) = self.guard {
+                if at >= o.boot_ns {
+                    self.ended_at_deadline += 1;
+                }
+            }
+            self.live.remove(&pgid);
+            if !msg.is_empty() {
+                msg.push('\n');
+            }
+            msg.push_str(&format!("-{pgid}"));
+        }
+        self.tell(&msg);
+    }
+
     fn kill_all(&self) -> usize {
         for &g in &self.live {
             kill_group(g);
@@ -131,8 +167,28 @@ impl Groups {
         g
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, GroupSet> {
-        self.set.lock().unwrap_or_else(|e| e.into_inner())
+    /// The set, with the queued ends taken out first; looks at the queue
+    /// again once let go.
+    fn lock(&self) -> Locked<'_> {
+        let mut g = self.set.lock().unwrap_or_else(|e| e.into_inner());
+        g.take_ended(&self.ended);
+        Locked { g: Some(g), groups: self }
+    }
+
+    /// Takes queued ends out of the set if the lock is free; if it is not,
+    /// its holder does once it lets go ([`Locked`]'s drop).
+    fn settle(&self) {
+        loop {
+            if self.ended.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                return;
+            }
+            let mut g = match self.set.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return,
+            };
+            g.take_ended(&self.ended);
+        }
     }
 
     /// Lets executors of `incarnation` start until `until` (both clocks
@@ -218,15 +274,12 @@ impl Groups {
         Ok(child)
     }
 
+    /// The group `pgid` ended (its leader was waited for): out of the set
+    /// now if the lock is free, else as soon as its holder lets go; never
+    /// waits for a start (module docs).
     pub(super) fn remove(&self, pgid: i32) {
-        let mut g = self.lock();
-        if let Guard::Open(o) = g.guard {
-            if crate::clock::boot_ns() >= o.boot_ns {
-                g.ended_at_deadline += 1;
-            }
-        }
-        g.live.remove(&pgid);
-        g.tell(&format!("-{pgid}"));
+        self.ended.lock().unwrap_or_else(|e| e.into_inner()).push((pgid, crate::clock::boot_ns()));
+        self.settle();
     }
 
     /// Starts the reaper that kills the live executors' groups when this
@@ -251,6 +304,33 @@ impl Groups {
     }
 }
 
+/// The set under its lock; once let go, ends queued meanwhile are taken
+/// out ([`Groups::settle`]).
+struct Locked<'a> {
+    g: Option<std::sync::MutexGuard<'a, GroupSet>>,
+    groups: &'a Groups,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = GroupSet;
+    fn deref(&self) -> &GroupSet {
+        self.g.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut GroupSet {
+        self.g.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        drop(self.g.take());
+        self.groups.settle();
+    }
+}
+
 fn may_start(guard: Guard, incarnation: u64, now: Duration) -> bool {
     match guard {
         Guard::None => true,
@@ -265,5 +345,60 @@ pub(super) fn kill_group(pgid: i32) {
         unsafe {
             libc::killpg(pgid, libc::SIGKILL);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(g: &Groups) -> Vec<i32> {
+        g.lock().live.iter().copied().collect()
+    }
+
+    /// An end that comes while a start holds the lock returns at once, and
+    /// is out of the set by the time the start lets go; a later holder
+    /// never sees it.
+    #[test]
+    fn an_end_does_not_wait_for_a_start_and_is_out_once_the_start_lets_go() {
+        let g = Groups::default();
+        // Group ids no process has (the test never kills): registered by
+        // starts that run nothing.
+        g.start_child(0, Duration::ZERO, || Ok(((), -101))).unwrap();
+        let (entered, in_start) = std::sync::mpsc::channel();
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let starter = {
+            let g = g.clone();
+            std::thread::spawn(move || {
+                g.start_child(0, Duration::ZERO, || {
+                    entered.send(()).unwrap();
+                    wait.recv().unwrap();
+                    Ok(((), -102))
+                })
+                .unwrap()
+            })
+        };
+        in_start.recv().unwrap();
+        // The start holds the lock: the end is queued, not waited on.
+        let (done_tx, done) = std::sync::mpsc::channel();
+        {
+            let g = g.clone();
+            std::thread::spawn(move || {
+                g.remove(-101);
+                done_tx.send(()).unwrap();
+            });
+        }
+        done.recv_timeout(Duration::from_secs(5)).expect("the end waited for the start");
+        assert!(g.set.try_lock().is_err(), "the start still holds the lock");
+        assert_eq!(g.ended.lock().unwrap().len(), 1);
+        release.send(()).unwrap();
+        starter.join().unwrap();
+        // The start's holder took it out as it let go.
+        assert!(g.ended.lock().unwrap().is_empty());
+        assert_eq!(g.set.lock().unwrap().live.iter().copied().collect::<Vec<_>>(), [-102]);
+        // With the lock free, an end is out at once.
+        g.remove(-102);
+        assert!(g.set.lock().unwrap().live.is_empty());
+        assert!(live(&g).is_empty());
     }
 }
