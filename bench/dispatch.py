@@ -151,11 +151,11 @@ def cpu_seconds(pid):
     return ((int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick)
 
 
-def throughput(c, shards, label, medium="disk", timeout=300):
+def throughput(c, shards, label, medium="disk", timeout=300, table="t"):
     ops0 = c.backend_ops()
     cpu0 = {n: cpu_seconds(p.pid) for n, p in c.procs.items()}
     t = time.time()
-    p = subprocess.Popen([c.binary, "--root", c.root, "submit", "--db", "bench", "--schema", "s", "--table", "t",
+    p = subprocess.Popen([c.binary, "--root", c.root, "submit", "--db", "bench", "--schema", "s", "--table", table,
                           "--shards", str(shards), "--wait", "--json"],
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -256,6 +256,9 @@ def main():
     ap.add_argument("--short-session", action="store_true", help="also run the 2,000 shards with a 3 s session/lease")
     ap.add_argument("--medium", default="disk", help="label of what --base is on (disk, tmpfs)")
     ap.add_argument("--throughput-only", action="store_true", help="only the 2,000-shard run (no RSS, no latency)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="with --throughput-only: that many tasks back to back in the same cluster, one line each "
+                         "(a node's wake-ups in a sustained run)")
     ap.add_argument("--heartbeat", default="10s", help="the main cluster's timings: the defaults of compactd run")
     ap.add_argument("--session", default="30s")
     ap.add_argument("--lease", default="30s")
@@ -270,7 +273,9 @@ def main():
     timings = f"{a.heartbeat} polls, {a.session} session/lease"
     try:
         if a.throughput_only:
-            throughput(c, a.shards, f"3 nodes, fs on {a.medium}, {timings}", medium=a.medium)
+            for i in range(a.repeat):
+                label = f"3 nodes, fs on {a.medium}, {timings}" + (f", task {i + 1} of {a.repeat}" if a.repeat > 1 else "")
+                throughput(c, a.shards, label, medium=a.medium, table=f"t{i}" if i else "t")
             return
         idle_rss(c, 5)
         latency(c, a.samples)
