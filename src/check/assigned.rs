@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 
 use layouts::formats::{self, StatusMark};
 use layouts::v3::{self, Mark};
-use layouts::{v2, NodeId, TaskId};
+use layouts::{v2, NodeId, SubtaskState, TaskId};
 use store::{Entry, Store};
 
 use super::{check_task_dir, list, read_bytes, read_empty, read_json, Anomaly};
@@ -52,6 +52,9 @@ pub(super) async fn check_assigned(
     pending: &mut Vec<Anomaly>,
 ) -> store::Result<()> {
     let mut fates = Fates::default();
+    // Folders of running tasks holding a live claim and no info, to look
+    // at again once the grace has passed.
+    let mut again: Vec<(String, u64, Vec<Anomaly>)> = vec![];
     for node_dir in list(store, v2::TASK_ASSIGNED, out).await? {
         if !node_dir.is_dir {
             out.push(Anomaly::new(&node_dir.path, "a file stands where a node folder is expected"));
@@ -75,7 +78,10 @@ pub(super) async fn check_assigned(
             } else if let Some((task, ..)) = v2::parse_subtask_name(sub.name()) {
                 check_task_dir(store, &sub, true, out, &mut missing).await?;
                 if !missing.is_empty() && !fates.over(store, Some(task)).await? {
-                    running_subtask(task, missing, pending);
+                    match live_claim_without_info(store, &sub.path, &missing).await? {
+                        Some(inc) => again.push((sub.path.clone(), inc, missing)),
+                        None => running_subtask(task, missing, pending),
+                    }
                     continue;
                 }
                 task
@@ -101,19 +107,69 @@ pub(super) async fn check_assigned(
             pending.extend(missing.into_iter().map(|a| Anomaly::new(&a.path, format!("{}; {why}", a.problem))));
         }
     }
+    if !again.is_empty() {
+        // A real wait of the CLI's, taken once for all such folders and
+        // only when there are some.
+        #[allow(clippy::disallowed_methods)]
+        tokio::time::sleep(CLAIM_GRACE).await;
+        for (dir, inc, missing) in again {
+            if live_claim_without_info(store, &dir, &missing).await? == Some(inc) {
+                out.extend(missing.into_iter().map(|a| {
+                    let why = format!(
+                        "a claim of incarnation {inc} without its info, unchanged after {CLAIM_GRACE:?}: a removal \
+                         cut short, on which its manager waits"
+                    );
+                    Anomaly::new(&a.path, format!("{}; {why}", a.problem))
+                }));
+            }
+        }
+    }
     Ok(())
 }
 
-/// What a layout 2 subtask folder of a running task lacks. Its info and
-/// no state marker is an attempt awaiting its claim: the normal state of a
-/// dispatched unit, not worth a line. No info is a create or a removal
-/// caught half way (on fs and HDFS the folder exists before its first
-/// file and after its last), or a create cut short: nothing starts from
-/// it (a worker needs the info), its manager, whose listing shows no info
-/// either, creates it again under the same name or claims it as revoked,
-/// and the sweep removes what is left once the task is finished. So it is
-/// pending, never an anomaly, and `check` agrees with the cluster while
-/// the task runs as well as once it ends.
+/// How long a live claim without its info may stand before `check` calls
+/// it an anomaly: a worker's claim that lost the race with its manager's
+/// removal is removed by that worker within milliseconds, and a removal in
+/// progress ends as fast.
+const CLAIM_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The incarnation of a layout 2 subtask folder's claim, when the folder
+/// lacks its info (per `missing`) and holds a claim of a real incarnation
+/// and no end: what a removal cut short part way leaves (its manager,
+/// which sees the claim, waits on it), or, for a moment, a worker's claim
+/// made after its manager removed the folder, or a removal in progress.
+async fn live_claim_without_info(store: &Store, dir: &str, missing: &[Anomaly]) -> store::Result<Option<u64>> {
+    if !missing.iter().any(|a| a.problem.starts_with(super::NO_TASK_INFO)) {
+        return Ok(None);
+    }
+    let names: Vec<String> = match store.list(dir).await {
+        Ok(entries) => entries.iter().map(|e| e.name().to_string()).collect(),
+        Err(_) => return Ok(None),
+    };
+    let has = |s: SubtaskState| names.iter().any(|n| *n == s.file_name());
+    if names.iter().any(|n| n == v2::TASK_INFO) || has(SubtaskState::Success) || has(SubtaskState::Failed) {
+        return Ok(None);
+    }
+    if !has(SubtaskState::Running) {
+        return Ok(None);
+    }
+    let path = format!("{dir}{}", SubtaskState::Running.file_name());
+    let mark = store.read_or_bad(&path).await?.and_then(Result::ok);
+    Ok(mark.and_then(|b| formats::decode::<StatusMark>(&b).ok()).map(|m| m.incarnation).filter(|i| *i != 0))
+}
+
+/// What a layout 2 subtask folder of a running task lacks, unless it holds
+/// a live claim ([`live_claim_without_info`]: an anomaly if it stays). Its
+/// info and no state marker is an attempt awaiting its claim: the normal
+/// state of a dispatched unit, not worth a line. No info is a create or a
+/// removal caught half way (on fs and HDFS the folder exists before its
+/// first file and after its last), a create cut short (its manager, whose
+/// listing shows no file there, creates it again under the same name or
+/// claims it as revoked), or a vanished folder its manager marked
+/// `Cancel`: nothing starts from it (a worker needs the info), and the
+/// sweep removes what is left once the task is finished. So it is pending,
+/// not an anomaly, and `check` agrees with the cluster while the task runs
+/// as well as once it ends.
 fn running_subtask(task: TaskId, missing: Vec<Anomaly>, pending: &mut Vec<Anomaly>) {
     let no_info = missing.iter().any(|a| a.problem.starts_with(super::NO_TASK_INFO));
     if !no_info {
@@ -238,6 +294,8 @@ mod tests {
     }
 
     #[tokio::test]
+    // The grace is real time.
+    #[allow(clippy::disallowed_methods)]
     async fn layout_2_subtasks_of_a_running_task_awaiting_a_claim_or_their_info_are_not_anomalies() {
         let store = Store::memory().await;
         let id = unfinished_task(&store).await;
@@ -246,15 +304,36 @@ mod tests {
         let waiting = v2::subtask_name(&id, 1, 0, 1);
         let info = store.read(&v2::task_info(&id)).await.unwrap().unwrap();
         store.create(&v2::subtask_info(&n2, &waiting), info).await.unwrap();
-        // A claim (a revoked one, or a removal half way) without the info.
-        let bare = v2::subtask_name(&id, 1, 1, 1);
-        let claim = StatusMark { incarnation: 7, ..Default::default() };
-        let claim_path = v2::subtask_status(&n2, &bare, layouts::SubtaskState::Running);
-        store.create(&claim_path, formats::encode(&claim)).await.unwrap();
-        let report = crate::check::check_tree_report(&store).await.unwrap();
-        assert!(report.anomalies.is_empty(), "{:#?}", report.anomalies);
-        let pending: Vec<&str> = report.pending_sweep.iter().map(|a| a.path.as_str()).collect();
-        assert_eq!(pending, [v2::subtask_dir(&n2, &bare).as_str()], "{:#?}", report.pending_sweep);
-        assert!(report.pending_sweep[0].problem.contains("its manager settles"), "{:#?}", report.pending_sweep);
+        // Its manager's revoke of a create cut short, and a vanished folder
+        // marked `Cancel`: no info, nothing starts, pending.
+        let claim_of = |incarnation| formats::encode(&StatusMark { incarnation, ..Default::default() });
+        let revoked = v2::subtask_name(&id, 1, 1, 1);
+        store.create(&v2::subtask_status(&n2, &revoked, SubtaskState::Running), claim_of(0)).await.unwrap();
+        let vanished = v2::subtask_name(&id, 1, 2, 1);
+        store.create(&v2::subtask_status(&n2, &vanished, SubtaskState::Cancel), claim_of(1)).await.unwrap();
+        // A live claim without its info: a removal cut short, which its
+        // manager waits on; and one that its worker removes within the
+        // grace (it lost the race with its manager's removal).
+        let stuck = v2::subtask_name(&id, 1, 3, 1);
+        store.create(&v2::subtask_status(&n2, &stuck, SubtaskState::Running), claim_of(7)).await.unwrap();
+        let litter = v2::subtask_status(&n2, &v2::subtask_name(&id, 1, 4, 1), SubtaskState::Running);
+        store.create(&litter, claim_of(7)).await.unwrap();
+        let report = {
+            let check = crate::check::check_tree_report(&store);
+            let removal = async {
+                tokio::time::sleep(CLAIM_GRACE / 4).await;
+                store.delete(&litter).await.unwrap();
+            };
+            tokio::join!(check, removal).0.unwrap()
+        };
+        let anomalies: Vec<&str> = report.anomalies.iter().map(|a| a.path.as_str()).collect();
+        let stuck_dir = v2::subtask_dir(&n2, &stuck);
+        assert_eq!(anomalies, [stuck_dir.as_str()], "{:#?}", report.anomalies);
+        assert!(report.anomalies[0].problem.contains("a claim of incarnation 7"), "{:#?}", report.anomalies);
+        let mut pending: Vec<&str> = report.pending_sweep.iter().map(|a| a.path.as_str()).collect();
+        pending.dedup();
+        let want = [v2::subtask_dir(&n2, &revoked), v2::subtask_dir(&n2, &vanished)];
+        assert_eq!(pending, want.iter().map(String::as_str).collect::<Vec<_>>(), "{:#?}", report.pending_sweep);
+        assert!(report.pending_sweep[0].problem.contains("nothing starts from it"), "{:#?}", report.pending_sweep);
     }
 }
