@@ -241,8 +241,8 @@ impl Wakeup {
     /// the listener takes from anyone: a busy node learns of its own
     /// executors' ends at once, however many peers poked it before. The
     /// bound still holds for peers: each wake-up outside it is paid for by
-    /// one of this process's own pokes, and those come from work it runs
-    /// (one per executor end at most), while woken ticks stay
+    /// one of this process's own pokes, and those come from work it does
+    /// (an executor that ended, a write of its own, a drain it began), while woken ticks stay
     /// [`MIN_WOKEN_GAP`] apart whatever their cause.
     pub fn poke(&self, scope: Scope) {
         self.record(scope);
