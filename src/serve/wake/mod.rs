@@ -242,8 +242,8 @@ impl Wakeup {
     /// executors' ends at once, however many peers poked it before. The
     /// bound still holds for peers: each wake-up outside it is paid for by
     /// one of this process's own pokes, and those come from work it does
-    /// (an executor that ended, a write of its own, a drain it began), while woken ticks stay
-    /// [`MIN_WOKEN_GAP`] apart whatever their cause.
+    /// (an executor that ended, a write of its own, a drain it began),
+    /// while woken ticks stay [`MIN_WOKEN_GAP`] apart whatever their cause.
     pub fn poke(&self, scope: Scope) {
         self.record(scope);
         self.own.store(true, Ordering::Release);
