@@ -14,7 +14,8 @@
 //!
 //! Kinds: job trigger instance, merge commit, submit's task files (TaskInfo,
 //! manager term, manage pointer, status marker), lease, offline marker,
-//! change event, upgrade TaskInfo and lock. Plus files torn by an older
+//! change event, upgrade TaskInfo and lock; and one removal, a finished
+//! batch's folder (the manager killed right before it removes the `Info`). Plus files torn by an older
 //! version: `check` names them and the daemon and CLI get past them.
 // Real processes, real backends and wall-clock seeds: real time.
 #![allow(clippy::disallowed_methods)]
@@ -463,5 +464,51 @@ fn files_torn_by_an_older_version_are_reported_and_do_not_stall_the_cluster() {
         files_below(&root.join("Compaction_V2/Registry/Events")).iter().map(|f| f.parse().unwrap()).collect();
     assert!(seqs.iter().any(|s| *s > 999), "{seqs:?}");
     std::fs::remove_file(&event).unwrap();
+    assert_check_clean(&c);
+}
+
+/// A manager killed while it removes a finished batch's folder leaves no
+/// unit that a worker would run again. The folder's info is removed first,
+/// so the kill right before that removal finds every unit's markers in
+/// place (the batch is recorded; whoever manages next removes it), and a
+/// kill after it leaves nothing a worker starts from. A removal in listing
+/// order could reach the info after some units' claim and end were gone:
+/// those units, beside their info, looked unstarted and ran again.
+#[test]
+fn a_manager_killed_while_removing_a_finished_batch_runs_no_unit_again() {
+    let mut c = Cluster::fs();
+    let runs = tempfile::tempdir().unwrap();
+    let d = runs.path().display();
+    // n2 alone has the command, so it runs every unit; n1 manages and is
+    // killed at its first removal of a batch's info.
+    let shim = common::killat::shim().display().to_string();
+    c.node_env.insert(
+        "n1".into(),
+        vec![
+            ("LD_PRELOAD".into(), shim),
+            ("COMPACTD_KILL_AT".into(), "unlink-before".into()),
+            ("COMPACTD_KILL_BASENAME".into(), layouts::v3::INFO.into()),
+        ],
+    );
+    c.start_with("n1", &["--executor", "command", "--command", "true"]);
+    let cmd = format!("run=echo x >> {d}/runs.{{shard_index}}");
+    c.start_with("n2", &["--executor", "command", "--command", "true", "--command", &cmd, "--max-running", "16"]);
+    c.wait_nodes(Duration::from_secs(60), "n1 and n2 alive, layout 4 in force", |r| {
+        alive(r).len() == 2 && r.iter().all(|x| x["layout_in_force"] == 4)
+    });
+    let shards = 12;
+    let id = c.submit(&["--shards", &shards.to_string(), "--command-name", "run", "--manager", "n1"]);
+    assert_sigkilled(c.wait_exit("n1", Duration::from_secs(60)), "n1 (at a batch's removal)");
+    // n2 polls its folder meanwhile: whatever looks unstarted there runs.
+    std::thread::sleep(Duration::from_millis(1500));
+    c.node_env.remove("n1");
+    c.start_with("n1", &["--executor", "command", "--command", "true"]);
+    let st = c.wait_status(&id, Duration::from_secs(60), "the task to end", |s| s["state"] == "Done");
+    assert_eq!(st["state"], "Done", "{st:#}");
+    std::thread::sleep(Duration::from_millis(1000));
+    for i in 0..shards {
+        let n = std::fs::read_to_string(runs.path().join(format!("runs.{i}"))).map_or(0, |s| s.lines().count());
+        assert_eq!(n, 1, "shard {i} ran {n} times\n{}", c.logs_text());
+    }
     assert_check_clean(&c);
 }

@@ -330,7 +330,7 @@ async fn remove_garbage(
             continue;
         }
         if path.ends_with('/') {
-            store.delete_all(&path).await?;
+            tasks::remove::remove_folder(store, &path).await?;
         } else {
             store.delete(&path).await?;
         }

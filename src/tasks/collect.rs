@@ -175,7 +175,7 @@ impl TaskManager {
             // Gone before counted: a crash here repeats the deletion only.
             if g.batch.is_none() && !g.keep {
                 let name = self.name(round, g.unit, self.runs[g.unit].attempt);
-                ctx.store.delete_all(&v2::subtask_dir(&g.node, &name)).await?;
+                super::remove::remove_folder(ctx.store, &v2::subtask_dir(&g.node, &name)).await?;
                 // Its worker forgets the attempt at once, not at its next poll.
                 ctx.pokes.work(&g.node);
             }
@@ -417,7 +417,7 @@ impl TaskManager {
                 }
             }
             store.create(&v2::unit_outcome(&id, round, u as u32, true), outcome).await?;
-            store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+            super::remove::remove_folder(store, &v2::subtask_dir(&node, &name)).await?;
             Ok::<usize, store::StoreError>(u)
         };
         let results: Vec<store::Result<usize>> = futures::stream::iter(successes)

@@ -496,7 +496,7 @@ impl TaskManager {
             {
                 let name = self.name(round, u, self.runs[u].attempt);
                 // The worker kills the executor when its folder disappears.
-                ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+                super::remove::remove_folder(ctx.store, &v2::subtask_dir(&node, &name)).await?;
                 // Its worker kills the executor at once instead of at its next poll.
                 ctx.pokes.work(&node);
             }
@@ -504,7 +504,8 @@ impl TaskManager {
         // Every batch with it (the worker kills what runs from a batch
         // that disappears).
         for (n, b) in std::mem::take(&mut self.batches) {
-            ctx.store.delete_all(&v3::batch_dir(&b.node, &v3::batch_name(&self.id, round, n))).await?;
+            super::remove::remove_folder(ctx.store, &v3::batch_dir(&b.node, &v3::batch_name(&self.id, round, n)))
+                .await?;
             ctx.pokes.work(&b.node);
         }
         tracing::info!(task = %self.id, "task stopped on request");

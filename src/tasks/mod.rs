@@ -22,6 +22,7 @@ pub mod outcomes;
 pub mod placement;
 mod rebuild;
 mod record;
+pub mod remove;
 pub mod repeat;
 mod report;
 pub mod view;

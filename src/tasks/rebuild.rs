@@ -133,12 +133,12 @@ impl TaskManager {
         }
         for (node, r, unit, attempt) in stale {
             let name = v2::subtask_name(&self.id, r, unit, attempt);
-            ctx.store.delete_all(&v2::subtask_dir(&node, &name)).await?;
+            super::remove::remove_folder(ctx.store, &v2::subtask_dir(&node, &name)).await?;
             // Its worker kills the executor at once instead of at its next poll.
             ctx.pokes.work(&node);
         }
         for (node, name) in doomed {
-            ctx.store.delete_all(&v3::batch_dir(&node, &name)).await?;
+            super::remove::remove_folder(ctx.store, &v3::batch_dir(&node, &name)).await?;
             ctx.pokes.work(&node);
         }
         for (unit, (node, attempt, batch)) in newest {

@@ -265,7 +265,7 @@ impl TaskManager {
             ctx.store.create(&v3::batch_record(&self.id, round, n), formats::encode(&rec)).await?;
             if !b.keep {
                 let name = v3::batch_name(&self.id, round, n);
-                ctx.store.delete_all(&v3::batch_dir(&b.node, &name)).await?;
+                super::remove::remove_folder(ctx.store, &v3::batch_dir(&b.node, &name)).await?;
                 // Its worker forgets the batch at once, not at its next poll.
                 ctx.pokes.hint(&b.node);
             }

@@ -23,6 +23,8 @@
  *                       links and renames: of the source or the target;
  *                       unlinks: of the name as passed, relative to its folder;
  *                       exclusive creates: of the folder's real path + name)
+ *   COMPACTD_KILL_BASENAME  for unlinks, instead of COMPACTD_KILL_PATH:
+ *                       the last segment of the name equals it exactly
  *   COMPACTD_KILL_NTH   kill at the Nth matching call (default 1)
  *
  * Unset, the shim only forwards. Built by the tests with `cc -shared -fPIC`.
@@ -146,10 +148,20 @@ int rename(const char *oldpath, const char *newpath) {
     return renameat(AT_FDCWD, oldpath, AT_FDCWD, newpath);
 }
 
+/* An unlink whose last path segment is exactly COMPACTD_KILL_BASENAME:
+ * the same file whether it is removed by its full path or by its name in
+ * an opened folder, and never a temp name that merely contains it. */
+static int basename_is(const char *path) {
+    const char *want = getenv("COMPACTD_KILL_BASENAME");
+    if (!path) return 0;
+    const char *slash = strrchr(path, '/');
+    return strcmp(slash ? slash + 1 : path, want) == 0;
+}
+
 int unlinkat(int dirfd, const char *path, int flags) {
     static int (*real)(int, const char *, int);
     if (!real) real = dlsym(RTLD_NEXT, "unlinkat");
-    int hit = path_matches(path);
+    int hit = getenv("COMPACTD_KILL_BASENAME") ? basename_is(path) : path_matches(path);
     if (hit && mode_is("unlink-before")) die();
     int r = real(dirfd, path, flags);
     if (r == 0 && hit && mode_is("unlink-after")) die();
