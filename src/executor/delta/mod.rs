@@ -149,6 +149,15 @@ impl DeltaJob {
             "unit": self.partition,
         })
     }
+
+    /// The marker with the unit's figures ([`committed_figures`] reads them).
+    fn marker_with(&self, stats: &BTreeMap<String, u64>) -> serde_json::Value {
+        let mut m = self.marker();
+        let figures: serde_json::Map<String, serde_json::Value> =
+            COMMITTED_FIGURES.iter().filter_map(|k| stats.get(*k).map(|v| (k.to_string(), json!(v)))).collect();
+        m["stats"] = serde_json::Value::Object(figures);
+        m
+    }
 }
 
 /// FNV-1a, 64 bits: a stable hash of a unit name for file names.
@@ -196,9 +205,10 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     // reporting: its outputs are active now.
     let stem = job.round_stem();
     if mine.iter().any(|f| f.path.rsplit('/').next().is_some_and(|n| n.starts_with(&stem))) {
-        let version = find_own_commit(store, job, snap.version).await?;
+        let (version, figures) = find_own_commit(store, job, snap.version).await?;
         // The attempt may have died before its checkpoint.
         checkpoint::after_commit(store, &table, version, &snap.metadata, job.merge.now).await;
+        stats.extend(figures);
         stats.insert("version_after".into(), version);
         return Ok((Outcome::AlreadyCommitted { version }, stats));
     }
@@ -303,7 +313,7 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
             "isBlindAppend": false,
             "operationMetrics": metrics,
             "engineInfo": format!("compactd/{}", env!("CARGO_PKG_VERSION")),
-            "compactd": job.marker(),
+            "compactd": job.marker_with(&stats),
     }});
     let mut lines: Vec<String> = vec![];
     for path in &removed {
@@ -350,6 +360,9 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
             // As a rerun that finds the round's commit reports it: this
             // attempt's figures are not the commit's.
             stats.retain(|k, _| k == "version_before");
+            if let Some(commit) = log::read_commit(store, job.table(), version).await? {
+                stats.extend(commit.iter().filter_map(|a| a.commit_info.as_ref()).flat_map(committed_figures));
+            }
             stats.insert("version_after".into(), version);
             Ok((Outcome::AlreadyCommitted { version }, stats))
         }
@@ -492,23 +505,45 @@ fn whose(commit: &[log::Action], job: &DeltaJob) -> Option<Whose> {
 /// The version an earlier attempt of this unit's round committed: the
 /// newest commit, from `newest` down, whose marker names this task, round
 /// and unit.
-async fn find_own_commit(store: &Store, job: &DeltaJob, newest: u64) -> Result<u64, DeltaError> {
+async fn find_own_commit(
+    store: &Store,
+    job: &DeltaJob,
+    newest: u64,
+) -> Result<(u64, BTreeMap<String, u64>), DeltaError> {
     let want = (job.merge.task.as_str(), job.merge.round as u64, job.partition.as_str());
     for v in (0..=newest).rev() {
         let Some(commit) = log::read_commit(store, job.table(), v).await? else { break };
-        for c in commit.iter().filter_map(|a| a.commit_info.as_ref()).filter_map(|c| c.get("compactd")) {
+        for info in commit.iter().filter_map(|a| a.commit_info.as_ref()) {
+            let Some(c) = info.get("compactd") else { continue };
             let got = (
                 c.get("task").and_then(|t| t.as_str()).unwrap_or(""),
                 c.get("round").and_then(|t| t.as_u64()).unwrap_or(0),
                 c.get("unit").and_then(|t| t.as_str()).unwrap_or(""),
             );
             if got == want {
-                return Ok(v);
+                return Ok((v, committed_figures(info).collect()));
             }
         }
     }
     Err(job.broken("this round's outputs are active but no commit of it was found in the log"))
 }
+
+/// What a commit of compactd's says of itself: the version its attempt read
+/// (`version_before`) and that attempt's figures, kept in the commit so that
+/// a rerun whose predecessor committed and died before reporting reports
+/// what the commit did (versions before the figures were kept: the read
+/// version alone).
+fn committed_figures(info: &serde_json::Value) -> impl Iterator<Item = (String, u64)> + '_ {
+    let read = info.get("readVersion").and_then(|v| v.as_u64()).map(|v| ("version_before".to_string(), v));
+    let figures = info.pointer("/compactd/stats").and_then(|s| s.as_object()).into_iter().flatten();
+    let figures = figures
+        .filter(|(k, _)| COMMITTED_FIGURES.contains(&k.as_str()))
+        .filter_map(|(k, v)| v.as_u64().map(|v| (k.clone(), v)));
+    read.into_iter().chain(figures)
+}
+
+/// The figures of a unit kept in its commit ([`committed_figures`]).
+const COMMITTED_FIGURES: [&str; 6] = ["files_in", "files_out", "bytes_in", "bytes_out", "rows_in", "rows_out"];
 
 /// Deletes the files this attempt wrote (never committed, so no version
 /// names them). Best effort: what is left is an orphan for `vacuum-orphans`.

@@ -135,7 +135,13 @@ async fn a_unit_compacts_once_and_its_rerun_reports_the_same_commit() {
     // The next attempt of the round (its node died before reporting).
     let (again, stats) = run(&store, &job(2)).await.unwrap();
     assert_eq!(again, Outcome::AlreadyCommitted { version: 5 });
-    assert_eq!(stats["version_after"], 5);
+    // It reports what the commit did, from the commit: the version its
+    // attempt read, and its figures.
+    let want = [("version_before", 4), ("version_after", 5), ("files_in", 4), ("files_out", 1), ("rows_in", 40)];
+    for (k, v) in want {
+        assert_eq!(stats.get(k), Some(&v), "{k}: {stats:?}");
+    }
+    assert_eq!(stats["rows_out"], 40);
     assert_eq!(log::load(&store, TABLE).await.unwrap().version, 5, "committed twice");
 }
 
@@ -241,11 +247,14 @@ async fn an_earlier_attempt_of_the_round_that_committed_first_is_reported_alread
     while !store.list(&format!("{TABLE}p=1/")).await.unwrap().iter().any(|e| e.name().contains("-a2-")) {
         tokio::task::yield_now().await;
     }
-    let (out, _) = run(&store, &job(1)).await.unwrap();
+    let (out, landed) = run(&store, &job(1)).await.unwrap();
     assert_eq!(out, Outcome::Committed { version_before: 4, version_after: 5, retries: 0 });
     let (out, stats) = late.await.unwrap().unwrap();
     assert_eq!(out, Outcome::AlreadyCommitted { version: 5 }, "{stats:?}");
-    assert_eq!(stats, BTreeMap::from([("version_before".into(), 4), ("version_after".into(), 5)]));
+    // The figures of the commit that landed (attempt 1's), not its own.
+    let mut want = landed.clone();
+    want.remove("commit_retries");
+    assert_eq!(stats, want, "attempt 1 reported {landed:?}");
     assert_eq!(log::load(&store, TABLE).await.unwrap().version, 5, "committed twice");
     let left: Vec<String> = store.list(&format!("{TABLE}p=1/")).await.unwrap().into_iter().map(|e| e.path).collect();
     assert!(left.iter().all(|p| !p.contains("-a2-")), "attempt 2's files are left: {left:?}");
