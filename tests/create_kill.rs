@@ -15,8 +15,9 @@
 //! Kinds: job trigger instance, merge commit, submit's task files (TaskInfo,
 //! manager term, manage pointer, status marker), lease, offline marker,
 //! change event, upgrade TaskInfo and lock; and one removal, a finished
-//! batch's folder (the manager killed right before it removes the `Info`). Plus files torn by an older
-//! version: `check` names them and the daemon and CLI get past them.
+//! batch's folder (the manager killed in the middle of it). Plus files
+//! torn by an older version: `check` names them and the daemon and CLI get
+//! past them.
 // Real processes, real backends and wall-clock seeds: real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -468,12 +469,12 @@ fn files_torn_by_an_older_version_are_reported_and_do_not_stall_the_cluster() {
 }
 
 /// A manager killed while it removes a finished batch's folder leaves no
-/// unit that a worker would run again. The folder's info is removed first,
-/// so the kill right before that removal finds every unit's markers in
-/// place (the batch is recorded; whoever manages next removes it), and a
-/// kill after it leaves nothing a worker starts from. A removal in listing
-/// order could reach the info after some units' claim and end were gone:
-/// those units, beside their info, looked unstarted and ran again.
+/// unit that a worker would run again. The kill comes right before the
+/// recursive delete reaches the `Info`, after whatever the listing put
+/// first: some units' claim and end may be gone, and those units, beside
+/// the `Info`, look unstarted. The batch was released before the delete
+/// began, so none starts (before, a shard ran twice in 2 of 3 runs); the
+/// batch is recorded, and whoever manages next removes the rest.
 #[test]
 fn a_manager_killed_while_removing_a_finished_batch_runs_no_unit_again() {
     let mut c = Cluster::fs();

@@ -1,36 +1,37 @@
-//! Removing a layout 2 subtask folder or a layout 3 batch folder: its info
-//! first, then the rest.
+//! Removing a layout 2 subtask folder or a layout 3 batch folder.
 //!
-//! A worker starts a unit only from a folder whose info its listing shows,
-//! and a unit of a batch with no marker of its own looks unstarted. A
-//! recursive delete goes in listing order, so one cut short (the process
-//! killed, an error part way) could leave the info beside a unit whose
-//! claim and end were removed already, and that unit would run again.
-//! Removed first, the info takes every unit of the folder out of the
-//! workers' reach at once (a worker kills what still runs from a folder
-//! without its info, as from one that is gone). What a removal cut short
-//! leaves is a folder without its info: the manager's rebuild and the
-//! monitor's sweep remove it, and `check` reports it as pending.
+//! A worker starts a unit of a batch that has no marker of its own unless
+//! the batch is `Released`. A recursive delete goes in listing order, so
+//! one cut short (the process killed, an error part way) could leave the
+//! `Info` beside a unit whose claim and end were removed already, and that
+//! unit would look unstarted and run again. So a batch is released first:
+//! after that no unit starts from it whatever is removed next, and the
+//! `Info` stays until the recursive delete reaches it, so the batch is
+//! never taken for one whose `Info` vanished (which its manager would
+//! cancel and wait on). What a removal cut short leaves, the manager's
+//! next round or rebuild and the monitor's sweep remove again. A layout 2
+//! subtask folder is removed by one recursive delete, as before.
 
-use layouts::{v2, v3};
+use layouts::v3;
 use store::Store;
 
 /// Removes the subtask or batch folder `dir` (`TaskAssigned/<node>/<name>/`),
-/// its info first.
+/// a batch released first.
 pub async fn remove_folder(store: &Store, dir: &str) -> store::Result<()> {
     let name = dir.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
-    let info = if v3::parse_batch_name(name).is_some() { v3::INFO } else { v2::TASK_INFO };
-    store.delete(&format!("{dir}{info}")).await?;
+    if v3::parse_batch_name(name).is_some() {
+        store.create(&format!("{dir}{}", v3::RELEASED), Vec::new()).await?;
+    }
     store.delete_all(dir).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use layouts::{NodeId, TaskId};
+    use layouts::{v2, NodeId, TaskId};
 
     #[tokio::test]
-    async fn the_info_goes_first_and_the_folder_after() {
+    async fn the_folder_goes_whole() {
         let store = Store::memory().await;
         let node = NodeId::parse("n1").unwrap();
         let task = TaskId::parse("0435dc00.10000000.00000000.0").unwrap();
