@@ -497,6 +497,11 @@ fn a_manager_killed_while_removing_a_finished_batch_runs_no_unit_again() {
     c.wait_nodes(Duration::from_secs(60), "n1 and n2 alive, layout 4 in force", |r| {
         alive(r).len() == 2 && r.iter().all(|x| x["layout_in_force"] == 4)
     });
+    // n1 reads the lease, where the layout in force is, at its polls (every
+    // 200 ms), not when a submit pokes it: a second lets it see layout 4
+    // before it dispatches (else it writes layout 2 subtask folders, which
+    // have no `Info` and no release, and the test is about batches).
+    std::thread::sleep(Duration::from_secs(1));
     let shards = 12;
     let id = c.submit(&["--shards", &shards.to_string(), "--command-name", "run", "--manager", "n1"]);
     assert_sigkilled(c.wait_exit("n1", Duration::from_secs(60)), "n1 (at a batch's removal)");
