@@ -10,7 +10,8 @@
 //! never taken for one whose `Info` vanished (which its manager would
 //! cancel and wait on). What a removal cut short leaves, the manager's
 //! next round or rebuild and the monitor's sweep remove again. A layout 2
-//! subtask folder is removed by one recursive delete, as before.
+//! subtask folder has no release: it goes in one recursive delete, and one
+//! cut short can still leave its info beside a unit with no marker.
 
 use layouts::v3;
 use store::Store;
