@@ -15,8 +15,9 @@
  *                       unlink-before / unlink-after   an unlink of a name
  *                                    containing the pattern
  *                       create-before / create-after   an exclusive create
- *                                    (openat with O_CREAT|O_EXCL: an empty
- *                                    marker made at its name) of a file
+ *                                    (openat with O_CREAT|O_EXCL, or a link
+ *                                    of /proc/self/fd/N: an empty marker
+ *                                    made at its name) of a file
  *                                    whose path contains the pattern, before
  *                                    it is made / right after (not synced)
  *   COMPACTD_KILL_PATH  substring of the path (writes: of /proc/self/fd/N;
@@ -116,9 +117,26 @@ static int link_hit(const char *oldpath, const char *newpath, const char *when) 
     return m && strcmp(m, when) == 0 && (path_matches(oldpath) || path_matches(newpath));
 }
 
+static int at_matches(int dirfd, const char *path);
+static int mode_is(const char *when);
+
+/* Whether a link makes an empty marker: on fs a marker is a new name of
+ * the process's one empty inode, linked through /proc/self/fd/N. */
+static int marker_link(const char *oldpath, int flags) {
+    return (flags & AT_SYMLINK_FOLLOW) && oldpath && strncmp(oldpath, "/proc/self/fd/", 14) == 0;
+}
+
 int linkat(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags) {
     static int (*real)(int, const char *, int, const char *, int);
     if (!real) real = dlsym(RTLD_NEXT, "linkat");
+    if (marker_link(oldpath, flags)) {
+        /* An exclusive create, as the modes create-before/-after name it. */
+        int hit = at_matches(newdirfd, newpath);
+        if (hit && mode_is("create-before")) die();
+        int r = real(olddirfd, oldpath, newdirfd, newpath, flags);
+        if (r == 0 && hit && mode_is("create-after")) die();
+        return r;
+    }
     if (link_hit(oldpath, newpath, "link-before")) die();
     int r = real(olddirfd, oldpath, newdirfd, newpath, flags);
     if (r == 0 && link_hit(oldpath, newpath, "link-after")) die();

@@ -29,8 +29,9 @@
 //!    `<root>/.compactd-tmp/`).
 //!
 //! An **empty** file (a state marker, a claim, a lock) skips steps 1, 2 and
-//! 4: it is created at its name with `openat(O_CREAT|O_EXCL|O_NOFOLLOW)`,
-//! synced, and its folder synced. With no content there is nothing to see
+//! 4: it is made at its name as a hard link of one empty inode this
+//! process holds (`shared_inode.rs`; where that cannot work, created with
+//! `openat(O_CREAT|O_EXCL|O_NOFOLLOW)`), synced, and its folder synced. With no content there is nothing to see
 //! half-written, so the exclusive create is complete-or-absent and the
 //! decision by itself: one `openat` and two `fsync`s instead of a temp file,
 //! a `link` and an `unlink` (what made a marker cost as much as a file
@@ -75,6 +76,7 @@ mod list;
 mod marks;
 pub(crate) mod nofollow;
 mod put;
+mod shared_inode;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
