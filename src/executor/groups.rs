@@ -30,9 +30,12 @@
 //! ending task itself when the lock is free. Every holder looks at the
 //! queue again after it lets go, so an end queued while the lock was held
 //! is never left behind; the reaper hears the ends of one such round in
-//! one write.
+//! one write. An end names its start (the group id and the start's
+//! number), so a group id the kernel gives again to a start made before
+//! an earlier end with that id was taken out (a pid reused within that
+//! moment) stays in the set: only its own end takes it out.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -74,14 +77,23 @@ pub struct Groups {
     /// Groups that ended, not yet taken out of `set`, with the
     /// `CLOCK_BOOTTIME` instant of each end (module docs). Held only to
     /// push or take, never across anything else.
-    ended: Arc<Mutex<Vec<(i32, u64)>>>,
+    ended: Arc<Mutex<Vec<(Started, u64)>>>,
     /// Woken whenever the guard changes (the daemon's guard timer waits on it).
     changed: Arc<tokio::sync::Notify>,
 }
 
+/// One start: its process group and its number among this set's starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Started {
+    pub pgid: i32,
+    seq: u64,
+}
+
 #[derive(Default)]
 struct GroupSet {
-    live: BTreeSet<i32>,
+    /// Each live group with the number of the start that registered it.
+    live: BTreeMap<i32, u64>,
+    starts: u64,
     reaper: Option<reaper::Reaper>,
     guard: Guard,
     /// Executors that ended at or past the open guard's deadline, before
@@ -119,17 +131,19 @@ impl GroupSet {
     }
 
     /// Takes the queued ends out of the set (see [`Groups::remove`]).
-    fn take_ended(&mut self, ended: &Mutex<Vec<(i32, u64)>>) {
+    fn take_ended(&mut self, ended: &Mutex<Vec<(Started, u64)>>) {
         let ended = std::mem::take(&mut *ended.lock().unwrap_or_else(|e| e.into_inner()));
-        if ended.is_empty() {
-            return;
-        }
         let mut msg = String::new();
-        for (pgid, at) in ended {
+        for (started, at) in ended {
             if let Guard::Open(o) = self.guard {
                 if at >= o.boot_ns {
                     self.ended_at_deadline += 1;
                 }
+            }
+            let pgid = started.pgid;
+            // A later start that got the same group id owns it now.
+            if self.live.get(&pgid) != Some(&started.seq) {
+                continue;
             }
             self.live.remove(&pgid);
             if !msg.is_empty() {
@@ -137,11 +151,13 @@ impl GroupSet {
             }
             msg.push_str(&format!("-{pgid}"));
         }
-        self.tell(&msg);
+        if !msg.is_empty() {
+            self.tell(&msg);
+        }
     }
 
     fn kill_all(&self) -> usize {
-        for &g in &self.live {
+        for &g in self.live.keys() {
             kill_group(g);
         }
         self.live.len()
@@ -258,7 +274,7 @@ impl Groups {
         incarnation: u64,
         now: Duration,
         start: impl FnOnce() -> std::io::Result<(T, i32)>,
-    ) -> std::io::Result<T> {
+    ) -> std::io::Result<(T, Started)> {
         let mut g = self.lock();
         if !may_start(g.guard, incarnation, now) {
             return Err(std::io::Error::other(match g.guard {
@@ -269,16 +285,18 @@ impl Groups {
             }));
         }
         let (child, pgid) = start()?;
-        g.live.insert(pgid);
+        g.starts += 1;
+        let started = Started { pgid, seq: g.starts };
+        g.live.insert(pgid, started.seq);
         g.tell(&format!("+{pgid}"));
-        Ok(child)
+        Ok((child, started))
     }
 
-    /// The group `pgid` ended (its leader was waited for): out of the set
-    /// now if the lock is free, else as soon as its holder lets go; never
-    /// waits for a start (module docs).
-    pub(super) fn remove(&self, pgid: i32) {
-        self.ended.lock().unwrap_or_else(|e| e.into_inner()).push((pgid, crate::clock::boot_ns()));
+    /// The group of `started` ended (its leader was waited for): out of
+    /// the set now if the lock is free, else as soon as its holder lets
+    /// go; never waits for a start (module docs).
+    pub(super) fn remove(&self, started: Started) {
+        self.ended.lock().unwrap_or_else(|e| e.into_inner()).push((started, crate::clock::boot_ns()));
         self.settle();
     }
 
@@ -353,7 +371,7 @@ mod tests {
     use super::*;
 
     fn live(g: &Groups) -> Vec<i32> {
-        g.lock().live.iter().copied().collect()
+        g.lock().live.keys().copied().collect()
     }
 
     /// An end that comes while a start holds the lock returns at once, and
@@ -364,7 +382,7 @@ mod tests {
         let g = Groups::default();
         // Group ids no process has (the test never kills): registered by
         // starts that run nothing.
-        g.start_child(0, Duration::ZERO, || Ok(((), -101))).unwrap();
+        let ((), first) = g.start_child(0, Duration::ZERO, || Ok(((), -101))).unwrap();
         let (entered, in_start) = std::sync::mpsc::channel();
         let (release, wait) = std::sync::mpsc::channel::<()>();
         let starter = {
@@ -376,6 +394,7 @@ mod tests {
                     Ok(((), -102))
                 })
                 .unwrap()
+                .1
             })
         };
         in_start.recv().unwrap();
@@ -384,7 +403,7 @@ mod tests {
         {
             let g = g.clone();
             std::thread::spawn(move || {
-                g.remove(-101);
+                g.remove(first);
                 done_tx.send(()).unwrap();
             });
         }
@@ -392,13 +411,35 @@ mod tests {
         assert!(g.set.try_lock().is_err(), "the start still holds the lock");
         assert_eq!(g.ended.lock().unwrap().len(), 1);
         release.send(()).unwrap();
-        starter.join().unwrap();
+        let second = starter.join().unwrap();
         // The start's holder took it out as it let go.
         assert!(g.ended.lock().unwrap().is_empty());
-        assert_eq!(g.set.lock().unwrap().live.iter().copied().collect::<Vec<_>>(), [-102]);
+        assert_eq!(g.set.lock().unwrap().live.keys().copied().collect::<Vec<_>>(), [-102]);
         // With the lock free, an end is out at once.
-        g.remove(-102);
+        g.remove(second);
         assert!(g.set.lock().unwrap().live.is_empty());
+        assert!(live(&g).is_empty());
+    }
+
+    /// A group id given again to a start made before the earlier end with
+    /// that id was taken out stays live: the old end does not take the new
+    /// start's group out of the set (which a trip or the reaper would then
+    /// never kill); its own end does.
+    #[test]
+    fn an_end_takes_out_only_its_own_start_when_a_group_id_comes_again() {
+        let g = Groups::default();
+        let ((), old) = g.start_child(0, Duration::ZERO, || Ok(((), -201))).unwrap();
+        // The old end is queued while a start holds the lock, and that start
+        // gets the same id.
+        let ((), new) = g
+            .start_child(0, Duration::ZERO, || {
+                g.ended.lock().unwrap().push((old, 0));
+                Ok(((), -201))
+            })
+            .unwrap();
+        assert_ne!(old, new);
+        assert_eq!(live(&g), [-201], "the new start's group is still registered");
+        g.remove(new);
         assert!(live(&g).is_empty());
     }
 }

@@ -274,7 +274,7 @@ pub fn spawn(
         // and exec on values prepared before the fork; nothing else runs there.
         unsafe { pre_exec(&mut cmd, drop_to, death_signal) };
     }
-    let mut child = groups.start_child(incarnation, now, || {
+    let (mut child, started) = groups.start_child(incarnation, now, || {
         let child = cmd.spawn()?;
         let pgid = child.id().map(|p| p as i32).unwrap_or(0);
         Ok((child, pgid))
@@ -292,7 +292,7 @@ pub fn spawn(
         // The child is gone; make sure nothing it started lingers (that also
         // closes the pipes they held), then let the output drain.
         groups::kill_group(pgid);
-        groups.remove(pgid);
+        groups.remove(started);
         let _ = tokio::time::timeout(OUTPUT_GRACE, futures::future::join_all(captures)).await;
         let _ = tx.send(status);
         if let Some(f) = on_exit {

@@ -26,7 +26,7 @@
 //! with the groups then alive; if none can be started, executors fall back
 //! to the death signal (see [`super::spawn`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -45,7 +45,7 @@ pub(super) struct Reaper {
 impl Reaper {
     /// Starts `<this executable> __reaper` in its own process group (a
     /// Ctrl-C in the daemon's terminal is not for it), told of `live`.
-    pub(super) fn start(live: &BTreeSet<i32>, deadline: Option<u64>) -> std::io::Result<Reaper> {
+    pub(super) fn start(live: &BTreeMap<i32, u64>, deadline: Option<u64>) -> std::io::Result<Reaper> {
         let exe = std::env::current_exe()?;
         let mut cmd = Command::new(exe);
         cmd.arg("__reaper").stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::inherit()).process_group(0);
@@ -67,7 +67,7 @@ impl Reaper {
         if let Some(d) = deadline {
             r.send(&format!("D{d}"))?;
         }
-        for g in live {
+        for g in live.keys() {
             r.send(&format!("+{g}"))?;
         }
         tracing::debug!(pid = r.child.id(), "executors' reaper started");
