@@ -277,8 +277,10 @@ impl Wakeup {
         (self.plan_pokes.swap(0, Ordering::AcqRel), self.policy_pokes.swap(0, Ordering::AcqRel))
     }
 
-    /// Takes the scopes poked since the last call.
+    /// Takes the scopes poked since the last call. An own poke taken here
+    /// (by a poll) is served: it lets no later peer's poke past the bound.
     pub fn take(&self) -> Woken {
+        self.own.store(false, Ordering::Release);
         Woken(self.scopes.swap(0, Ordering::AcqRel))
     }
 

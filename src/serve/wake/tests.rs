@@ -177,6 +177,13 @@ async fn own_pokes_are_not_held_to_the_rate_bound_and_each_lets_one_through() {
     // Spent: the next peer poke waits again.
     w.poke_from_peer(Scope::Work);
     assert!(tokio::time::timeout(Duration::from_millis(50), w.notified()).await.is_err());
+    // An own poke that a poll took (no woken tick served it) lets no later
+    // peer's poke through either.
+    w.take();
+    w.poke(Scope::Work);
+    assert!(w.take().has(Scope::Work));
+    w.poke_from_peer(Scope::Work);
+    assert!(tokio::time::timeout(Duration::from_millis(50), w.notified()).await.is_err());
 }
 
 #[test]
