@@ -259,6 +259,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=1,
                     help="with --throughput-only: that many tasks back to back in the same cluster, one line each "
                          "(a node's wake-ups in a sustained run)")
+    ap.add_argument("--warmup", type=int, default=9,
+                    help="with --throughput-only: a task of that many shards, untimed, before the timed ones (3 per "
+                         "node, as the Celery peer warms up with 3 tasks per worker; 0: none)")
     ap.add_argument("--heartbeat", default="10s", help="the main cluster's timings: the defaults of compactd run")
     ap.add_argument("--session", default="30s")
     ap.add_argument("--lease", default="30s")
@@ -273,6 +276,12 @@ def main():
     timings = f"{a.heartbeat} polls, {a.session} session/lease"
     try:
         if a.throughput_only:
+            if a.warmup:
+                warm = subprocess.run([c.binary, "--root", c.root, "submit", "--db", "bench", "--schema", "s",
+                                       "--table", "warmup", "--shards", str(a.warmup), "--wait", "--json"],
+                                      capture_output=True, text=True, timeout=120)
+                if warm.returncode != 0:
+                    raise SystemExit(f"the warm-up task failed: {warm.stdout} {warm.stderr}")
             for i in range(a.repeat):
                 label = f"3 nodes, fs on {a.medium}, {timings}" + (f", task {i + 1} of {a.repeat}" if a.repeat > 1 else "")
                 throughput(c, a.shards, label, medium=a.medium, table=f"t{i}" if i else "t")
