@@ -4,16 +4,17 @@
 //! its own, each costs an inode: ext4 allocates it, syncs it, and frees it
 //! minutes later when its folder goes. On ext4 without a journal the
 //! allocator then walks past every inode freed in the last 5 minutes for
-//! each new one, so the cost of a create grows with the churn (measured on
-//! this machine's disk, 2,000 markers in folders of 64, each synced, then
-//! removed, six rounds: 0.05 ms of CPU per marker on a fresh disk, 0.5 to
-//! 0.7 ms after a few rounds, the same as a busy node's dispatch and a
-//! Celery filesystem broker's see). A scheduler must not be a generator of
-//! small files, on a local disk any more than on a NameNode. So on fs a
-//! marker is a hard link, at its name, of one empty inode this process
-//! holds: `linkat` of `/proc/self/fd/<n>` (`AT_SYMLINK_FOLLOW`) into the
-//! marker's folder. That is 0.011 ms of CPU per marker whatever the disk's
-//! history, and a batch syncs that inode once instead of each file.
+//! each new one, so the cost of a create grows with the churn
+//! (`bench/markers.py` on this machine's disk, 2,000 markers in folders of
+//! 64, synced, then removed, round after round: 0.025–0.05 ms of CPU per
+//! marker on a rested disk, rising to 0.55 ms as freed inodes pile up, as
+//! they do under a busy node's dispatch or a Celery filesystem broker). A
+//! scheduler must not be a generator of small files, on a local disk any
+//! more than on a NameNode. So on fs a marker is a hard link, at its name,
+//! of one empty inode this process holds: `linkat` of `/proc/self/fd/<n>`
+//! (`AT_SYMLINK_FOLLOW`) into the marker's folder. That is 0.014 ms of CPU
+//! per marker whatever the disk's history, and a batch syncs that inode
+//! once instead of each file.
 //!
 //! Invariants:
 //! - the link is an exclusive create: `linkat` fails with `EEXIST` on any
