@@ -215,9 +215,16 @@ static int openat_with(const char *sym, int dirfd, const char *path, int flags, 
     return r;
 }
 
+/* Whether openat takes a mode (glibc's __OPEN_NEEDS_MODE): O_TMPFILE does
+ * too, and does not include O_CREAT; a shim that passed 0 would make the
+ * process's marker inode mode 0000. */
+static int needs_mode(int flags) {
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
+}
+
 int openat(int dirfd, const char *path, int flags, ...) {
     mode_t m = 0;
-    if (flags & O_CREAT) {
+    if (needs_mode(flags)) {
         va_list ap;
         va_start(ap, flags);
         m = va_arg(ap, int);
@@ -228,7 +235,7 @@ int openat(int dirfd, const char *path, int flags, ...) {
 
 int openat64(int dirfd, const char *path, int flags, ...) {
     mode_t m = 0;
-    if (flags & O_CREAT) {
+    if (needs_mode(flags)) {
         va_list ap;
         va_start(ap, flags);
         m = va_arg(ap, int);

@@ -33,15 +33,19 @@
 //! - a full inode (`EMLINK`: ext4 allows 65,000 names) or one whose names
 //!   are all gone (`ENOENT`: an inode with no name left cannot be linked
 //!   again) is replaced by a fresh one and the link tried again;
-//! - where this cannot work (no `O_TMPFILE`, no hard links, no `/proc`, a
-//!   folder on another mount) the marker is made as a file of its own, as
-//!   before: the caller falls back on any outcome but "made" and "exists".
+//! - where this cannot work (no `O_TMPFILE`, no hard links, a folder on
+//!   another mount or removed meanwhile, no descriptor or space for the
+//!   inode for now) the marker is made as a file of its own, as before: the
+//!   caller falls back on any outcome but "made" and "exists". Only a file
+//!   system that has no `O_TMPFILE` or no links stops the linking for good;
+//!   anything passing leaves the next marker to try again.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::nofollow::Dir;
@@ -51,6 +55,9 @@ pub(super) struct SharedInode {
     file: File,
     /// `/proc/self/fd/<n>` of `file`: what `linkat` links.
     proc_path: CString,
+    /// Whether a link of it was ever made: until then it has no name and
+    /// may still take one, so an `ENOENT` is not about it.
+    linked: AtomicBool,
 }
 
 impl SharedInode {
@@ -70,8 +77,11 @@ impl SharedInode {
         }
         // SAFETY: a fresh fd owned by nobody else.
         let file = File::from(unsafe { OwnedFd::from_raw_fd(r) });
-        let proc_path = CString::new(format!("/proc/self/fd/{r}")).expect("no NUL in a number");
-        Ok(Self { file, proc_path })
+        let proc_path = format!("/proc/self/fd/{r}");
+        // Links go through /proc: without it there is nothing to link.
+        std::fs::symlink_metadata(&proc_path)?;
+        let proc_path = CString::new(proc_path).expect("no NUL in a number");
+        Ok(Self { file, proc_path, linked: AtomicBool::new(false) })
     }
 
     /// Makes its durable state (the link count) survive a power loss: one
@@ -80,8 +90,11 @@ impl SharedInode {
         self.file.sync_all()
     }
 
-    fn has_names(&self) -> bool {
-        self.file.metadata().map(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 0).unwrap_or(false)
+    /// Whether every name it had is gone: such an inode cannot take one
+    /// again.
+    fn lost_its_names(&self) -> bool {
+        self.linked.load(Ordering::Acquire)
+            && self.file.metadata().is_ok_and(|m| std::os::unix::fs::MetadataExt::nlink(&m) == 0)
     }
 }
 
@@ -118,13 +131,30 @@ impl Inodes {
     /// or nameless, replaced unless another caller did so already.
     fn current(&self, dev: u64, dir: &Dir, retire: Option<&Arc<SharedInode>>) -> Option<Arc<SharedInode>> {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let slot = map.entry(dev).or_insert_with(|| SharedInode::new(dir).ok().map(Arc::new));
-        if let (Some(old), Some(now)) = (retire, slot.as_ref()) {
-            if Arc::ptr_eq(old, now) {
-                *slot = SharedInode::new(dir).ok().map(Arc::new);
+        let stale = match (map.get(&dev), retire) {
+            (None, _) => true,
+            (Some(Some(now)), Some(old)) => Arc::ptr_eq(old, now),
+            _ => false,
+        };
+        if stale {
+            match SharedInode::new(dir) {
+                Ok(i) => {
+                    map.insert(dev, Some(Arc::new(i)));
+                }
+                // This file system (or this host) cannot give one: markers
+                // there are files of their own from now on.
+                Err(e) if unsupported(&e) => {
+                    map.insert(dev, None);
+                }
+                // Out of descriptors, space or quota, for now: this marker
+                // is a file of its own, the next caller tries again.
+                Err(_) => {
+                    map.remove(&dev);
+                    return None;
+                }
             }
         }
-        slot.clone()
+        map.get(&dev).cloned().flatten()
     }
 
     /// Links the marker `name` in `dir` (on file system `dev`).
@@ -144,24 +174,34 @@ impl Inodes {
                 )
             };
             if r == 0 {
+                inode.linked.store(true, Ordering::Release);
                 return Linked::Made(inode);
             }
             match io::Error::last_os_error().raw_os_error() {
                 Some(libc::EEXIST) => return Linked::Existed,
                 Some(libc::EMLINK) => retire = Some(inode),
-                Some(libc::ENOENT) if !inode.has_names() => retire = Some(inode),
+                Some(libc::ENOENT) if inode.lost_its_names() => retire = Some(inode),
                 // This file system has no hard links: stop trying on it.
-                Some(libc::EPERM) | Some(libc::EOPNOTSUPP) => {
+                Some(libc::EOPNOTSUPP) => {
                     self.0.lock().unwrap_or_else(|e| e.into_inner()).insert(dev, None);
                     return Linked::Plain;
                 }
-                // The folder gone, another mount (EXDEV), no /proc, no
-                // space: the plain create says what is wrong, or works.
+                // The folder gone, another mount (EXDEV), links refused
+                // here (EPERM: a file system without them, an immutable
+                // folder), no space: the plain create says what is wrong,
+                // or works.
                 _ => return Linked::Plain,
             }
         }
         Linked::Plain
     }
+}
+
+/// Errors of `O_TMPFILE` that will not go away: kernels or file systems
+/// without it answer `EOPNOTSUPP`, `EISDIR` or `EINVAL`. (`ENOENT` is the
+/// folder removed meanwhile, which the next caller's folder is not.)
+fn unsupported(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) | Some(libc::EINVAL))
 }
 
 #[cfg(test)]
@@ -209,6 +249,29 @@ mod tests {
         assert!(!Arc::ptr_eq(&i1, &i3));
         i3.sync().unwrap();
         assert_eq!(std::fs::metadata(t.path().join("a/m3")).unwrap().len(), 0);
+    }
+
+    /// A folder removed under a caller (a batch folder its manager deletes
+    /// while a marker is on its way) is that caller's error alone: the
+    /// inode is neither retired nor given up, before or after its first
+    /// link.
+    #[test]
+    fn a_removed_folder_neither_retires_the_inode_nor_stops_linking() {
+        let t = tempfile::tempdir().unwrap();
+        let mk = |n: &str| {
+            std::fs::create_dir(t.path().join(n)).unwrap();
+            super::super::nofollow::make_dir(t.path(), n).unwrap()
+        };
+        let (gone, a, gone2) = (mk("gone"), mk("a"), mk("gone2"));
+        std::fs::remove_dir(t.path().join("gone")).unwrap();
+        std::fs::remove_dir(t.path().join("gone2")).unwrap();
+        let (dev, inodes) = (device(&a).unwrap(), Inodes::default());
+        // No inode yet: making one in the removed folder fails, for now.
+        assert!(matches!(inodes.link(&gone, dev, c"m"), Linked::Plain));
+        let first = made(inodes.link(&a, dev, c"m1"));
+        assert!(matches!(inodes.link(&gone2, dev, c"m"), Linked::Plain));
+        let again = made(inodes.link(&a, dev, c"m2"));
+        assert!(Arc::ptr_eq(&first, &again), "the inode was not retired");
     }
 
     /// A file system's limit of names per inode (ext4: 65,000) moves the
