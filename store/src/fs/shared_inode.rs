@@ -77,10 +77,7 @@ impl SharedInode {
         }
         // SAFETY: a fresh fd owned by nobody else.
         let file = File::from(unsafe { OwnedFd::from_raw_fd(r) });
-        let proc_path = format!("/proc/self/fd/{r}");
-        // Links go through /proc: without it there is nothing to link.
-        std::fs::symlink_metadata(&proc_path)?;
-        let proc_path = CString::new(proc_path).expect("no NUL in a number");
+        let proc_path = CString::new(format!("/proc/self/fd/{r}")).expect("no NUL in a number");
         Ok(Self { file, proc_path, linked: AtomicBool::new(false) })
     }
 
