@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use common::cluster::{alive, monitor_of, Cluster};
 use common::load::Load;
 use common::netns::{skewed_clock_env, Net};
-use common::runs::{assert_no_overlap, gaps, read_runs, recording_command_per_task, Gap, Run};
+use common::runs::{assert_each_ran_once, assert_no_overlap, gaps, read_runs, recording_command_per_task, Gap, Run};
 use common::s3::S3Server;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -165,9 +165,8 @@ impl Lab {
 
     /// Makes sure `node` has a unit of `task` (the ring may have given it
     /// none).
-    /// Returns the unit it moved, if it moved one: a reassign takes the unit
-    /// from a node that may have started it already (its run is then cut
-    /// short, and the unit runs again on `node`).
+    /// Returns the unit it moved, if any: one that its first node may have
+    /// started already (a reassign cuts that run short).
     fn give_unit(&self, task: &str, shards: u32, node: &str) -> Option<u64> {
         let s = self.c.wait_status(task, Duration::from_secs(30), "every unit dispatched", |s| {
             s["subtasks"].as_array().is_some_and(|subs| subs.len() == shards as usize)
@@ -438,22 +437,7 @@ fn a_node_cut_from_its_peers_but_not_from_storage_loses_pokes_and_nothing_else()
     // Nothing duplicated, nothing lost: every unit ran once, to its end.
     let runs = lab.runs(&task);
     assert_eq!(runs.len(), SHARDS as usize, "{runs:?}");
-    for (unit, list) in &runs {
-        // The unit moved to n3 may have started where it was first placed:
-        // that run was cut short by the move, before n3's began.
-        let list: Vec<&Run> = if Some(*unit) == moved {
-            let (cut, rest): (Vec<&Run>, Vec<&Run>) = list.iter().partition(|r| !r.ended && r.node != "n3");
-            assert!(cut.len() <= 1, "unit {unit} was cut short more than once: {list:?}");
-            for c in &cut {
-                assert!(rest.iter().all(|r| r.start_ns > c.last_ns), "unit {unit} ran twice at once: {list:?}");
-            }
-            rest
-        } else {
-            list.iter().collect()
-        };
-        assert_eq!(list.len(), 1, "unit {unit} ran more than once: {list:?}");
-        assert!(list[0].ended, "unit {unit} did not finish: {list:?}");
-    }
+    assert_each_ran_once(&runs, moved.map(|u| (u, "n3")));
     assert_eq!(lab.incarnations(), before, "a node rejoined: sessions do not depend on peer links");
     let on_n3 = runs.values().flatten().filter(|r| r.node == "n3").count();
     eprintln!(

@@ -115,3 +115,25 @@ pub fn gaps(runs: &BTreeMap<u64, Vec<Run>>) -> Vec<Gap> {
     }
     out
 }
+
+/// Every unit ran once, to its end. `moved`: a unit given to a node by
+/// `reassign`, which cuts short a run it may have begun where it was first
+/// placed; that run is allowed once, ended before the unit's run on the
+/// node it was given to began.
+pub fn assert_each_ran_once(runs: &BTreeMap<u64, Vec<Run>>, moved: Option<(u64, &str)>) {
+    for (unit, list) in runs {
+        let list: Vec<&Run> = match moved {
+            Some((u, to)) if u == *unit => {
+                let (cut, rest): (Vec<&Run>, Vec<&Run>) = list.iter().partition(|r| !r.ended && r.node != to);
+                assert!(cut.len() <= 1, "unit {unit} was cut short more than once: {list:?}");
+                for c in &cut {
+                    assert!(rest.iter().all(|r| r.start_ns > c.last_ns), "unit {unit} ran twice at once: {list:?}");
+                }
+                rest
+            }
+            _ => list.iter().collect(),
+        };
+        assert_eq!(list.len(), 1, "unit {unit} ran more than once: {list:?}");
+        assert!(list[0].ended, "unit {unit} did not finish: {list:?}");
+    }
+}
