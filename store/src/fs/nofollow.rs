@@ -73,12 +73,16 @@ impl Dir {
     /// (`openat(O_CREAT | O_EXCL | O_NOFOLLOW)`: exclusive, and a link at
     /// the name counts as a name). The new file, for the caller to sync (its
     /// inode must survive a power loss with the folder's entry) before
-    /// anyone is told it exists. `None`: the name existed.
+    /// anyone is told it exists. `None`: the name existed. Mode 0444 (less
+    /// the umask): nothing writes into a marker (a put renames a new file
+    /// over its name), and a marker that took content would say something
+    /// else than its name.
     pub(crate) fn create_empty(&self, name: &str) -> io::Result<Option<std::fs::File>> {
         let n = cstr(name)?;
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_CLOEXEC;
+        // The mode binds later opens only: this one may still sync it.
         // SAFETY: a valid fd and C string; the returned fd is owned below.
-        let r = unsafe { libc::openat(self.raw(), n.as_ptr(), flags, 0o666 as libc::c_uint) };
+        let r = unsafe { libc::openat(self.raw(), n.as_ptr(), flags, 0o444 as libc::c_uint) };
         if r < 0 {
             let e = io::Error::last_os_error();
             return if e.kind() == io::ErrorKind::AlreadyExists { Ok(None) } else { Err(e) };

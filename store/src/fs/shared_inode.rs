@@ -26,10 +26,15 @@
 //! - it stays empty: markers are never opened for writing (the fs layer's
 //!   writes stage a temp file and rename it over a name, which replaces the
 //!   name and leaves the inode alone), so every name linked to it reads as
-//!   the empty file it stands for. What a reader of the tree sees that it
-//!   did not before: `ls -l` shows a link count, and the markers share one
-//!   inode number and one modification time (nothing in compactd reads a
-//!   marker's time);
+//!   the empty file it stands for. A write through any one name would land
+//!   in all of them (a `Registry/Layout.3` that must stay empty included),
+//!   so the inode is mode 0444 whatever the umask and this process holds it
+//!   only read-only: the descriptor `O_TMPFILE` needs writable is closed
+//!   once the read-only one is open. Root may still write it or `chmod` it:
+//!   its permission checks pass whatever the mode. What a reader of the
+//!   tree sees that it did not before: `ls -l` shows a link count, and the
+//!   markers share one inode number and one modification time (nothing in
+//!   compactd reads a marker's time);
 //! - a full inode (`EMLINK`: ext4 allows 65,000 names) or one whose names
 //!   are all gone (`ENOENT`: an inode with no name left cannot be linked
 //!   again) is replaced by a fresh one and the link tried again;
@@ -37,20 +42,26 @@
 //!   another mount or removed meanwhile, no descriptor or space for the
 //!   inode for now) the marker is made as a file of its own, as before: the
 //!   caller falls back on any outcome but "made" and "exists". Only a file
-//!   system that has no `O_TMPFILE` or no links stops the linking for good;
-//!   anything passing leaves the next marker to try again.
+//!   system that has no `O_TMPFILE`, no links or no modes (or a host without
+//!   `/proc`, where the inode cannot be reopened read-only) stops the
+//!   linking for good; anything passing leaves the next marker to try
+//!   again.
 
 use std::collections::HashMap;
 use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::nofollow::Dir;
 
-/// An empty inode with no name of its own, held open by this process.
+/// The mode of every marker: nobody but root may write one.
+const READ_ONLY: libc::mode_t = 0o444;
+
+/// An empty inode with no name of its own, held open (read-only) by this
+/// process.
 pub(super) struct SharedInode {
     file: File,
     /// `/proc/self/fd/<n>` of `file`: what `linkat` links.
@@ -62,22 +73,42 @@ pub(super) struct SharedInode {
 
 impl SharedInode {
     /// A fresh one on the file system of `dir`.
-    fn new(dir: &Dir) -> io::Result<Self> {
+    fn new(dir: &Dir) -> Result<Self, NotMade> {
+        // `O_TMPFILE` refuses a read-only open; the mode binds later opens
+        // only, so a 0444 inode is created through a writable descriptor.
         // SAFETY: a valid folder fd and a static C string.
         let r = unsafe {
             libc::openat(
                 dir.raw(),
                 c".".as_ptr(),
                 libc::O_TMPFILE | libc::O_RDWR | libc::O_CLOEXEC,
-                0o666 as libc::c_uint,
+                READ_ONLY as libc::c_uint,
             )
         };
         if r < 0 {
-            return Err(io::Error::last_os_error());
+            let e = io::Error::last_os_error();
+            return Err(if unsupported(&e) { NotMade::ForGood } else { NotMade::ForNow });
         }
         // SAFETY: a fresh fd owned by nobody else.
-        let file = File::from(unsafe { OwnedFd::from_raw_fd(r) });
-        let proc_path = CString::new(format!("/proc/self/fd/{r}")).expect("no NUL in a number");
+        let writable = unsafe { OwnedFd::from_raw_fd(r) };
+        // Exactly 0444: a umask that took the owner's read bit would stop
+        // the read-only reopen below (for a user other than root).
+        // SAFETY: a valid fd.
+        if unsafe { libc::fchmod(writable.as_raw_fd(), READ_ONLY) } < 0 {
+            return Err(past_creation());
+        }
+        // The inode through a read-only descriptor, which `fsync` (the
+        // batch's sync of the link count) works on; `O_PATH` would not.
+        let path = CString::new(format!("/proc/self/fd/{r}")).expect("no NUL in a number");
+        // SAFETY: a valid C string.
+        let ro = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if ro < 0 {
+            return Err(past_creation());
+        }
+        // SAFETY: a fresh fd owned by nobody else.
+        let file = File::from(unsafe { OwnedFd::from_raw_fd(ro) });
+        drop(writable);
+        let proc_path = CString::new(format!("/proc/self/fd/{ro}")).expect("no NUL in a number");
         Ok(Self { file, proc_path, linked: AtomicBool::new(false) })
     }
 
@@ -140,12 +171,12 @@ impl Inodes {
                 }
                 // This file system (or this host) cannot give one: markers
                 // there are files of their own from now on.
-                Err(e) if unsupported(&e) => {
+                Err(NotMade::ForGood) => {
                     map.insert(dev, None);
                 }
                 // Out of descriptors, space or quota, for now: this marker
                 // is a file of its own, the next caller tries again.
-                Err(_) => {
+                Err(NotMade::ForNow) => {
                     map.remove(&dev);
                     return None;
                 }
@@ -199,6 +230,27 @@ impl Inodes {
 /// folder removed meanwhile, which the next caller's folder is not.)
 fn unsupported(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) | Some(libc::EINVAL))
+}
+
+/// Why no inode was had.
+enum NotMade {
+    /// It never will be on this file system: stop trying there.
+    ForGood,
+    /// Not now: the next marker tries again.
+    ForNow,
+}
+
+/// A failure once the inode exists, of its `fchmod` or read-only reopen
+/// (the last OS error): a want of resources passes; anything else (modes
+/// refused, no `/proc`) would recur for every marker, each costing an
+/// inode made and dropped, the very cost the links save.
+fn past_creation() -> NotMade {
+    match io::Error::last_os_error().raw_os_error() {
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOMEM | libc::ENOSPC | libc::EDQUOT | libc::EIO | libc::EINTR) => {
+            NotMade::ForNow
+        }
+        _ => NotMade::ForGood,
+    }
 }
 
 #[cfg(test)]
@@ -269,6 +321,73 @@ mod tests {
         assert!(matches!(inodes.link(&gone2, dev, c"m"), Linked::Plain));
         let again = made(inodes.link(&a, dev, c"m2"));
         assert!(Arc::ptr_eq(&first, &again), "the inode was not retired");
+    }
+
+    /// Runs `sh -c script PATH` as `nobody` (`setpriv`); `None`: this test
+    /// cannot switch users here.
+    fn as_nobody(script: &str, path: &std::path::Path) -> Option<std::process::Output> {
+        let out = std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script, "sh"])
+            .arg(path)
+            .output();
+        out.ok()
+    }
+
+    /// Nobody but root can write a marker: its inode is mode 0444, the
+    /// process holds it read-only, and a write tried through one name
+    /// leaves every marker empty. Root's permission checks pass whatever
+    /// the mode, so root can still write one (or `chmod` it first), which
+    /// reaches every marker of the node. A marker made as a file of its
+    /// own is read-only too.
+    #[test]
+    fn markers_are_read_only_and_a_write_through_one_name_fails() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        // Reachable by the user the write is tried as.
+        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let d = dir(t.path());
+        let (dev, inodes) = (device(&d).unwrap(), Inodes::default());
+        let inode = made(inodes.link(&d, dev, c"Layout.3"));
+        made(inodes.link(&d, dev, c"m1"));
+        inode.sync().expect("fsync through the read-only descriptor");
+        d.create_empty("plain").unwrap().expect("made").sync_all().unwrap();
+        let (m1, plain) = (t.path().join("m1"), t.path().join("plain"));
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+        assert_eq!(mode(&m1), 0o444);
+        assert_eq!(mode(&plain) & 0o222, 0, "a file of its own: {:o}", mode(&plain));
+        // SAFETY: a valid fd.
+        let flags = unsafe { libc::fcntl(inode.file.as_raw_fd(), libc::F_GETFL) };
+        assert_eq!(flags & libc::O_ACCMODE, libc::O_RDONLY, "the process holds the inode read-only");
+        let empty = || {
+            for n in ["Layout.3", "m1", "plain"] {
+                assert_eq!(std::fs::read(t.path().join(n)).unwrap(), b"", "{n}");
+            }
+        };
+        // SAFETY: no arguments, no state.
+        if unsafe { libc::geteuid() } != 0 {
+            for p in [&m1, &plain] {
+                let e = std::fs::OpenOptions::new().write(true).open(p).unwrap_err();
+                assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{}", p.display());
+            }
+            return empty();
+        }
+        // Root: try it as `nobody`, who can reach and read the markers.
+        match as_nobody("cat \"$1\"", &m1) {
+            Some(o) if o.status.success() => {}
+            o => {
+                eprintln!("SKIPPED the write as nobody: cannot run as nobody here ({o:?}); modes checked only");
+                return empty();
+            }
+        }
+        for p in [&m1, &plain] {
+            let o = as_nobody("echo x > \"$1\"", p).unwrap();
+            assert!(!o.status.success(), "nobody wrote {}", p.display());
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(err.contains("Permission denied"), "{}: {err}", p.display());
+            let o = as_nobody("truncate -s 1 \"$1\"", p).unwrap();
+            assert!(!o.status.success(), "nobody truncated {}", p.display());
+        }
+        empty();
     }
 
     /// A file system's limit of names per inode (ext4: 65,000) moves the
