@@ -231,10 +231,11 @@ fn a_merge_killed_inside_its_commit_create_commits_exactly_once_on_the_rerun() {
             cmd
         };
         let mut first = merge("1");
-        // The data store stages the commit as `.compactd-put.<pid>.<seq>.commit.<task>.r1`.
-        preload(&mut first, at, "commit.aaaaffff");
+        // The commit is the create of the partition's first turn, which
+        // the data store stages as `.compactd-put.<pid>.<seq>.turn.1`.
+        preload(&mut first, at, "turn.1");
         assert_sigkilled(first.status().unwrap(), "__merge");
-        let commit = dir.join("_compactd/commit.aaaaffff.16176931.56000000.0.r1");
+        let commit = dir.join("_compactd/turn.1");
         match at {
             "write" => {
                 assert!(!commit.exists(), "killed before its content, the commit must be absent");

@@ -575,6 +575,10 @@ pub struct MergeArgs {
     pub fence_root: Option<String>,
     #[arg(long, requires = "fence_root")]
     pub fence_dir: Option<String>,
+    /// Files written more recently than this are no inputs (`10m`, `1h`;
+    /// `0`: any age). Default: the task's `merge.min-age` parameter, else 0.
+    #[arg(long)]
+    pub min_age: Option<String>,
     /// `--format delta`: the unit, a partition of the table's log
     /// (`col=value[,col=value…]`, or `whole-table`); --dir is the table.
     #[arg(long)]
@@ -612,7 +616,14 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         }
         _ => None,
     };
+    // The task's parameters reach executors as `COMPACTD_PARAM_<NAME>`.
+    let min_age = match args.min_age.or_else(|| std::env::var(crate::executor::merge::MIN_AGE_ENV).ok()) {
+        Some(s) => layouts::units::parse_duration_or_zero(&s)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", crate::executor::merge::MIN_AGE_PARAM))?,
+        None => Duration::ZERO,
+    };
     let job = crate::executor::merge::MergeJob {
+        min_age,
         dir: args.dir,
         task: args.task,
         round: args.round,

@@ -18,6 +18,7 @@ fn job(attempt: u32) -> DeltaJob {
             attempt,
             target_size: 1 << 20,
             delay_before_commit: std::time::Duration::ZERO,
+            min_age: std::time::Duration::ZERO,
             fence: None,
             now: std::time::UNIX_EPOCH,
             format: Format::Parquet(options),

@@ -30,9 +30,13 @@ pub const CHUNK: u64 = 8 << 20;
 /// Stages the concatenation of small text files: per extension, greedy
 /// groups in name order of at most the target size (a group of one file is
 /// left alone).
-pub(super) async fn stage(store: &Store, job: &MergeJob, staging: &str) -> Result<Staged, MergeError> {
-    let small: Vec<(String, u64)> =
-        data_files(store, &job.dir).await?.into_iter().filter(|(_, len)| *len < job.target_size).collect();
+pub(super) async fn stage(
+    store: &Store,
+    job: &MergeJob,
+    files: Vec<(String, u64)>,
+    staging: &str,
+) -> Result<Staged, MergeError> {
+    let small: Vec<(String, u64)> = files.into_iter().filter(|(_, len)| *len < job.target_size).collect();
     // Refused by name before anything is read or written.
     if let Some(why) = small.iter().find_map(|(p, _)| file::text_merge_refusal_by_name(p)) {
         return Err(job.broken(format!("{why}; nothing was merged")));
@@ -78,10 +82,6 @@ pub(super) async fn stage(store: &Store, job: &MergeJob, staging: &str) -> Resul
         staged.stats = stats(files_in, staged.outputs.len() as u64, bytes_in, bytes_out, rows, rows);
     }
     Ok(staged)
-}
-
-fn name_of(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
 }
 
 fn refused(job: &MergeJob, path: &str, kind: FileKind) -> MergeError {
@@ -273,6 +273,7 @@ mod tests {
             attempt: 1,
             target_size: 1 << 20,
             delay_before_commit: std::time::Duration::ZERO,
+            min_age: std::time::Duration::ZERO,
             fence: None,
             now: std::time::UNIX_EPOCH,
             format: super::super::Format::Lines,

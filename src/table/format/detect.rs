@@ -118,7 +118,7 @@ impl Detector {
             self.mark(TableFormat::KafkaConnect, full);
         } else if [".carbondata", ".carbonindex", ".carbonindexmerge"].iter().any(|x| name.ends_with(x)) {
             self.mark(TableFormat::CarbonData, full);
-        } else if name.ends_with(".pending") || name.ends_with(".pendingset") || name.contains(".inprogress.") {
+        } else if is_in_progress_name(name) {
             self.busy(full, modified_ms);
         }
     }
@@ -262,4 +262,11 @@ fn is_kafka_connect_file(name: &str) -> bool {
 
 fn numbered(name: &str, prefix: &str) -> bool {
     name.strip_prefix(prefix).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A file name a writer gives a file it is still writing: S3A's
+/// `.pending`/`.pendingset`, Flink's `.inprogress.` part files (hidden
+/// names, `.` and `_`, are no data files at all).
+pub fn is_in_progress_name(name: &str) -> bool {
+    name.ends_with(".pending") || name.ends_with(".pendingset") || name.contains(".inprogress.")
 }

@@ -67,6 +67,32 @@ pub async fn judge(
     partition_dir: Option<&str>,
     kind: ExecutorKind,
 ) -> store::Result<Option<String>> {
+    judge_inner(store, table_dir, listed, partition_dir, kind, None).await
+}
+
+/// [`judge`] as an executor asks it, at wall time `now_ms`: a write in
+/// progress in the table or the partition (a committer's `_temporary/`, a
+/// staging folder, an in-progress file written to in the last
+/// [`super::BUSY_WINDOW_MS`]) is a refusal too, as the planner waits for
+/// one to end.
+pub async fn judge_at(
+    store: &Store,
+    table_dir: &str,
+    partition_dir: Option<&str>,
+    kind: ExecutorKind,
+    now_ms: Option<i64>,
+) -> store::Result<Option<String>> {
+    judge_inner(store, table_dir, None, partition_dir, kind, now_ms).await
+}
+
+async fn judge_inner(
+    store: &Store,
+    table_dir: &str,
+    listed: Option<&[Entry]>,
+    partition_dir: Option<&str>,
+    kind: ExecutorKind,
+    now_ms: Option<i64>,
+) -> store::Result<Option<String>> {
     if !kind.is_builtin_merge() {
         return Ok(None);
     }
@@ -90,5 +116,40 @@ pub async fn judge(
                 .find_map(|e| crate::table::file::text_merge_refusal_by_name(&e.path));
         }
     }
-    Ok(findings.refusal(table_dir, kind).or(text_refusal))
+    let mut busy = None;
+    if let Some((now, at)) = now_ms.and_then(|now| findings.busy(now).map(|at| (now, at.to_string()))) {
+        if writing_in(store, &at, now).await? {
+            busy = Some(format!(
+                "a write is in progress at {at}: its files are about to change, so the {} executor leaves the \
+                 table to a later round",
+                kind.label()
+            ));
+        }
+    }
+    Ok(findings.refusal(table_dir, kind).or(text_refusal).or(busy))
+}
+
+/// Whether a writer's folder (`_temporary/`, a staging folder) seen in a
+/// listing that gave it no time holds a file written in the last
+/// [`super::BUSY_WINDOW_MS`]: a job that failed long ago leaves one behind,
+/// which must not keep a table from being compacted for ever. A file (or a
+/// folder's file) of unknown age counts as current, as the planner counts it.
+async fn writing_in(store: &Store, at: &str, now_ms: i64) -> store::Result<bool> {
+    use futures::StreamExt;
+    if !at.ends_with('/') {
+        return Ok(true);
+    }
+    let mut newest = None;
+    let mut files = store.list_stream(at, true);
+    while let Some(e) = files.next().await {
+        let e = e?;
+        if e.is_dir {
+            continue;
+        }
+        match e.modified_ms {
+            Some(m) => newest = newest.max(Some(m)),
+            None => return Ok(true),
+        }
+    }
+    Ok(newest.is_some_and(|m| now_ms.saturating_sub(m) < super::BUSY_WINDOW_MS))
 }

@@ -127,13 +127,16 @@ const FOOTERS_AHEAD: usize = 8;
 
 /// Stages the rewrite of a partition's small Parquet files; no outputs if
 /// fewer than two files are small.
-pub async fn stage(store: &Store, job: &MergeJob, opts: &ParquetOptions, staging: &str) -> Result<Staged, MergeError> {
+pub async fn stage(
+    store: &Store,
+    job: &MergeJob,
+    opts: &ParquetOptions,
+    files: Vec<(String, u64)>,
+    staging: &str,
+) -> Result<Staged, MergeError> {
     let threshold = small_threshold(job.target_size);
-    let candidates: Vec<(String, u64)> = super::data_files(store, &job.dir)
-        .await?
-        .into_iter()
-        .filter(|(p, len)| p.ends_with(".parquet") && *len < threshold)
-        .collect();
+    let candidates: Vec<(String, u64)> =
+        files.into_iter().filter(|(p, len)| p.ends_with(".parquet") && *len < threshold).collect();
     let name =
         |k: usize| (format!("{staging}{k}"), format!("{}compacted-{}-r{}-{k}.parquet", job.dir, job.task, job.round));
     rewrite(store, job, opts, candidates, name).await
@@ -538,6 +541,7 @@ mod tests {
             attempt: 1,
             target_size: 8 << 20,
             delay_before_commit: std::time::Duration::ZERO,
+            min_age: std::time::Duration::ZERO,
             fence: None,
             now: std::time::UNIX_EPOCH,
             format: super::super::Format::Parquet(ParquetOptions::for_target(8 << 20, Compression::UNCOMPRESSED)),
@@ -548,6 +552,54 @@ mod tests {
         let data = figures["bytes_in"] + figures["bytes_out"];
         assert!(stats.bytes() >= data, "granted {} bytes for {data} read and written", stats.bytes());
         assert!(stats.bytes() <= data + 3 * io::FOOTER_HINT as u64, "granted {} bytes for {data}", stats.bytes());
+    }
+
+    /// A Delta writer puts its data files down before its first commit
+    /// makes the folder a Delta table: a `parquet` unit that planned before
+    /// the log appeared refuses at its commit, and no byte changes.
+    // A writer beside the unit on a real file system, whose times are the
+    // wall clock's: real time.
+    #[allow(clippy::disallowed_methods)]
+    #[tokio::test]
+    async fn a_delta_log_that_appears_while_a_unit_runs_stops_its_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_data(&store::RootUri::Fs { root: dir.path().to_path_buf() }).await.unwrap();
+        for f in 0..3 {
+            store.put(&format!("db/s/t/p/part-{f}.parquet"), file(2000, 1000)).await.unwrap();
+        }
+        let snapshot = || {
+            let mut all: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir.path().join("db/s/t/p"))
+                .unwrap()
+                .map(|e| e.unwrap())
+                .filter(|e| e.file_type().unwrap().is_file())
+                .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+                .collect();
+            all.sort();
+            all
+        };
+        let before = snapshot();
+        let job = MergeJob {
+            dir: "db/s/t/p/".into(),
+            task: "aaaaffff.16176931.56000000.0".into(),
+            round: 1,
+            attempt: 1,
+            target_size: 8 << 20,
+            delay_before_commit: std::time::Duration::from_millis(500),
+            min_age: std::time::Duration::ZERO,
+            fence: None,
+            now: std::time::SystemTime::now(),
+            format: super::super::Format::Parquet(ParquetOptions::for_target(8 << 20, Compression::UNCOMPRESSED)),
+            io: Default::default(),
+        };
+        let writer = async {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            std::fs::create_dir_all(dir.path().join("db/s/t/_delta_log")).unwrap();
+            std::fs::write(dir.path().join("db/s/t/_delta_log/00000000000000000000.json"), b"{}\n").unwrap();
+        };
+        let (out, ()) = tokio::join!(super::super::run(&store, &job), writer);
+        let err = out.unwrap_err().to_string();
+        assert!(err.contains("Delta") && err.contains("nothing was merged"), "{err}");
+        assert_eq!(snapshot(), before, "a byte of the table changed");
     }
 
     #[test]
