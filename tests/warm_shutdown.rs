@@ -7,14 +7,18 @@
 //!
 //! Each shard's command appends the node's name to a start file and, once
 //! its sleep is over, to a file of its own: "ran to its end exactly once,
-//! on that node" is read from those files, not from compactd.
+//! on that node" is read from those files, not from compactd. What systemd
+//! hears is read from a notify socket the test binds.
 
 // Real processes on real time.
 #![allow(clippy::disallowed_methods)]
 
 mod common;
 
+use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::cluster::{alive, monitor_of, Cluster};
@@ -312,4 +316,168 @@ fn fs_layout_2_units_a_draining_node_releases_go_elsewhere_at_once_uncounted() {
     assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stdout));
     c.terminate("n2");
     c.terminate("n3");
+}
+
+/// What a service manager hears on its notify socket: each line of each
+/// message, with when it came.
+struct Notices {
+    got: Arc<Mutex<Vec<(Instant, String)>>>,
+    done: Arc<AtomicBool>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Notices {
+    fn listen(path: &Path) -> Notices {
+        let sock = UnixDatagram::bind(path).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        let got: Arc<Mutex<Vec<(Instant, String)>>> = Arc::default();
+        let done: Arc<AtomicBool> = Arc::default();
+        let reader = {
+            let (got, done) = (got.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while !done.load(Ordering::Relaxed) {
+                    if let Ok(n) = sock.recv(&mut buf) {
+                        let at = Instant::now();
+                        let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                        got.lock().unwrap().extend(text.lines().map(|l| (at, l.to_string())));
+                    }
+                }
+            })
+        };
+        Notices { got, done, reader: Some(reader) }
+    }
+
+    fn lines(&self) -> Vec<(Instant, String)> {
+        self.got.lock().unwrap().clone()
+    }
+
+    fn wait_for(&self, line: &str, limit: Duration) -> bool {
+        let t = Instant::now();
+        while t.elapsed() < limit {
+            if self.lines().iter().any(|(_, l)| l == line) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+impl Drop for Notices {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+}
+
+/// Processes whose command line holds `needle` (an executor's shell names
+/// the test's own directory in its command).
+fn processes_naming(needle: &str) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return vec![] };
+    dir.filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(needle))
+        .collect()
+}
+
+/// The drain timeout passes with units still running. systemd hears
+/// `STOPPING=1` at the SIGTERM, not at the leave, and while the node drains
+/// `EXTEND_TIMEOUT_USEC`, renewed, each asking past the drain's end with
+/// room for the leave, so that its stop timeout never cuts the drain short;
+/// the node exits 0 within what it asked. The units still running are
+/// killed, the incarnation is marked ended as the node leaves, and the
+/// other node runs them again to their end: every unit is accounted for.
+#[test]
+fn fs_past_the_drain_timeout_systemd_follows_the_drain_and_the_killed_units_run_elsewhere() {
+    const DRAIN: Duration = Duration::from_secs(12);
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let sock = dir.join("notify.sock");
+    let notices = Notices::listen(&sock);
+    let mut c = Cluster::fs();
+    c.node_env.insert("n1".into(), vec![("NOTIFY_SOCKET".into(), sock.display().to_string())]);
+    let id = setup(&mut c, dir, 600, &format!("{}s", DRAIN.as_secs()), 4);
+    let running: Vec<usize> = (0..RUNNING + WAITING).filter(|i| dir.join(format!("start.{i}")).exists()).collect();
+    assert_eq!(running.len(), RUNNING, "{running:?}\n{}", c.logs_text());
+    assert!(notices.wait_for("READY=1", Duration::from_secs(30)), "no READY=1: {:?}", notices.lines());
+    let t = Instant::now();
+    sigterm(&c, "n1");
+    let status = c.wait_exit("n1", DRAIN + Duration::from_secs(60));
+    let exited = Instant::now();
+    assert_eq!(status.code(), Some(0), "n1 left with {status}\n{}", c.logs_text());
+    let left = exited - t;
+    assert!(left >= DRAIN, "n1 left {left:?} after SIGTERM, before its drain timeout\n{}", c.logs_text());
+    assert!(left < DRAIN + Duration::from_secs(30), "n1 left {left:?} after SIGTERM\n{}", c.logs_text());
+    // The leave's own messages were sent before it exited; one more poll
+    // of the socket takes them in.
+    std::thread::sleep(Duration::from_millis(300));
+    let got = notices.lines();
+    let seen = || got.iter().map(|(at, l)| format!("{:?} {l}", at.saturating_duration_since(t))).collect::<Vec<_>>();
+
+    let ready: Vec<Instant> = got.iter().filter(|(_, l)| l == "READY=1").map(|(at, _)| *at).collect();
+    assert!(ready.len() == 1 && ready[0] < t, "READY=1 once, before the SIGTERM: {:#?}", seen());
+    let stopping: Vec<Instant> = got.iter().filter(|(_, l)| l == "STOPPING=1").map(|(at, _)| *at).collect();
+    assert_eq!(stopping.len(), 1, "{:#?}", seen());
+    let stopping = stopping[0];
+    assert!(
+        stopping >= t && stopping < t + Duration::from_secs(5),
+        "STOPPING=1 came {:?} after SIGTERM, not at once: {:#?}",
+        stopping.saturating_duration_since(t),
+        seen()
+    );
+    let asks: Vec<(Instant, Duration)> = got
+        .iter()
+        .filter_map(|(at, l)| {
+            l.strip_prefix("EXTEND_TIMEOUT_USEC=").map(|v| (*at, Duration::from_micros(v.parse().unwrap())))
+        })
+        .collect();
+    assert!(asks.iter().all(|(at, _)| *at >= stopping), "an extension before STOPPING=1: {:#?}", seen());
+    let drain_end = t + DRAIN;
+    let during: Vec<&(Instant, Duration)> = asks.iter().filter(|(at, _)| *at < drain_end).collect();
+    // One at the SIGTERM, renewed while the drain lasts.
+    assert!(during.len() >= 2, "the extension is not renewed while draining: {:#?}", seen());
+    assert!(during[0].0 < t + Duration::from_secs(5), "no extension at the SIGTERM: {:#?}", seen());
+    for (at, ask) in &during {
+        assert!(
+            *at + *ask >= drain_end + Duration::from_secs(60),
+            "an extension of {ask:?} {:?} after SIGTERM leaves the leave less than a minute past the drain: {:#?}",
+            at.saturating_duration_since(t),
+            seen()
+        );
+    }
+    let deadline = asks.iter().map(|(at, ask)| *at + *ask).max().unwrap();
+    assert!(exited < deadline, "n1 exited past the stop timeout it asked for: {:#?}", seen());
+
+    // The units still running at the timeout: killed (no executor of n1
+    // outlives it, none ran to its end there), the incarnation marked
+    // ended as n1 left, so that their manager runs them again at once.
+    let log = std::fs::read_to_string(c.log_path("n1")).unwrap();
+    assert!(log.contains("the drain timeout passed"), "{log}");
+    let shells = processes_naming(&format!("echo n1 >> {}/", dir.display()));
+    assert!(shells.is_empty(), "n1's executors outlived it: {shells:#?}");
+    let assigned = c.fs_path().join("Compaction_V2/TaskAssigned/n1");
+    let ended = std::fs::read_dir(&assigned)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().to_string_lossy().starts_with("Ended."));
+    assert!(ended, "n1 left no ended marker in {}\n{}", assigned.display(), c.logs_text());
+    let s = c.wait_status(&id, Duration::from_secs(60), "the task to end", |s| {
+        s["state"] == "Done" || s["state"] == "Failed" || s["state"] == "Cancel"
+    });
+    assert_eq!(s["state"], "Done", "{s:#}\n{}", c.logs_text());
+    // Every shard ran to its end exactly once, on n2: the killed ones after
+    // their start on n1, the released ones there only.
+    for i in 0..RUNNING + WAITING {
+        let starts: &[&str] = if running.contains(&i) { &["n1", "n2"] } else { &["n2"] };
+        assert_eq!(lines(dir.join(format!("start.{i}"))), starts, "shard {i} started\n{}", c.logs_text());
+        assert_eq!(lines(dir.join(format!("end.{i}"))), ["n2"], "shard {i} ended\n{}", c.logs_text());
+    }
+    let check = c.compactd(&["check"]);
+    assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stdout));
+    c.terminate("n2");
 }

@@ -2,14 +2,16 @@
 //! poll) per interval until the shutdown token fires, then a clean leave.
 //! The drain token (a first SIGTERM) starts a warm shutdown
 //! ([`super::drain`]): the loop goes on until the node is drained or
-//! `cfg.drain_timeout` has passed, then leaves the same way.
+//! `cfg.drain_timeout` has passed since the signal, then leaves the same
+//! way. systemd hears of a stop the moment it is asked, and its stop timeout
+//! is kept past the drain and the leave ([`stop_notices`]).
 //! Between polls, pokes ([`crate::serve::wake`]) run [`Node::tick_woken`]: a burst
 //! of pokes is one woken tick, woken ticks start at least [`MIN_WOKEN_GAP`]
 //! apart, and the listener's [`Wakeup`] lets through at most a few a second
 //! (its rate bound): that is what bounds what a flood can cost.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use layouts::v2;
@@ -73,6 +75,20 @@ pub async fn run(
 ) -> Result<(), DaemonError> {
     let Stop { now: shutdown, drain } = stop;
     validate(&cfg)?;
+    // Listening from the start: a signal may come while start-up waits on
+    // the backend, and systemd must hear of it then, not after.
+    let notifier = Arc::new(Notifier::from_env());
+    let drain_began = Arc::new(OnceLock::new());
+    let leaving = CancellationToken::new();
+    let _leaving_guard = leaving.clone().drop_guard();
+    tokio::spawn(stop_notices(
+        Stop { now: shutdown.clone(), drain: drain.clone() },
+        drain_began.clone(),
+        cfg.drain_timeout,
+        clock.clone(),
+        notifier.clone(),
+        leaving.clone(),
+    ));
     // A scratch name of this process alone: two processes started under one
     // id at once must not race each other's probe.
     let scratch = format!("{}Probe/{}.{}.{}", v2::REGISTRY, cfg.id, std::process::id(), clock.wall_ms());
@@ -88,7 +104,6 @@ pub async fn run(
         data.probe_atomic_create(&scratch, 4).await?;
     }
     let claim = super::claim::claim(&store, &cfg, clock.wall_ms()).await?;
-    let mut notifier = Notifier::from_env();
     let interval = cfg.tick_interval();
     tracing::info!(
         node = %cfg.id, root = %store.uri(), heartbeat = ?cfg.heartbeat, session_timeout = ?cfg.session_timeout, lease = ?cfg.lease,
@@ -139,8 +154,11 @@ pub async fn run(
     let mut drain_until: Option<std::time::Duration> = None;
     loop {
         if drain.is_cancelled() && drain_until.is_none() {
-            node.start_draining();
-            drain_until = Some(clock.mono() + cfg.drain_timeout);
+            // Counted from the signal, which [`stop_notices`] saw at once: the
+            // tick it came during may have waited long on the backend.
+            let since = *drain_began.get_or_init(|| clock.mono());
+            node.start_draining(since);
+            drain_until = Some(since.saturating_add(cfg.drain_timeout));
         }
         let started = clock.mono();
         let woken = wake.take();
@@ -212,8 +230,15 @@ pub async fn run(
             _ = shutdown.cancelled() => break,
         }
     }
+    leaving.cancel();
     tracing::info!(drained = node.drained(), "leaving the cluster");
-    notifier.stopping();
+    // Already said at the signal; this only covers a signal the notices'
+    // task had not yet seen.
+    notifier.stopping("leaving the cluster");
+    // From the leave's start, whatever came before it: a drain that ran
+    // past its deadline in a slow tick, or no drain at all (a SIGINT,
+    // `--drain-timeout 0s`), still leaves the leave its whole allowance.
+    notifier.extend_stop(LEAVE_ALLOWANCE);
     planner_stop.cancel();
     if let Some(p) = planner {
         let _ = p.await;
@@ -223,6 +248,61 @@ pub async fn run(
         c.release(&node.store).await;
     }
     Ok(())
+}
+
+/// What systemd's stop timeout leaves the leave once the drain is over:
+/// reporting, the ended marker, the lease and the heartbeat are a few
+/// backend writes, each of which may take `--backend-timeout` times its
+/// retries, and an HDFS NameNode fail-over can hold them up well past 30 s.
+/// A leave cut short by SIGKILL writes no ended marker: its units then wait
+/// a whole session before they run again elsewhere.
+const LEAVE_ALLOWANCE: Duration = Duration::from_secs(120);
+
+/// How often a draining daemon renews its ask for more stop time: well
+/// within each ask, so that one lost message costs nothing.
+const EXTEND_EVERY: Duration = Duration::from_secs(10);
+
+/// Tells systemd of a stop the moment it is asked rather than after the
+/// tick in progress, which may wait long on the backend: `STOPPING=1`, and
+/// while the node drains, every [`EXTEND_EVERY`], `EXTEND_TIMEOUT_USEC` for
+/// what is left of the drain plus [`LEAVE_ALLOWANCE`], so that systemd's stop
+/// timeout follows `--drain-timeout` instead of a number in the unit. The
+/// asks all end at one instant: a daemon stuck past its drain is still
+/// killed. Starts the drain's clock (`began`). Ends when the leave begins.
+async fn stop_notices(
+    stop: Stop,
+    began: Arc<OnceLock<Duration>>,
+    drain_timeout: Duration,
+    clock: SharedClock,
+    notifier: Arc<Notifier>,
+    leaving: CancellationToken,
+) {
+    tokio::select! {
+        _ = stop.drain.cancelled() => {}
+        _ = stop.now.cancelled() => {}
+        _ = leaving.cancelled() => return,
+    }
+    if stop.now.is_cancelled() {
+        // The leave follows at once and asks for its own time.
+        notifier.stopping("stopping now: killing the running units, then leaving the cluster");
+        return;
+    }
+    let since = *began.get_or_init(|| clock.mono());
+    notifier.stopping(&format!(
+        "draining: starting nothing new; running units have {drain_timeout:?} to finish, then the node leaves"
+    ));
+    let until = since.saturating_add(drain_timeout).saturating_add(LEAVE_ALLOWANCE);
+    loop {
+        notifier.extend_stop(until.saturating_sub(clock.mono()));
+        // The daemon waits on real time here, as in its loop.
+        #[allow(clippy::disallowed_methods)]
+        let next = tokio::time::sleep(EXTEND_EVERY);
+        tokio::select! {
+            _ = next => {}
+            _ = leaving.cancelled() => return,
+            _ = stop.now.cancelled() => return,
+        }
+    }
 }
 
 /// How long the guard timer sleeps at most before it reads the clock again:

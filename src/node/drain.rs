@@ -2,7 +2,8 @@
 //! its heartbeat (`draining`), gives back what it was given but has not
 //! started, hands the tasks it manages to other members, lets its running
 //! units finish and report, and then leaves. The daemon bounds it
-//! (`run --drain-timeout`); a second SIGTERM or a SIGINT stops at once.
+//! (`run --drain-timeout`, counted from the signal); a second SIGTERM or a
+//! SIGINT stops at once.
 //!
 //! Invariants:
 //! - A draining node claims nothing: every unit it runs was claimed before
@@ -25,14 +26,14 @@ use crate::tasks::placement::Ring;
 
 impl Node {
     /// Starts draining (idempotent): the worker starts nothing from now on,
-    /// and the next tick beats at once with `draining` set.
-    pub fn start_draining(&mut self) {
+    /// and the next tick beats at once with `draining` set. `since`
+    /// (monotonic) is when the stop was asked, which may be a tick ago.
+    pub fn start_draining(&mut self, since: Duration) {
         if self.draining.is_some() {
             return;
         }
-        let now = self.clock.mono();
         tracing::info!("draining: starting nothing new; running units finish and report, then the node leaves");
-        self.draining = Some(now);
+        self.draining = Some(since);
         self.drain_announced = false;
         if let Some(w) = self.work.as_mut() {
             w.worker.drain();
