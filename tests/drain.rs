@@ -113,7 +113,7 @@ fn drain(against_submit: bool) {
     let policy = dir.path().join("p.toml");
     std::fs::write(
         &policy,
-        "name = \"lake\"\ntables = [\"db/public/*\"]\nexecutor = \"merge\"\nmin-small-files = 4\nsmall-file-size = 100\n",
+        "name = \"lake\"\ntables = [\"db/public/*\"]\nexecutor = \"merge\"\nmin-small-files = 4\nsmall-file-size = 100\nmin-file-age = \"0s\"\n",
     )
     .unwrap();
     let start = Instant::now();

@@ -56,7 +56,7 @@ fn a_monitor_planning_30001_patterns_over_10000_tables_keeps_its_lease_and_heart
     std::fs::write(
         &policy,
         format!(
-            "name = \"many\"\ntables = [{}]\nexecutor = \"merge\"\nmin-small-files = 4\n",
+            "name = \"many\"\ntables = [{}]\nexecutor = \"merge\"\nmin-small-files = 4\nmin-file-age = \"0s\"\n",
             patterns.iter().map(|t| format!("{t:?}")).collect::<Vec<_>>().join(", ")
         ),
     )

@@ -278,7 +278,7 @@ fn params_compactd_sets_itself_are_refused_from_submitters_and_the_planners_own_
     let policy = c.fs_path().with_file_name("p.toml");
     std::fs::write(
         &policy,
-        "name = \"p\"\ntables = [\"db/s/*\"]\nmin-small-files = 2\nmin-interval = \"0s\"\ntarget-size = \"1MiB\"\n",
+        "name = \"p\"\ntables = [\"db/s/*\"]\nmin-small-files = 2\nmin-interval = \"0s\"\ntarget-size = \"1MiB\"\nmin-file-age = \"0s\"\n",
     )
     .unwrap();
     assert!(run(&c, &["policy", "apply", policy.to_str().unwrap()]).status.success());

@@ -126,8 +126,11 @@ fn no_executor_changes_a_table_it_does_not_own_and_a_policy_leaves_every_byte() 
 
     // A policy over every table with the default executor, unattended.
     let policy = c.fs_path().parent().unwrap().join("all.toml");
-    std::fs::write(&policy, "name = \"all\"\ntables = [\"db/*/*\"]\nexecutor = \"merge\"\nmin-small-files = 2\n")
-        .unwrap();
+    std::fs::write(
+        &policy,
+        "name = \"all\"\ntables = [\"db/*/*\"]\nexecutor = \"merge\"\nmin-small-files = 2\nmin-file-age = \"0s\"\n",
+    )
+    .unwrap();
     let out = c.compactd(&["policy", "apply", policy.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     std::thread::sleep(Duration::from_secs(10));

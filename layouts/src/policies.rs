@@ -167,8 +167,26 @@ pub struct PolicyDefinition {
     /// became optional carry 2, the default then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_units_per_table: Option<u32>,
+    /// `merge` and `parquet`: files written more recently than this are
+    /// neither counted as small nor merged (a writer may still be at them);
+    /// absent: [`DEFAULT_MIN_FILE_AGE_MS`], also for definitions applied
+    /// before the key existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_file_age_ms: Option<u64>,
     pub wall_ms: u64,
     pub by: String,
+}
+
+/// A policy's minimum file age when it names none: 10 minutes, longer than
+/// a writer takes between putting a file down and committing it (a Delta
+/// first write, an Iceberg staged create, a Hadoop job's task commits).
+pub const DEFAULT_MIN_FILE_AGE_MS: u64 = 10 * 60 * 1000;
+
+impl PolicyDefinition {
+    /// [`PolicyDefinition::min_file_age_ms`] with its default applied.
+    pub fn min_file_age_ms(&self) -> u64 {
+        self.min_file_age_ms.unwrap_or(DEFAULT_MIN_FILE_AGE_MS)
+    }
 }
 
 /// `Policies/<policy>/Paused`.

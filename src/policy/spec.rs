@@ -38,6 +38,7 @@ struct PolicyFile {
     min_interval: Option<String>,
     weight: Option<u32>,
     max_units_per_table: Option<u32>,
+    min_file_age: Option<String>,
 }
 
 /// A size: bytes, or a string with a unit (`"128MiB"`).
@@ -127,7 +128,9 @@ pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
         " (pause the policy to stop it)",
     )?
     .map(|n| n as u32);
+    let min_file_age_ms = duration("min-file-age", &f.min_file_age)?;
     Ok(PolicyDefinition {
+        min_file_age_ms,
         name,
         version: 0,
         tables: f.tables,
@@ -238,6 +241,11 @@ mod tests {
         assert_eq!(p.min_small_files, Some(4));
         assert_eq!((p.target_size, p.small_file_size), (DEFAULT_TARGET_SIZE, DEFAULT_TARGET_SIZE / 2));
         assert_eq!((p.weight, p.max_units_per_table, p.time_zone.as_str()), (1, None, "UTC"));
+        assert_eq!((p.min_file_age_ms, p.min_file_age_ms()), (None, 10 * 60 * 1000));
+        let p = parse("w.toml", &format!("{text}min-file-age = \"0s\"\n")).unwrap();
+        assert_eq!((p.min_file_age_ms, p.min_file_age_ms()), (Some(0), 0));
+        let e = parse("w.toml", &format!("{text}min-file-age = \"soon\"\n")).unwrap_err().to_string();
+        assert!(e.contains("line 5, key `min-file-age`"), "{e}");
     }
 
     #[test]

@@ -269,11 +269,14 @@ impl Visit<'_> {
         let text = executor_of(&o.policy).kind == ExecutorKind::Merge;
         let stop_at = budget.filter(|_| self.data.lists_from_key()).map(|b| b.max(1) * PAGE);
         let mut entries = 0u64;
+        // Files written since this are a writer's, maybe still in flight:
+        // no small files yet (the executor takes them as no inputs either).
+        let young_after = self.wall_ms.saturating_sub(o.policy.min_file_age_ms()) as i64;
         let after = cursor.after.take();
         let mut stream = self.data.list_stream_after(&dir, after.as_deref());
         while let Some(e) = stream.try_next().await? {
             entries += 1;
-            tally(&mut cursor.listed, &dir, small, &e);
+            tally(&mut cursor.listed, &dir, small, young_after, &e);
             // The table's format and files, from the same listing: no
             // request of its own.
             cursor.detector.observe_entry(&dir, &e);
@@ -650,6 +653,10 @@ impl Visit<'_> {
         spec.executor = Some(executor_of(&o.policy));
         spec.params.insert(paths::MARKER_PARAM.into(), claim.marker.clone());
         spec.params.insert(TARGET_SIZE_PARAM.into(), o.policy.target_size.to_string());
+        if matches!(spec.executor.as_ref().map(|e| e.kind), Some(ExecutorKind::Merge | ExecutorKind::Parquet)) {
+            let age = format!("{}ms", o.policy.min_file_age_ms());
+            spec.params.insert(crate::executor::merge::MIN_AGE_PARAM.into(), age);
+        }
         if o.policy.sole_writer {
             spec.params.insert(crate::executor::iceberg::catalog::SOLE_WRITER_PARAM.into(), "true".into());
         }
@@ -743,7 +750,7 @@ fn blocked(d: &mut PartitionSummary, e: PolicyError) {
 }
 
 /// Counts one listed entry of table folder `dir` in its partition.
-fn tally(out: &mut BTreeMap<Name, Listed>, dir: &str, small: u64, e: &store::Entry) {
+fn tally(out: &mut BTreeMap<Name, Listed>, dir: &str, small: u64, young_after: i64, e: &store::Entry) {
     let Some(rel) = e.path.strip_prefix(dir) else { return };
     let Some((part, file)) = rel.split_once('/') else { return };
     if file.contains('/') || file.starts_with(['_', '.']) || e.special.is_some() || e.is_dir {
@@ -753,7 +760,8 @@ fn tally(out: &mut BTreeMap<Name, Listed>, dir: &str, small: u64, e: &store::Ent
         return;
     }
     let Ok(part) = Name::parse(part) else { return };
-    out.entry(part).or_default().count(e.len.unwrap_or(0), small);
+    let in_flight = e.modified_ms.is_some_and(|m| m > young_after) || crate::table::format::is_in_progress_name(file);
+    out.entry(part).or_default().count(e.len.unwrap_or(0), if in_flight { 0 } else { small });
 }
 
 impl Listed {
