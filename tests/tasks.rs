@@ -370,33 +370,19 @@ fn hdfs_compaction_end_to_end_with_a_killed_worker() {
 }
 
 /// Writes `files` more files of 10 lines into each of 3 partitions of
-/// `db/s/t` under `data` (an fs folder); returns their lines.
-fn add_files(data: &std::path::Path, batch: usize, files: usize) -> Vec<String> {
+/// `db/s/t` on the data backend; returns their lines.
+fn add_files(data_uri: &str, batch: usize, files: usize) -> Vec<String> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let store = rt.block_on(store::Store::open(&store::RootUri::parse(data_uri).unwrap())).unwrap();
     let mut lines = vec![];
     for p in 0..3 {
-        let dir = data.join(format!("db/s/t/dt={p}"));
-        std::fs::create_dir_all(&dir).unwrap();
         for f in 0..files {
             let mine: Vec<String> = (0..10).map(|l| format!("b{batch}-p{p}-f{f}-l{l}")).collect();
-            std::fs::write(dir.join(format!("part-{batch}-{f:03}")), mine.join("\n") + "\n").unwrap();
+            let path = format!("db/s/t/dt={p}/part-{batch}-{f:03}");
+            rt.block_on(store.put(&path, (mine.join("\n") + "\n").into_bytes())).unwrap();
             lines.extend(mine);
         }
     }
-    lines
-}
-
-/// Every line of the table's data files (compactd's own folder apart), sorted.
-fn lines_of(data: &std::path::Path) -> Vec<String> {
-    let mut lines = vec![];
-    for p in 0..3 {
-        for e in std::fs::read_dir(data.join(format!("db/s/t/dt={p}"))).unwrap() {
-            let e = e.unwrap();
-            if e.file_type().unwrap().is_file() {
-                lines.extend(std::fs::read_to_string(e.path()).unwrap().lines().map(str::to_string));
-            }
-        }
-    }
-    lines.sort();
     lines
 }
 
@@ -431,25 +417,21 @@ fn wait_done(c: &Cluster, tasks: &[String]) {
 /// changed by one task at a time, so every line is there exactly once
 /// (two such submits left 2,000 lines for 1,200 when each task committed
 /// the plan it made from the same files).
-#[test]
-fn fs_tasks_racing_on_one_table_keep_every_line_once() {
-    let mut c = Cluster::fs();
+fn racing_tasks_keep_every_line_once(c: &mut Cluster, data: &str) {
     // Long enough between staging and commit that the tasks' units overlap.
-    c.env = vec![("COMPACTD_TEST_MERGE_DELAY_MS".into(), "400".into())];
-    let data_dir = c.fs_path().with_file_name("data");
-    let data = format!("fs://{}", data_dir.display());
-    let mut want = add_files(&data_dir, 0, 40);
-    start3(&mut c, &data);
-    let two = submit_at_once(&c, 2);
-    wait_done(&c, &two);
+    c.env.push(("COMPACTD_TEST_MERGE_DELAY_MS".into(), "400".into()));
+    let mut want = add_files(data, 0, 40);
+    start3(c, data);
+    let two = submit_at_once(c, 2);
+    wait_done(c, &two);
     want.sort();
-    let got = lines_of(&data_dir);
+    let got = read_table(data).0;
     assert_eq!(got.len(), want.len(), "lines lost or duplicated");
     assert_eq!(got, want);
 
-    want.extend(add_files(&data_dir, 1, 40));
+    want.extend(add_files(data, 1, 40));
     want.sort();
-    let five = submit_at_once(&c, 5);
+    let five = submit_at_once(c, 5);
     // A worker dies with units of the racing tasks running on it (it may
     // manage another of them: its tasks are handed over).
     let s = c.wait_status(&five[0], Duration::from_secs(30), "a unit running on a node besides the manager", |s| {
@@ -459,8 +441,25 @@ fn fs_tasks_racing_on_one_table_keep_every_line_once() {
     if let Some((victim, _)) = running_on(&s, &[s["manager"].as_str().unwrap_or("")]) {
         c.kill(&victim);
     }
-    wait_done(&c, &five);
-    let got = lines_of(&data_dir);
+    wait_done(c, &five);
+    let got = read_table(data).0;
     assert_eq!(got.len(), want.len(), "lines lost or duplicated");
     assert_eq!(got, want);
+}
+
+#[test]
+fn fs_tasks_racing_on_one_table_keep_every_line_once() {
+    let mut c = Cluster::fs();
+    let data = format!("fs://{}", c.fs_path().with_file_name("data").display());
+    racing_tasks_keep_every_line_once(&mut c, &data);
+}
+
+#[test]
+fn s3_tasks_racing_on_one_table_keep_every_line_once() {
+    let s3 = S3Server::shared();
+    s3.set_env();
+    let root = s3.new_bucket("race");
+    let data = s3.new_bucket("racedata");
+    let mut c = Cluster::on(root, s3.env());
+    racing_tasks_keep_every_line_once(&mut c, &data);
 }
