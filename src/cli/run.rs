@@ -100,8 +100,9 @@ pub struct RunArgs {
     /// hands its tasks over and waits this long at most for its running
     /// units to finish and report before it stops them; a second SIGTERM
     /// or a SIGINT stops them at once. 0s: a first SIGTERM stops at once.
-    /// Keep the service manager's stop timeout above it (systemd's
-    /// `TimeoutStopSec`).
+    /// Under systemd the node extends its stop timeout while it drains
+    /// (systemd 236 and later); elsewhere keep the service manager's stop
+    /// timeout above it plus two minutes for the leave.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub drain_timeout: Duration,
     /// Start even if a v1 → v2 upgrade of this root is unfinished.

@@ -44,8 +44,10 @@ use crate::tasks::worker::{WorkConfig, Worker};
 pub const GUARD_FRACTION: f64 = 0.8;
 
 /// `run --drain-timeout`'s default: long enough for a typical compaction
-/// unit to end after a first SIGTERM; contrib/compactd.service's
-/// `TimeoutStopSec` is this plus a margin for the leave itself.
+/// unit to end after a first SIGTERM. systemd's stop timeout follows the
+/// drain (the daemon extends it while it drains, `serve::systemd`), so
+/// contrib/compactd.service's `TimeoutStopSec` only bounds a daemon too
+/// stuck to say so.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long a node leaving spends at most on reporting the units that
