@@ -8,8 +8,9 @@
 //! equal Java's `ParquetUtil.fileMetrics`, predicate scans equal filters.
 //! A commit the catalog refuses with 409 (another writer committed first)
 //! is rebuilt on the new head; one whose answer is lost (502 after the
-//! catalog applied it) is found by reloading, and nothing is deleted; one
-//! that never reached the catalog leaves every file for the rerun.
+//! catalog applied it) is found by reloading, and nothing is deleted; so is
+//! one answered 409 because it was sent again after the catalog applied
+//! it; one that never reached the catalog leaves every file for the rerun.
 // Real processes and servers: real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -189,6 +190,63 @@ fn a_commit_refused_with_409_is_rebuilt_and_one_whose_answer_is_lost_is_found_an
     assert_eq!(operations(ns).len(), ops_before + 1, "one replace");
     let now = java_cmd("read", ns, json!({}));
     assert_eq!((&now["count"], &now["digest"]), (&before["count"], &before["digest"]));
+}
+
+/// The local path of a `file:` URI.
+fn local(uri: &str) -> std::path::PathBuf {
+    uri.strip_prefix("file://").or_else(|| uri.strip_prefix("file:")).unwrap_or(uri).into()
+}
+
+#[test]
+fn a_commit_refused_with_409_when_sent_again_after_the_catalog_applied_it_is_found_and_deletes_nothing() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let server = RestServer::shared();
+    let ns = "twice";
+    let table = format!("{ns}.t");
+    pyiceberg(&["rest_make", &server.uri, &table, "4", "40", "2"]);
+    let old = java_cmd("snapshots", ns, json!({}))["current"].as_i64().unwrap();
+    let before = java_cmd("read", ns, json!({}));
+    let py_before = pyiceberg(&["rest_read", &server.uri, &table, "--key", "id"]);
+    let proxy = Proxy::start(&server.uri);
+    let mut c = Cluster::fs();
+    start(&mut c, &["n1"]);
+
+    // The proxy sends the commit again, as a retrying proxy or client does:
+    // the catalog applies the first and refuses the second, whose 409 is
+    // all compactd sees.
+    proxy.arm(Fault::Twice);
+    let status = compact(&c, ns, &proxy.uri);
+    assert_eq!(status["state"], "Done", "{status:#}\n{}", c.logs_text());
+    assert_eq!(*proxy.commits.lock().unwrap(), [200, 409], "applied, then refused when sent again");
+    // Every file the current snapshot names is there: its manifest list
+    // (read from the catalog's metadata, not through a judge that could
+    // hide it), then its manifests and data files through Java's scan.
+    let addr = server.uri.trim_start_matches("http://");
+    let (code, body) = common::http::get(addr, &format!("/v1/namespaces/{ns}/tables/t")).unwrap();
+    assert_eq!(code, 200, "{body}");
+    let meta = &serde_json::from_str::<Value>(&body).unwrap()["metadata"];
+    let current = meta["current-snapshot-id"].as_i64().unwrap();
+    let snap = meta["snapshots"].as_array().unwrap().iter().find(|s| s["snapshot-id"].as_i64() == Some(current));
+    let list = local(snap.unwrap()["manifest-list"].as_str().unwrap());
+    assert!(list.exists(), "the current snapshot's manifest list {} was deleted\n{}", list.display(), c.logs_text());
+    let snaps = java_cmd("snapshots", ns, json!({}));
+    assert_eq!(snaps["current"].as_i64(), Some(current));
+    assert!(live(ns).iter().all(|f| local(f).exists()));
+    // Reported as this try's commit, not a retry nor another attempt's.
+    let v = &status["table_versions"][0]["stats"];
+    assert_eq!(v["snapshot_after"].as_u64(), Some(current as u64), "{status:#}");
+    assert_eq!(v["commit_retries"], 0, "{status:#}");
+    let s = snaps["snapshots"].as_array().unwrap().iter().find(|s| s["id"].as_i64() == Some(current)).unwrap().clone();
+    assert_eq!((s["operation"].as_str(), s["parent"].as_i64()), (Some("replace"), Some(old)), "{s}");
+    assert_eq!(operations(ns), ["append", "append", "append", "append", "replace"]);
+    // The same rows, for Java and pyiceberg.
+    let now = java_cmd("read", ns, json!({}));
+    assert_eq!((&now["count"], &now["digest"]), (&before["count"], &before["digest"]));
+    let py = pyiceberg(&["rest_read", &server.uri, &table, "--key", "id"]);
+    assert_eq!(py["current"].as_i64(), Some(current), "{py}");
+    let at = |p: &Value, id: i64| p["snapshots"][id.to_string()].clone();
+    assert_eq!(at(&py, current)["keys"], at(&py_before, old)["keys"], "rows lost or doubled");
+    assert_eq!(at(&py, current)["digest"], at(&py_before, old)["digest"]);
 }
 
 /// The compactd outputs (`compactd-*.parquet`) under `dir`.

@@ -3,8 +3,8 @@
 //! into `tests/support/iceberg-rest/target/lib`), one per test binary, its
 //! catalog in a SQLite file, its warehouse `<data>/db` so that the catalog's `ns.t` is the folder
 //! `db/ns/t` compactd compacts under `--data <data>`; and a proxy in front
-//! of it that can lose the answer to a commit or let another writer commit
-//! first, exactly once.
+//! of it that can lose the answer to a commit, send it twice, or let
+//! another writer commit first, exactly once.
 //!
 //! The server's JVM ends with the test binary: it runs under a shell that
 //! kills it when the binary's end closes its stdin.
@@ -105,6 +105,10 @@ pub enum Fault {
     LoseAnswer,
     /// Answers 502 without forwarding it.
     Drop,
+    /// Forwards the commit twice, as a proxy or client that sends it again
+    /// (the first answer lost on the way) does, and answers with the
+    /// catalog's second answer.
+    Twice,
 }
 
 /// A proxy in front of a REST catalog, one request per connection.
@@ -181,22 +185,26 @@ fn serve(
     let armed = if is_commit { fault.lock().unwrap().take() } else { None };
     let bad_gateway = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
     let lose_answer = matches!(armed, Some(Fault::LoseAnswer));
+    let sends = if matches!(armed, Some(Fault::Twice)) { 2 } else { 1 };
     match armed {
         Some(Fault::Drop) => return conn.write_all(bad_gateway),
         Some(Fault::Before(f)) => f(),
         _ => {}
     }
     // Forwarded with `Connection: close`: the answer ends with the stream.
-    let mut up = TcpStream::connect(upstream)?;
     let headers: Vec<&str> =
         head[..head.len() - 4].split("\r\n").filter(|l| !l.to_ascii_lowercase().starts_with("connection:")).collect();
-    up.write_all(format!("{}\r\nConnection: close\r\n\r\n", headers.join("\r\n")).as_bytes())?;
-    up.write_all(&raw[head_end..])?;
     let mut answer = vec![];
-    up.read_to_end(&mut answer)?;
-    if is_commit {
-        let status = String::from_utf8_lossy(&answer).split_whitespace().nth(1).and_then(|s| s.parse().ok());
-        commits.lock().unwrap().push(status.unwrap_or(0));
+    for _ in 0..sends {
+        let mut up = TcpStream::connect(upstream)?;
+        up.write_all(format!("{}\r\nConnection: close\r\n\r\n", headers.join("\r\n")).as_bytes())?;
+        up.write_all(&raw[head_end..])?;
+        answer.clear();
+        up.read_to_end(&mut answer)?;
+        if is_commit {
+            let status = String::from_utf8_lossy(&answer).split_whitespace().nth(1).and_then(|s| s.parse().ok());
+            commits.lock().unwrap().push(status.unwrap_or(0));
+        }
     }
     if lose_answer {
         return conn.write_all(bad_gateway);

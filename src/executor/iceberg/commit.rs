@@ -10,8 +10,10 @@
 //!   deleted.
 //! - Manifests and the manifest list are written under names unique to
 //!   the task, round, attempt and try before the metadata's next version is
-//!   created; a lost race deletes them (no version names them) and builds
-//!   again on the new current version.
+//!   created; a refused commit deletes them only once the table, reloaded,
+//!   shows no snapshot of theirs (a refusal can answer a request sent again
+//!   after the catalog applied it: then it is this try's commit), and
+//!   builds again on that version.
 //! - When the outcome of the create is unknown (an error), nothing is
 //!   deleted: a rerun finds the snapshot by its marker, or commits.
 
@@ -171,37 +173,11 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
             tokio::time::sleep(job.merge.delay_before_commit).await;
         }
         fence(store, job, &built).await?;
-        let mut swap = job.catalog.commit(store, &head.table, &built.meta).await?;
-        let mut version_after = head.table.version + 1;
-        if let Swap::Unknown(why) = &swap {
-            // The catalog may have applied it: it is known only from the
-            // table as the catalog now has it. Nothing is deleted.
-            tracing::warn!(table = dir, "the commit's outcome is unknown ({why}): reloading the table");
-            let now = Head::load(store, &job.catalog, &dir).await.map_err(|e| {
-                job.broken(format!(
-                    "the commit's outcome is unknown ({why}) and the table cannot be reloaded ({e}); nothing was \
-                     deleted: a rerun finds the snapshot or commits"
-                ))
-            })?;
-            match own_snapshot(&now.table, job) {
-                Some((id, true)) if id == built.snapshot_id => {
-                    swap = Swap::Won;
-                    version_after = now.table.version;
-                }
-                _ => {
-                    return Err(job.broken(format!(
-                        "the commit's outcome is unknown ({why}) and the table does not show it; nothing was \
-                         deleted: a rerun finds the snapshot or commits"
-                    )))
-                }
-            }
-        }
-        match swap {
-            Swap::Unknown(_) => unreachable!("resolved above"),
-            Swap::Won => {
+        let swap = job.catalog.commit(store, &head.table, &built.meta).await?;
+        match landed(store, job, &dir, swap, &built, head.table.version).await? {
+            Landed::Yes { version: n } => {
                 remove_outputs(store, abandoned.iter().flat_map(|(u, _)| &u.outputs).map(|o| &o.store_path)).await;
                 remove_outputs(store, stale_outputs.iter()).await;
-                let n = version_after;
                 stats.insert("version_after".into(), n);
                 stats.insert("snapshot_after".into(), built.snapshot_id as u64);
                 stats.insert("commit_retries".into(), retries as u64);
@@ -220,8 +196,9 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
                 };
                 return Ok((outcome, stats));
             }
-            Swap::Lost => {
-                // No version names this try's manifests.
+            Landed::No(now) => {
+                // The table shows no snapshot of this try: no version names
+                // its manifests.
                 remove_outputs(store, built.files.iter()).await;
                 retries += 1;
                 if retries > MAX_COMMIT_TRIES {
@@ -229,7 +206,7 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
                         "{MAX_COMMIT_TRIES} versions were taken by other writers while committing; nothing committed"
                     )));
                 }
-                head = Head::load(store, &job.catalog, &dir).await?;
+                head = *now;
                 if let Some((id, _)) = own_snapshot(&head.table, job) {
                     stats.insert("snapshot_after".into(), id as u64);
                     stats.insert("version_after".into(), head.table.version);
@@ -237,6 +214,69 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
                 }
             }
         }
+    }
+}
+
+/// Whether a commit landed.
+enum Landed {
+    /// The table's version that holds it.
+    Yes { version: u64 },
+    /// It did not: the table as the catalog has it now.
+    No(Box<Head>),
+}
+
+/// Whether the commit of `built` on version `base` landed: by the
+/// catalog's answer `swap` when it is a plain yes, else by the table
+/// reloaded. A refusal is not taken at its word: a REST request sent twice
+/// (a proxy's or an HTTP client's retry) is refused with 409 once the first
+/// was applied, and deleting this try's manifests on the refusal alone
+/// would delete what the current snapshot names. Only [`Landed::No`], the
+/// table seen without the snapshot, lets the caller delete them.
+async fn landed(
+    store: &Store,
+    job: &IcebergJob,
+    dir: &str,
+    swap: Swap,
+    built: &Built,
+    base: u64,
+) -> Result<Landed, IcebergError> {
+    let unknown = match swap {
+        Swap::Won => return Ok(Landed::Yes { version: base + 1 }),
+        Swap::Lost => None,
+        Swap::Unknown(why) => {
+            tracing::warn!(table = dir, "the commit's outcome is unknown ({why}): reloading the table");
+            Some(why)
+        }
+    };
+    let now = Head::load(store, &job.catalog, dir).await.map_err(|e| {
+        job.broken(match &unknown {
+            Some(why) => format!(
+                "the commit's outcome is unknown ({why}) and the table cannot be reloaded ({e}); nothing was \
+                 deleted: a rerun finds the snapshot or commits"
+            ),
+            None => format!(
+                "the catalog refused the commit and the table cannot be reloaded ({e}) to tell whether an earlier \
+                 send of it was applied; nothing was deleted: a rerun finds the snapshot or commits"
+            ),
+        })
+    })?;
+    if now.table.snapshots().iter().any(|s| s["snapshot-id"].as_i64() == Some(built.snapshot_id)) {
+        if unknown.is_none() {
+            tracing::warn!(
+                table = dir,
+                snapshot = built.snapshot_id,
+                "the catalog refused the commit, yet the table holds its snapshot (the request was sent twice?): \
+                 committed"
+            );
+        }
+        return Ok(Landed::Yes { version: now.table.version });
+    }
+    match unknown {
+        None => Ok(Landed::No(Box::new(now))),
+        Some(why) => Err(job.broken(format!(
+            "the commit's outcome is unknown ({why}) and the table does not show it; nothing was deleted: a rerun \
+             finds the snapshot or commits"
+        ))),
     }
 }
 

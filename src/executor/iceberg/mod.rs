@@ -74,7 +74,9 @@ pub enum IcebergError {
 pub enum Swap {
     /// This metadata is the table's new version.
     Won,
-    /// Another writer took the version first.
+    /// Another writer took the version first, as the catalog says: the
+    /// caller reloads before deleting anything, as a request sent twice is
+    /// refused after the first was applied.
     Lost,
     /// The catalog's answer did not say (why): the commit may have been
     /// applied. Nothing it names may be deleted.

@@ -10,10 +10,13 @@
 //! - A commit carries requirements (the table's uuid, `main` still at the
 //!   snapshot the commit was built on): the catalog applies it whole or
 //!   refuses it, never on top of another writer's snapshot.
-//! - 409 (another writer committed first) is [`Swap::Lost`]: the commit is
-//!   rebuilt on the new head. A 5xx answer, or a connection that fails
-//!   once the request may have been sent, is [`Swap::Unknown`]: the caller
-//!   reloads and looks for its own snapshot, and deletes nothing.
+//! - 409 (another writer committed first, as the catalog says) is
+//!   [`Swap::Lost`]: the caller reloads the table and rebuilds on the new
+//!   head, unless the table holds the commit's snapshot: a request sent
+//!   again by a proxy or client after the catalog applied it is answered
+//!   409 too. A 5xx answer, or a connection that fails once the request may
+//!   have been sent, is [`Swap::Unknown`]: the caller reloads and looks for
+//!   its own snapshot, and deletes nothing.
 //! - Any other answer is an error naming the status and the catalog's
 //!   message.
 
