@@ -20,8 +20,9 @@
 //!   (`vN.gz.metadata.json`, `vN.metadata.json.gz`): two writers could both
 //!   take version N under two names.
 //! - The hint is written after the commit, best effort (a reader that
-//!   lists finds the version anyway); a later commit or rerun brings a
-//!   lagging hint up to date.
+//!   lists finds the version anyway), and only forward: never over a
+//!   higher number or one it could not read ([`write_hint`]); a later
+//!   commit or rerun brings a lagging hint up to date.
 
 use std::collections::BTreeSet;
 
@@ -192,12 +193,27 @@ pub async fn commit(store: &Store, base: &Table, meta: &serde_json::Value) -> Re
 }
 
 /// Writes the hint as the bare decimal `version` (no newline: pyiceberg
-/// checks it with `isnumeric()`), unless it holds a newer one already.
+/// checks it with `isnumeric()`), only if that moves it forward: a slower
+/// committer must not put back a version older than a faster one's hint.
+///
+/// The hint is read right before the write, but the two are not one step:
+/// a writer that puts a newer number between them is overwritten, and the
+/// hint lags until the next commit or rerun writes it (Java's
+/// `HadoopTableOperations.writeVersionHint` writes without looking at all).
+/// Java reads on from the hint to the last `vN` that exists and compactd
+/// lists the folder, so they are not misled; a reader that takes the hint
+/// at its word (pyiceberg's `StaticTable`) reads an older version until
+/// then.
 pub async fn write_hint(store: &Store, dir: &str, version: u64) {
     let path = format!("{dir}{METADATA_DIR}{HINT}");
     let current = match store.read(&path).await {
         Ok(Some(b)) => String::from_utf8_lossy(&b).trim().parse::<u64>().ok(),
-        _ => None,
+        Ok(None) => None,
+        // What it holds is unknown, maybe a newer version: left as it is.
+        Err(e) => {
+            tracing::warn!(path, error = %e, "could not read the version hint: not written (it may hold a newer version)");
+            return;
+        }
     };
     if current.is_some_and(|c| c >= version) {
         return;
@@ -259,5 +275,30 @@ mod tests {
             .await
             .unwrap();
         assert!(load(&store, "db/s/t/").await.unwrap_err().to_string().contains("catalog's metadata file"));
+    }
+
+    #[tokio::test]
+    async fn the_hint_never_moves_back_not_even_when_it_cannot_be_read() {
+        use store::layers::{FaultConfig, FaultLayer, OpKind};
+        let store = Store::memory().await;
+        let hint = "db/s/t/metadata/version-hint.text";
+        let holds = |s: Store| async move { String::from_utf8(s.read(hint).await.unwrap().unwrap().to_vec()).unwrap() };
+        // The committer of N+1 writes its hint after the one of N+5 did.
+        let n = 7;
+        store.put(hint, (n + 5).to_string().into_bytes()).await.unwrap();
+        write_hint(&store, "db/s/t/", n + 1).await;
+        assert_eq!(holds(store.clone()).await, (n + 5).to_string());
+        // A hint that cannot be read may hold a newer version.
+        let faults =
+            FaultLayer::new(FaultConfig { error_rate: 1.0, kinds: vec![OpKind::Read], ..FaultConfig::default() });
+        let unreadable = store.layered(move |op| op.layer(faults.clone()));
+        write_hint(&unreadable, "db/s/t/", n + 1).await;
+        assert_eq!(holds(store.clone()).await, (n + 5).to_string());
+        // Forward it moves; a hint that is no number is replaced.
+        write_hint(&store, "db/s/t/", n + 6).await;
+        assert_eq!(holds(store.clone()).await, (n + 6).to_string());
+        store.put(hint, b"v7".to_vec()).await.unwrap();
+        write_hint(&store, "db/s/t/", n + 7).await;
+        assert_eq!(holds(store.clone()).await, (n + 7).to_string());
     }
 }
