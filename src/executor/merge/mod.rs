@@ -165,12 +165,14 @@ pub(crate) struct Listed {
 /// lists them as [`store::Entry::special`]) are never inputs.
 #[cfg(test)]
 pub(crate) async fn data_files(store: &Store, dir: &str) -> store::Result<Vec<(String, u64)>> {
-    Ok(listed(store, dir).await?.into_iter().map(|f| (f.path, f.len)).collect())
+    let entries = store.list(dir).await?;
+    Ok(listed(store, &entries).await?.into_iter().map(|f| (f.path, f.len)).collect())
 }
 
-async fn listed(store: &Store, dir: &str) -> store::Result<Vec<Listed>> {
+/// The data files among a listing of a partition, sorted by path.
+async fn listed(store: &Store, entries: &[store::Entry]) -> store::Result<Vec<Listed>> {
     let mut out = vec![];
-    for e in store.list(dir).await? {
+    for e in entries {
         let name = e.name();
         if e.is_dir || e.special.is_some() || name.starts_with('_') || name.starts_with('.') {
             continue;
@@ -180,18 +182,29 @@ async fn listed(store: &Store, dir: &str) -> store::Result<Vec<Listed>> {
             Some(len) => len,
             None => store.stat(&e.path).await?.map(|m| m.len).unwrap_or(0),
         };
-        out.push(Listed { path: e.path, len, version: e.version, modified_ms: e.modified_ms });
+        out.push(Listed { path: e.path.clone(), len, version: e.version.clone(), modified_ms: e.modified_ms });
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
 }
 
 /// The partition's files that may be inputs now (see the module doc),
-/// with how many were left out as too young or in progress.
-async fn candidates(store: &Store, job: &MergeJob) -> store::Result<(Vec<Listed>, u64)> {
-    let now_ms = job.now.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+/// with how many were left out as too young or in progress: one listing,
+/// which judges the table first when `judge` (a plan made again after
+/// another task's commit; the first was judged as the run began).
+async fn candidates(
+    store: &Store,
+    job: &MergeJob,
+    kind: ExecutorKind,
+    judge: bool,
+) -> Result<(Vec<Listed>, u64), MergeError> {
+    let entries = store.list(&job.dir).await?;
+    if judge {
+        refuse_if_not_ours(store, job, kind, &entries, false).await?;
+    }
+    let now_ms = wall_ms(job);
     let min_age_ms = job.min_age.as_millis() as i64;
-    let all = listed(store, &job.dir).await?;
+    let all = listed(store, &entries).await?;
     let n = all.len();
     let kept: Vec<Listed> = all
         .into_iter()
@@ -204,13 +217,17 @@ async fn candidates(store: &Store, job: &MergeJob) -> store::Result<(Vec<Listed>
     Ok((kept, left_out))
 }
 
+fn wall_ms(job: &MergeJob) -> i64 {
+    job.now.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
 pub(crate) fn name_of(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// Right before the commit: the table is still one this executor may
-/// change, no write shows in progress in it, and every input is as it was
-/// listed when it was read.
+/// Right before the commit, from one listing of the partition: the table
+/// is still one this executor may change, no write shows in progress in
+/// it, and every input is as it was listed when it was read.
 async fn recheck(
     store: &Store,
     job: &MergeJob,
@@ -218,8 +235,9 @@ async fn recheck(
     seen: &[Listed],
     outputs: &[Output],
 ) -> Result<(), MergeError> {
-    refuse_if_not_ours(store, job, kind).await?;
-    let now = listed(store, &job.dir).await?;
+    let entries = store.list(&job.dir).await?;
+    refuse_if_not_ours(store, job, kind, &entries, false).await?;
+    let now = listed(store, &entries).await?;
     for input in outputs.iter().flat_map(|o| &o.inputs) {
         let before = seen.iter().find(|f| &f.path == input);
         let after = now.iter().find(|f| &f.path == input);
@@ -237,11 +255,20 @@ async fn recheck(
     Ok(())
 }
 
-/// Refuses a table another format owns, or one a writer is writing now.
-async fn refuse_if_not_ours(store: &Store, job: &MergeJob, kind: ExecutorKind) -> Result<(), MergeError> {
-    let now_ms = job.now.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+/// Refuses a table another format owns, or one a writer is writing now
+/// (`entries`: a listing of the partition; `above`: the folders above the
+/// table are judged too).
+async fn refuse_if_not_ours(
+    store: &Store,
+    job: &MergeJob,
+    kind: ExecutorKind,
+    entries: &[store::Entry],
+    above: bool,
+) -> Result<(), MergeError> {
     let table = parent_dir(&job.dir);
-    if let Some(why) = crate::table::format::judge_at(store, table, Some(&job.dir), kind, Some(now_ms)).await? {
+    let now = wall_ms(job);
+    let judged = crate::table::format::judge_partition(store, table, &job.dir, entries, kind, now, above).await?;
+    if let Some(why) = judged {
         return Err(job.broken(format!("{why}; nothing was merged")));
     }
     Ok(())
@@ -300,7 +327,8 @@ pub async fn run_with_stats(store: &Store, job: &MergeJob) -> Result<(Outcome, B
         Format::Lines => ExecutorKind::Merge,
         Format::Parquet(_) => ExecutorKind::Parquet,
     };
-    refuse_if_not_ours(store, job, kind).await?;
+    let entries = store.list(&job.dir).await?;
+    refuse_if_not_ours(store, job, kind, &entries, true).await?;
     unlink_planted_meta_links(store, job).await?;
     // Temp files of writes killed mid-way by an earlier crash (fs only).
     for d in [job.dir.clone(), format!("{}{META_DIR}", job.dir), job.staging_dir(job.attempt)] {
@@ -317,7 +345,7 @@ pub async fn run_with_stats(store: &Store, job: &MergeJob) -> Result<(Outcome, B
         if let Some(own) = latest.own {
             return Ok((reported(job, &own), own.stats));
         }
-        let (seen, left_out) = candidates(store, job).await?;
+        let (seen, left_out) = candidates(store, job, kind, conflicts > 0).await?;
         if left_out > 0 {
             tracing::info!(partition = job.dir, left_out, "files too young or in progress are no inputs this round");
         }

@@ -67,45 +67,59 @@ pub async fn judge(
     partition_dir: Option<&str>,
     kind: ExecutorKind,
 ) -> store::Result<Option<String>> {
-    judge_inner(store, table_dir, listed, partition_dir, kind, None).await
-}
-
-/// [`judge`] as an executor asks it, at wall time `now_ms`: a write in
-/// progress in the table or the partition (a committer's `_temporary/`, a
-/// staging folder, an in-progress file written to in the last
-/// [`super::BUSY_WINDOW_MS`]) is a refusal too, as the planner waits for
-/// one to end.
-pub async fn judge_at(
-    store: &Store,
-    table_dir: &str,
-    partition_dir: Option<&str>,
-    kind: ExecutorKind,
-    now_ms: Option<i64>,
-) -> store::Result<Option<String>> {
-    judge_inner(store, table_dir, None, partition_dir, kind, now_ms).await
-}
-
-async fn judge_inner(
-    store: &Store,
-    table_dir: &str,
-    listed: Option<&[Entry]>,
-    partition_dir: Option<&str>,
-    kind: ExecutorKind,
-    now_ms: Option<i64>,
-) -> store::Result<Option<String>> {
     if !kind.is_builtin_merge() {
         return Ok(None);
     }
     let mut findings = detect_above(store, table_dir).await?;
+    let partition = match partition_dir {
+        Some(p) => Some((p, store.list(p).await?)),
+        None => None,
+    };
+    judge_in(store, table_dir, listed, partition.as_ref().map(|(p, e)| (*p, e.as_slice())), kind, None, &mut findings)
+        .await
+}
+
+/// How an executor asks [`judge`] about the partition `dir` it works on,
+/// from its own listing of it (`entries`), at wall time `now_ms`: a write
+/// in progress in the table or the partition (a committer's `_temporary/`,
+/// a staging folder, an in-progress file written to in the last
+/// [`super::BUSY_WINDOW_MS`]) is a refusal too, as the planner waits for
+/// one to end. `above`: the folders above the table are judged too (its
+/// first look; its look right before a commit is at the table and the
+/// partition, where a writer's first commit lands).
+pub async fn judge_partition(
+    store: &Store,
+    table_dir: &str,
+    dir: &str,
+    entries: &[Entry],
+    kind: ExecutorKind,
+    now_ms: i64,
+    above: bool,
+) -> store::Result<Option<String>> {
+    if !kind.is_builtin_merge() {
+        return Ok(None);
+    }
+    let mut findings = if above { detect_above(store, table_dir).await? } else { Findings::default() };
+    judge_in(store, table_dir, None, Some((dir, entries)), kind, Some(now_ms), &mut findings).await
+}
+
+async fn judge_in(
+    store: &Store,
+    table_dir: &str,
+    listed: Option<&[Entry]>,
+    partition: Option<(&str, &[Entry])>,
+    kind: ExecutorKind,
+    now_ms: Option<i64>,
+    findings: &mut Findings,
+) -> store::Result<Option<String>> {
     findings.extend(match listed {
         Some(entries) => detect_listed(store, table_dir, entries).await?,
         None => detect(store, table_dir).await?,
     });
     let mut text_refusal = None;
-    if let Some(p) = partition_dir {
-        let entries = store.list(p).await?;
+    if let Some((_, entries)) = partition {
         let mut d = Detector::new();
-        for e in &entries {
+        for e in entries {
             d.observe_entry(table_dir, e);
         }
         findings.extend(d.finish());

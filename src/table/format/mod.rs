@@ -54,7 +54,7 @@ use std::collections::BTreeMap;
 use layouts::formats::ExecutorKind;
 
 pub use detect::{is_in_progress_name, Detector, BUSY_WINDOW_MS};
-pub use judge::{detect, detect_above, detect_listed, judge, judge_at};
+pub use judge::{detect, detect_above, detect_listed, judge, judge_partition};
 
 /// A table format whose files a log or manifest names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
