@@ -19,6 +19,36 @@ fn job(attempt: u32) -> MergeJob {
     }
 }
 
+/// What attempt 1 of `j`'s round stages and commits (`turn`: as which
+/// turn; none: a commit of a version before turns), staged by hand: the
+/// small files concatenated into one output named `name`.
+async fn staged_by_hand(store: &Store, j: &MergeJob, name: &str, turn: Option<u64>) -> Commit {
+    let staging = j.staging_dir(1);
+    let mut buf = vec![];
+    let mut inputs = vec![];
+    for (p, len) in data_files(store, &j.dir).await.unwrap() {
+        if len < 1000 {
+            let b = store.read(&p).await.unwrap().unwrap();
+            buf.extend_from_slice(&b);
+            if !b.ends_with(b"\n") {
+                buf.push(b'\n');
+            }
+            inputs.push(p);
+        }
+    }
+    store.put(&format!("{staging}0"), buf).await.unwrap();
+    let final_path = format!("{}{name}", j.dir);
+    Commit {
+        task: j.task.clone(),
+        round: j.round,
+        attempt: 1,
+        outputs: vec![Output { staged: format!("{staging}0"), final_path, inputs }],
+        done: false,
+        stats: BTreeMap::new(),
+        turn,
+    }
+}
+
 /// The round's record, where versions before turns kept the commit.
 fn record(j: &MergeJob) -> String {
     format!("{}{META_DIR}commit.{}.r{}", j.dir, j.task, j.round)
@@ -128,29 +158,7 @@ async fn a_late_attempt_rolls_the_committed_plan_forward_instead_of_merging_agai
     let want = seed(&store).await;
     // attempt 1 committed but crashed before rolling forward
     let j1 = job(1);
-    let staging = j1.staging_dir(1);
-    let mut buf = vec![];
-    let mut inputs = vec![];
-    for (p, len) in data_files(&store, "db/s/t/p1/").await.unwrap() {
-        if len < 1000 {
-            let b = store.read(&p).await.unwrap().unwrap();
-            buf.extend_from_slice(&b);
-            if !b.ends_with(b"\n") {
-                buf.push(b'\n');
-            }
-            inputs.push(p);
-        }
-    }
-    store.put(&format!("{staging}0"), buf).await.unwrap();
-    let c = Commit {
-        task: j1.task.clone(),
-        round: 1,
-        attempt: 1,
-        outputs: vec![Output { staged: format!("{staging}0"), final_path: "db/s/t/p1/compacted-x".into(), inputs }],
-        done: false,
-        stats: BTreeMap::new(),
-        turn: None,
-    };
+    let c = staged_by_hand(&store, &j1, "compacted-x", None).await;
     store.create(&record(&j1), serde_json::to_vec(&c).unwrap()).await.unwrap();
     assert_eq!(run(&store, &job(2)).await.unwrap(), Outcome::RolledForward { by_attempt: 1 });
     assert_eq!(lines(&store, "db/s/t/p1/").await, want);
@@ -240,29 +248,7 @@ async fn a_turn_whose_roll_forward_was_cut_short_is_finished_by_the_next_task() 
     let want = seed(&store).await;
     // Task 1 committed its turn and died before rolling it forward.
     let j1 = task(1, 0);
-    let staging = j1.staging_dir(1);
-    let mut buf = vec![];
-    let mut inputs = vec![];
-    for (p, len) in data_files(&store, "db/s/t/p1/").await.unwrap() {
-        if len < 1000 {
-            let b = store.read(&p).await.unwrap().unwrap();
-            buf.extend_from_slice(&b);
-            if !b.ends_with(b"\n") {
-                buf.push(b'\n');
-            }
-            inputs.push(p);
-        }
-    }
-    store.put(&format!("{staging}0"), buf).await.unwrap();
-    let c = Commit {
-        task: j1.task.clone(),
-        round: 1,
-        attempt: 1,
-        outputs: vec![Output { staged: format!("{staging}0"), final_path: "db/s/t/p1/compacted-y".into(), inputs }],
-        done: false,
-        stats: BTreeMap::new(),
-        turn: Some(1),
-    };
+    let c = staged_by_hand(&store, &j1, "compacted-y", Some(1)).await;
     store.create("db/s/t/p1/_compactd/turn.1", serde_json::to_vec(&c).unwrap()).await.unwrap();
     // Task 2 finishes task 1's change before it plans; then nothing is due.
     assert_eq!(run(&store, &task(2, 0)).await.unwrap(), Outcome::NothingToDo);

@@ -525,17 +525,11 @@ mod tests {
 
     /// Every byte the merge reads (footers twice: checked, then decoded)
     /// and writes goes through the node's limit.
-    #[tokio::test]
-    async fn a_merge_asks_the_limit_for_everything_it_reads_and_writes() {
-        let store = Store::memory().await;
-        for f in 0..3 {
-            store.put(&format!("db/s/t/p/part-{f}.parquet"), file(2000, 1000)).await.unwrap();
-        }
-        let mut limit = crate::executor::throttle::IoLimit::new(1 << 40, crate::clock::SystemClock::shared());
-        let stats = Arc::new(crate::executor::throttle::IoStats::default());
-        limit.count_into(stats.clone());
-        let job = MergeJob {
-            dir: "db/s/t/p/".into(),
+    /// A parquet unit of the partition folder `dir`: attempt 1 of round 1,
+    /// uncompressed outputs of at most 8 MiB.
+    fn job_of(dir: &str) -> MergeJob {
+        MergeJob {
+            dir: dir.into(),
             task: "aaaaffff.16176931.56000000.0".into(),
             round: 1,
             attempt: 1,
@@ -545,8 +539,20 @@ mod tests {
             fence: None,
             now: std::time::UNIX_EPOCH,
             format: super::super::Format::Parquet(ParquetOptions::for_target(8 << 20, Compression::UNCOMPRESSED)),
-            io: crate::executor::throttle::served(&limit),
-        };
+            io: Default::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_merge_asks_the_limit_for_everything_it_reads_and_writes() {
+        let store = Store::memory().await;
+        for f in 0..3 {
+            store.put(&format!("db/s/t/p/part-{f}.parquet"), file(2000, 1000)).await.unwrap();
+        }
+        let mut limit = crate::executor::throttle::IoLimit::new(1 << 40, crate::clock::SystemClock::shared());
+        let stats = Arc::new(crate::executor::throttle::IoStats::default());
+        limit.count_into(stats.clone());
+        let job = MergeJob { io: crate::executor::throttle::served(&limit), ..job_of("db/s/t/p/") };
         let (outcome, figures) = super::super::run_with_stats(&store, &job).await.unwrap();
         assert!(matches!(outcome, super::super::Outcome::Merged { inputs: 3, outputs: 1 }), "{outcome:?}");
         let data = figures["bytes_in"] + figures["bytes_out"];
@@ -579,17 +585,9 @@ mod tests {
         };
         let before = snapshot();
         let job = MergeJob {
-            dir: "db/s/t/p/".into(),
-            task: "aaaaffff.16176931.56000000.0".into(),
-            round: 1,
-            attempt: 1,
-            target_size: 8 << 20,
             delay_before_commit: std::time::Duration::from_millis(500),
-            min_age: std::time::Duration::ZERO,
-            fence: None,
             now: std::time::SystemTime::now(),
-            format: super::super::Format::Parquet(ParquetOptions::for_target(8 << 20, Compression::UNCOMPRESSED)),
-            io: Default::default(),
+            ..job_of("db/s/t/p/")
         };
         let writer = async {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
