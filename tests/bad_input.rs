@@ -268,10 +268,18 @@ fn election_as_a_file_is_reported_and_the_daemons_keep_running() {
 
     let data = root.parent().unwrap().join("data");
     start_all(&mut cluster, &data);
-    std::thread::sleep(Duration::from_secs(4));
+    // Until a daemon has met the file (how soon depends on how fast three
+    // processes start here), then a while longer, 4 s in all at least:
+    // they keep running.
+    let start = Instant::now();
+    while !all_logs(&cluster).contains("Election") {
+        assert_all_running(&mut cluster);
+        let logs = all_logs(&cluster);
+        assert!(start.elapsed() < Duration::from_secs(30), "no log line names Compaction_V2/Election\n{logs}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(4).saturating_sub(start.elapsed()).max(Duration::from_secs(2)));
     assert_all_running(&mut cluster);
-    let logs = all_logs(&cluster);
-    assert!(logs.contains("Election"), "no log line names Compaction_V2/Election\n{logs}");
     // Still a file: nobody "repaired" it by deleting it.
     assert!(v2(&root).join("Election").is_file());
 }

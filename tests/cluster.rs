@@ -77,6 +77,29 @@ impl Tree {
         self.lease(*epochs.iter().max().unwrap()).unwrap()
     }
 
+    fn heartbeat_incarnation(&self, node: &str) -> Option<u64> {
+        let bytes =
+            self.rt.block_on(self.store.read(&v2::heartbeat(&layouts::NodeId::parse(node).unwrap()))).unwrap()?;
+        Some(formats::decode::<formats::Heartbeat>(&bytes).unwrap().incarnation)
+    }
+
+    /// Why `node` ended `incarnation` on its own account (its
+    /// `Ended.<incarnation>` marker, written at its next tick: waited for
+    /// up to `wait`).
+    fn ended_why(&self, node: &layouts::NodeId, incarnation: u64, wait: Duration) -> Option<String> {
+        let start = Instant::now();
+        loop {
+            let read = self.rt.block_on(self.store.read(&v2::ended_marker(node, incarnation))).unwrap();
+            if let Some(b) = read {
+                return Some(formats::decode::<formats::EndedMark>(&b).unwrap().why);
+            }
+            if start.elapsed() > wait {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     fn heartbeat_exists(&self, node: &str) -> bool {
         self.rt.block_on(self.store.exists(&v2::heartbeat(&layouts::NodeId::parse(node).unwrap()))).unwrap()
     }
@@ -86,15 +109,33 @@ fn wall_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
 }
 
-fn offline_events_for(tree: &Tree, node: &str) -> usize {
+fn offline_events_for(tree: &Tree, node: &str, incarnation: u64) -> usize {
     tree.events()
         .iter()
-        .filter(|e| matches!(&e.kind, EventKind::NodeOffline { node: n, .. } if n.as_str() == node))
+        .filter(|e| match &e.kind {
+            EventKind::NodeOffline { node: n, incarnation: i } => n.as_str() == node && *i == incarnation,
+            _ => false,
+        })
         .count()
 }
 
+/// The `MonitorElected` event of `epoch`. It is created after the lease
+/// that `nodes` reads: waited for.
+fn election_event(tree: &Tree, epoch: u64, cluster: &Cluster) -> Event {
+    let start = Instant::now();
+    loop {
+        let found =
+            tree.events().into_iter().find(|e| e.epoch == epoch && matches!(e.kind, EventKind::MonitorElected { .. }));
+        match found {
+            Some(e) => return e,
+            None if start.elapsed() < Duration::from_secs(30) => std::thread::sleep(Duration::from_millis(50)),
+            None => panic!("the election of epoch {epoch} is not logged\n{}", cluster.logs_text()),
+        }
+    }
+}
+
 /// Three nodes elect one monitor; SIGKILL it; another takes over within a
-/// lease plus one retry; the dead node is declared offline and cleaned once.
+/// lease and two polls; the dead node is declared offline and cleaned once.
 fn failover(cluster: &mut Cluster) {
     let tree = Tree::open(&cluster.root);
     for n in ["n1", "n2", "n3"] {
@@ -107,6 +148,13 @@ fn failover(cluster: &mut Cluster) {
     let first_epoch = tree.newest_lease().epoch;
     let killed_at = wall_ms();
     cluster.kill(&first);
+    // The incarnation killed, from its last heartbeat (the new monitor
+    // removes it only once it has declared it). On a loaded machine a node
+    // may lose its session and rejoin before the kill, and each rejoin is a
+    // true declaration of an older incarnation (an HDFS run beside the
+    // other two clusters found four earlier ones of the monitor declared):
+    // not this test's.
+    let killed = tree.heartbeat_incarnation(&first).expect("the killed node's last heartbeat");
     let rows =
         cluster.wait_nodes(Duration::from_secs(30), "a new monitor", |r| monitor_of(r).is_some_and(|m| m != first));
     let second = monitor_of(&rows).unwrap();
@@ -115,44 +163,41 @@ fn failover(cluster: &mut Cluster) {
     assert_eq!(lease.holder.as_str(), second);
     // The lease file records when it was created (renewal 0 is the creation;
     // the file has been renewed since, so use the election event's time).
-    // The event is created after the lease that `nodes` reads: wait for it.
-    let start = Instant::now();
-    let elected = loop {
-        let found = tree
-            .events()
-            .into_iter()
-            .find(|e| e.epoch == lease.epoch && matches!(e.kind, EventKind::MonitorElected { .. }));
-        match found {
-            Some(e) => break e,
-            None if start.elapsed() < Duration::from_secs(30) => std::thread::sleep(Duration::from_millis(50)),
-            None => panic!("the election of epoch {} is not logged\n{}", lease.epoch, cluster.logs_text()),
-        }
-    };
+    let elected = election_event(&tree, lease.epoch, cluster);
     let takeover = Duration::from_millis(elected.wall_ms.saturating_sub(killed_at));
+    // A follower sees the last renewal (at the kill at the latest) up to a
+    // poll after it was written, and finds the lease out at its first poll
+    // a lease after that: a lease and two polls, then the election's writes.
+    // (A lease and one poll left 100 ms for those writes when the kill came
+    // right after a renewal; an HDFS run beside two other clusters took
+    // 2.19 s.)
     assert!(
-        takeover <= LEASE + TICK + Duration::from_millis(300),
-        "takeover took {takeover:?}, more than a lease plus one retry"
+        takeover <= LEASE + 2 * TICK + Duration::from_millis(300),
+        "takeover took {takeover:?}, more than a lease and two polls"
     );
 
     // Declared offline once, and its heartbeat cleaned.
     let start = Instant::now();
-    while tree.offline_records().iter().all(|r| r.node.as_str() != first || !r.cleaned) {
+    let of_killed = |r: &OfflineRecord| r.node.as_str() == first && r.incarnation == killed;
+    while !tree.offline_records().iter().any(|r| of_killed(r) && r.cleaned) {
         assert!(start.elapsed() < Duration::from_secs(30), "{first} never declared offline\n{}", cluster.logs_text());
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(LEASE * 2); // give any duplicate declaration a chance to appear
-    let recs: Vec<OfflineRecord> = tree.offline_records().into_iter().filter(|r| r.node.as_str() == first).collect();
+    let recs: Vec<OfflineRecord> = tree.offline_records().into_iter().filter(|r| of_killed(r)).collect();
     assert_eq!(recs.len(), 1, "{recs:?}");
-    assert_eq!(recs[0].epoch, lease.epoch, "declared by the new monitor");
-    assert_eq!(offline_events_for(&tree, &first), 1);
+    // By the new monitor, or by a later one if a loaded machine made that
+    // one rejoin too before it got to it; never from an epoch before.
+    assert!(recs[0].epoch >= lease.epoch, "declared before the new monitor's epoch {}: {recs:?}", lease.epoch);
+    assert_eq!(offline_events_for(&tree, &first, killed), 1);
     assert!(!tree.heartbeat_exists(&first), "the dead node's heartbeat is cleaned up");
-    let rows = cluster.nodes();
-    assert_eq!(alive(&rows).len(), 2, "{rows:#?}");
-    // Listed as declared offline (until the record is purged), not alive.
-    assert!(
-        rows.iter().any(|r| r["id"] == first.as_str() && r["declared_offline"] == true && r["alive"] == false),
-        "{rows:#?}"
-    );
+    // The two others alive (on a loaded machine one may be rejoining at any
+    // one look), the dead one listed as declared offline (until the record
+    // is purged), not alive.
+    cluster.wait_nodes(Duration::from_secs(30), "the two others alive, the dead one declared offline", |r| {
+        alive(r).len() == 2
+            && r.iter().any(|x| x["id"] == first.as_str() && x["declared_offline"] == true && x["alive"] == false)
+    });
     let check = cluster.compactd(&["check"]);
     assert!(check.status.success(), "check found anomalies: {}", String::from_utf8_lossy(&check.stdout));
 }
@@ -193,7 +238,8 @@ fn fencing(cluster: &mut Cluster) {
     cluster.wait_nodes(Duration::from_secs(30), "a new monitor", |r| monitor_of(r).is_some_and(|m| m != paused));
     // Past its session too: the new monitor declares the paused incarnation offline.
     let start = Instant::now();
-    while !tree.offline_records().iter().any(|r| r.node.as_str() == paused && r.cleaned) {
+    let of_paused = |r: &OfflineRecord| r.node.as_str() == paused && r.wall_ms >= paused_at_ms;
+    while !tree.offline_records().iter().any(|r| of_paused(r) && r.cleaned) {
         assert!(
             start.elapsed() < Duration::from_secs(30),
             "paused node never declared offline\n{}",
@@ -210,16 +256,27 @@ fn fencing(cluster: &mut Cluster) {
         });
     assert_ne!(monitor_of(&rows).as_deref(), Some(paused.as_str()));
     std::thread::sleep(LEASE * 2);
-    // It acted on nothing: on resume every heartbeat looked stale to it, yet no
-    // declaration since the pause comes from its epoch and nobody but its old
-    // self was declared offline since.
+    // It acted on nothing: on resume every heartbeat looked stale to it, yet
+    // no declaration since the pause comes from its epoch, and nobody but its
+    // old self was declared offline since. A loaded machine may make another
+    // node (the new monitor too) lapse for real: then that node's own session
+    // guard ended the incarnation first (its beats did not count in time),
+    // where a live node wrongly declared ends it for having been declared.
     for r in tree.offline_records().into_iter().filter(|r| r.wall_ms >= paused_at_ms) {
         assert!(r.epoch > old_epoch, "a declaration from the fenced epoch: {r:?}");
-        assert_eq!(r.node.as_str(), paused, "an alive node was declared offline: {r:?}");
+        if r.node.as_str() != paused {
+            let why = tree.ended_why(&r.node, r.incarnation, Duration::from_secs(10));
+            let lapsed = why
+                .as_deref()
+                .is_some_and(|w| w.starts_with("no heartbeat counted") || w.starts_with("a heartbeat's reply came"));
+            assert!(lapsed, "an alive node was declared offline: {r:?}, ended by its node for {why:?}");
+        }
     }
-    let rows = cluster.nodes();
-    assert_eq!(alive(&rows).len(), 3, "{rows:#?}");
-    assert!(monitor_of(&rows).is_some());
+    // At one look a node may be rejoining after such a lapse: all three
+    // alive and a monitor, soon.
+    cluster.wait_nodes(Duration::from_secs(30), "three alive nodes and a monitor", |r| {
+        alive(r).len() == 3 && monitor_of(r).is_some()
+    });
     let log = std::fs::read_to_string(cluster.log_path(&paused)).unwrap();
     assert!(log.contains("without acting") || log.contains("refused"), "{log}");
 }
@@ -248,17 +305,24 @@ fn sigterm_leaves_cleanly_and_hands_over_at_once() {
         alive(r).len() == 3 && monitor_of(r).is_some()
     });
     let m = monitor_of(&rows).unwrap();
+    let epoch = tree.newest_lease().epoch;
     // A stamp in its inbox, as a writer that could not poke it leaves one.
     let inbox = cluster.fs_path().join("Compaction_V2/Registry/Inbox").join(&m);
     std::fs::create_dir_all(inbox.parent().unwrap()).unwrap();
     std::fs::write(&inbox, br#"{"from":"cli","wall_ms":1,"seq":1,"pid":1}"#).unwrap();
-    let t = Instant::now();
     assert_eq!(cluster.terminate(&m), Some(0));
     assert!(!inbox.exists(), "a node that left keeps its inbox stamp");
     cluster.wait_nodes(Duration::from_secs(10), "a new monitor and two members", |r| {
         monitor_of(r).is_some_and(|x| x != m) && alive(r).len() == 2 && !r.iter().any(|x| x["id"] == m.as_str())
     });
-    assert!(t.elapsed() < LEASE, "a released lease is taken over without waiting it out ({:?})", t.elapsed());
+    // Timed by the tree's own stamps, from the release to the election: the
+    // leave itself and this test's looks at `nodes` are no part of it, and
+    // on a loaded machine they alone took longer than a lease.
+    let released = tree.lease(epoch).expect("the released lease is kept");
+    assert!(released.released, "{m} left without releasing its lease: {released:?}");
+    let elected = election_event(&tree, tree.newest_lease().epoch, &cluster);
+    let took = Duration::from_millis(elected.wall_ms.saturating_sub(released.wall_ms));
+    assert!(took < LEASE, "a released lease is taken over without waiting it out ({took:?})");
     assert!(tree.offline_records().is_empty(), "a clean leave is not an offline declaration");
     assert!(tree.events().iter().any(|e| matches!(&e.kind, EventKind::NodeLeft { node, .. } if node.as_str() == m)));
     // Everyone leaves: the last view still lists members, but nobody is

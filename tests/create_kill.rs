@@ -123,6 +123,14 @@ fn assert_no_torn_file(root: &Path) {
     }
 }
 
+/// The newest lease of the cluster's tree (`null` while there is none).
+fn newest_lease(c: &Cluster) -> Value {
+    let dir = c.fs_path().join("Compaction_V2/Election");
+    let newest = files_below(&dir).iter().filter_map(|f| layouts::v2::parse_lease_name(f)).max();
+    let read = newest.and_then(|e| std::fs::read(dir.join(format!("Lease.{e:020}"))).ok());
+    read.and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or(Value::Null)
+}
+
 fn ok_json(out: &std::process::Output, what: &str) -> Value {
     assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{what}: not JSON ({e})"))
@@ -499,10 +507,21 @@ fn a_manager_killed_while_removing_a_finished_batch_runs_no_unit_again() {
         alive(r).len() == 2 && r.iter().all(|x| x["layout_in_force"] == 4)
     });
     // n1 reads the lease, where the layout in force is, at its polls (every
-    // 200 ms), not when a submit pokes it: a second lets it see layout 4
+    // 200 ms), not when a submit pokes it: it must have seen layout 4
     // before it dispatches (else it writes layout 2 subtask folders, which
-    // have no `Info` and no release, and the test is about batches).
-    std::thread::sleep(Duration::from_secs(1));
+    // have no `Info` and no release, and the test is about batches). A
+    // fixed wait is no proof on a loaded machine; three of n1's own beats
+    // after the lease says so span one of its polls however slow it runs.
+    let start = Instant::now();
+    while newest_lease(&c)["layout"] != 4 {
+        assert!(start.elapsed() < Duration::from_secs(60), "the lease never said layout 4: {}", newest_lease(&c));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let beat = |r: &[Value]| r.iter().find(|x| x["id"] == "n1").and_then(|x| x["beat"].as_u64());
+    let seen = beat(&c.nodes()).expect("n1's beat");
+    c.wait_nodes(Duration::from_secs(30), "three beats of n1 since the lease said layout 4", |r| {
+        beat(r).is_some_and(|b| b >= seen + 3)
+    });
     let shards = 12;
     let id = c.submit(&["--shards", &shards.to_string(), "--command-name", "run", "--manager", "n1"]);
     assert_sigkilled(c.wait_exit("n1", Duration::from_secs(60)), "n1 (at a batch's removal)");

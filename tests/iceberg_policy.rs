@@ -133,12 +133,31 @@ fn task_ids(c: &Cluster) -> Vec<String> {
     rows.as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_string()).collect()
 }
 
+/// Waits for the commit unit of `task` on n1 to start and stops it
+/// (SIGSTOP); returns its pid.
+fn stopped_commit(c: &Cluster, task: &str) -> i32 {
+    let start = std::time::Instant::now();
+    loop {
+        let commit = common::chaos_support::descendants(c.pid("n1")).into_iter().map(|p| p.pid).find(|pid| {
+            let cmd = String::from_utf8_lossy(&std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default())
+                .replace('\0', " ");
+            cmd.contains(" __merge ") && cmd.contains(task) && cmd.contains(layouts::v2::COMMIT_UNIT)
+        });
+        if let Some(pid) = commit {
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+            return pid;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "no commit unit of {task}: {:#?}", table_row(c));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn a_partition_due_while_its_iceberg_tables_task_runs_waits_for_it_and_gets_a_task_of_its_own() {
     let java = Java::shared();
     let mut c = Cluster::fs();
-    // The commit waits before it commits: the task runs long enough for a
-    // new partition to come due meanwhile.
+    // The commit waits before it commits: long enough for this test to
+    // find its process and stop it before it has committed.
     c.env = vec![("COMPACTD_TEST_MERGE_DELAY_MS".into(), "6000".into())];
     let data = c.fs_path().parent().unwrap().join("data");
     let location = data.join("db/s/t").display().to_string();
@@ -153,6 +172,10 @@ fn a_partition_due_while_its_iceberg_tables_task_runs_waits_for_it_and_gets_a_ta
         assert!(start.elapsed() < Duration::from_secs(60), "no task: {:#?}\n{}", table_row(&c), c.logs_text());
         std::thread::sleep(Duration::from_millis(100));
     };
+    // Its commit unit is held stopped until the planner has been seen to
+    // hold p9 back: the commit's delay alone raced this test's append, the
+    // planner's next pass and this test's looks at both on a loaded machine.
+    let commit = stopped_commit(&c, &first);
     // A new partition, p9, with two small files, while the task runs.
     let p9: Vec<Value> = rows(50, 40, 1)
         .into_iter()
@@ -176,6 +199,7 @@ fn a_partition_due_while_its_iceberg_tables_task_runs_waits_for_it_and_gets_a_ta
     }
     assert_eq!(c.status(&first)["state"], "Running", "the first task is still running");
     assert_eq!(task_ids(&c), std::slice::from_ref(&first), "no second task on the table while its first runs");
+    unsafe { libc::kill(commit, libc::SIGCONT) };
     // Once it ended, p9 gets a task (and a snapshot) of its own.
     let start = std::time::Instant::now();
     while live_in(java, &location, "p9").len() != 1 {

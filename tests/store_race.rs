@@ -380,10 +380,20 @@ async fn hdfs_create_killed_mid_write() {
     let mut checked = 0;
     for kill in 0..6u64 {
         let mut kid = child("big", &text, 0, 0);
-        // Kill at a different point of the write each time (the child
-        // writes a 3 MiB file in about 50-200 ms).
+        // Its first create finished: a fixed wait from its start could end
+        // before that on a loaded machine (a process of this binary and a
+        // client of its own to start), and then no kill lands in a write.
+        #[allow(clippy::disallowed_methods)] // a real process, waited for on real time
+        let start = std::time::Instant::now();
+        while store.list("big/").await.unwrap().is_empty() {
+            assert!(start.elapsed() < std::time::Duration::from_secs(60), "the child created nothing in 60 s");
+            #[allow(clippy::disallowed_methods)]
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        // Then kill at a different point of a later write each time (the
+        // child writes a 3 MiB file in about 50-200 ms).
         #[allow(clippy::disallowed_methods)] // a real process, killed on real time
-        std::thread::sleep(std::time::Duration::from_millis(900 + kill * 137));
+        std::thread::sleep(std::time::Duration::from_millis(kill * 137));
         kid.kill().unwrap();
         kid.wait().unwrap();
         for e in store.list("big/").await.unwrap() {

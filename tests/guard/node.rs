@@ -189,9 +189,24 @@ async fn a_node_leaving_reports_the_units_that_finished_since_its_last_tick() {
         Node::new(cfg("n1"), lab.store.clone(), lab.shared_clock()).with_work(lab.work.clone(), lab.data.clone());
     tick_until(&lab, &mut node, |n| n.running_subtasks() == 1).await;
     wait_for(|| lab.started().len() == 1).await;
-    // `touch` ran; the executor exits right after it. No tick sees it.
+    // `touch` ran and the executor exits right after it; no tick may see
+    // it end, `leave` must. Its `sleep 0` can take a while to start on a
+    // loaded machine: a fixed wait from here could leave it running, and
+    // `leave` would kill it instead of reporting it.
+    let records = lab.records.path().display().to_string();
+    wait_for(|| !names_a_live_process(&records)).await;
+    // Reaping it and draining its output are this runtime's to do: turns
+    // of it, no process to wait for.
     tokio::time::sleep(Duration::from_secs(1)).await;
     node.leave().await;
     let files = lab.attempts(&id, 0).await;
     assert!(files.values().flatten().any(|f| f == "Status.Success"), "the finished unit was not reported: {files:?}");
+}
+
+/// Whether the command line of a live process (a zombie has none) holds
+/// `text`.
+fn names_a_live_process(text: &str) -> bool {
+    crate::common::chaos_support::procs().iter().filter(|p| p.state != 'Z').any(|p| {
+        std::fs::read(format!("/proc/{}/cmdline", p.pid)).is_ok_and(|c| String::from_utf8_lossy(&c).contains(text))
+    })
 }
