@@ -93,7 +93,8 @@ pub struct RunArgs {
     /// (dispatch batches of empty markers named by their manager's term),
     /// 3 (the same batches as versions before 4 name them) or 2, to keep a
     /// rolling upgrade reversible until every node runs this version
-    /// (layouts/README.md, "Layouts and the switch").
+    /// (layouts/README.md, "Layouts and the switch"). It holds a switch
+    /// back, never undoes one: below the layout in force, `run` refuses.
     #[arg(long, default_value_t = layouts::v3::NEWEST, value_parser = clap::value_parser!(u32).range(2..=4))]
     pub max_layout: u32,
     /// Warm shutdown: after a first SIGTERM the node starts nothing new,
@@ -217,6 +218,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
             );
         }
     }
+    refuse_unreadable_layout(&store, args.max_layout).await?;
     let cfg = NodeConfig {
         id,
         heartbeat: args.heartbeat,
@@ -224,6 +226,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         lease: args.lease,
         event_retention: args.event_retention,
         max_layout: args.max_layout,
+        newest_on_fresh_tree: true,
         drain_timeout: args.drain_timeout,
     };
     let executor = match args.executor {
@@ -407,6 +410,22 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     }
     result?;
     Ok(0)
+}
+
+/// Refuses to start on a tree whose layout in force this node cannot take
+/// part in ([`layouts::layout::cannot_take_part`]): above the newest this
+/// release reads, or above `--max-layout`. Such a node would join, beat and
+/// idle for good, its tasks untouched. Decided before anything is written
+/// (no probe, id claim, heartbeat or election), from the markers and the
+/// newest lease (a monitor may hold a layout in force on its lease's word
+/// while a file no monitor wrote stands at the marker's name): only reads.
+async fn refuse_unreadable_layout(store: &store::Store, max_layout: u32) -> anyhow::Result<()> {
+    let listed = crate::tasks::listed_layout(store).await?;
+    let leased = crate::cluster::election::newest_lease(store).await?.map_or(listed, |l| l.layout());
+    match layouts::layout::cannot_take_part(listed.max(leased), max_layout) {
+        Some(why) => anyhow::bail!("refusing to start, nothing was written to the tree: {why}"),
+        None => Ok(()),
+    }
 }
 
 /// Splits `--command` values into the default template and the named ones.

@@ -15,11 +15,18 @@
 //!   longest session among them on this monitor's clock: a node of an older
 //!   version that was starting meanwhile has joined by then, and resets the
 //!   wait.
+//! - A fresh tree skips that wait (layouts/PROTOCOL.md, "A fresh tree
+//!   starts at the newest layout"): its first monitor finds no trace of an
+//!   older node, layout or task, and every node that claimed its id there
+//!   is a member that advertises the newest layout. No member can then be
+//!   an older node missing for a restart; one that starts later joins a
+//!   tree whose newest layout is in force, as it would a session later.
 
 use std::time::Duration;
 
-use layouts::formats::Member;
-use layouts::v3;
+use futures::TryStreamExt;
+use layouts::formats::{self, Heartbeat, Member};
+use layouts::{v1, v2, v3};
 use store::Store;
 
 #[derive(Debug, Default)]
@@ -29,6 +36,23 @@ pub(crate) struct Switch {
     /// The layout every member reads, above the one in force, and since
     /// when (this monitor's clock) they all do.
     since: Option<(u32, Duration)>,
+    fresh: Fresh,
+}
+
+/// How far this monitor got in telling whether the tree is fresh.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Fresh {
+    /// Not fresh, or not the tree's first monitor: the switch waits.
+    #[default]
+    No,
+    /// The tree's first monitor (epoch 1, no event, no declaration), which
+    /// has not looked at the tree yet.
+    First,
+    /// No trace of an older node, layout or task: waiting for the
+    /// heartbeats of the nodes that claimed their id and have not beaten.
+    Pending,
+    /// Every node that started here advertises the newest layout.
+    Yes,
 }
 
 impl Switch {
@@ -61,6 +85,9 @@ impl Switch {
             self.since = None;
             return None;
         };
+        if self.fresh == Fresh::Yes && next == v3::NEWEST {
+            return Some(next);
+        }
         // A member that reads less than before (it restarted pinned, or
         // older) starts the wait over for what all read now.
         let since = match self.since {
@@ -92,8 +119,97 @@ impl Switch {
         }
         self.in_force = self.in_force.max(n);
         self.since = None;
+        self.fresh = Fresh::No;
         Ok(())
     }
+
+    /// Notes whether this monitor is the tree's first: no monitor held an
+    /// earlier epoch, so none admitted a member, logged an event or
+    /// declared a node offline before it.
+    pub(crate) fn first_monitor(&mut self, first: bool) {
+        self.fresh = if first { Fresh::First } else { Fresh::No };
+    }
+
+    /// On a tree this monitor is the first of, and if this node may take
+    /// the fast path (`NodeConfig::newest_on_fresh_tree`), looks for traces
+    /// of older nodes or older work. Only reads; a failure costs the fast
+    /// path, never the monitor.
+    pub(crate) async fn look_fresh(&mut self, store: &Store, allowed: bool) {
+        if std::mem::take(&mut self.fresh) != Fresh::First || !allowed {
+            return;
+        }
+        match why_not_fresh(store).await {
+            Ok(None) => self.fresh = Fresh::Pending,
+            Ok(Some(why)) => tracing::debug!("not a fresh tree ({why}): a new layout waits a session"),
+            Err(e) => tracing::warn!("looking whether the tree is fresh failed ({e}): a new layout waits a session"),
+        }
+    }
+
+    /// Decides a pending fresh tree at a scan: not fresh once a member does
+    /// not advertise the newest layout; fresh once every node that claimed
+    /// its id (`Registry/Owners/`, created before a node's first heartbeat
+    /// by every version since the claim, the release before layout 3
+    /// included) is a member. One LIST while pending, which ends at the
+    /// latest when the wait of a session puts the newest layout in force.
+    pub(crate) async fn settle_fresh(&mut self, store: &Store, members: &[&Member]) -> store::Result<()> {
+        if self.fresh != Fresh::Pending {
+            return Ok(());
+        }
+        if self.in_force() >= v3::NEWEST || members.iter().any(|m| !m.reads(v3::NEWEST)) {
+            self.fresh = Fresh::No;
+            return Ok(());
+        }
+        let claimed = store.list(v2::OWNERS).await?;
+        let starting = claimed
+            .iter()
+            .filter_map(|e| v2::parse_owner_claim(e.name()))
+            .any(|(node, _)| !members.iter().any(|m| m.node == node));
+        if !members.is_empty() && !starting {
+            self.fresh = Fresh::Yes;
+        }
+        Ok(())
+    }
+}
+
+/// What shows that an older node or older work was ever on a tree whose
+/// first monitor this is, if anything: a layout marker of any content;
+/// a task, archive or upgrade of any version; anything below
+/// `TaskAssigned/` but node folders and their ended markers; a heartbeat
+/// that does not advertise the newest layout (or cannot be read). Costs a
+/// few LISTs and a read per heartbeat, once per tree.
+async fn why_not_fresh(store: &Store) -> store::Result<Option<String>> {
+    let is_marker = |e: &store::Entry| v3::parse_layout_marker(e.name()).is_some();
+    if let Some(e) = store.list(v2::REGISTRY).await?.into_iter().find(is_marker) {
+        return Ok(Some(format!("{} is there", e.path)));
+    }
+    for dir in [v2::SCHEDULER, v2::UPGRADE_LOCKS, v1::SCHEDULER] {
+        if let Some(e) = store.list_stream(dir, false).try_next().await? {
+            return Ok(Some(format!("{} is there", e.path)));
+        }
+    }
+    let mut assigned = store.list_tree(v2::TASK_ASSIGNED);
+    while let Some(e) = assigned.try_next().await? {
+        let ok = match e.path[v2::TASK_ASSIGNED.len()..].trim_end_matches('/').split_once('/') {
+            None => e.is_dir,
+            Some((_, name)) => !e.is_dir && v2::parse_ended_marker(name).is_some(),
+        };
+        if !ok {
+            return Ok(Some(format!("{} is there", e.path)));
+        }
+    }
+    drop(assigned);
+    for e in store.list(v2::NODES).await?.into_iter().filter(|e| !e.is_dir) {
+        let reads = match store.read_or_bad(&e.path).await? {
+            None => true,
+            Some(Ok(b)) => formats::decode::<Heartbeat>(&b)
+                .is_ok_and(|hb| formats::reads_layout(hb.layouts.as_deref(), v3::NEWEST)),
+            Some(Err(_)) => false,
+        };
+        if !reads {
+            return Ok(Some(format!("{} does not advertise layout {}", e.path, v3::NEWEST)));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -186,5 +302,68 @@ mod tests {
         let mut again = Switch::default();
         again.load(&store).await.unwrap();
         assert_eq!(again.in_force(), 4, "the highest marker is in force");
+    }
+
+    async fn claim(store: &Store, node: &str) {
+        store.create(&v2::owner_claim(&NodeId::parse(node).unwrap(), 1), b"{}".to_vec()).await.unwrap();
+    }
+
+    /// The switch on a tree as its first monitor finds it, in the first
+    /// scan's members, `now` 0: the layout it puts in force at once.
+    async fn at_once(store: &Store, first: bool, allowed: bool, scans: &[&[&Member]]) -> Option<u32> {
+        let mut s = Switch::default();
+        s.load(store).await.unwrap();
+        s.first_monitor(first);
+        s.look_fresh(store, allowed).await;
+        let mut due = None;
+        for members in scans {
+            s.settle_fresh(store, members).await.unwrap();
+            due = s.due(members, Duration::ZERO);
+        }
+        due
+    }
+
+    /// A fresh tree goes to the newest layout at the first scan where every
+    /// node that claimed its id is a member that advertises it, without a
+    /// session's wait; any trace of an older node or of older work, a
+    /// member that does not advertise it, or a monitor after the first
+    /// keeps the wait.
+    #[tokio::test]
+    async fn a_fresh_tree_goes_to_the_newest_layout_without_a_session() {
+        let (a, b) = (member("a", Some(vec![2, 3, 4])), member("b", Some(vec![2, 3, 4])));
+        let store = Store::memory().await;
+        claim(&store, "a").await;
+        claim(&store, "b").await;
+        assert_eq!(at_once(&store, true, true, &[&[&a]]).await, None, "b claimed its id and has not beaten yet");
+        assert_eq!(at_once(&store, true, true, &[&[&a], &[&a, &b]]).await, Some(4));
+        assert_eq!(at_once(&store, false, true, &[&[&a, &b]]).await, None, "a monitor after the first");
+        assert_eq!(at_once(&store, true, false, &[&[&a, &b]]).await, None, "a node that may not take the fast path");
+        for other in [member("c", None), member("c", Some(vec![2, 3]))] {
+            let store = Store::memory().await;
+            claim(&store, "a").await;
+            claim(&store, "c").await;
+            let scans: [&[&Member]; 2] = [&[&a, &other], &[&a]];
+            assert_eq!(at_once(&store, true, true, &scans).await, None, "{other:?} was a member: for good");
+        }
+        let old_beat = br#"{"node": "o", "incarnation": 1, "beat": 9, "session_timeout_ms": 1000,
+            "heartbeat_ms": 100, "wall_ms": 0, "pid": 1, "version": "0.1.0"}"#;
+        let t = "aaaaffff.16176931.56000000.0";
+        let traces: [(String, &[u8]); 7] = [
+            (v3::layout_marker(4), b""),
+            (format!("{}{t}/Status.Init", v2::SCHEDULER), b""),
+            (format!("{}x.lock", v2::UPGRADE_LOCKS), b""),
+            (format!("{}compct.n.0.1", v1::SCHEDULER), b"{}"),
+            (format!("{}a/{t}.r1.u0.a1/TaskInfo.pc.db", v2::TASK_ASSIGNED), b"{}"),
+            (format!("{}a/Manage.{t}", v2::TASK_ASSIGNED), b"{}"),
+            (v2::heartbeat(&NodeId::parse("o").unwrap()), old_beat),
+        ];
+        for (path, content) in traces {
+            let store = Store::memory().await;
+            claim(&store, "a").await;
+            store.create(&format!("{}a/Ended.7", v2::TASK_ASSIGNED), Vec::new()).await.unwrap();
+            assert_eq!(at_once(&store, true, true, &[&[&a]]).await, Some(4), "an ended marker is no trace");
+            store.create(&path, content.to_vec()).await.unwrap();
+            assert_eq!(at_once(&store, true, true, &[&[&a]]).await, None, "{path}");
+        }
     }
 }

@@ -100,6 +100,7 @@ impl Monitor {
         };
         monitor.layout.load(store).await?;
         monitor.require_office(store, election, now).await?;
+        let first = epoch == 1 && monitor.log.last_seq() == 0;
         monitor.log.append(store, epoch, &monitor.me.clone(), wall_ms, EventKind::MonitorElected { node: me }).await?;
         for e in store.list(v2::OFFLINE).await? {
             if e.is_dir {
@@ -113,6 +114,7 @@ impl Monitor {
             };
             monitor.offline.insert((rec.node.clone(), rec.incarnation), rec);
         }
+        monitor.layout.first_monitor(first && monitor.offline.is_empty());
         monitor.finish_pending(store, election, now, wall_ms).await?;
         monitor.publish(election);
         Ok(monitor)
@@ -257,6 +259,7 @@ impl Monitor {
             self.layout.load(store).await?;
         }
         let members: Vec<&Member> = self.members.values().collect();
+        self.layout.settle_fresh(store, &members).await?;
         if let Some(n) = self.layout.due(&members, now) {
             self.require_office(store, election, now).await?;
             let switch = layouts::v3::LayoutSwitch { layout: n, epoch: self.epoch, monitor: self.me.clone(), wall_ms };

@@ -65,6 +65,11 @@ pub struct NodeConfig {
     /// The highest tree layout this node lets the cluster switch to
     /// (`run --max-layout`): it advertises the layouts it reads up to it.
     pub max_layout: u32,
+    /// As a tree's first monitor, put the newest layout in force at once
+    /// on a tree no older node joined (monitor/layout.rs). `compactd run`
+    /// sets it; `new` does not, so that in-process clusters keep writing
+    /// their first tasks in layout 2, which their checks read.
+    pub newest_on_fresh_tree: bool,
     /// How long a warm shutdown waits for running units before it stops
     /// them (`run --drain-timeout`; zero: a first SIGTERM stops at once).
     pub drain_timeout: Duration,
@@ -79,6 +84,7 @@ impl NodeConfig {
             lease: Duration::from_secs(30),
             event_retention: Duration::from_secs(2 * 3600),
             max_layout: layouts::v3::NEWEST,
+            newest_on_fresh_tree: false,
             drain_timeout: DRAIN_TIMEOUT,
         }
     }
@@ -163,6 +169,9 @@ pub struct Node {
     /// The epoch of the view under which `Registry/` was last listed for
     /// layout markers (at start, then once per new monitor).
     layout_listed_epoch: Option<u64>,
+    /// The highest layout in force this node has judged whether it can
+    /// take part in.
+    layout_judged: u32,
 }
 
 impl Node {
@@ -202,6 +211,7 @@ impl Node {
             draining: None,
             drain_announced: false,
             layout_listed_epoch: None,
+            layout_judged: 0,
         }
     }
 
@@ -559,6 +569,16 @@ impl Node {
                 Err(e) => tracing::warn!("listing the layout markers failed (retried next round): {e}"),
             }
         }
+        // `run` refuses such a tree; one whose layout went past this node's
+        // while it ran (it started as a fresh tree's switch went up) gets
+        // no work either, and must say why.
+        let in_force = self.election.view().map_or(layouts::v3::LAYOUT_2, Lease::layout);
+        if in_force > self.layout_judged {
+            self.layout_judged = in_force;
+            if let Some(why) = layouts::layout::cannot_take_part(in_force, self.cfg.max_layout) {
+                tracing::error!("{why}; until then this node is given no work");
+            }
+        }
         if let Some(view) = self.election.view() {
             if view.offline.iter().any(|m| m.node == self.cfg.id && m.incarnation == self.stats.incarnation) {
                 self.rejoin("the monitor declared this incarnation offline");
@@ -634,7 +654,8 @@ impl Node {
         )
         .await
         {
-            Ok(m) => {
+            Ok(mut m) => {
+                m.layout.look_fresh(&self.store, self.cfg.newest_on_fresh_tree).await;
                 self.monitor = Some(m);
                 self.next_scan_at = now;
                 self.election.renew_soon();
