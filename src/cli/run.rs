@@ -419,9 +419,21 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
 /// (no probe, id claim, heartbeat or election), from the markers and the
 /// newest lease (a monitor may hold a layout in force on its lease's word
 /// while a file no monitor wrote stands at the marker's name): only reads.
+///
+/// A tree it cannot read (an `Election` or `Registry` that is a file, an
+/// unreachable backend) is no reason to refuse: the daemon meets the same
+/// fault in its loop, where it reports it and keeps running, and it checks
+/// the layout in force again at every poll.
 async fn refuse_unreadable_layout(store: &store::Store, max_layout: u32) -> anyhow::Result<()> {
-    let listed = crate::tasks::listed_layout(store).await?;
-    let leased = crate::cluster::election::newest_lease(store).await?.map_or(listed, |l| l.layout());
+    let listed = crate::tasks::listed_layout(store).await;
+    let leased = crate::cluster::election::newest_lease(store).await;
+    let (listed, leased) = match (listed, leased) {
+        (Ok(listed), Ok(leased)) => (listed, leased.map_or(listed, |l| l.layout())),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::warn!(error = %e, "could not read the layout in force before starting; the loop reads it again");
+            return Ok(());
+        }
+    };
     match layouts::layout::cannot_take_part(listed.max(leased), max_layout) {
         Some(why) => anyhow::bail!("refusing to start, nothing was written to the tree: {why}"),
         None => Ok(()),
