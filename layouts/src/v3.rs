@@ -62,6 +62,34 @@ pub fn parse_layout_marker(file_name: &str) -> Option<u32> {
     num(file_name.strip_prefix(LAYOUT_PREFIX)?)
 }
 
+/// Why a node of this version that advertises the layouts up to
+/// `max_layout` (`run --max-layout`) can take no part in a cluster whose
+/// layout in force is `in_force`, or `None` if it can. Managers give work
+/// only to members that advertise the layout in force, and a layout in
+/// force is never lowered, so such a node would idle for good: `run`
+/// refuses to start, and a running node says so in its log.
+pub fn cannot_take_part(in_force: u32, max_layout: u32) -> Option<String> {
+    let marker = layout_marker(in_force);
+    if in_force > crate::layout::NEWEST {
+        return Some(format!(
+            "layout {in_force} is in force in this tree ({marker}), and this release of compactd reads layouts \
+             {} to {}: it would be given no work and could not read what is dispatched in layout \
+             {in_force}. A layout in force is never lowered: run a release that reads layout {in_force} on this node",
+            crate::layout::LAYOUT_2,
+            crate::layout::NEWEST
+        ));
+    }
+    if in_force > max_layout {
+        return Some(format!(
+            "layout {in_force} is in force in this tree ({marker}), above this node's --max-layout {max_layout}: \
+             managers give no work to a node that does not advertise the layout in force. --max-layout holds a \
+             switch back while older releases may still join; it cannot undo one (a layout in force is never \
+             lowered): start this node without --max-layout (or with --max-layout {in_force})"
+        ));
+    }
+    None
+}
+
 /// What a monitor writes in `Registry/Layout.<n>`: that it put layout `n`
 /// in force, in which epoch, and when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -348,6 +376,22 @@ fn big(s: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_takes_part_only_where_it_reads_and_advertises_the_layout_in_force() {
+        for (in_force, max) in [(2, 2), (2, 4), (3, 3), (4, 4), (3, 4)] {
+            assert_eq!(cannot_take_part(in_force, max), None, "{in_force} {max}");
+        }
+        let newer = cannot_take_part(5, crate::layout::NEWEST).unwrap();
+        for part in ["layout 5 is in force", "Registry/Layout.5", "reads layouts 2 to 4", "reads layout 5"] {
+            assert!(newer.contains(part), "{part:?} in {newer}");
+        }
+        let pinned = cannot_take_part(4, 3).unwrap();
+        for part in ["Registry/Layout.4", "--max-layout 3", "without --max-layout"] {
+            assert!(pinned.contains(part), "{part:?} in {pinned}");
+        }
+        assert!(cannot_take_part(5, 3).unwrap().contains("a release that reads layout 5"), "the release first");
+    }
 
     #[test]
     fn names_round_trip_and_match_the_documented_tree() {

@@ -413,7 +413,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
 }
 
 /// Refuses to start on a tree whose layout in force this node cannot take
-/// part in ([`layouts::layout::cannot_take_part`]): above the newest this
+/// part in ([`layouts::v3::cannot_take_part`]): above the newest this
 /// release reads, or above `--max-layout`. Such a node would join, beat and
 /// idle for good, its tasks untouched. Decided before anything is written
 /// (no probe, id claim, heartbeat or election), from the markers and the
@@ -434,7 +434,7 @@ async fn refuse_unreadable_layout(store: &store::Store, max_layout: u32) -> anyh
             return Ok(());
         }
     };
-    match layouts::layout::cannot_take_part(listed.max(leased), max_layout) {
+    match layouts::v3::cannot_take_part(listed.max(leased), max_layout) {
         Some(why) => anyhow::bail!("refusing to start, nothing was written to the tree: {why}"),
         None => Ok(()),
     }

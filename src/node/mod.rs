@@ -575,7 +575,7 @@ impl Node {
         let in_force = self.election.view().map_or(layouts::v3::LAYOUT_2, Lease::layout);
         if in_force > self.layout_judged {
             self.layout_judged = in_force;
-            if let Some(why) = layouts::layout::cannot_take_part(in_force, self.cfg.max_layout) {
+            if let Some(why) = layouts::v3::cannot_take_part(in_force, self.cfg.max_layout) {
                 tracing::error!("{why}; until then this node is given no work");
             }
         }
