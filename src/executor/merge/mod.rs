@@ -210,8 +210,9 @@ async fn candidates(
         .into_iter()
         .filter(|f| !crate::table::format::is_in_progress_name(name_of(&f.path)))
         // A backend that tells no file's age (none of the real ones) cannot
-        // hold a file back by it.
-        .filter(|f| f.modified_ms.is_none_or(|m| now_ms.saturating_sub(m) >= min_age_ms))
+        // hold a file back by it; no minimum takes files of any age, also
+        // those whose time is ahead of this host's clock.
+        .filter(|f| min_age_ms == 0 || f.modified_ms.is_none_or(|m| now_ms.saturating_sub(m) >= min_age_ms))
         .collect();
     let left_out = (n - kept.len()) as u64;
     Ok((kept, left_out))
