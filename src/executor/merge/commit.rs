@@ -18,11 +18,12 @@
 //! before the latest is done, and a plan never lists inputs that a
 //! committed plan is about to delete.
 //!
-//! `_compactd/commit.<task>.r<round>` is the round's record: written (not
-//! created) right after its turn, then marked done with it. It lets a later
-//! attempt of the round find that its round committed even when other
-//! tasks' turns followed, and it is where older versions kept the commit
-//! itself (those are still rolled forward, by their own round).
+//! `_compactd/commit.<task>.r<round>` is the round's record, written (not
+//! created) by the roll-forward, done, before the turn is marked done: a
+//! later attempt of the round finds there that its round committed even
+//! when other tasks' turns followed (those were planned only once this turn
+//! was done, so after the record). It is where older versions kept the
+//! commit itself (those are still rolled forward, by their own round).
 //!
 //! Roll-forward is idempotent and anyone's: promote each staged output to
 //! its final name if missing (fs, HDFS: a rename; S3: a server-side copy),
@@ -93,9 +94,25 @@ pub(super) struct Latest {
 }
 
 /// Lists the partition's turns and rolls the latest forward if it is not
-/// done (one listing and one read; nothing more when it is done).
-pub(super) async fn settle_latest(store: &Store, job: &MergeJob) -> Result<Latest, MergeError> {
+/// done (one listing and one read; nothing more when it is done). With
+/// `record`, the job's own round's record first, if the listing shows it
+/// (read only then: a first run of a round costs no request for it): a
+/// round that committed before, as a turn or as a commit of a version
+/// before turns, is rolled forward and returned as the job's own.
+pub(super) async fn settle_latest(store: &Store, job: &MergeJob, record: bool) -> Result<Latest, MergeError> {
     let names = store.list(&format!("{}{META_DIR}", job.dir)).await?;
+    let own_record = record_path(&job.dir, &job.task, job.round);
+    if record && names.iter().any(|e| !e.is_dir && e.path == own_record) {
+        if let Some(c) = read_record(store, job).await? {
+            roll_forward(store, job, &c).await?;
+            if let (true, Some(n)) = (c.done, c.turn) {
+                // A roll-forward cut short between the record and its turn:
+                // the turn says done too (a rerun of a round only).
+                store.put(&turn_path(&job.dir, n), serde_json::to_vec_pretty(&c).expect("commit serializes")).await?;
+            }
+            return Ok(Latest { n: c.turn.unwrap_or(0), own: Some(c) });
+        }
+    }
     let n = names.iter().filter(|e| !e.is_dir).filter_map(|e| turn_number(e.name())).max().unwrap_or(0);
     if n == 0 {
         return Ok(Latest { n, own: None });
@@ -133,12 +150,6 @@ pub(super) async fn commit(store: &Store, job: &MergeJob, n: u64, plan: Commit) 
             winner
         }
     };
-    if !winner.done {
-        // The round's record before anything moves: a later attempt of the
-        // round reads it first.
-        let record = record_path(&job.dir, &winner.task, winner.round);
-        store.put(&record, serde_json::to_vec_pretty(&winner).expect("commit serializes")).await?;
-    }
     // Our own create whose reply was lost (an NFS retransmission answered
     // EEXIST) is ours too: our staging is the plan's. Another attempt's
     // roll-forward removes ours with the round's staging.

@@ -335,14 +335,10 @@ pub async fn run_with_stats(store: &Store, job: &MergeJob) -> Result<(Outcome, B
     for d in [job.dir.clone(), format!("{}{META_DIR}", job.dir), job.staging_dir(job.attempt)] {
         store.sweep_stale_temps(&d).await?;
     }
-    if let Some(record) = commit::read_record(store, job).await? {
-        commit::roll_forward(store, job, &record).await?;
-        return Ok((Outcome::RolledForward { by_attempt: record.attempt }, record.stats));
-    }
     let staging = job.staging_dir(job.attempt);
     let mut conflicts = 0;
     loop {
-        let latest = commit::settle_latest(store, job).await?;
+        let latest = commit::settle_latest(store, job, conflicts == 0).await?;
         if let Some(own) = latest.own {
             return Ok((reported(job, &own), own.stats));
         }
@@ -382,7 +378,7 @@ pub async fn run_with_stats(store: &Store, job: &MergeJob) -> Result<(Outcome, B
             drop_staging(store, &staging).await;
             // Inputs gone because another compaction committed meanwhile
             // are that compaction's: plan again from what it left.
-            if commit::settle_latest(store, job).await?.n == latest.n {
+            if commit::settle_latest(store, job, false).await?.n == latest.n {
                 return Err(e);
             }
             conflict(job, &mut conflicts, latest.n + 1)?;
