@@ -106,9 +106,13 @@ pub(super) async fn settle_latest(store: &Store, job: &MergeJob, record: bool) -
         if let Some(c) = read_record(store, job).await? {
             roll_forward(store, job, &c).await?;
             if let (true, Some(n)) = (c.done, c.turn) {
-                // A roll-forward cut short between the record and its turn:
-                // the turn says done too (a rerun of a round only).
-                store.put(&turn_path(&job.dir, n), serde_json::to_vec_pretty(&c).expect("commit serializes")).await?;
+                // A roll-forward cut short between the record and its turn
+                // leaves the turn to be marked done (a rerun of a round
+                // only; a read costs less than a write on S3).
+                let path = turn_path(&job.dir, n);
+                if read_turn(store, job, &path).await?.is_some_and(|t| !t.done) {
+                    store.put(&path, serde_json::to_vec_pretty(&c).expect("commit serializes")).await?;
+                }
             }
             return Ok(Latest { n: c.turn.unwrap_or(0), own: Some(c) });
         }
