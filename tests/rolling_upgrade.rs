@@ -12,6 +12,9 @@
 //! - The reverse order: a new node joins two old ones; a task runs across
 //!   the three in layout 2, and the switch stays down until the old ones
 //!   are gone.
+//! - The tripwire: once layout 4 is in force, the previous release started
+//!   on the tree exits 1 before it writes anything (every file of the tree
+//!   is the same after, bytes, mode and time), saying why.
 
 // Real processes on real time.
 #![allow(clippy::disallowed_methods)]
@@ -143,4 +146,67 @@ fn a_new_node_joining_old_ones_keeps_the_switch_down_until_they_are_gone() {
     let check = c.compactd(&["check"]);
     assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stdout));
     assert_eq!(c.terminate("n3"), Some(0));
+}
+
+/// Every entry under `dir`: its path, and for a file its bytes, mode and
+/// modification time (what a start that "touches nothing" must keep).
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, u32, i128)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let mtime = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
+            if m.is_dir() {
+                todo.push(p.clone());
+                out.push((p, Vec::new(), m.mode(), mtime));
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap_or_default(), m.mode(), mtime));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn the_previous_release_stops_on_a_layout_4_tree_without_touching_it() {
+    let old = previous();
+    let mut c = Cluster::fs();
+    let dir = tempfile::tempdir().unwrap();
+    start(&mut c, BIN, "n1", dir.path());
+    c.wait_nodes(Duration::from_secs(30), "layout 4 in force", |r| layout_in_force(r) == 4);
+    let fs_root = PathBuf::from(c.root.strip_prefix("fs://").unwrap());
+    let state = fs_root.join("Compaction_V2/TaskUpgradeLock/UpgradeState.json");
+    let t = Instant::now();
+    while !std::fs::read_to_string(&state).is_ok_and(|s| s.contains("tripwire")) {
+        assert!(t.elapsed() < Duration::from_secs(30), "no tripwire at {}\n{}", state.display(), c.logs_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let id = submit(&c, BIN, 3);
+    done(&c, &id);
+    assert_eq!(c.terminate("n1"), Some(0));
+    let before = snapshot(&fs_root);
+    for node in ["n1", "n2"] {
+        // Bounded: a release that does not stop would run as a daemon.
+        let out = Command::new("timeout")
+            .args(["30", &old, "--root", &c.root, "run", "--node-id", node, "--allow-root"])
+            .args(&c.timings)
+            .env("COMPACTD_LISTEN", "127.0.0.1:0")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "the previous release as {node}: {err}");
+        assert!(err.contains("NOT AN UPGRADE") && err.contains("layout 4"), "{err}");
+    }
+    assert_eq!(snapshot(&fs_root), before, "the previous release changed the tree");
+    // This build starts on it (the tripwire is no upgrade) and the task's
+    // history is there.
+    start(&mut c, BIN, "n1", dir.path());
+    c.wait_nodes(Duration::from_secs(30), "n1 alive again", |r| alive(r).len() == 1);
+    let check = c.compactd(&["check"]);
+    assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stdout));
+    assert_eq!(c.terminate("n1"), Some(0));
 }

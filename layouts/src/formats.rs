@@ -637,6 +637,31 @@ pub struct UpgradeState {
     /// v1 tasks seen by the pass that wrote this marker.
     #[serde(default)]
     pub v1_tasks: u64,
+    /// Set when a monitor wrote this file as a tripwire, not an upgrade
+    /// (layouts/README.md, "The tripwire"): `state` is then `running`, the
+    /// one value on which the releases from before the merge turns refuse
+    /// to start (their only start-up check of a file they did not write),
+    /// and this field tells the releases since that no upgrade is half done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tripwire: Option<Tripwire>,
+}
+
+/// What a tripwire guards: the layout in force when its monitor armed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tripwire {
+    pub layout: u32,
+}
+
+impl UpgradeState {
+    /// The phase of the upgrade this file records. A tripwire stands where
+    /// no upgrade is under way: it reads as a finished one (`run` starts, a
+    /// pass with nothing to do writes nothing).
+    pub fn phase(&self) -> UpgradePhase {
+        match self.tripwire {
+            Some(_) => UpgradePhase::Complete,
+            None => self.state,
+        }
+    }
 }
 
 /// `Scheduler/<task>/Manager.<term>`: who manages a task in a term. Created

@@ -14,7 +14,7 @@ use super::{pass, read_state, write_state, MigrateError, Mode, OnTask, Options, 
 /// removed with the tree); it never accepts an unmigrated valid task.
 pub async fn finalize(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<Report, MigrateError> {
     let started = opts.clock.mono();
-    let marker = read_state(store).await.ok().flatten().map(|s| s.state);
+    let marker = read_state(store).await.ok().flatten().map(|s| s.phase());
     let mut report = if marker == Some(UpgradePhase::Finalizing) {
         // A finalize was interrupted after verify passed: just finish it.
         Report::new(Mode::Finalize)

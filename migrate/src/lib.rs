@@ -8,7 +8,8 @@
 //! anywhere is completed by the next one and can never make a second v2 task
 //! (the v2 id is a pure function of the v1 name). [`verify`] checks the
 //! result, [`finalize`] removes the v1 tree and the locks, and
-//! [`upgrade_in_progress`] is the daemon's start-up gate.
+//! [`upgrade_in_progress`] is the daemon's start-up gate, which
+//! [`tripwire`] turns against the releases that cannot take part in a tree.
 //!
 //! Memory is bounded: main tasks are streamed with at most `concurrency` in
 //! flight; only the subtask index (proportional to subtasks still present,
@@ -17,6 +18,7 @@
 mod finalize;
 pub mod fixture;
 pub mod index;
+pub mod tripwire;
 
 pub use finalize::finalize;
 
@@ -279,7 +281,7 @@ pub async fn read_state(store: &Store) -> Result<Option<UpgradeState>, MigrateEr
 }
 
 async fn write_state(store: &Store, opts: &Options, state: UpgradePhase, v1_tasks: u64) -> Result<(), MigrateError> {
-    let s = UpgradeState { state, wall_ms: opts.clock.wall_ms(), by: whoami(), v1_tasks };
+    let s = UpgradeState { state, wall_ms: opts.clock.wall_ms(), by: whoami(), v1_tasks, tripwire: None };
     store.put(v2::UPGRADE_STATE, formats::encode(&s)).await?;
     Ok(())
 }
@@ -290,7 +292,7 @@ async fn write_state(store: &Store, opts: &Options, state: UpgradePhase, v1_task
 /// there is no marker.
 pub async fn upgrade_in_progress(store: &Store) -> Result<Option<String>, MigrateError> {
     match read_state(store).await {
-        Ok(Some(s)) => match s.state {
+        Ok(Some(s)) => match s.phase() {
             UpgradePhase::Complete | UpgradePhase::Finalizing => Ok(None),
             UpgradePhase::Running => Ok(Some(format!(
                 "the v1 → v2 upgrade of this root is half done ({} says running, written by {}); \
@@ -384,7 +386,7 @@ async fn pass(store: &Store, opts: &Options, on_task: OnTask<'_>) -> Result<Repo
     let started = opts.clock.mono();
     let mut report = Report::new(opts.mode);
     let marker = match read_state(store).await {
-        Ok(s) => s.map(|s| s.state),
+        Ok(s) => s.map(|s| s.phase()),
         // A torn marker: the pass rewrites it.
         Err(MigrateError::Marker { .. }) => Some(UpgradePhase::Running),
         Err(e) => return Err(e),

@@ -273,3 +273,51 @@ async fn generated_tree_upgrades_with_bounded_concurrency() {
     let v = run(&store, Mode::Verify).await;
     assert_eq!(v.verified, 500);
 }
+
+#[tokio::test]
+async fn the_tripwire_stands_where_no_upgrade_does_and_never_hides_one() {
+    use migrate::tripwire::{arm, Armed};
+    let store = Store::memory().await;
+    // A tree with no upgrade: armed by a create, then found standing.
+    assert_eq!(arm(&store, 4, 1, "n1").await.unwrap(), Armed::Now);
+    assert_eq!(arm(&store, 4, 2, "n2").await.unwrap(), Armed::Already);
+    assert_eq!(arm(&store, 3, 2, "n2").await.unwrap(), Armed::Already);
+    let s = migrate::read_state(&store).await.unwrap().unwrap();
+    // What the releases before it decide on: `running`, and why in `by`.
+    assert_eq!((s.state, s.phase()), (UpgradePhase::Running, UpgradePhase::Complete));
+    assert!(s.by.contains("NOT AN UPGRADE") && s.by.contains("layout 4"), "{}", s.by);
+    assert_eq!(migrate::upgrade_in_progress(&store).await.unwrap(), None, "this build starts");
+    // An upgrade pass over it with nothing to do leaves it standing.
+    let before = snapshot(&store, "Compaction_V2/").await;
+    let r = run(&store, Mode::Apply).await;
+    assert_eq!(r.state, Some(UpgradePhase::Complete));
+    assert_eq!(snapshot(&store, "Compaction_V2/").await, before);
+
+    // An upgrade of a v1 tree found beside it replaces the tripwire by its
+    // own marker; once complete, the tripwire is armed over it again.
+    load_dir(&store, &seed_dir()).await;
+    let r = run(&store, Mode::Apply).await;
+    assert_eq!(r.state, Some(UpgradePhase::Complete));
+    assert_eq!(migrate::read_state(&store).await.unwrap().unwrap().tripwire, None);
+    assert_eq!(arm(&store, 4, 3, "n1").await.unwrap(), Armed::Now);
+    assert_eq!(migrate::upgrade_in_progress(&store).await.unwrap(), None);
+
+    // A half-done upgrade is never overwritten: its marker stops the older
+    // releases already.
+    let half = Store::memory().await;
+    load_dir(&half, &seed_dir()).await;
+    let marker = formats::UpgradeState {
+        state: UpgradePhase::Running,
+        wall_ms: 1,
+        by: "an upgrade".into(),
+        v1_tasks: 4,
+        tripwire: None,
+    };
+    half.put(layouts::v2::UPGRADE_STATE, formats::encode(&marker)).await.unwrap();
+    assert_eq!(arm(&half, 4, 2, "n1").await.unwrap(), Armed::Left);
+    assert_eq!(migrate::read_state(&half).await.unwrap().unwrap(), marker);
+    assert!(migrate::upgrade_in_progress(&half).await.unwrap().is_some());
+    // Nor is a file nobody can read.
+    half.put(layouts::v2::UPGRADE_STATE, b"{torn".to_vec()).await.unwrap();
+    assert_eq!(arm(&half, 4, 2, "n1").await.unwrap(), Armed::Left);
+}

@@ -37,6 +37,9 @@ pub(crate) struct Switch {
     /// when (this monitor's clock) they all do.
     since: Option<(u32, Duration)>,
     fresh: Fresh,
+    /// The layout of the tripwire this monitor found or armed (0: none yet,
+    /// or time to look again).
+    tripwire: u32,
 }
 
 /// How far this monitor got in telling whether the tree is fresh.
@@ -121,6 +124,40 @@ impl Switch {
         self.since = None;
         self.fresh = Fresh::No;
         Ok(())
+    }
+
+    /// Arms the tripwire (`migrate::tripwire`) once the layout in force is
+    /// one the releases before it cannot take part in: at the first scan
+    /// after, and again after [`Switch::look_again`]. One read when it
+    /// stands. A failure is logged and tried at the next scan: the tripwire
+    /// only stops binaries that start later, never this monitor's work.
+    pub(crate) async fn arm_tripwire(&mut self, store: &Store, wall_ms: u64, monitor: &str) {
+        let n = self.in_force();
+        if n < v3::LAYOUT_3 || self.tripwire >= n {
+            return;
+        }
+        match migrate::tripwire::arm(store, n, wall_ms, monitor).await {
+            Ok(armed) => {
+                if armed == migrate::tripwire::Armed::Now {
+                    tracing::info!(
+                        layout = n,
+                        "armed the tripwire that stops the releases before layout {n}: {}",
+                        v2::UPGRADE_STATE
+                    );
+                }
+                self.tripwire = n;
+            }
+            Err(e) => {
+                tracing::warn!("arming the tripwire {} failed: {e}; tried again at the next scan", v2::UPGRADE_STATE)
+            }
+        }
+    }
+
+    /// Forgets what was seen of files an operator may change by hand: the
+    /// tripwire is looked at again (an older `compactd upgrade` run by hand
+    /// overwrites it).
+    pub(crate) fn look_again(&mut self) {
+        self.tripwire = 0;
     }
 
     /// Notes whether this monitor is the tree's first: no monitor held an

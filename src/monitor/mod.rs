@@ -255,8 +255,10 @@ impl Monitor {
         if now >= self.next_purge_at {
             self.purge(store, election, now, wall_ms).await?;
             self.next_purge_at = now + Duration::from_secs(60);
-            // A layout marker made by hand is found within a minute.
+            // A layout marker made by hand is found within a minute, and a
+            // tripwire undone by hand is armed again.
             self.layout.load(store).await?;
+            self.layout.look_again();
         }
         let members: Vec<&Member> = self.members.values().collect();
         self.layout.settle_fresh(store, &members).await?;
@@ -266,6 +268,7 @@ impl Monitor {
             self.layout.raise(store, switch).await?;
             tracing::info!(layout = n, "every member reads layout {n}: it is in force");
         }
+        self.layout.arm_tripwire(store, wall_ms, &self.me.to_string()).await;
         report.view_changed = self.publish(election);
         Ok(report)
     }
