@@ -8,7 +8,7 @@
 #
 #   bash .ci/build-deb.sh                 # cargo build --release, then package
 #   COMPACTD_DEB_BINARY=path COMPACTD_DEB_OUT=dir bash .ci/build-deb.sh
-#                                         # package that binary (tests/deb.rs)
+#                                         # package that binary (tests/all/ops/deb.rs)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

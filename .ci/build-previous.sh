@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the previous release's `compactd` (the commit before layout 3 and
-# warm shutdown) for tests/rolling_upgrade.rs, which runs it beside this
+# warm shutdown) for tests/all/cluster/rolling_upgrade.rs, which runs it beside this
 # one: ${CARGO_TARGET_DIR:-target}/previous/compactd. The sources come from
 # git (`git archive`, no worktree) and are built in a target dir of their
 # own, never this tree's: cargo names a workspace's crates by their path in

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs cargo-deb, the tool that builds compactd's Debian package
-# (.ci/build-deb.sh, tests/deb.rs), from crates.io with its own lock file,
+# (.ci/build-deb.sh, tests/all/ops/deb.rs), from crates.io with its own lock file,
 # into ~/.cargo/bin; quick when this version is there already.
 set -euo pipefail
 CARGO_DEB_VERSION=3.8.0

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds Java Iceberg's test tool (tests/support/iceberg: Iceberg's core,
 # data and Parquet modules with Hadoop's client, from Maven Central), the
-# writer and judge of tests/iceberg.rs, with Maven, once: the classes and
+# writer and judge of tests/all/formats/iceberg.rs, with Maven, once: the classes and
 # every runtime jar land in tests/support/iceberg/target/{classes,lib}, and
 # the tests start it with a plain `java -cp` (no Maven at test time). Then
 # Iceberg's REST catalog server (tests/support/iceberg-rest: its test
 # fixtures' RESTCatalogServer, Jetty and SQLite; jars only, in
 # tests/support/iceberg-rest/target/lib), the catalog of
-# tests/iceberg_rest.rs.
+# tests/all/formats/iceberg_rest.rs.
 # Idempotent: does nothing when the build matches the sources. Needs Java 17
 # and Maven with access to Maven Central (the first build downloads about
 # 90 MB of jars into ~/.m2, most of them Hadoop's, shared with the HDFS

@@ -19,7 +19,7 @@ PYTHON="${PYTHON:-python3}"
 # runs the competing OPTIMIZE in bench/delta.py, and is one of the two
 # readers tests/support/delta_tool.py checks compactd's commits with.
 # pyiceberg (with its SQLite catalog) writes the Iceberg tables that
-# compactd must refuse to change (tests/table_formats.rs) and reads them
+# compactd must refuse to change (tests/all/formats/table_formats.rs) and reads them
 # back.
 REQUIREMENTS=(
   "pyarrow==26.0.1"

@@ -3,7 +3,7 @@
 # maintenance procedures (expire_snapshots, rewrite_manifests,
 # remove_orphan_files) run on the tables compactd compacted, and whose
 # rewrite_data_files the bench holds compactd against
-# (tests/iceberg_spark.rs, bench/iceberg.py, through
+# (tests/all/formats/iceberg_spark.rs, bench/iceberg.py, through
 # tests/support/spark_iceberg_tool.py):
 # - $REPO/.venv-spark-iceberg: pyspark 4.1.4. Not the Delta judge's 4.2:
 #   Iceberg 1.12.0 ships its Spark runtime for Spark 4.1 and none for 4.2.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs Spark with Delta Lake, the reference implementation of Delta and
 # the engine most users read their tables with, as a judge of compactd's
-# output (tests/spark.rs through tests/support/spark_tool.py):
+# output (tests/all/formats/spark.rs through tests/support/spark_tool.py):
 # - $REPO/.venv-spark: delta-spark 4.4.0, which brings pyspark 4.2.0 (its
 #   own Spark jars; Java 17 runs them). Not 4.4.1: its wheel asks for
 #   io.delta:delta-spark_4.2_2.13:4.4.1, which Maven Central does not serve.

@@ -2,10 +2,10 @@
 # Installs everything the tests need on a fresh machine, once (each step is
 # idempotent and quick when already done): the loopback S3 server's venv
 # (moto), the Parquet judges' venv (pyarrow, DuckDB, hdfs-native), Spark
-# with Delta Lake (the Delta and Parquet judge of tests/spark.rs), Spark with
-# Iceberg's runtime (tests/iceberg_spark.rs), the HDFS
+# with Delta Lake (the Delta and Parquet judge of tests/all/formats/spark.rs), Spark with
+# Iceberg's runtime (tests/all/formats/iceberg_spark.rs), the HDFS
 # launcher (Hadoop's MiniDFSCluster, built with Maven; needs Java 17), Java
-# Iceberg's test tool (tests/iceberg.rs, built with Maven), and
+# Iceberg's test tool (tests/all/formats/iceberg.rs, built with Maven), and
 # Debian's chromium and jq (the status page's browser test, the README's
 # examples), nftables and faketime (the network-fault tests' cuts and
 # skewed clocks), krb5-user (kinit for the Kerberos HDFS test; it brings
@@ -20,25 +20,25 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 echo "== install: loopback S3 server (moto) for the S3 tests"
 bash .ci/install-s3-server.sh
 
-echo "== install: pyarrow and DuckDB, which judge the Parquet executor's output (tests/parquet.rs)"
+echo "== install: pyarrow and DuckDB, which judge the Parquet executor's output (tests/all/formats/parquet.rs)"
 bash .ci/install-parquet-tools.sh
 
-echo "== install: Spark with Delta Lake, the reference reader and writer that judges compactd's output (tests/spark.rs)"
+echo "== install: Spark with Delta Lake, the reference reader and writer that judges compactd's output (tests/all/formats/spark.rs)"
 bash .ci/install-spark.sh
 
-echo "== install: Spark with Iceberg's runtime, whose maintenance procedures run on tables compactd compacted (tests/iceberg_spark.rs)"
+echo "== install: Spark with Iceberg's runtime, whose maintenance procedures run on tables compactd compacted (tests/all/formats/iceberg_spark.rs)"
 bash .ci/install-spark-iceberg.sh
 
 echo "== install: the real HDFS the HDFS tests start (Hadoop's MiniDFSCluster launcher, built with Maven)"
 bash .ci/install-hdfs.sh
 
-echo "== install: Java Iceberg, the reference writer and judge of the iceberg executor (tests/iceberg.rs, built with Maven)"
+echo "== install: Java Iceberg, the reference writer and judge of the iceberg executor (tests/all/formats/iceberg.rs, built with Maven)"
 bash .ci/install-iceberg.sh
 
-echo "== install: cargo-deb, which builds the Debian package (.ci/build-deb.sh, tests/deb.rs)"
+echo "== install: cargo-deb, which builds the Debian package (.ci/build-deb.sh, tests/all/ops/deb.rs)"
 bash .ci/install-cargo-deb.sh
 
-echo "== install: Debian's chromium (tests/ops.rs), jq (README's examples, tests/readme.rs), nftables and faketime (tests/netfaults.rs), krb5-user (tests/hdfs_kerberos.rs), dpkg-dev and man-db (tests/deb.rs)"
+echo "== install: Debian's chromium (tests/all/ops/daemon.rs), jq (README's examples, tests/all/ops/readme.rs), nftables and faketime (tests/all/backends/netfaults.rs), krb5-user (tests/process_env/hdfs_kerberos.rs), dpkg-dev and man-db (tests/all/ops/deb.rs), GNU time (tests/all/hostile/hostile_user.rs)"
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
@@ -47,6 +47,7 @@ command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 command -v kinit >/dev/null 2>&1 || missing+=(krb5-user)
 command -v dpkg-shlibdeps >/dev/null 2>&1 || missing+=(dpkg-dev)
 command -v man >/dev/null 2>&1 || missing+=(man-db)
+[[ -x /usr/bin/time ]] || missing+=(time)
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
         echo "install-test-deps: need ${missing[*]}: run as root, or: sudo apt-get install -y ${missing[*]}" >&2

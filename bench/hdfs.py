@@ -45,7 +45,7 @@ class MiniDfs:
         cp = f"{LAUNCHER}/target/classes:{LAUNCHER}/target/lib/*"
         if not os.path.isdir(f"{LAUNCHER}/target/lib"):
             raise SystemExit("the MiniDFS launcher is not built: run `bash .ci/install-hdfs.sh`")
-        # The JVM flags of tests/common/hdfs.rs.
+        # The JVM flags of tests/all/common/hdfs.rs.
         jvm = os.environ.get("JVMFLAGS", "-XX:TieredStopAtLevel=1").split()
         datanodes = os.environ.get("DATANODES", "3")
         self.proc = subprocess.Popen(["java", "-Xmx1g", *jvm, "-cp", cp, "compactd.MiniDfs", self.dir, str(port), datanodes],

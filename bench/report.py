@@ -251,7 +251,7 @@ def render(meta, rs, up, out_json, out_md):
         w("")
         w("In-process nodes on the memory store (listings carry versions, as S3's do), each behind a fault layer "
           "(0.2 % errors) and a counting layer, default timings, one poll per round; a steady minute once every "
-          "node joined (`tests/sim_scale.rs`, release build, `COMPACTD_SIM_NODES=N`).")
+          "node joined (`tests/all/simulation/sim_scale.rs`, release build, `COMPACTD_SIM_NODES=N`).")
         w("")
         w("| nodes | monitor ticks | requests per tick, max | mean | all joined after (simulated) |")
         w("|---:|---:|---:|---:|---:|")
@@ -261,14 +261,14 @@ def render(meta, rs, up, out_json, out_md):
         w("")
     sw = one("sweep_sim")
     if sw:
-        w(f"**Sweep of {sw['tasks']:,} finished task folders** (`tests/task_regressions.rs`, every monitor request "
+        w(f"**Sweep of {sw['tasks']:,} finished task folders** (`tests/all/tasks/task_regressions.rs`, every monitor request "
           f"priced at {sw['per_request_ms']} ms on the manual clock): {sw['rounds']} rounds, longest monitor tick "
           f"{sw['longest_tick_s']:.2f} s (budget {sw['budget_s']:.2f} s), at most {sw['max_requests_per_tick']:,} "
           f"requests per tick, {sw['requests']:,} in all.")
         w("")
     ch = {bool(r["calm"]): r for r in by.get("chaos", []) if r.get("long")}
     if ch:
-        w("## Long chaos (release build, `tests/chaos.rs` long mode)")
+        w("## Long chaos (release build, `tests/all/simulation/chaos.rs` long mode)")
         w("")
         w("| run | seed | units | executions | per unit | all terminal after | kills (of the monitor) | pauses "
           "(daemon, machine) | epochs | violations |")

@@ -111,20 +111,20 @@ if [[ "${BENCH_SKIP_IOLIMIT:-0}" != 1 ]]; then
 fi
 
 if [[ "${BENCH_SKIP_PROOFS:-0}" != 1 ]]; then
-    # Issue 15's scale proofs, release builds of the tests that prove them;
+    # The scale proofs, release builds of the tests that prove them;
     # each prints one `RESULT {json}` line.
     say "scale proofs: monitor requests per scan vs nodes, sweep of 100,000 tasks, long chaos vs calm"
-    cargo test --release --features testing --test sim_scale --test task_regressions --test chaos --no-run >&2
+    cargo test --release --features testing --test all --no-run >&2
     for n in 10 100 1000; do
-        COMPACTD_SIM_NODES=$n cargo test -q --release --features testing --test sim_scale -- --nocapture 2>/dev/null |
+        COMPACTD_SIM_NODES=$n cargo test -q --release --features testing --test all simulation::sim_scale:: -- --nocapture 2>/dev/null |
             grep '^RESULT ' | tee -a "$LOG" || echo "sim_scale $n failed" >&2
     done
     COMPACTD_SWEEP_TASKS=${BENCH_SWEEP_TASKS:-100000} cargo test -q --release --features testing \
-        --test task_regressions a_sweep_over -- --nocapture 2>/dev/null | grep '^RESULT ' | tee -a "$LOG" ||
+        --test all task_regressions::a_sweep_over -- --nocapture 2>/dev/null | grep '^RESULT ' | tee -a "$LOG" ||
         echo "sweep sim failed" >&2
     for calm in 0 1; do
         COMPACTD_CHAOS_LONG=1 COMPACTD_CHAOS_CALM=$calm COMPACTD_CHAOS_SEED=${BENCH_CHAOS_SEED:-437550} \
-            cargo test -q --release --features testing --test chaos fs_chaos -- --nocapture 2>/dev/null |
+            cargo test -q --release --features testing --test all simulation::chaos::fs_chaos -- --nocapture 2>/dev/null |
             grep '^RESULT ' | tee -a "$LOG" || echo "chaos (calm=$calm) failed" >&2
     done
 fi

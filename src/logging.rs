@@ -222,7 +222,7 @@ mod tests {
     #[test]
     fn a_failing_stderr_is_counted_not_a_panic() {
         // The unit-test harness captures stderr in-process, so the write
-        // itself is not failed here (tests/broken_stderr.rs does that with
+        // itself is not failed here (tests/all/hostile/broken_stderr.rs does that with
         // real processes); this checks the queue's bookkeeping.
         let before = dropped_lines();
         for i in 0..10 {

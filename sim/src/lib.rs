@@ -1,6 +1,6 @@
 //! The one simulation harness: in-process [`Node`]s sharing one
 //! [`ManualClock`], ticked in rounds. Every simulation test and benchmark
-//! builds its cluster on it (`tests/sim_*.rs`, `tests/task_regressions.rs`,
+//! builds its cluster on it (`tests/sim_*.rs`, `tests/all/tasks/task_regressions.rs`,
 //! `benches/`); how each node is made (its store, fault or counting layers,
 //! configuration) stays with the caller, which passes finished nodes in.
 //!

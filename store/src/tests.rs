@@ -1,6 +1,6 @@
 //! Unit tests of the store on fs and memory (fs create, no-follow data
 //! store, quarantine, temp sweeps). The cross-backend suite is
-//! `tests/store_conformance.rs`.
+//! `tests/all/backends/store_conformance.rs`.
 #![allow(clippy::disallowed_methods)] // file ages against the real clock
 
 use super::*;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """pyiceberg as a judge of the Iceberg tables compactd compacts
-(tests/iceberg.rs), from the Parquet judges' venv (.venv-parquet).
+(tests/all/formats/iceberg.rs), from the Parquet judges' venv (.venv-parquet).
 
   iceberg_tool.py read TABLE [--key COL]
       TABLE is a table folder (read through version-hint.text, as

@@ -1,6 +1,6 @@
 /*
  * An LD_PRELOAD shim that SIGKILLs the process at an exact point of a file
- * create, for the deterministic crash tests (tests/create_kill.rs). It
+ * create, for the deterministic crash tests (tests/all/cluster/create_kill.rs). It
  * interposes libc's write(2) family, linkat(2)/link(2), renameat(2)/rename(2),
  * unlinkat(2)/unlink(2) and the exclusive creates of openat(2); nothing else.
  *

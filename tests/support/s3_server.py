@@ -5,7 +5,7 @@ writes without a lock, so its default threaded server can let two racing
 `If-None-Match: *` creates both win; one request at a time makes each request
 atomic (0 bad rounds in 6,000 measured races).
 
-Protocol with the parent (tests/common/s3.rs):
+Protocol with the parent (tests/all/common/s3.rs):
 - binds 127.0.0.1 on a free port (or --port N), then prints exactly one line
   `PORT <n>` to stdout and flushes; the socket is listening by then;
 - exits when its stdin reaches EOF (the parent closed it or died) or on

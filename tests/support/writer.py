@@ -1,4 +1,4 @@
-"""A table writer for tests/policies.rs: keeps adding small files.
+"""A table writer for tests/all/tasks/policies.rs: keeps adding small files.
 
 Every round it writes one small file to each partition of each table,
 `<db>/public/t<NN>/p<M>/w-<round>.txt`, holding `LINES` lines named

@@ -1,0 +1,318 @@
+//! Real `compactd` processes on one root: start, SIGKILL, SIGSTOP/SIGCONT,
+//! SIGTERM, and `compactd nodes --json` to observe them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_compactd");
+
+/// Timings the acceptance tests use: 200ms heartbeat, 1.5s session and lease.
+pub const TEST_TIMINGS: &[&str] = &["--heartbeat", "200ms", "--session-timeout", "1500ms", "--lease", "1500ms"];
+
+/// The longest a one-shot command or a leaving node may take in a test: a
+/// hang fails the test instead of stalling the suite.
+pub const COMMAND_LIMIT: Duration = Duration::from_secs(60);
+
+/// Waits for `child` until `limit`; on timeout it is killed (SIGKILL) and
+/// reaped, and `None` returned.
+pub fn wait_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `cmd.output()` with a limit: past it the process is killed and the
+/// test fails with what it printed so far.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
+    use std::io::Read;
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = out.read_to_end(&mut b);
+        b
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = err.read_to_end(&mut b);
+        b
+    });
+    let status = wait_within(&mut child, limit);
+    let (stdout, stderr) = (reader.join().unwrap(), err_reader.join().unwrap());
+    match status {
+        Some(status) => Output { status, stdout, stderr },
+        None => panic!(
+            "{cmd:?} ran past {limit:?} and was killed\nstdout: {}\nstderr: {}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        ),
+    }
+}
+
+pub struct Cluster {
+    pub root: String,
+    pub env: Vec<(String, String)>,
+    /// Timing flags every node gets ([`TEST_TIMINGS`]; empty: the defaults).
+    pub timings: Vec<&'static str>,
+    logs: tempfile::TempDir,
+    _fs_root: Option<tempfile::TempDir>,
+    procs: BTreeMap<String, Child>,
+    /// Network namespace per node (tests/all/common/netns.rs); absent: the
+    /// test's own.
+    pub netns_of: BTreeMap<String, String>,
+    /// Where one-shot commands run (None: the test's own namespace).
+    pub cli_netns: Option<String>,
+    /// Extra environment per node (a skewed clock).
+    pub node_env: BTreeMap<String, Vec<(String, String)>>,
+}
+
+impl Cluster {
+    /// A cluster on a fresh temporary fs root.
+    pub fn fs() -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        // Created up front: read commands refuse a root that does not exist,
+        // and they may run before the first `compactd run` creates it.
+        std::fs::create_dir_all(dir.path().join("root")).unwrap();
+        let root = format!("fs://{}", dir.path().join("root").display());
+        let mut c = Cluster::on(root, vec![]);
+        c._fs_root = Some(dir);
+        c
+    }
+
+    /// A cluster on any root URI, with extra environment for the processes.
+    pub fn on(root: String, env: Vec<(String, String)>) -> Cluster {
+        Cluster {
+            root,
+            env,
+            timings: TEST_TIMINGS.to_vec(),
+            logs: tempfile::tempdir().unwrap(),
+            _fs_root: None,
+            procs: BTreeMap::new(),
+            netns_of: BTreeMap::new(),
+            cli_netns: None,
+            node_env: BTreeMap::new(),
+        }
+    }
+
+    pub fn fs_path(&self) -> PathBuf {
+        PathBuf::from(self.root.strip_prefix("fs://").expect("an fs cluster"))
+    }
+
+    pub fn log_path(&self, node: &str) -> PathBuf {
+        self.logs.path().join(format!("{node}.log"))
+    }
+
+    pub fn start(&mut self, node: &str) {
+        self.start_with(node, &[]);
+    }
+
+    pub fn start_with(&mut self, node: &str, extra: &[&str]) {
+        self.start_bin(BIN, node, extra);
+    }
+
+    /// Starts `node` from another build of compactd (a previous release).
+    pub fn start_bin(&mut self, bin: &str, node: &str, extra: &[&str]) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path(node)).unwrap();
+        let mut cmd = Command::new(bin);
+        if let Some(ns) = self.netns_of.get(node) {
+            super::netns::Net::enter(&mut cmd, ns);
+        }
+        let child = cmd
+            .args(["--root", &self.root, "run", "--node-id", node])
+            .args(&self.timings)
+            // Tests run as root (CI): accept command executors running as root.
+            .arg("--allow-root")
+            .args(extra)
+            .envs(self.env.iter().cloned())
+            // Several nodes on one host: each listens on a free loopback port.
+            .env("COMPACTD_LISTEN", "127.0.0.1:0")
+            .env("RUST_LOG", "info")
+            .envs(self.node_env.get(node).into_iter().flatten().cloned())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn compactd run");
+        self.procs.insert(node.to_string(), child);
+    }
+
+    pub fn pid(&self, node: &str) -> i32 {
+        self.procs[node].id() as i32
+    }
+
+    fn signal(&self, node: &str, sig: i32) {
+        let rc = unsafe { libc::kill(self.pid(node), sig) };
+        assert_eq!(rc, 0, "kill({node}, {sig})");
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(&mut self, node: &str) {
+        self.signal(node, libc::SIGKILL);
+        let mut child = self.procs.remove(node).unwrap();
+        child.wait().unwrap();
+    }
+
+    pub fn pause(&self, node: &str) {
+        self.signal(node, libc::SIGSTOP);
+    }
+
+    pub fn resume(&self, node: &str) {
+        self.signal(node, libc::SIGCONT);
+    }
+
+    /// SIGTERM; returns the exit status code. A node still running
+    /// [`COMMAND_LIMIT`] later is killed and the test fails.
+    pub fn terminate(&mut self, node: &str) -> Option<i32> {
+        self.signal(node, libc::SIGTERM);
+        let mut child = self.procs.remove(node).unwrap();
+        match wait_within(&mut child, COMMAND_LIMIT) {
+            Some(status) => status.code(),
+            None => panic!("{node} did not leave within {COMMAND_LIMIT:?} of SIGTERM\n{}", self.logs_text()),
+        }
+    }
+
+    /// Waits for a node that is expected to die on its own (a crash shim):
+    /// its exit status; the test fails if it is still running after `limit`.
+    #[allow(dead_code)]
+    pub fn wait_exit(&mut self, node: &str, limit: Duration) -> std::process::ExitStatus {
+        let mut child = self.procs.remove(node).unwrap();
+        match wait_within(&mut child, limit) {
+            Some(status) => status,
+            None => panic!("{node} still runs after {limit:?}\n{}", self.logs_text()),
+        }
+    }
+
+    pub fn is_running(&mut self, node: &str) -> bool {
+        self.procs.get_mut(node).is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
+    /// Runs a one-shot compactd command on this root (killed, and the test
+    /// failed, if it runs past [`COMMAND_LIMIT`]).
+    pub fn compactd(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(BIN);
+        if let Some(ns) = &self.cli_netns {
+            super::netns::Net::enter(&mut cmd, ns);
+        }
+        cmd.args(["--root", &self.root]).args(args).envs(self.env.iter().cloned());
+        output_within(&mut cmd, COMMAND_LIMIT)
+    }
+
+    /// `submit --json` of table `d.s.t` (unless `extra` names `--db`,
+    /// `--schema` or `--table`) with `extra`; returns the task's id, and
+    /// fails the test if the submit fails.
+    pub fn submit(&self, extra: &[&str]) -> String {
+        let mut args = vec!["submit"];
+        for (flag, default) in [("--db", "d"), ("--schema", "s"), ("--table", "t")] {
+            if !extra.contains(&flag) {
+                args.extend([flag, default]);
+            }
+        }
+        args.extend_from_slice(extra);
+        args.push("--json");
+        let out = self.compactd(&args);
+        assert!(out.status.success(), "submit {extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["id"].as_str().unwrap().to_string()
+    }
+
+    /// `nodes --json`. Before the first node made the tree (`nodes` refuses
+    /// a root without one), no rows.
+    pub fn nodes(&self) -> Vec<Value> {
+        let out = self.compactd(&["nodes", "--json"]);
+        if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no compactd tree") {
+            return vec![];
+        }
+        assert!(out.status.success(), "nodes failed: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("nodes --json is a JSON array")
+    }
+
+    /// Polls `nodes --json` until `ok` holds or `timeout` passes.
+    pub fn wait_nodes(&self, timeout: Duration, what: &str, ok: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let start = Instant::now();
+        loop {
+            let rows = self.nodes();
+            if ok(&rows) {
+                return rows;
+            }
+            if start.elapsed() > timeout {
+                panic!("timed out after {timeout:?} waiting for {what}; last view: {rows:#?}\n{}", self.logs_text());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `status <task> --json`; panics if the command fails.
+    pub fn status(&self, task: &str) -> Value {
+        let out = self.compactd(&["status", task, "--json"]);
+        assert!(out.status.success(), "status failed: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Polls `status <task> --json` until `ok` holds or `timeout` passes. A
+    /// poll whose command fails counts as `null` (the next one retries).
+    pub fn wait_status(&self, task: &str, timeout: Duration, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let out = self.compactd(&["status", task, "--json"]);
+            let s = if out.status.success() {
+                serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+            } else {
+                Value::Null
+            };
+            if ok(&s) {
+                return s;
+            }
+            assert!(start.elapsed() < timeout, "timed out waiting for {what}: {s:#}\n{}", self.logs_text());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn logs_text(&self) -> String {
+        let mut s = String::new();
+        for entry in std::fs::read_dir(self.logs.path()).unwrap() {
+            let p = entry.unwrap().path();
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(30).collect();
+            s += &format!("--- {} (last lines)\n", p.display());
+            for l in tail.into_iter().rev() {
+                s += l;
+                s.push('\n');
+            }
+        }
+        s
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for (_, mut c) in std::mem::take(&mut self.procs) {
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGCONT);
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn monitor_of(rows: &[Value]) -> Option<String> {
+    let m: Vec<&Value> = rows.iter().filter(|r| r["monitor"] == true).collect();
+    (m.len() == 1).then(|| m[0]["id"].as_str().unwrap().to_string())
+}
+
+pub fn alive(rows: &[Value]) -> Vec<String> {
+    rows.iter().filter(|r| r["alive"] == true).map(|r| r["id"].as_str().unwrap().to_string()).collect()
+}

@@ -1,0 +1,182 @@
+//! Spark with Iceberg's runtime (Iceberg 1.12 on Spark 4.1, one session for
+//! this file) on a table it wrote and compactd compacted: Spark reads the
+//! same rows after compactd's `replace`, and its maintenance procedures
+//! work on the result and remove nothing live: `expire_snapshots` deletes
+//! exactly the files compactd replaced, `rewrite_manifests` rewrites
+//! manifests compactd wrote, `remove_orphan_files` finds only a file that
+//! no snapshot names (none of compactd's outputs or metadata); then Spark
+//! appends and compactd compacts the table again, over Spark's manifests.
+//! pyiceberg reads the same rows throughout.
+// Real processes and servers: real time.
+#![allow(clippy::disallowed_methods)]
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::cluster::{alive, monitor_of, Cluster};
+use common::iceberg::pyiceberg_read;
+use common::spark::Spark;
+use serde_json::{json, Value};
+
+const SCHEMA: &str = "id BIGINT, s STRING, part STRING";
+const PARTS: u64 = 3;
+const ROWS: u64 = 30;
+/// A timestamp after every file and snapshot of the test: the procedures'
+/// age limits then leave nothing out because of its age.
+const FUTURE: &str = "TIMESTAMP '2999-01-01 00:00:00'";
+
+fn rows(batch: u64) -> Vec<Value> {
+    (0..ROWS)
+        .map(|i| {
+            let id = batch * 1000 + i;
+            let s = if i % 7 == 0 { Value::Null } else { json!(format!("v{id}")) };
+            json!([id, s, format!("p{}", i % PARTS)])
+        })
+        .collect()
+}
+
+fn query(spark: &Spark, sql: &str) -> Vec<Value> {
+    spark.run(&json!({"cmd": "query", "sql": sql}))["rows"].as_array().unwrap().clone()
+}
+
+fn read(spark: &Spark) -> (Value, Value) {
+    let r = spark.run(&json!({"cmd": "table", "table": "m.s.t"}));
+    (r["count"].clone(), r["digest"].clone())
+}
+
+/// The table's live data files as Spark lists them, without a scheme.
+fn live(spark: &Spark) -> BTreeSet<String> {
+    query(spark, "SELECT file_path FROM m.s.t.files")
+        .iter()
+        .map(|r| r["file_path"].as_str().unwrap().trim_start_matches("file:").to_string())
+        .collect()
+}
+
+fn compact(c: &Cluster) -> Value {
+    let args = ["submit", "--db", "db", "--schema", "s", "--table", "t", "--executor", "iceberg"];
+    let mut args = args.to_vec();
+    args.extend(["--param", "iceberg.sole-writer=true", "--wait", "--json"]);
+    let out = c.compactd(&args);
+    let id: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("submit: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text()));
+    let status = c.status(id["id"].as_str().unwrap());
+    assert_eq!(status["state"], "Done", "{status:#}");
+    let versions = status["table_versions"].as_array().expect("a commit");
+    assert_eq!(versions.len(), 1, "{status:#}");
+    status
+}
+
+fn operations(spark: &Spark) -> Vec<String> {
+    query(spark, "SELECT operation FROM m.s.t.snapshots ORDER BY committed_at")
+        .iter()
+        .map(|r| r["operation"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Sets the modification time of every file under `dir` to `age` ago.
+fn age_all(dir: &Path, age: Duration) {
+    let when = std::time::SystemTime::now() - age;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.file_type().unwrap().is_dir() {
+            age_all(&e.path(), age);
+        } else {
+            std::fs::File::options().write(true).open(e.path()).unwrap().set_modified(when).unwrap();
+        }
+    }
+}
+
+fn all_exist(files: &BTreeSet<String>) -> bool {
+    files.iter().all(|f| Path::new(f).exists())
+}
+
+#[test]
+fn spark_maintenance_after_compactds_replace_works_and_removes_nothing_live() {
+    let Some(spark) = Spark::iceberg() else { return };
+    let started = Instant::now();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let warehouse = data.join("db");
+    std::fs::create_dir_all(&warehouse).unwrap();
+    let location = warehouse.join("s/t");
+    spark.run(&json!({"cmd": "catalog", "name": "m", "warehouse": warehouse}));
+    spark.run(&json!({"cmd": "sql", "sql": format!(
+        "CREATE TABLE m.s.t ({SCHEMA}) USING iceberg PARTITIONED BY (part) TBLPROPERTIES ('format-version'='2')")}));
+    for b in 0..6 {
+        spark.run(&json!({"cmd": "write", "table": "m.s.t", "schema": SCHEMA, "rows": rows(b)}));
+    }
+    let before = read(spark);
+    let inputs = live(spark);
+    assert_eq!(inputs.len() as u64, 6 * PARTS, "{inputs:?}");
+    c.start_with("n1", &["--data", &format!("fs://{}", data.display()), "--target-size", "8MiB"]);
+    c.wait_nodes(Duration::from_secs(30), "a node and a monitor", |r| alive(r).len() == 1 && monitor_of(r).is_some());
+
+    // Spark reads compactd's replace: the same rows, in one file a partition.
+    compact(&c);
+    assert_eq!(read(spark), before);
+    assert_eq!(operations(spark).last().map(String::as_str), Some("replace"));
+    let outputs = live(spark);
+    assert_eq!(outputs.len() as u64, PARTS, "{outputs:?}");
+    assert!(outputs.iter().all(|f| f.contains("/compactd-")), "{outputs:?}");
+
+    // A file no snapshot names, for remove_orphan_files to find.
+    let stray = location.join("data/part=p0/stray-00000.parquet");
+    std::fs::write(&stray, b"not a table's file").unwrap();
+
+    // expire_snapshots deletes the replaced inputs, and only them.
+    let expired = query(
+        spark,
+        &format!("CALL m.system.expire_snapshots(table => 's.t', older_than => {FUTURE}, retain_last => 1)"),
+    );
+    assert_eq!(expired[0]["deleted_data_files_count"], (6 * PARTS).to_string(), "{expired:?}");
+    assert!(inputs.iter().all(|f| !Path::new(f).exists()), "an input survived expiry");
+    assert!(all_exist(&outputs), "expire_snapshots deleted an output");
+    assert_eq!(read(spark), before);
+
+    // rewrite_manifests rewrites compactd's manifests into Spark's.
+    let manifests = query(spark, "CALL m.system.rewrite_manifests('s.t')");
+    assert!(manifests[0]["rewritten_manifests_count"].as_str().unwrap() != "0", "{manifests:?}");
+    assert_eq!(read(spark), before);
+    assert_eq!(live(spark), outputs);
+
+    // remove_orphan_files: the stray file, nothing compactd wrote or that
+    // any metadata names. It refuses an age limit under a day: every file
+    // of the table is made two days old, so that all are candidates.
+    age_all(&location, Duration::from_secs(2 * 86_400));
+    let day_ago = query(spark, "SELECT CAST(current_timestamp() - INTERVAL 25 HOURS AS STRING) AS t");
+    let day_ago = day_ago[0]["t"].as_str().unwrap();
+    let orphans = query(
+        spark,
+        &format!("CALL m.system.remove_orphan_files(table => 's.t', older_than => TIMESTAMP '{day_ago}')"),
+    );
+    let orphans: Vec<&str> = orphans.iter().map(|r| r["orphan_file_location"].as_str().unwrap()).collect();
+    assert_eq!(orphans.len(), 1, "{orphans:?}");
+    assert!(orphans[0].ends_with("/data/part=p0/stray-00000.parquet"), "{orphans:?}");
+    assert!(!stray.exists());
+    assert!(all_exist(&outputs), "remove_orphan_files deleted an output");
+    let metadata: BTreeSet<String> = query(spark, "SELECT path FROM m.s.t.all_manifests")
+        .iter()
+        .map(|r| r["path"].as_str().unwrap().trim_start_matches("file:").to_string())
+        .collect();
+    assert!(!metadata.is_empty() && all_exist(&metadata), "{metadata:?}");
+    assert_eq!(read(spark), before);
+
+    // Spark appends, compactd compacts again over Spark's manifests.
+    for b in 6..8 {
+        spark.run(&json!({"cmd": "write", "table": "m.s.t", "schema": SCHEMA, "rows": rows(b)}));
+    }
+    let grown = read(spark);
+    assert_eq!(grown.0, json!(8 * ROWS));
+    compact(&c);
+    assert_eq!(read(spark), grown);
+    assert_eq!(live(spark).len() as u64, PARTS);
+    // compactd's first replace (the one snapshot expiry kept), Spark's
+    // manifest rewrite (a replace too), two appends, compactd's replace.
+    assert_eq!(operations(spark), ["replace", "replace", "append", "append", "replace"]);
+    let py = pyiceberg_read(location.to_str().unwrap(), "id");
+    let current = &py["snapshots"][py["current"].as_i64().unwrap().to_string()];
+    assert_eq!(current["rows"], grown.0, "{py}");
+    eprintln!("spark maintenance: {:?} in all", started.elapsed());
+}

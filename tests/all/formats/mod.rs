@@ -1,0 +1,12 @@
+//! The table formats and their executors: Hive folders, Parquet, Delta, Iceberg, judged by Spark, pyarrow, deltalake and pyiceberg.
+
+mod delta;
+mod delta_check;
+mod iceberg;
+mod iceberg_policy;
+mod iceberg_rest;
+mod iceberg_spark;
+mod merge_kill;
+mod parquet;
+mod spark;
+mod table_formats;
