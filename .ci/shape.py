@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""The house's shape, held by CI (issue 29): run from the repository root.
+"""The house's shape, held by CI: run from the repository root.
 
 Fails (exit 1, naming each offence) when
 - a Rust source file (`src/`, `*/src/`, tests, benches) has more than 800
   lines: past that a file holds two concepts;
 - `src/` has a flat `.rs` file beyond the allowed few: features grow in
   their concept's folder;
+- `cargo test` would build more than 4 integration test binaries;
 - modules of one crate import each other in a circle. A module is a file
   (`a/b.rs` and `a/b/mod.rs` are `a::b`); a reference is any `crate::x::y`
   path or `use super::…` in it, resolved to the deepest module that exists.
@@ -139,8 +140,28 @@ for root in CRATES:
         )
         problems.append(f"{root}: import circle among {names} ({detail})")
 
+# Integration test binaries: each links the whole crate again and starts its
+# own servers. cargo makes one of every `tests/*.rs` and `tests/*/main.rs` of
+# each crate (autotests; the [[test]] entries of the root Cargo.toml point
+# at such files too).
+MAX_TEST_BINARIES = 4
+binaries = []
+for crate in ["."] + [os.path.dirname(c) for c in CRATES if c != "src"]:
+    tests = os.path.join(crate, "tests")
+    if not os.path.isdir(tests):
+        continue
+    for name in sorted(os.listdir(tests)):
+        full = os.path.join(tests, name)
+        if name.endswith(".rs") or os.path.isfile(os.path.join(full, "main.rs")):
+            binaries.append(os.path.normpath(full))
+if len(binaries) > MAX_TEST_BINARIES:
+    problems.append(
+        f"{len(binaries)} integration test binaries (at most {MAX_TEST_BINARIES}): {binaries}; "
+        "add a test to a topic module of tests/all/ instead"
+    )
+
 for p in problems:
     print(f"shape: {p}")
 if problems:
     sys.exit(1)
-print("shape: ok (file sizes, flat files in src/, no import circles)")
+print(f"shape: ok (file sizes, flat files in src/, no import circles, {len(binaries)} integration test binaries)")
