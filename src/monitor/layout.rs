@@ -131,12 +131,12 @@ impl Switch {
     /// after, and again after [`Switch::look_again`]. One read when it
     /// stands. A failure is logged and tried at the next scan: the tripwire
     /// only stops binaries that start later, never this monitor's work.
-    pub(crate) async fn arm_tripwire(&mut self, store: &Store, wall_ms: u64, monitor: &str) {
+    pub(crate) async fn arm_tripwire(&mut self, store: &Store, wall_ms: u64, monitor: &layouts::NodeId) {
         let n = self.in_force();
         if n < v3::LAYOUT_3 || self.tripwire >= n {
             return;
         }
-        match migrate::tripwire::arm(store, n, wall_ms, monitor).await {
+        match migrate::tripwire::arm(store, n, wall_ms, &monitor.to_string()).await {
             Ok(armed) => {
                 if armed == migrate::tripwire::Armed::Now {
                     tracing::info!(

@@ -268,7 +268,7 @@ impl Monitor {
             self.layout.raise(store, switch).await?;
             tracing::info!(layout = n, "every member reads layout {n}: it is in force");
         }
-        self.layout.arm_tripwire(store, wall_ms, &self.me.to_string()).await;
+        self.layout.arm_tripwire(store, wall_ms, &self.me).await;
         report.view_changed = self.publish(election);
         Ok(report)
     }
