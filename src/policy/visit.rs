@@ -341,13 +341,12 @@ impl Visit<'_> {
     }
 
     /// An Iceberg table's partitions (spec and tuple, named as its units)
-    /// as its current snapshot has them: live data files only, and none
-    /// of a partition delete files may apply to counts as small (its units
-    /// would not rewrite them).
+    /// as its current snapshot has them: live data files only (delete
+    /// files are applied by the units that rewrite them).
     async fn list_iceberg(&mut self, dir: &str, small: u64) -> Result<Listing, PolicyError> {
         use crate::executor::iceberg::{live_data_files, IcebergError};
         let files = live_data_files(self.data, &crate::executor::iceberg::catalog::Catalog::default(), dir).await;
-        let (files, deleted) = match files {
+        let files = match files {
             Ok(f) => f,
             Err(IcebergError::Store(e)) => return Err(e.into()),
             Err(e) => {
@@ -358,7 +357,6 @@ impl Visit<'_> {
         let mut out: BTreeMap<Name, Listed> = BTreeMap::new();
         for (key, size) in files {
             let Ok(part) = Name::parse(&key) else { continue };
-            let small = if deleted.contains(&key) { 0 } else { small };
             out.entry(part).or_default().count(size, small);
         }
         self.requests += 1;

@@ -254,7 +254,7 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     let Format::Parquet(options) = &job.merge.format else {
         return Err(job.broken("the delta executor writes Parquet: its job's format must be Parquet"));
     };
-    let staged = parquet::rewrite(store, &job.merge, options, inputs, name).await;
+    let staged = parquet::rewrite(store, &job.merge, options, inputs, name, None).await;
     let staged = match staged {
         Ok(s) => s,
         Err(e) => {

@@ -99,12 +99,34 @@ fn invalid(head: &Head, live: &HashMap<&str, &Entry>, unit: &StagedUnit) -> Opti
     }
     // Equality deletes committed since apply to the outputs too (they keep
     // the data sequence number the unit read); a position delete names an
-    // input's path, which the outputs do not have.
-    head.live().map(|(_, e)| e).filter(|e| e.content == 1).find_map(|e| {
-        let global = matches!(super::avro::unwrap(&e.partition), apache_avro::types::Value::Record(f) if f.is_empty());
-        (global || manifest::unit_key(e.spec_id, &e.partition) == unit.unit)
-            .then(|| format!("position delete file {} was committed in its partition", e.file_path))
+    // input's path, which the outputs do not have: one committed after the
+    // read in the unit's partition may delete rows of its inputs that the
+    // outputs still hold.
+    head.live().map(|(_, e)| e).filter(|e| e.content == 1 && e.sequence_number > unit.sequence_number).find_map(|e| {
+        (manifest::unit_key(e.spec_id, &e.partition) == unit.unit)
+            .then(|| format!("position delete file {} was committed in its partition since", e.file_path))
     })
+}
+
+/// The delete files this commit removes: the position deletes the units
+/// found spent, and each equality delete every live data file of which
+/// the commit rewrites, by units that read it and so applied it.
+fn spent_deletes(head: &Head, units: &[&StagedUnit], inputs: &HashSet<String>) -> HashSet<String> {
+    let live: HashSet<&str> = head.live().map(|(_, e)| e.file_path.as_str()).collect();
+    let mut spent: HashSet<String> =
+        units.iter().flat_map(|u| &u.spent_deletes).filter(|d| live.contains(d.as_str())).cloned().collect();
+    let data: Vec<&Entry> = head.live().map(|(_, e)| e).filter(|e| e.content == 0).collect();
+    for d in head.live().map(|(_, e)| e).filter(|e| e.content == 2) {
+        let applies: Vec<&&Entry> = data.iter().filter(|e| super::deletes::applies(head, d, e)).collect();
+        let read_by_all = units
+            .iter()
+            .filter(|u| applies.iter().any(|e| u.inputs.contains(&e.file_path)))
+            .all(|u| d.sequence_number <= u.sequence_number);
+        if !applies.is_empty() && applies.iter().all(|e| inputs.contains(&e.file_path)) && read_by_all {
+            spent.insert(d.file_path.clone());
+        }
+    }
+    spent
 }
 
 /// A positive 63-bit snapshot id from the table, task, round, attempt and
@@ -348,6 +370,8 @@ async fn build(
         job.merge.attempt
     );
     let inputs: HashSet<String> = units.iter().flat_map(|u| u.inputs.iter().cloned()).collect();
+    let spent = spent_deletes(head, units, &inputs);
+    let removed: HashSet<String> = inputs.iter().chain(&spent).cloned().collect();
     let mut records = vec![];
     let mut written: Vec<Written> = vec![];
     // New files first (as Java lists them), one manifest per spec, made
@@ -377,16 +401,16 @@ async fn build(
     }
     let mut changed_partitions = BTreeSet::new();
     for (i, (m, mref)) in head.manifests.iter().zip(&list.manifests).enumerate() {
-        let holds = mref.content == 0 && m.entries.iter().any(|e| e.is_live() && inputs.contains(&e.file_path));
+        let holds = m.entries.iter().any(|e| e.is_live() && removed.contains(&e.file_path));
         if !holds {
             records.push(mref.record.clone());
             continue;
         }
-        for e in m.entries.iter().filter(|e| e.is_live() && inputs.contains(&e.file_path)) {
+        for e in m.entries.iter().filter(|e| e.is_live() && removed.contains(&e.file_path)) {
             changed_partitions.insert(manifest::unit_key(e.spec_id, &e.partition));
         }
         let path = format!("{stem}-r{i}.avro");
-        let w = commit.rewrite(m, mref, &inputs, &path).map_err(broken)?;
+        let w = commit.rewrite(m, mref, &removed, &path).map_err(broken)?;
         records.push(w.record.clone());
         written.push(w);
     }
@@ -406,7 +430,8 @@ async fn build(
     }
     store.put(&list_path, list_bytes).await?;
     files.push(list_path.clone());
-    let summary = summary(job, head, units, live, changed_partitions.len());
+    let spent: Vec<&Entry> = head.live().map(|(_, e)| e).filter(|e| spent.contains(&e.file_path)).collect();
+    let summary = summary(job, head, units, live, &spent, changed_partitions.len());
     let meta = metadata(job, head, snapshot_id, sequence_number, &t.file_uri(&list_path), summary);
     let outputs = units.iter().flat_map(|u| u.outputs.iter().map(|o| o.store_path.clone())).collect();
     Ok(Built { snapshot_id, meta, files, outputs })
@@ -419,6 +444,7 @@ fn summary(
     head: &Head,
     units: &[&StagedUnit],
     live: &HashMap<&str, &Entry>,
+    spent: &[&Entry],
     changed: usize,
 ) -> serde_json::Map<String, Json> {
     let inputs: Vec<&Entry> = units.iter().flat_map(|u| u.inputs.iter().map(|i| live[i.as_str()])).collect();
@@ -427,7 +453,7 @@ fn summary(
         outputs.iter().map(|o| o.metrics.record_count as i64).sum::<i64>(),
         inputs.iter().map(|e| e.record_count).sum::<i64>(),
     );
-    let (added_size, removed_size) =
+    let (added_size, mut removed_size) =
         (outputs.iter().map(|o| o.size as i64).sum::<i64>(), inputs.iter().map(|e| e.file_size).sum::<i64>());
     let mut s = serde_json::Map::new();
     let mut put = |k: &str, v: String| {
@@ -441,6 +467,19 @@ fn summary(
     put("added-files-size", added_size.to_string());
     put("removed-files-size", removed_size.to_string());
     put("changed-partition-count", changed.to_string());
+    let (pos, eq): (Vec<&Entry>, Vec<&Entry>) = spent.iter().partition(|e| e.content == 1);
+    let (pos_rows, eq_rows) =
+        (pos.iter().map(|e| e.record_count).sum::<i64>(), eq.iter().map(|e| e.record_count).sum::<i64>());
+    if !spent.is_empty() {
+        // As Java's SnapshotSummary names what a rewrite removes.
+        put("removed-delete-files", spent.len().to_string());
+        put("removed-position-delete-files", pos.len().to_string());
+        put("removed-equality-delete-files", eq.len().to_string());
+        put("removed-position-deletes", pos_rows.to_string());
+        put("removed-equality-deletes", eq_rows.to_string());
+        removed_size += spent.iter().map(|e| e.file_size).sum::<i64>();
+        put("removed-files-size", removed_size.to_string());
+    }
     let parent = head
         .snapshot
         .as_ref()
@@ -452,9 +491,9 @@ fn summary(
         ("total-records", added_rows - deleted_rows),
         ("total-files-size", added_size - removed_size),
         ("total-data-files", outputs.len() as i64 - inputs.len() as i64),
-        ("total-delete-files", 0),
-        ("total-position-deletes", 0),
-        ("total-equality-deletes", 0),
+        ("total-delete-files", -(spent.len() as i64)),
+        ("total-position-deletes", -pos_rows),
+        ("total-equality-deletes", -eq_rows),
     ];
     for (k, d) in delta {
         if let Some(v) = total(k) {

@@ -72,6 +72,8 @@ mod entry_id {
     pub const KEY_METADATA: i64 = 131;
     pub const SPLIT_OFFSETS: i64 = 132;
     pub const CONTENT: i64 = 134;
+    pub const EQUALITY_IDS: i64 = 135;
+    pub const REFERENCED_DATA_FILE: i64 = 143;
     /// The fields a new file's entry sets (all others are emptied).
     pub const SET: [i64; 13] = [
         CONTENT,
@@ -127,6 +129,10 @@ pub struct Entry {
     /// The partition tuple, as the manifest holds it.
     pub partition: Value,
     pub spec_id: i32,
+    /// An equality delete's columns (field ids).
+    pub equality_ids: Vec<i32>,
+    /// The one data file a position delete file applies to, if it says.
+    pub referenced_data_file: Option<String>,
     /// The whole entry, as read.
     pub record: Value,
 }
@@ -235,6 +241,13 @@ pub async fn read_manifest(store: &Store, table: &Table, m: &ManifestRef) -> Res
             file_size: avro::get(df, d, entry_id::FILE_SIZE).and_then(avro::as_i64).unwrap_or(0),
             partition: avro::get(df, d, entry_id::PARTITION).cloned().unwrap_or(Value::Record(vec![])),
             spec_id: m.spec_id,
+            equality_ids: match avro::get(df, d, entry_id::EQUALITY_IDS) {
+                Some(Value::Array(ids)) => ids.iter().filter_map(avro::as_i64).map(|i| i as i32).collect(),
+                _ => vec![],
+            },
+            referenced_data_file: avro::get(df, d, entry_id::REFERENCED_DATA_FILE)
+                .and_then(avro::as_str)
+                .map(String::from),
             record: r.clone(),
         });
     }

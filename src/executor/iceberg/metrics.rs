@@ -9,9 +9,10 @@
 //! - A metric compactd is not sure of is omitted, never guessed: a wrong
 //!   bound makes scans skip a file that holds matching rows. So: no
 //!   counts or bounds for columns inside lists and maps, none at all for a
-//!   column one of whose column chunks has no statistics, no bounds for
-//!   floats and doubles (Java's Parquet reader drops their footer min/max,
-//!   and a footer does not say whether NaNs were left out of them), INT96,
+//!   column one of whose column chunks has no statistics, no bounds from
+//!   statistics the writer cut short (inexact), no bounds for a float or
+//!   double column a chunk of which has a NaN bound (all its values NaN),
+//!   INT96,
 //!   millisecond times and timestamps, unsigned integers and nanosecond
 //!   timestamps, and no NaN counts (a footer does not hold them).
 //! - Modes follow the table's properties: `write.metadata.metrics.default`,
@@ -287,6 +288,9 @@ enum Kind {
     Fixed,
     /// Decimal: stored as an int, a long or big-endian bytes.
     Decimal,
+    /// IEEE 754 single and double precision.
+    Float,
+    Double,
     /// Counts only.
     NoBounds,
 }
@@ -330,9 +334,8 @@ fn kind_of(descr: &parquet::schema::types::ColumnDescriptor) -> Kind {
         Physical::BOOLEAN => Kind::Boolean,
         Physical::INT32 => Kind::Int,
         Physical::INT64 => Kind::Long,
-        // Java's Parquet reader does not trust a footer's float min/max
-        // (NaN and signed-zero ordering): neither does compactd.
-        Physical::FLOAT | Physical::DOUBLE => Kind::NoBounds,
+        Physical::FLOAT => Kind::Float,
+        Physical::DOUBLE => Kind::Double,
         Physical::BYTE_ARRAY => Kind::Binary,
         Physical::FIXED_LEN_BYTE_ARRAY => Kind::Fixed,
         Physical::INT96 => Kind::NoBounds,
@@ -348,6 +351,8 @@ enum Bound {
     Bytes(Vec<u8>),
     /// A decimal's unscaled value.
     Decimal(i128),
+    /// A float or double, never NaN; -0.0 below 0.0, as Java compares.
+    Float(f64),
 }
 
 impl Bound {
@@ -357,6 +362,7 @@ impl Bound {
             (Bound::Int(a), Bound::Int(b)) => a.cmp(b),
             (Bound::Bytes(a), Bound::Bytes(b)) => a.cmp(b),
             (Bound::Decimal(a), Bound::Decimal(b)) => a.cmp(b),
+            (Bound::Float(a), Bound::Float(b)) => a.total_cmp(b),
             _ => Ordering::Equal,
         }
     }
@@ -392,8 +398,25 @@ pub fn min_be_bytes(v: i128) -> Vec<u8> {
 
 /// A chunk's (min, max), if its statistics hold them.
 fn chunk_bounds(kind: Kind, stats: &Statistics) -> Option<(Bound, Bound)> {
+    if !stats.min_is_exact() || !stats.max_is_exact() {
+        // Cut short by the writer: not the values Java's readers see.
+        return None;
+    }
     let pair = |a: Option<Bound>, b: Option<Bound>| a.zip(b);
+    // As Java's Parquet reader takes a float chunk's bounds: none if one is
+    // NaN (a chunk of NaNs only), a zero minimum as -0.0 and a zero
+    // maximum as 0.0 (the chunk may hold either zero).
+    let floats = |min: f64, max: f64| {
+        if min.is_nan() || max.is_nan() {
+            return None;
+        }
+        let min = if min == 0.0 { -0.0 } else { min };
+        let max = if max == 0.0 { 0.0 } else { max };
+        Some((Bound::Float(min), Bound::Float(max)))
+    };
     match (kind, stats) {
+        (Kind::Float, Statistics::Float(s)) => floats(*s.min_opt()? as f64, *s.max_opt()? as f64),
+        (Kind::Double, Statistics::Double(s)) => floats(*s.min_opt()?, *s.max_opt()?),
         (Kind::Boolean, Statistics::Boolean(s)) => {
             pair(s.min_opt().map(|v| Bound::Bool(*v)), s.max_opt().map(|v| Bound::Bool(*v)))
         }
@@ -424,6 +447,8 @@ fn serialize(kind: Kind, b: &Bound) -> Vec<u8> {
         (_, Bound::Int(v)) => v.to_le_bytes().to_vec(),
         (_, Bound::Bytes(v)) => v.clone(),
         (_, Bound::Decimal(v)) => min_be_bytes(*v),
+        (Kind::Float, Bound::Float(v)) => (*v as f32).to_le_bytes().to_vec(),
+        (_, Bound::Float(v)) => v.to_le_bytes().to_vec(),
     }
 }
 

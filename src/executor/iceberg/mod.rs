@@ -43,10 +43,13 @@
 pub mod avro;
 pub mod catalog;
 pub mod commit;
+pub mod deletes;
 pub mod manifest;
 pub mod metrics;
 pub mod orphans;
 pub mod rest;
+pub mod rows;
+pub mod schema;
 pub mod table;
 pub mod unit;
 
@@ -184,6 +187,11 @@ pub struct StagedUnit {
     pub inputs: Vec<String>,
     pub outputs: Vec<StagedOutput>,
     pub stats: BTreeMap<String, u64>,
+    /// Position delete files the unit applied whose every row names one of
+    /// its inputs (or a file gone since): removed with them. Absent in
+    /// records of releases that applied no deletes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spent_deletes: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -225,30 +233,18 @@ impl Head {
             .enumerate()
             .flat_map(|(i, m)| m.entries.iter().filter(|e| e.is_live()).map(move |e| (i, e)))
     }
-
-    /// Why delete files may apply to the files of the unit `key`, if they
-    /// may: a live delete file in the same partition, or in an
-    /// unpartitioned spec (such deletes apply to every partition).
-    pub fn deletes_in(&self, key: &str) -> Option<String> {
-        self.live().map(|(_, e)| e).filter(|e| e.content != 0).find_map(|e| {
-            let global = matches!(avro::unwrap(&e.partition), apache_avro::types::Value::Record(f) if f.is_empty());
-            (global || manifest::unit_key(e.spec_id, &e.partition) == key).then(|| e.file_path.clone())
-        })
-    }
 }
 
 /// The live data files of the table's current snapshot as the planner
-/// counts them: each one's unit key and size, and the unit keys delete
-/// files may apply to (never compacted, so never due). A table compactd
-/// refuses is an error naming why, as for [`partitions_to_compact`].
+/// counts them: each one's unit key and size. A table compactd refuses is
+/// an error naming why, as for [`partitions_to_compact`].
 pub async fn live_data_files(
     store: &Store,
     cat: &catalog::Catalog,
     dir: &str,
-) -> Result<(Vec<(String, u64)>, Vec<String>), IcebergError> {
+) -> Result<Vec<(String, u64)>, IcebergError> {
     let head = Head::load(store, cat, dir).await?;
     let mut files = vec![];
-    let mut deletes: BTreeMap<String, Option<String>> = BTreeMap::new();
     for (_, e) in head.live().filter(|(_, e)| e.content == 0) {
         if !e.file_format.eq_ignore_ascii_case("parquet") {
             return Err(IcebergError::Table {
@@ -256,45 +252,28 @@ pub async fn live_data_files(
                 problem: format!("{} is {} data: compactd rewrites Parquet only", e.file_path, e.file_format),
             });
         }
-        let key = manifest::unit_key(e.spec_id, &e.partition);
-        if !deletes.contains_key(&key) {
-            deletes.insert(key.clone(), head.deletes_in(&key));
-        }
-        files.push((key, e.file_size.max(0) as u64));
+        files.push((manifest::unit_key(e.spec_id, &e.partition), e.file_size.max(0) as u64));
     }
-    let deleted = deletes
-        .into_iter()
-        .filter_map(|(key, d)| {
-            let d = d?;
-            tracing::debug!(table = dir, unit = key, delete = d, "not compacted: delete files may apply");
-            Some(key)
-        })
-        .collect();
-    Ok((files, deleted))
+    Ok(files)
 }
 
 /// The partitions of the table's current snapshot with two or more data
-/// files under the small threshold of `target_size` and no delete file
-/// that may apply: the units of a task. A table compactd refuses (see
-/// [`table::Table::check_supported`]), or one with data files that are not
-/// Parquet, is an error naming why.
+/// files under the small threshold of `target_size`: the units of a task
+/// (delete files that apply to them are applied as they are rewritten). A
+/// table compactd refuses (see [`table::Table::check_supported`]), or one
+/// with data files that are not Parquet, is an error naming why.
 pub async fn partitions_to_compact(
     store: &Store,
     cat: &catalog::Catalog,
     dir: &str,
     target_size: u64,
 ) -> Result<Vec<String>, IcebergError> {
-    let (files, deleted) = live_data_files(store, cat, dir).await?;
+    let files = live_data_files(store, cat, dir).await?;
     let threshold = super::merge::parquet::small_threshold(target_size);
     let mut small: BTreeMap<String, usize> = BTreeMap::new();
     for (key, size) in files {
         if size < threshold {
             *small.entry(key).or_default() += 1;
-        }
-    }
-    for key in &deleted {
-        if small.remove(key).is_some_and(|n| n >= 2) {
-            tracing::info!(table = dir, unit = key, "not compacted: delete files may apply");
         }
     }
     Ok(small.into_iter().filter(|(_, n)| *n >= 2).map(|(key, _)| key).collect())

@@ -117,6 +117,23 @@ impl Table {
             .unwrap_or(&self.meta["schema"])
     }
 
+    /// Whether the spec `spec_id` partitions nothing (no fields, or only
+    /// `void` ones, as a v1 table's removed partition field): Java's
+    /// `PartitionSpec.isUnpartitioned`. An equality delete written in such
+    /// a spec applies to every partition.
+    pub fn unpartitioned(&self, spec_id: i32) -> bool {
+        let spec = self.meta["partition-specs"]
+            .as_array()
+            .and_then(|all| all.iter().find(|s| s["spec-id"].as_i64() == Some(spec_id as i64)));
+        let fields = match spec {
+            Some(s) => s["fields"].as_array(),
+            // v1 metadata without partition-specs: the one spec.
+            None if self.meta["partition-spec"].is_array() => self.meta["partition-spec"].as_array(),
+            None => None,
+        };
+        fields.is_none_or(|f| f.iter().all(|f| f["transform"].as_str() == Some("void")))
+    }
+
     /// The fields of the default sort order.
     pub fn sort_fields(&self) -> Vec<Json> {
         let id = self.meta["default-sort-order-id"].as_i64();

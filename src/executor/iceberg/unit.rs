@@ -5,19 +5,26 @@
 //! Invariants:
 //! - Nothing of the table's metadata is written: the outputs are files no
 //!   snapshot names, and the staged record lives in the scheduler tree.
-//! - Outputs are written in the inputs' own schema (the union the Parquet
-//!   rewrite makes, field ids kept), spec and partition, beside the first
-//!   input; an output's size in the record is the stored object's.
-//! - A unit refuses, naming the file, a partition where a delete file may
-//!   apply or whose files are not Parquet; it removes its own files when it
-//!   fails before staging.
+//! - Outputs are written in the table's current schema (each input read
+//!   into it by field id, [`super::schema`]) without the rows the table's
+//!   delete files remove ([`super::deletes`]), in the inputs' spec and
+//!   partition, beside the first input; an output's size in the record is
+//!   the stored object's.
+//! - A unit refuses, naming the file, a partition whose files or delete
+//!   files are not Parquet, or an input that does not read into the
+//!   table's schema; it removes its own files when it fails before
+//!   staging.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use store::Store;
 
+use super::deletes;
 use super::manifest::{fnv64, unit_key, Entry};
 use super::metrics::{file_metrics, MetricsConfig};
+use super::rows::TableRows;
+use super::schema::ById;
 use super::{Head, IcebergError, IcebergJob, Outcome, StagedOutput, StagedUnit};
 use crate::executor::merge::{parquet, Format, SUPERSEDED};
 
@@ -39,12 +46,6 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
         .map(|(_, e)| e)
         .filter(|e| e.content == 0 && unit_key(e.spec_id, &e.partition) == job.unit)
         .collect();
-    if let Some(d) = head.deletes_in(&job.unit) {
-        return Err(job.broken(format!(
-            "unit {}: delete file {d} may apply to its files; compactd does not rewrite files with deletes yet",
-            job.unit
-        )));
-    }
     let threshold = parquet::small_threshold(job.merge.target_size) as i64;
     let mut small: Vec<&Entry> = mine.into_iter().filter(|e| e.file_size < threshold).collect();
     if let Some(e) = small.iter().find(|e| !e.file_format.eq_ignore_ascii_case("parquet")) {
@@ -69,7 +70,18 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
     let Format::Parquet(options) = &job.merge.format else {
         return Err(job.broken("the iceberg executor writes Parquet: its job's format must be Parquet"));
     };
-    let staged = match parquet::rewrite(store, &job.merge, options, inputs, name).await {
+    let by_id =
+        ById::new(t.current_schema(), &t.properties()).map_err(|e| job.broken(format!("its current schema: {e}")))?;
+    let mut loaded = deletes::load(store, &head, &small, &by_id, &job.merge.io)
+        .await
+        .map_err(|e| job.broken(format!("unit {}: {e}", job.unit)))?;
+    let (position_files, equality_files) = (loaded.position_files.len(), loaded.equality_files.len());
+    let fit = TableRows {
+        by_id,
+        schema_json: t.current_schema().to_string(),
+        deletes: Arc::new(std::mem::take(&mut loaded.deletes)),
+    };
+    let staged = match parquet::rewrite(store, &job.merge, options, inputs, name, Some(Arc::new(fit))).await {
         Ok(s) => s,
         Err(e) => {
             remove_attempt_files(store, &out_dir, &stem).await;
@@ -95,6 +107,8 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
             input_paths.push(by_store[i].file_path.clone());
         }
     }
+    let rewritten: BTreeSet<String> = input_paths.iter().cloned().collect();
+    let spent_deletes = loaded.spent(&head, &rewritten);
     let record = StagedUnit {
         unit: job.unit.clone(),
         spec_id: small[0].spec_id,
@@ -105,6 +119,7 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
         inputs: input_paths,
         outputs,
         stats: staged.stats.clone(),
+        spent_deletes,
     };
     let (tree, task) = job.tree()?;
     if let Some((sched, folder)) = &job.merge.fence {
@@ -122,6 +137,8 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
     }
     let mut stats = staged.stats;
     stats.insert("snapshot_read".into(), snapshot.id as u64);
+    stats.insert("position_delete_files".into(), position_files as u64);
+    stats.insert("equality_delete_files".into(), equality_files as u64);
     let outcome = Outcome::Staged { inputs: record.inputs.len(), outputs: record.outputs.len() };
     Ok((outcome, stats))
 }

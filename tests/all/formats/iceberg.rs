@@ -463,12 +463,21 @@ fn tables_compactd_does_not_handle_are_refused_by_name_and_keep_every_byte() {
     let after = snapshot_files(&data);
     assert_eq!(before.keys().collect::<Vec<_>>(), after.keys().collect::<Vec<_>>());
     assert!(before == after, "a refused table changed");
-    // A partition a delete file may apply to is not compacted; the others are.
+    // A partition with a position delete is compacted with the delete
+    // applied, and the delete file, spent, leaves with its data file.
+    let theirs = java.run(&json!({"cmd": "read", "location": loc("posdel")}));
     let s = compact_table(&c, "posdel", &["iceberg.sole-writer=true"]);
     assert_eq!(s["state"], "Done", "{s:#}");
-    assert_eq!(live_in(java, &loc("posdel"), "p0"), p0, "the partition with a delete file was rewritten");
-    let p1 = live_in(java, &loc("posdel"), "p1");
-    assert!(p1.len() == 1 && p1[0].contains("/compactd-"), "{p1:?}");
+    for p in ["p0", "p1"] {
+        let files = live_in(java, &loc("posdel"), p);
+        assert!(files.len() == 1 && files[0].contains("/compactd-"), "{p}: {files:?}");
+    }
+    let ours = java.run(&json!({"cmd": "read", "location": loc("posdel")}));
+    assert_eq!((&ours["count"], &ours["digest"]), (&theirs["count"], &theirs["digest"]));
+    let snaps = java.run(&json!({"cmd": "snapshots", "location": loc("posdel")}));
+    let current = snaps["snapshots"].as_array().unwrap().last().unwrap();
+    assert_eq!(current["summary"]["removed-position-delete-files"], "1", "{current:#}");
+    assert_eq!(current["summary"]["total-delete-files"], "0", "{current:#}");
 }
 
 /// Where a unit or a commit is killed: (what runs, the shim's mode, its

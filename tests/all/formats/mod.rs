@@ -3,6 +3,7 @@
 mod delta;
 mod delta_check;
 mod iceberg;
+mod iceberg_evolved;
 mod iceberg_policy;
 mod iceberg_rest;
 mod iceberg_spark;

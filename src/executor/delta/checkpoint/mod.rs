@@ -145,7 +145,7 @@ pub async fn write(
     let schema = schema(stats_json);
     let props =
         WriterProperties::builder().set_compression(Compression::SNAPPY).set_created_by(pq::created_by()).build();
-    let sink = StoreSink::new(store.writer(&target).await?, Throttle::none());
+    let sink = StoreSink::new(store.writer(&target).await?, Throttle::none(), &schema);
     let mut out = Out {
         writer: AsyncArrowWriter::try_new(sink, schema.clone(), Some(props)).map_err(|e| bad(&target, e))?,
         schema,

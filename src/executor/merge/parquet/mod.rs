@@ -60,6 +60,7 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampMicrosecondType;
+use arrow_array::RecordBatch;
 use arrow_schema::{Schema, SchemaRef};
 use futures::StreamExt;
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
@@ -122,6 +123,25 @@ pub fn created_by() -> String {
 /// An input: its path and size.
 pub type Input = (String, u64);
 
+/// How the inputs' rows are made to fit the outputs when the table, not
+/// the inputs, decides the outputs' schema (an Iceberg table's current
+/// schema, its columns matched by field id), and which rows are gone
+/// (deletes applied while rewriting). Without one, the outputs take the
+/// union of the inputs' schemas ([`schema`]) and every row.
+pub trait Projection: Send + Sync {
+    /// The outputs' schema.
+    fn schema(&self) -> SchemaRef;
+    /// Footer pairs the outputs carry, replacing the inputs' of one key.
+    fn footer(&self) -> Vec<KeyValue>;
+    /// Why the input `path`, of schema `file`, cannot be read into the
+    /// outputs, if it cannot: asked of every footer before anything is
+    /// written.
+    fn check(&self, path: &str, file: &Schema) -> Result<(), String>;
+    /// `batch`, the rows of the input `path` from its row `first_row` on,
+    /// in the outputs' schema and without the rows deleted.
+    fn project(&self, path: &str, first_row: u64, batch: RecordBatch) -> Result<RecordBatch, String>;
+}
+
 /// Footers read at once while schemas are checked.
 const FOOTERS_AHEAD: usize = 8;
 
@@ -139,7 +159,7 @@ pub async fn stage(
         files.into_iter().filter(|(p, len)| p.ends_with(".parquet") && *len < threshold).collect();
     let name =
         |k: usize| (format!("{staging}{k}"), format!("{}compacted-{}-r{}-{k}.parquet", job.dir, job.task, job.round));
-    rewrite(store, job, opts, candidates, name).await
+    rewrite(store, job, opts, candidates, name, None).await
 }
 
 /// A footer's key-value pairs without Arrow's own schema (the writer makes
@@ -166,7 +186,12 @@ struct Plan {
 /// Reads every footer (a few at a time; memory does not grow with the
 /// number of files) and decides the outputs' schema and footer, or fails
 /// the unit before anything is written.
-async fn plan(store: &Store, job: &MergeJob, candidates: &[Input]) -> Result<Plan, MergeError> {
+async fn plan(
+    store: &Store,
+    job: &MergeJob,
+    candidates: &[Input],
+    fit: Option<&dyn Projection>,
+) -> Result<Plan, MergeError> {
     let mut footers = futures::stream::iter(candidates.iter().cloned())
         .map(|(path, len)| async move {
             let meta = open(store, &path, len, false, &job.io).await.map(|(_, m)| m);
@@ -181,7 +206,11 @@ async fn plan(store: &Store, job: &MergeJob, candidates: &[Input]) -> Result<Pla
     while let Some((path, meta)) = footers.next().await {
         let meta = meta.map_err(|e| job.broken(format!("{path}: not a readable Parquet file: {e}")))?;
         let schema = meta.schema();
-        union.add(&path, schema).map_err(|e| job.broken(format!("{path}: {e}; nothing was merged")))?;
+        match fit {
+            Some(fit) => fit.check(&path, schema),
+            None => union.add(&path, schema),
+        }
+        .map_err(|e| job.broken(format!("{path}: {e}; nothing was merged")))?;
         let kv = footer_key_values(meta.metadata());
         let rebase = spark::Rebase::of(&kv);
         match &first {
@@ -214,16 +243,24 @@ async fn plan(store: &Store, job: &MergeJob, candidates: &[Input]) -> Result<Pla
         arrow_kv.add(&arrow);
         i += 1;
     }
-    let fields = union.fields();
-    let (footer, dropped) = footer_kv.finish();
+    let (mut footer, dropped) = footer_kv.finish();
     if !dropped.is_empty() {
         tracing::info!(partition = job.dir, keys = ?dropped, "footer keys the inputs do not all share are not kept");
     }
     let (arrow, _) = arrow_kv.finish();
     let arrow: std::collections::HashMap<String, String> =
         arrow.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect();
+    let schema = match fit {
+        Some(fit) => {
+            for kv in fit.footer() {
+                footer.insert(kv.key, kv.value);
+            }
+            fit.schema()
+        }
+        None => Arc::new(Schema::new_with_metadata(union.fields(), arrow)),
+    };
     let key_values = footer.into_iter().map(|(key, value)| KeyValue { key, value }).collect();
-    Ok(Plan { schema: Arc::new(Schema::new_with_metadata(fields, arrow)), key_values, int96_checks })
+    Ok(Plan { schema, key_values, int96_checks })
 }
 
 /// Rewrites `candidates` (paths and sizes, in the order their rows are to
@@ -231,18 +268,21 @@ async fn plan(store: &Store, job: &MergeJob, candidates: &[Input]) -> Result<Pla
 /// at `name(k).0` and is to be published as `name(k).1` (the same path when
 /// the caller publishes by other means, as a Delta commit does). No outputs
 /// if fewer than two candidates. [`Staged::written`] holds each output's
-/// bytes and rows, [`Staged::footers`] its footer.
+/// bytes and rows, [`Staged::footers`] its footer. With `fit`, the rows
+/// are fitted and filtered by it (see [`Projection`]); the figures then
+/// count the rows it dropped as `rows_deleted`.
 pub async fn rewrite(
     store: &Store,
     job: &MergeJob,
     opts: &ParquetOptions,
     candidates: Vec<Input>,
     name: impl Fn(usize) -> (String, String),
+    fit: Option<Arc<dyn Projection>>,
 ) -> Result<Staged, MergeError> {
     if candidates.len() < 2 {
         return Ok(Staged::default());
     }
-    let Plan { schema, key_values, int96_checks } = plan(store, job, &candidates).await?;
+    let Plan { schema, key_values, int96_checks } = plan(store, job, &candidates, fit.as_deref()).await?;
     let inputs = candidates;
     let props = WriterProperties::builder()
         .set_compression(opts.compression)
@@ -255,10 +295,16 @@ pub async fn rewrite(
         // statistics and their index cost CPU that readers of compacted
         // partitions rarely use.
         .set_statistics_enabled(parquet::file::properties::EnabledStatistics::Chunk)
+        // Whole values, as parquet-java writes them: a bound cut short is
+        // no bound to an Iceberg reader in `full` metrics mode, nor to a
+        // Delta reader's statistics.
+        .set_statistics_truncate_length(None)
         .set_write_batch_size(BATCH_ROWS)
         .build();
 
     let (mut bytes_in, mut bytes_out, mut rows_in, mut rows_out, mut files_in) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    // Rows read but deleted (by `fit`), and rows handed to the writers.
+    let (mut rows_deleted, mut rows_kept) = (0u64, 0u64);
     // Bytes out per byte in, from what was written so far.
     let (mut seen_in, mut seen_out) = (0u64, 0u64);
     let mut staged = Staged::default();
@@ -268,7 +314,8 @@ pub async fn rewrite(
     // bounded channel), so that decoding and encoding use two cores.
     let (tx, mut rx) = tokio::sync::mpsc::channel(DECODED_AHEAD);
     let order: Vec<Input> = inputs.clone();
-    let decoder = Decoder { store: store.clone(), job: job.clone(), schema: schema.clone(), int96_checks };
+    let fitted = fit.is_some();
+    let decoder = Decoder { store: store.clone(), job: job.clone(), schema: schema.clone(), int96_checks, fit };
     let _decoder = AbortOnDrop(tokio::spawn(decoder.run(inputs, tx)));
     for (idx, input) in order.into_iter().enumerate() {
         // Output bytes per input byte: measured on the outputs finished so
@@ -307,7 +354,7 @@ pub async fn rewrite(
                 break;
             }
             let (path, final_path) = name(staged.outputs.len());
-            let sink = StoreSink::new(store.writer(&path).await?, job.io.clone());
+            let sink = StoreSink::new(store.writer(&path).await?, job.io.clone(), &schema);
             let w = AsyncArrowWriter::try_new(sink, schema.clone(), Some(props.clone()))
                 .map_err(|e| job.broken(format!("cannot start {path}: {e}")))?;
             let out = Output { staged: path, final_path, inputs: vec![] };
@@ -315,19 +362,21 @@ pub async fn rewrite(
         }
         let (w, out, in_this) = current.as_mut().expect("opened above");
         let (path, len) = input;
-        let mut rows = 0u64;
         loop {
             match rx.recv().await {
-                Some(Ok(Some(b))) => {
-                    rows += b.num_rows() as u64;
+                Some(Ok(Piece::Rows(b))) => {
+                    rows_kept += b.num_rows() as u64;
                     w.write(&b).await.map_err(|e| job.broken(format!("writing {}: {e}", out.staged)))?;
                 }
-                Some(Ok(None)) => break,
+                Some(Ok(Piece::End { read, kept })) => {
+                    rows_in += read;
+                    rows_deleted += read - kept;
+                    break;
+                }
                 Some(Err(e)) => return Err(e),
                 None => return Err(job.broken(format!("the decoder stopped before the end of {path}"))),
             }
         }
-        rows_in += rows;
         bytes_in += len;
         files_in += 1;
         *in_this += len;
@@ -341,20 +390,33 @@ pub async fn rewrite(
         staged.written.push((written, rows));
         staged.footers.push(footer);
     }
-    if rows_in != rows_out {
+    if rows_kept != rows_out || rows_in != rows_out + rows_deleted {
         // A staged output that lost rows must never be committed.
-        return Err(job.broken(format!("staged {rows_out} rows for {rows_in} read; nothing was committed")));
+        return Err(job.broken(format!(
+            "staged {rows_out} rows for {rows_in} read ({rows_deleted} of them deleted); nothing was committed"
+        )));
     }
     staged.stats = super::stats(files_in, staged.outputs.len() as u64, bytes_in, bytes_out, rows_in, rows_out);
+    if fitted {
+        staged.stats.insert("rows_deleted".into(), rows_deleted);
+    }
     Ok(staged)
 }
 
 /// Batches decoded ahead of the writer.
 const DECODED_AHEAD: usize = 4;
 
-/// What the decoder sends: a batch, the end of one input (`None`), or why it
-/// stopped.
-type Decoded = Result<Option<arrow_array::RecordBatch>, MergeError>;
+/// A part of one input as the decoder sends it.
+enum Piece {
+    /// Rows in the output's schema.
+    Rows(RecordBatch),
+    /// The input's end: the rows read from it, and how many of them were
+    /// sent (the others were deleted).
+    End { read: u64, kept: u64 },
+}
+
+/// What the decoder sends, or why it stopped.
+type Decoded = Result<Piece, MergeError>;
 
 /// Decodes the inputs in order, fitted to the output's schema.
 struct Decoder {
@@ -362,10 +424,11 @@ struct Decoder {
     job: MergeJob,
     schema: SchemaRef,
     int96_checks: BTreeMap<usize, Vec<usize>>,
+    fit: Option<Arc<dyn Projection>>,
 }
 
 impl Decoder {
-    /// Sends each input's batches, then `None`, into `tx`; stops when the
+    /// Sends each input's batches, then its end, into `tx`; stops when the
     /// receiver is gone or at the first error (sent).
     async fn run(self, inputs: Vec<Input>, tx: tokio::sync::mpsc::Sender<Decoded>) {
         let job = &self.job;
@@ -385,31 +448,30 @@ impl Decoder {
                 }
             };
             let checks = self.int96_checks.get(&i).map(Vec::as_slice).unwrap_or_default();
+            let (mut read, mut kept) = (0u64, 0u64);
             while let Some(b) = batches.next().await {
+                let first_row = read;
                 let msg = b
                     .map_err(|e| job.broken(format!("{path}: corrupt or truncated: {e}")))
-                    .and_then(|b| self.fit(b, &path, checks))
-                    .map(Some);
+                    .inspect(|b| read += b.num_rows() as u64)
+                    .and_then(|b| self.fit(b, &path, first_row, checks))
+                    .inspect(|b| kept += b.num_rows() as u64)
+                    .map(Piece::Rows);
                 let failed = msg.is_err();
                 if tx.send(msg).await.is_err() || failed {
                     return;
                 }
             }
-            if tx.send(Ok(None)).await.is_err() {
+            if tx.send(Ok(Piece::End { read, kept })).await.is_err() {
                 return;
             }
         }
     }
 
-    /// `batch` of `path` in the output's schema, once its INT96 columns
-    /// `int96` (read as UTC microseconds) are known to hold no value Spark
-    /// could read differently as INT64.
-    fn fit(
-        &self,
-        batch: arrow_array::RecordBatch,
-        path: &str,
-        int96: &[usize],
-    ) -> Result<arrow_array::RecordBatch, MergeError> {
+    /// `batch` of `path` (its rows from `first_row` on) in the output's
+    /// schema, once its INT96 columns `int96` (read as UTC microseconds)
+    /// are known to hold no value Spark could read differently as INT64.
+    fn fit(&self, batch: RecordBatch, path: &str, first_row: u64, int96: &[usize]) -> Result<RecordBatch, MergeError> {
         for &c in int96 {
             let name = batch.schema().field(c).name().clone();
             let Some(values) = batch.column(c).as_primitive_opt::<TimestampMicrosecondType>() else {
@@ -424,8 +486,11 @@ impl Decoder {
                 )));
             }
         }
-        schema::conform(batch, &self.schema)
-            .map_err(|e| self.job.broken(format!("{path}: its rows do not fit the outputs' schema: {e}")))
+        match &self.fit {
+            Some(fit) => fit.project(path, first_row, batch),
+            None => schema::conform(batch, &self.schema).map_err(|e| e.to_string()),
+        }
+        .map_err(|e| self.job.broken(format!("{path}: its rows do not fit the outputs' schema: {e}")))
     }
 }
 
