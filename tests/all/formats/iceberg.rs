@@ -400,6 +400,48 @@ fn an_equality_delete_committed_after_the_units_read_still_applies_to_the_output
     }
 }
 
+/// A v1 table keeps a removed partition field as `void`: an equality delete
+/// written in that spec (after an upgrade to v2) is global, as Java's
+/// `DeleteFileIndex` reads an unpartitioned spec, so it applies to every
+/// partition of the older spec. compactd applies it while rewriting them
+/// (its outputs keep the sequence number read, which the delete would no
+/// longer reach), and it leaves with them.
+#[test]
+fn an_equality_delete_in_a_void_spec_applies_to_every_partition_and_is_applied_by_the_rewrite() {
+    let java = Java::shared();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let location = data.join("db/s/t").display().to_string();
+    java.run(&json!({"cmd": "create", "location": location, "schema": schema(),
+        "properties": {"format-version": "1"},
+        "spec": [{"name": "part", "transform": "identity", "source-id": 3, "field-id": 1000}]}));
+    let spec = java.run(&json!({"cmd": "drop_partition_field", "location": location, "name": "part"}));
+    assert_eq!(spec["unpartitioned"], true, "{spec}");
+    java.run(&json!({"cmd": "upgrade", "location": location, "version": 2}));
+    // Data in the first spec (partitioned by part), written after the
+    // upgrade (manifests compactd rewrites).
+    for b in 0..3 {
+        java.run(&json!({"cmd": "append", "location": location, "rows": rows(b, 20, 2), "files": 2, "spec_id": 0}));
+    }
+    // Rows 1001 (p1) and 2000 (p0) deleted by one global delete.
+    java.run(&json!({"cmd": "eqdelete", "location": location, "spec": "current", "column": "id", "value": 1001}));
+    java.run(&json!({"cmd": "eqdelete", "location": location, "spec": "current", "column": "id", "value": 2000}));
+    let theirs = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!(theirs["count"], 58, "{theirs}");
+    start_three(&mut c, &format!("fs://{}", data.display()));
+    let s = compact(&c, &["iceberg.sole-writer=true"]);
+    assert_eq!(s["state"], "Done", "{s:#}");
+    let ours = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!((&ours["count"], &ours["digest"]), (&theirs["count"], &theirs["digest"]), "a deleted row came back");
+    for p in ["p0", "p1"] {
+        let files = live_in(java, &location, p);
+        assert!(files.len() == 1 && files[0].contains("/compactd-"), "{p}: {files:?}");
+    }
+    let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
+    let current = snaps["snapshots"].as_array().unwrap().last().unwrap();
+    assert_eq!(current["summary"]["removed-equality-delete-files"], "2", "{current:#}");
+}
+
 /// Every file under `dir` with its bytes.
 fn snapshot_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();

@@ -41,6 +41,9 @@ import org.apache.iceberg.SchemaParser;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.SortOrder;
 import org.apache.iceberg.StructLike;
+import org.apache.iceberg.HasTableOperations;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableProperties;
 import org.apache.iceberg.catalog.TableIdentifier;
@@ -136,6 +139,9 @@ public class IcebergTool {
       case "delete": return deleteFile(c);
       case "posdelete": return posDelete(c);
       case "eqdelete": return eqDelete(c);
+      case "drop_partition_field": return dropPartitionField(c);
+      case "upgrade": return upgrade(c);
+      case "rewrite_manifests": return rewriteManifests(c);
       case "rewrite": return rewrite(c);
       case "append_loop_start": return loopStart(c);
       case "append_loop_wait": return loopWait();
@@ -238,17 +244,20 @@ public class IcebergTool {
   }
 
   static DataFile writeFile(Table t, PartitionKey key, List<Record> rows, String format) throws Exception {
+    return writeFile(t, t.spec(), key, rows, format);
+  }
+  static DataFile writeFile(Table t, PartitionSpec spec, PartitionKey key, List<Record> rows, String format) throws Exception {
     String name = UUID.randomUUID() + "." + format;
-    String path = key == null || t.spec().isUnpartitioned()
+    String path = key == null || spec.isUnpartitioned()
         ? t.locationProvider().newDataLocation(name)
-        : t.locationProvider().newDataLocation(t.spec(), key, name);
+        : t.locationProvider().newDataLocation(spec, key, name);
     OutputFile out = t.io().newOutputFile(path);
     if (format.equals("avro")) {
       DataWriter<Record> a = org.apache.iceberg.avro.Avro.writeData(out)
           .schema(t.schema())
           .createWriterFunc(org.apache.iceberg.data.avro.DataWriter::create)
-          .withSpec(t.spec())
-          .withPartition(t.spec().isUnpartitioned() ? null : key)
+          .withSpec(spec)
+          .withPartition(spec.isUnpartitioned() ? null : key)
           .overwrite()
           .build();
       try {
@@ -261,8 +270,8 @@ public class IcebergTool {
     DataWriter<Record> w = Parquet.writeData(out)
         .schema(t.schema())
         .createWriterFunc(GenericParquetWriter::create)
-        .withSpec(t.spec())
-        .withPartition(t.spec().isUnpartitioned() ? null : key)
+        .withSpec(spec)
+        .withPartition(spec.isUnpartitioned() ? null : key)
         .metricsConfig(MetricsConfig.forTable(t))
         .setAll(t.properties())
         .overwrite()
@@ -281,8 +290,11 @@ public class IcebergTool {
   }
 
   static List<DataFile> writeRows(Table t, JsonNode rows, int files, String format) throws Exception {
+    return writeRows(t, rows, files, format, t.spec());
+  }
+  static List<DataFile> writeRows(Table t, JsonNode rows, int files, String format, PartitionSpec spec) throws Exception {
     Schema schema = t.schema();
-    PartitionKey key = new PartitionKey(t.spec(), schema);
+    PartitionKey key = new PartitionKey(spec, schema);
     InternalRecordWrapper wrapper = new InternalRecordWrapper(schema.asStruct());
     Map<PartitionKey, List<Record>> groups = new LinkedHashMap<>();
     for (JsonNode row : rows) {
@@ -296,7 +308,7 @@ public class IcebergTool {
       int n = Math.max(1, Math.min(files, all.size()));
       for (int i = 0; i < n; i++) {
         List<Record> part = all.subList(i * all.size() / n, (i + 1) * all.size() / n);
-        if (!part.isEmpty()) out.add(writeFile(t, g.getKey(), part, format));
+        if (!part.isEmpty()) out.add(writeFile(t, spec, g.getKey(), part, format));
       }
     }
     return out;
@@ -304,7 +316,9 @@ public class IcebergTool {
 
   static ObjectNode append(JsonNode c) throws Exception {
     Table t = load(c);
-    List<DataFile> files = writeRows(t, c.get("rows"), c.has("files") ? c.get("files").asInt() : 1, c.path("format").asText("parquet"));
+    // `spec_id`: the files are written in that spec, not the current one.
+    PartitionSpec spec = c.has("spec_id") ? t.specs().get(c.get("spec_id").asInt()) : t.spec();
+    List<DataFile> files = writeRows(t, c.get("rows"), c.has("files") ? c.get("files").asInt() : 1, c.path("format").asText("parquet"), spec);
     org.apache.iceberg.AppendFiles a = t.newAppend();
     for (DataFile f : files) a.appendFile(f);
     a.commit();
@@ -640,16 +654,56 @@ public class IcebergTool {
     return o;
   }
 
+  /** Removes partition field `name` from the spec: a v1 table keeps it as a `void` field. */
+  static ObjectNode dropPartitionField(JsonNode c) {
+    Table t = load(c);
+    t.updateSpec().removeField(c.get("name").asText()).commit();
+    ObjectNode out = JSON.createObjectNode();
+    out.put("spec_id", t.spec().specId());
+    out.put("unpartitioned", t.spec().isUnpartitioned());
+    return out;
+  }
+
+  /** Java's own manifest rewrite: every manifest written again in the table's format version. */
+  static ObjectNode rewriteManifests(JsonNode c) {
+    Table t = load(c);
+    t.rewriteManifests().rewriteIf(m -> true).commit();
+    ObjectNode out = JSON.createObjectNode();
+    out.put("snapshot", t.currentSnapshot().snapshotId());
+    return out;
+  }
+
+  /** Upgrades the table to format `version`. */
+  static ObjectNode upgrade(JsonNode c) {
+    Table t = load(c);
+    TableOperations ops = ((HasTableOperations) t).operations();
+    TableMetadata base = ops.current();
+    ops.commit(base, base.upgradeToFormatVersion(c.get("version").asInt()));
+    ObjectNode out = JSON.createObjectNode();
+    out.put("format_version", ops.refresh().formatVersion());
+    return out;
+  }
+
+  /**
+   * An equality delete of rows whose `column` equals `value`, in the partition of the data file
+   * `path`, or with `"spec": "current"` in the table's current spec (unpartitioned there: a global
+   * delete).
+   */
   static ObjectNode eqDelete(JsonNode c) throws Exception {
     Table t = load(c);
+    if (c.path("spec").asText().equals("current")) return eqDeleteIn(t, t.spec(), null, c);
     DataFile f = liveFile(t, c.get("path").asText());
+    return eqDeleteIn(t, t.specs().get(f.specId()), f.partition(), c);
+  }
+
+  static ObjectNode eqDeleteIn(Table t, PartitionSpec spec, StructLike partition, JsonNode c) throws Exception {
     Types.NestedField field = t.schema().findField(c.get("column").asText());
     Schema deleteSchema = t.schema().select(field.name());
     OutputFile out = t.io().newOutputFile(t.locationProvider().newDataLocation(UUID.randomUUID() + "-eqdeletes.parquet"));
     org.apache.iceberg.deletes.EqualityDeleteWriter<Record> w = Parquet.writeDeletes(out)
         .forTable(t)
-        .withSpec(t.specs().get(f.specId()))
-        .withPartition(f.partition())
+        .withSpec(spec)
+        .withPartition(partition == null ? new PartitionKey(spec, t.schema()) : partition)
         .rowSchema(deleteSchema)
         .createWriterFunc(GenericParquetWriter::create)
         .equalityFieldIds(field.fieldId())
