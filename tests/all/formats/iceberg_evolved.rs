@@ -293,3 +293,39 @@ fn merge_on_read_deletes_are_applied_and_the_delete_files_they_spent_leave_with_
     // (pyiceberg, which reads every snapshot, refuses equality deletes.)
     eprintln!("merge-on-read: {:?} in all", started.elapsed());
 }
+
+/// Bounds Spark answers `max()` from (aggregate pushdown trusts a file's
+/// metrics in `full` mode): a 100-byte string's must be the whole value,
+/// not the 64 bytes a Parquet writer keeps by default.
+#[test]
+fn full_metrics_of_long_strings_are_whole_values_and_spark_max_is_unchanged() {
+    let Some(spark) = Spark::iceberg() else { return };
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let warehouse = data.join("db");
+    std::fs::create_dir_all(&warehouse).unwrap();
+    spark.run(&json!({"cmd": "catalog", "name": "f", "warehouse": warehouse}));
+    let table = "f.s.long";
+    sql(
+        spark,
+        &format!(
+            "CREATE TABLE {table} (id BIGINT, s STRING) USING iceberg TBLPROPERTIES ('format-version'='2', \
+             'write.metadata.metrics.default'='full')"
+        ),
+    );
+    for b in 0..3 {
+        let rows: Vec<String> = (0..5).map(|i| format!("({}, '{}{b}{i}')", b * 10 + i, "z".repeat(97))).collect();
+        sql(spark, &format!("INSERT INTO {table} VALUES {}", rows.join(", ")));
+    }
+    let max = |spark: &Spark| query(spark, &format!("SELECT max(s) AS m, min(s) AS n FROM {table}"))[0].clone();
+    let before = max(spark);
+    assert_eq!(before["m"].as_str().unwrap().len(), 99, "{before}");
+    start_three(&mut c, &format!("fs://{}", data.display()));
+    let status = compact(&c, "long");
+    assert_eq!(status["state"], "Done", "{status:#}");
+    let files = query(spark, &format!("SELECT file_path FROM {table}.files"));
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(max(spark), before, "Spark's max() and min() from the outputs' metrics");
+    let bounds = query(spark, &format!("SELECT readable_metrics.s.upper_bound AS u FROM {table}.files"));
+    assert_eq!(bounds[0]["u"], before["m"], "{bounds:?}");
+}
