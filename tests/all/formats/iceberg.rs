@@ -442,6 +442,67 @@ fn an_equality_delete_in_a_void_spec_applies_to_every_partition_and_is_applied_b
     assert_eq!(current["summary"]["removed-equality-delete-files"], "2", "{current:#}");
 }
 
+/// Columns of the types the other tests' tables lack: uuid (its Parquet
+/// logical type kept), fixed, binary, time, timestamp without zone, map.
+/// Java reads the same rows and measures the same metrics.
+#[test]
+fn uuid_fixed_binary_time_and_map_columns_are_compacted_and_uuid_stays_a_uuid() {
+    let java = Java::shared();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let location = data.join("db/s/t").display().to_string();
+    let schema = json!({"type": "struct", "schema-id": 0, "fields": [
+        {"id": 1, "name": "id", "required": true, "type": "long"},
+        {"id": 2, "name": "u", "required": false, "type": "uuid"},
+        {"id": 3, "name": "part", "required": false, "type": "string"},
+        {"id": 4, "name": "f", "required": false, "type": "fixed[20]"},
+        {"id": 5, "name": "b", "required": false, "type": "binary"},
+        {"id": 6, "name": "t", "required": false, "type": "time"},
+        {"id": 7, "name": "ts", "required": false, "type": "timestamp"},
+        {"id": 8, "name": "m", "required": false,
+         "type": {"type": "map", "key-id": 9, "key": "string", "value-id": 10, "value": "int", "value-required": false}},
+    ]});
+    java.run(&json!({"cmd": "create", "location": location, "schema": schema,
+        "spec": [{"name": "part", "transform": "identity", "source-id": 3, "field-id": 1000}]}));
+    for b in 0..3u64 {
+        let rows: Vec<Value> = (0..10u64)
+            .map(|i| {
+                let id = b * 100 + i;
+                json!({"id": id, "u": format!("{:08x}-0000-4000-8000-{:012x}", id, id * 7919),
+                    "part": format!("p{}", i % 2), "f": format!("{:040x}", id * 0x1234_5678_9abc),
+                    "b": format!("{:0width$x}", id, width = 2 + 2 * (i as usize % 5)),
+                    "t": format!("{:02}:{:02}:{:02}.123456", id % 24, i % 60, b),
+                    "ts": format!("2024-03-{:02}T{:02}:00:00.000001", 1 + i, b),
+                    "m": if i % 3 == 0 { Value::Null } else { json!({"k": i, "j": b}) }})
+            })
+            .collect();
+        java.run(&json!({"cmd": "append", "location": location, "rows": rows, "files": 2}));
+    }
+    let theirs = java.run(&json!({"cmd": "read", "location": location}));
+    start_three(&mut c, &format!("fs://{}", data.display()));
+    let s = compact(&c, &["iceberg.sole-writer=true"]);
+    assert_eq!(s["state"], "Done", "{s:#}");
+    let ours = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!((&ours["count"], &ours["digest"]), (&theirs["count"], &theirs["digest"]));
+    let metrics = java.run(&json!({"cmd": "metrics", "location": location}));
+    let outputs: Vec<&Value> = metrics["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["path"].as_str().unwrap().contains("/compactd-"))
+        .collect();
+    assert_eq!(outputs.len(), 2, "{metrics:#}");
+    for f in outputs {
+        assert_eq!(f["stored"], f["java"], "metrics of {}", f["path"]);
+        let file = std::fs::File::open(f["path"].as_str().unwrap()).unwrap();
+        let reader = parquet::file::serialized_reader::SerializedFileReader::new(file).unwrap();
+        use parquet::file::reader::FileReader;
+        let schema = reader.metadata().file_metadata().schema_descr_ptr();
+        let u = schema.columns().iter().find(|c| c.name() == "u").unwrap().clone();
+        assert_eq!(u.logical_type_ref(), Some(&parquet::basic::LogicalType::Uuid), "{}", f["path"]);
+    }
+}
+
 /// Every file under `dir` with its bytes.
 fn snapshot_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();

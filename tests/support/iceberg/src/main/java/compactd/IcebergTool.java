@@ -195,6 +195,7 @@ public class IcebergTool {
       case DOUBLE: return v.asDouble();
       case STRING: return v.asText();
       case DATE: return LocalDate.parse(v.asText());
+      case TIME: return java.time.LocalTime.parse(v.asText());
       case TIMESTAMP:
         return ((Types.TimestampType) type).shouldAdjustToUTC()
             ? OffsetDateTime.parse(v.asText())
