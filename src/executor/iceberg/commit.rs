@@ -112,7 +112,7 @@ fn invalid(head: &Head, live: &HashMap<&str, &Entry>, unit: &StagedUnit) -> Opti
 /// found spent, and each equality delete every live data file of which
 /// the commit rewrites, by units that read it and so applied it.
 fn spent_deletes(head: &Head, units: &[&StagedUnit], inputs: &HashSet<String>) -> HashSet<String> {
-    let live: HashSet<&str> = head.live().map(|(_, e)| e.file_path.as_str()).collect();
+    let live: HashSet<String> = head.live().map(|(_, e)| e.key()).collect();
     let mut spent: HashSet<String> =
         units.iter().flat_map(|u| &u.spent_deletes).filter(|d| live.contains(d.as_str())).cloned().collect();
     let data: Vec<&Entry> = head.live().map(|(_, e)| e).filter(|e| e.content == 0).collect();
@@ -373,6 +373,8 @@ async fn build(
     let spent = spent_deletes(head, units, &inputs);
     let removed: HashSet<String> = inputs.iter().chain(&spent).cloned().collect();
     let mut records = vec![];
+    // Whether each record is of a manifest this commit writes.
+    let mut new = vec![];
     let mut written: Vec<Written> = vec![];
     // New files first (as Java lists them), one manifest per spec, made
     // from a manifest of that spec holding an input.
@@ -397,23 +399,33 @@ async fn build(
         let path = format!("{stem}-m{k}.avro");
         let w = commit.added(&head.manifests[mi], &list.manifests[mi], &outs, &path).map_err(broken)?;
         records.push(w.record.clone());
+        new.push(true);
         written.push(w);
     }
     let mut changed_partitions = BTreeSet::new();
     for (i, (m, mref)) in head.manifests.iter().zip(&list.manifests).enumerate() {
-        let holds = m.entries.iter().any(|e| e.is_live() && removed.contains(&e.file_path));
+        let holds = m.entries.iter().any(|e| e.is_live() && removed.contains(&e.key()));
         if !holds {
             records.push(mref.record.clone());
+            new.push(false);
             continue;
         }
-        for e in m.entries.iter().filter(|e| e.is_live() && removed.contains(&e.file_path)) {
+        for e in m.entries.iter().filter(|e| e.is_live() && removed.contains(&e.key())) {
             changed_partitions.insert(manifest::unit_key(e.spec_id, &e.partition));
         }
         let path = format!("{stem}-r{i}.avro");
         let w = commit.rewrite(m, mref, &removed, &path).map_err(broken)?;
         records.push(w.record.clone());
+        new.push(true);
         written.push(w);
     }
+    let lineage = if t.format_version() >= 3 {
+        let first = t.meta["next-row-id"].as_i64().unwrap_or(0);
+        let next = commit.assign_row_ids(&mut records, &new, first).map_err(broken)?;
+        Some((first, next))
+    } else {
+        None
+    };
     let list_bytes = commit.list(parent.id, &records).map_err(broken)?;
     let list_path = format!(
         "{}{}snap-{snapshot_id}-1-compactd-{}-r{}-a{}-t{try_no}.avro",
@@ -430,9 +442,16 @@ async fn build(
     }
     store.put(&list_path, list_bytes).await?;
     files.push(list_path.clone());
-    let spent: Vec<&Entry> = head.live().map(|(_, e)| e).filter(|e| spent.contains(&e.file_path)).collect();
+    let spent: Vec<&Entry> = head.live().map(|(_, e)| e).filter(|e| spent.contains(&e.key())).collect();
     let summary = summary(job, head, units, live, &spent, changed_partitions.len());
-    let meta = metadata(job, head, snapshot_id, sequence_number, &t.file_uri(&list_path), summary);
+    let mut meta = metadata(job, head, snapshot_id, sequence_number, &t.file_uri(&list_path), summary);
+    if let Some((first, next)) = lineage {
+        if let Some(snap) = meta["snapshots"].as_array_mut().and_then(|s| s.last_mut()) {
+            snap["first-row-id"] = json!(first);
+            snap["added-rows"] = json!(next - first);
+        }
+        meta["next-row-id"] = json!(next);
+    }
     let outputs = units.iter().flat_map(|u| u.outputs.iter().map(|o| o.store_path.clone())).collect();
     Ok(Built { snapshot_id, meta, files, outputs })
 }
@@ -468,12 +487,14 @@ fn summary(
     put("removed-files-size", removed_size.to_string());
     put("changed-partition-count", changed.to_string());
     let (pos, eq): (Vec<&Entry>, Vec<&Entry>) = spent.iter().partition(|e| e.content == 1);
+    let dvs = pos.iter().filter(|e| e.is_dv()).count();
     let (pos_rows, eq_rows) =
         (pos.iter().map(|e| e.record_count).sum::<i64>(), eq.iter().map(|e| e.record_count).sum::<i64>());
     if !spent.is_empty() {
         // As Java's SnapshotSummary names what a rewrite removes.
         put("removed-delete-files", spent.len().to_string());
-        put("removed-position-delete-files", pos.len().to_string());
+        put("removed-position-delete-files", (pos.len() - dvs).to_string());
+        put("removed-dvs", dvs.to_string());
         put("removed-equality-delete-files", eq.len().to_string());
         put("removed-position-deletes", pos_rows.to_string());
         put("removed-equality-deletes", eq_rows.to_string());

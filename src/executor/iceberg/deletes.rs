@@ -182,7 +182,25 @@ pub async fn load(
     let deletes: Vec<&Entry> =
         head.live().map(|(_, e)| e).filter(|d| d.content != 0 && inputs.iter().any(|e| applies(head, d, e))).collect();
     let mut positions: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-    for d in deletes {
+    // A data file with a deletion vector takes its deletes from the vector
+    // alone (position delete files of a table upgraded to v3 no longer
+    // apply to it).
+    let mut dv_of: HashSet<String> = HashSet::new();
+    for d in deletes.iter().filter(|d| d.is_dv()) {
+        let Some(e) = d.referenced_data_file.as_deref().and_then(|r| by_uri.get(r)).filter(|e| applies(head, d, e))
+        else {
+            continue;
+        };
+        let path = t.store_path(&e.file_path)?;
+        if !dv_of.insert(path.clone()) {
+            return Err(format!("data file {} has two deletion vectors", e.file_path));
+        }
+        let p = positions.entry(path).or_default();
+        p.extend(read_dv(store, t, d, io).await?);
+        let refs = BTreeSet::from([e.file_path.clone()]);
+        loaded.position_files.push((d.key(), refs));
+    }
+    for d in deletes.iter().filter(|d| !d.is_dv()) {
         if !d.file_format.eq_ignore_ascii_case("parquet") {
             return Err(format!(
                 "delete file {} is {}: compactd applies Parquet deletes only",
@@ -213,11 +231,14 @@ pub async fn load(
                         refs.insert(file.to_string());
                     }
                     if let Some(e) = by_uri.get(file).filter(|e| applies(head, d, e)) {
-                        positions.entry(t.store_path(&e.file_path)?).or_default().push(pos.value(i) as u64);
+                        let path = t.store_path(&e.file_path)?;
+                        if !dv_of.contains(&path) {
+                            positions.entry(path).or_default().push(pos.value(i) as u64);
+                        }
                     }
                 }
             }
-            loaded.position_files.push((d.file_path.clone(), refs));
+            loaded.position_files.push((d.key(), refs));
         } else {
             let set = Arc::new(equality_set(d, &batches, by_id)?);
             for e in inputs.iter().filter(|e| applies(head, d, e)) {
@@ -232,6 +253,49 @@ pub async fn load(
         loaded.deletes.positions.insert(path, p);
     }
     Ok(loaded)
+}
+
+/// The magic of a `deletion-vector-v1` blob.
+const DV_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
+
+/// The positions a deletion vector deletes: its blob in the Puffin file is
+/// a big-endian length (of the magic and the vector), the magic, a
+/// 64-bit Roaring bitmap in the portable layout and a big-endian CRC-32 of
+/// the magic and the vector.
+async fn read_dv(store: &Store, t: &super::table::Table, d: &Entry, io: &Throttle) -> Result<Vec<u64>, String> {
+    let bad = |why: &str| {
+        format!("deletion vector of {} in {}: {why}", d.referenced_data_file.as_deref().unwrap_or("?"), d.file_path)
+    };
+    let (Some(offset), Some(size)) = (d.content_offset, d.content_size) else {
+        return Err(bad("no content_offset and content_size_in_bytes"));
+    };
+    if offset < 0 || size < 12 {
+        return Err(bad("a blob offset or size out of range"));
+    }
+    let path = t.store_path(&d.file_path)?;
+    io.take(size as u64).await.map_err(|e| e.to_string())?;
+    let blob = store
+        .read_range(&path, offset as u64, size as u64)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| bad("the Puffin file is missing"))?;
+    if blob.len() != size as usize {
+        return Err(bad("the Puffin file is shorter than the blob"));
+    }
+    let len = u32::from_be_bytes(blob[..4].try_into().expect("4 bytes")) as usize;
+    if len + 8 != blob.len() || blob[4..8] != DV_MAGIC {
+        return Err(bad("not a deletion-vector-v1 blob (length or magic)"));
+    }
+    let body = &blob[4..4 + len];
+    let crc = u32::from_be_bytes(blob[4 + len..].try_into().expect("4 bytes"));
+    if crc32fast::hash(body) != crc {
+        return Err(bad("its CRC-32 does not match"));
+    }
+    let bitmap = roaring::RoaringTreemap::deserialize_from(&body[4..]).map_err(|e| bad(&e.to_string()))?;
+    if bitmap.len() != d.record_count.max(0) as u64 {
+        return Err(bad(&format!("{} positions where the manifest says {}", bitmap.len(), d.record_count)));
+    }
+    Ok(bitmap.iter().collect())
 }
 
 /// An equality delete file's rows as values of the table's columns.

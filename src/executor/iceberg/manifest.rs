@@ -49,6 +49,7 @@ mod list_id {
     pub const MIN_SEQUENCE: i64 = 516;
     pub const CONTENT: i64 = 517;
     pub const KEY_METADATA: i64 = 519;
+    pub const FIRST_ROW_ID: i64 = 520;
 }
 
 /// Manifest-entry and data-file field ids.
@@ -73,7 +74,10 @@ mod entry_id {
     pub const SPLIT_OFFSETS: i64 = 132;
     pub const CONTENT: i64 = 134;
     pub const EQUALITY_IDS: i64 = 135;
+    pub const FIRST_ROW_ID: i64 = 142;
     pub const REFERENCED_DATA_FILE: i64 = 143;
+    pub const CONTENT_OFFSET: i64 = 144;
+    pub const CONTENT_SIZE: i64 = 145;
     /// The fields a new file's entry sets (all others are emptied).
     pub const SET: [i64; 13] = [
         CONTENT,
@@ -101,6 +105,8 @@ pub struct ManifestRef {
     pub content: i32,
     pub sequence_number: i64,
     pub added_snapshot_id: i64,
+    /// v3: the first row id of its files that inherit one.
+    pub first_row_id: Option<i64>,
     /// Its record in the list, as read.
     pub record: Value,
 }
@@ -133,6 +139,13 @@ pub struct Entry {
     pub equality_ids: Vec<i32>,
     /// The one data file a position delete file applies to, if it says.
     pub referenced_data_file: Option<String>,
+    /// A deletion vector's blob in its Puffin file: offset and length.
+    pub content_offset: Option<i64>,
+    pub content_size: Option<i64>,
+    /// v3: the row id of the data file's first row, stored or inherited
+    /// from its manifest as Java's `ManifestReader` assigns it (live
+    /// entries in order, each advancing by its record count).
+    pub first_row_id: Option<i64>,
     /// The whole entry, as read.
     pub record: Value,
 }
@@ -140,6 +153,21 @@ pub struct Entry {
 impl Entry {
     pub fn is_live(&self) -> bool {
         self.status != DELETED
+    }
+
+    /// Whether this is a v3 deletion vector (a blob of a Puffin file).
+    pub fn is_dv(&self) -> bool {
+        self.content == 1 && self.file_format.eq_ignore_ascii_case("puffin")
+    }
+
+    /// What names this entry among a snapshot's files: its path, and for a
+    /// deletion vector also the data file it applies to (one Puffin file
+    /// holds the vectors of many data files).
+    pub fn key(&self) -> String {
+        match (&self.referenced_data_file, self.is_dv()) {
+            (Some(r), true) => format!("{}#{r}", self.file_path),
+            _ => self.file_path.clone(),
+        }
     }
 }
 
@@ -190,6 +218,7 @@ pub async fn read_list(store: &Store, table: &Table, path: &str) -> Result<Manif
             content: avro::get(rs, r, list_id::CONTENT).and_then(avro::as_i64).unwrap_or(0) as i32,
             sequence_number: avro::get(rs, r, list_id::SEQUENCE).and_then(avro::as_i64).unwrap_or(0),
             added_snapshot_id: avro::get(rs, r, list_id::ADDED_SNAPSHOT).and_then(avro::as_i64).unwrap_or(0),
+            first_row_id: avro::get(rs, r, list_id::FIRST_ROW_ID).and_then(avro::as_i64),
             record: r.clone(),
         });
     }
@@ -212,6 +241,7 @@ pub async fn read_manifest(store: &Store, table: &Table, m: &ManifestRef) -> Res
         ));
     }
     let mut entries = vec![];
+    let mut next_row_id = m.first_row_id;
     for r in &file.records {
         let status = avro::get(rs, r, entry_id::STATUS).and_then(avro::as_i64).unwrap_or(-1) as i32;
         let d = avro::get(rs, r, entry_id::DATA_FILE).ok_or_else(|| broken("an entry without data_file".into()))?;
@@ -248,8 +278,22 @@ pub async fn read_manifest(store: &Store, table: &Table, m: &ManifestRef) -> Res
             referenced_data_file: avro::get(df, d, entry_id::REFERENCED_DATA_FILE)
                 .and_then(avro::as_str)
                 .map(String::from),
+            content_offset: avro::get(df, d, entry_id::CONTENT_OFFSET).and_then(avro::as_i64),
+            content_size: avro::get(df, d, entry_id::CONTENT_SIZE).and_then(avro::as_i64),
+            first_row_id: None,
             record: r.clone(),
         });
+        let e = entries.last_mut().expect("pushed");
+        if e.content == 0 {
+            e.first_row_id = match (avro::get(df, d, entry_id::FIRST_ROW_ID).and_then(avro::as_i64), next_row_id) {
+                (Some(stored), _) => Some(stored),
+                (None, Some(next)) if status != DELETED => {
+                    next_row_id = Some(next + e.record_count);
+                    Some(next)
+                }
+                _ => None,
+            };
+        }
     }
     Ok(Manifest { file, entries })
 }
@@ -491,6 +535,25 @@ impl Commit<'_> {
         Ok(Written { bytes, path: path.to_string(), uri, record: rec })
     }
 
+    /// v3 row lineage, as Java's `ManifestListWriter` assigns it: each data
+    /// manifest this commit wrote (`new`) takes the next range of row ids,
+    /// as long as its existing and added rows; the others keep theirs.
+    /// Returns the next row id after them.
+    pub fn assign_row_ids(&self, records: &mut [Value], new: &[bool], mut next: i64) -> Result<i64, String> {
+        let ls = self.list_schema()?;
+        for (r, new) in records.iter_mut().zip(new) {
+            let content = avro::get(ls, r, list_id::CONTENT).and_then(avro::as_i64).unwrap_or(0);
+            if !*new || content != 0 {
+                continue;
+            }
+            let rows = |id| avro::get(ls, r, id).and_then(avro::as_i64).unwrap_or(0);
+            let count = rows(list_id::EXISTING_ROWS) + rows(list_id::ADDED_ROWS);
+            avro::set(ls, r, list_id::FIRST_ROW_ID, Value::Long(next))?;
+            next += count;
+        }
+        Ok(next)
+    }
+
     /// `m`'s live entries, those whose path is in `deleted` marked deleted
     /// by this snapshot, the others existing; written at `path`.
     pub fn rewrite(
@@ -504,7 +567,12 @@ impl Commit<'_> {
         let mut out = vec![];
         for e in m.entries.iter().filter(|e| e.is_live()) {
             let mut r = e.record.clone();
-            let status = if deleted.contains(&e.file_path) { DELETED } else { EXISTING };
+            let status = if deleted.contains(&e.key()) { DELETED } else { EXISTING };
+            if let Some(id) = e.first_row_id {
+                // The inherited id is written out: this manifest gets a new
+                // range of its own from the manifest list.
+                set_in_data_file(rs, &mut r, entry_id::FIRST_ROW_ID, Value::Long(id))?;
+            }
             avro::set(rs, &mut r, entry_id::STATUS, Value::Int(status))?;
             let snapshot = if status == DELETED { self.snapshot_id } else { e.snapshot_id };
             avro::set(rs, &mut r, entry_id::SNAPSHOT, Value::Long(snapshot))?;
@@ -610,6 +678,18 @@ impl Commit<'_> {
 }
 
 /// `record` with its field `name` set to `value`.
+/// Sets field `id` of an entry's `data_file`, if its schema has it.
+fn set_in_data_file(rs: &RecordSchema, entry: &mut Value, id: i64, value: Value) -> Result<(), String> {
+    let df = sub_schema(rs, entry_id::DATA_FILE)?;
+    if avro::field_by_id(df, id).is_none() {
+        return Ok(());
+    }
+    let name = &avro::field_by_id(rs, entry_id::DATA_FILE).ok_or("an entry schema without data_file")?.name;
+    let Value::Record(fields) = entry else { return Err("an entry that is not a record".into()) };
+    let slot = fields.iter_mut().find(|(n, _)| n == name).ok_or("an entry without data_file")?;
+    avro::set(df, &mut slot.1, id, value)
+}
+
 fn with(record: &Value, name: &str, value: Value) -> Value {
     let Value::Record(fields) = record else { return Value::Record(vec![(name.to_string(), value)]) };
     let mut fields = fields.clone();

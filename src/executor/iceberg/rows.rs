@@ -3,9 +3,12 @@
 //! the table's delete files remove from it ([`super::deletes`]), as
 //! Spark's `rewrite_data_files` writes them.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::RecordBatch;
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch};
 use arrow_schema::{Schema, SchemaRef};
 use parquet::file::metadata::KeyValue;
 
@@ -21,6 +24,19 @@ pub struct TableRows {
     /// The current schema as the metadata writes it.
     pub schema_json: String,
     pub deletes: Arc<Deletes>,
+    /// v3: each input's (by store path) first row id and data sequence
+    /// number, from which the rows that store no lineage of their own take
+    /// theirs (`by_id` then ends with the two lineage columns).
+    pub lineage: Option<HashMap<String, (Option<i64>, i64)>>,
+}
+
+/// `col` with its nulls at row `i` replaced by `fill(i)`.
+fn filled(col: &ArrayRef, fill: impl Fn(usize) -> Option<i64>) -> ArrayRef {
+    let col = col.as_primitive::<Int64Type>();
+    if col.null_count() == 0 {
+        return Arc::new(col.clone());
+    }
+    Arc::new((0..col.len()).map(|i| if col.is_valid(i) { Some(col.value(i)) } else { fill(i) }).collect::<Int64Array>())
 }
 
 impl Projection for TableRows {
@@ -37,7 +53,19 @@ impl Projection for TableRows {
     }
 
     fn project(&self, path: &str, first_row: u64, batch: RecordBatch) -> Result<RecordBatch, String> {
-        let batch = self.by_id.project(&batch)?;
+        let mut batch = self.by_id.project(&batch)?;
+        if let Some(lineage) = &self.lineage {
+            // As Java's readers materialise them: a row's own values, or
+            // its file's first row id plus its position and its file's
+            // data sequence number (none of either if the file has no
+            // first row id).
+            let (first_id, seq) = lineage.get(path).copied().unwrap_or((None, 0));
+            let n = batch.num_columns();
+            let mut columns = batch.columns().to_vec();
+            columns[n - 2] = filled(&columns[n - 2], |i| first_id.map(|f| f + first_row as i64 + i as i64));
+            columns[n - 1] = filled(&columns[n - 1], |_| first_id.map(|_| seq));
+            batch = RecordBatch::try_new(batch.schema(), columns).map_err(|e| e.to_string())?;
+        }
         self.deletes.apply(path, first_row, batch)
     }
 }

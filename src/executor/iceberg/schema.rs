@@ -27,6 +27,12 @@ use serde_json::Value as Json;
 /// The field metadata key holding a Parquet field id.
 pub const FIELD_ID: &str = "PARQUET:field_id";
 
+/// v3 row lineage: the metadata columns a rewrite writes, and their ids.
+pub const ROW_ID: &str = "_row_id";
+pub const ROW_ID_FIELD: i64 = 2147483540;
+pub const LAST_UPDATED: &str = "_last_updated_sequence_number";
+pub const LAST_UPDATED_FIELD: i64 = 2147483539;
+
 /// The extension name Arrow gives a `uuid` column, which the Parquet writer
 /// turns into the UUID logical type.
 const UUID_EXTENSION: &str = "arrow.uuid";
@@ -307,6 +313,17 @@ impl ById {
             None => None,
         };
         Ok(ById { schema: Arc::new(arrow_schema(schema)?), mapping })
+    }
+
+    /// The same, with v3's row lineage columns last (`_row_id` and
+    /// `_last_updated_sequence_number`, optional longs of reserved ids):
+    /// a rewrite keeps each row's, as the spec requires.
+    pub fn with_lineage(mut self) -> ById {
+        let mut fields: Vec<FieldRef> = self.schema.fields().iter().cloned().collect();
+        fields.push(Arc::new(with_id(Field::new(ROW_ID, DataType::Int64, true), ROW_ID_FIELD)));
+        fields.push(Arc::new(with_id(Field::new(LAST_UPDATED, DataType::Int64, true), LAST_UPDATED_FIELD)));
+        self.schema = Arc::new(Schema::new(fields));
+        self
     }
 
     /// Reads into `schema` (Arrow, its fields carrying ids), for files

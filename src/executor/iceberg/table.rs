@@ -147,11 +147,8 @@ impl Table {
     /// Why compactd does not commit to this table, if it does not.
     pub fn check_supported(&self) -> Result<(), String> {
         let v = self.format_version();
-        if v >= 3 {
-            return Err(format!(
-                "format version {v}: compactd does not yet write row lineage (`_row_id`, `first-row-id`) nor apply \
-                 deletion vectors, which a v{v} rewrite must"
-            ));
+        if v >= 4 {
+            return Err(format!("format version {v}: compactd knows the spec up to version 3"));
         }
         if self.meta["encryption-keys"].as_array().is_some_and(|k| !k.is_empty())
             || self.properties().keys().any(|k| k.starts_with("encryption."))
@@ -239,8 +236,8 @@ mod tests {
     fn what_compactd_does_not_handle_is_refused_by_name() {
         let mut t = table("/w/t");
         assert!(t.check_supported().is_ok());
-        t.meta["format-version"] = json!(3);
-        assert!(t.check_supported().unwrap_err().contains("format version 3"));
+        t.meta["format-version"] = json!(4);
+        assert!(t.check_supported().unwrap_err().contains("format version 4"));
         t.meta["format-version"] = json!(2);
         t.meta["properties"] = json!({"write.metadata.compression-codec": "GZIP"});
         assert!(t.check_supported().unwrap_err().contains("gzip"));

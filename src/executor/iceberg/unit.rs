@@ -76,10 +76,22 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
         .await
         .map_err(|e| job.broken(format!("unit {}: {e}", job.unit)))?;
     let (position_files, equality_files) = (loaded.position_files.len(), loaded.equality_files.len());
+    // The equality deletes index the table's columns, which the lineage
+    // columns follow.
+    let (by_id, lineage) = if t.format_version() >= 3 {
+        let mut l = std::collections::HashMap::new();
+        for e in &small {
+            l.insert(t.store_path(&e.file_path).map_err(|p| job.broken(p))?, (e.first_row_id, e.sequence_number));
+        }
+        (by_id.with_lineage(), Some(l))
+    } else {
+        (by_id, None)
+    };
     let fit = TableRows {
         by_id,
         schema_json: t.current_schema().to_string(),
         deletes: Arc::new(std::mem::take(&mut loaded.deletes)),
+        lineage,
     };
     let staged = match parquet::rewrite(store, &job.merge, options, inputs, name, Some(Arc::new(fit))).await {
         Ok(s) => s,

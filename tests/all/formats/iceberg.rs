@@ -532,7 +532,6 @@ fn tables_compactd_does_not_handle_are_refused_by_name_and_keep_every_byte() {
             java.run(&json!({"cmd": "append", "location": loc(t), "rows": rows(b, 20, 2), "files": 2}));
         }
     };
-    create("v3", json!({"format-version": "3"}));
     create("gz", json!({"write.metadata.compression-codec": "gzip"}));
     // (An encrypted table cannot be made here: Java 1.12 takes
     // `encryption.*` properties on format v3 only, refused above as v3.)
@@ -552,7 +551,6 @@ fn tables_compactd_does_not_handle_are_refused_by_name_and_keep_every_byte() {
     let before = snapshot_files(&data);
     start_three(&mut c, &format!("fs://{}", data.display()));
     let refused = [
-        ("v3", "format version 3"),
         ("gz", "gzip"),
         ("metastore", "catalog's metadata file"),
         ("avro", "AVRO data: compactd rewrites Parquet only"),

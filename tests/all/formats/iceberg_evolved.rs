@@ -329,3 +329,73 @@ fn full_metrics_of_long_strings_are_whole_values_and_spark_max_is_unchanged() {
     let bounds = query(spark, &format!("SELECT readable_metrics.s.upper_bound AS u FROM {table}.files"));
     assert_eq!(bounds[0]["u"], before["m"], "{bounds:?}");
 }
+
+/// Format v3: Spark's `DELETE` and `UPDATE` leave deletion vectors (Puffin
+/// blobs), which the rewrite applies and removes; every row keeps its
+/// `_row_id` and `_last_updated_sequence_number` (row lineage), and the
+/// table's `next-row-id` moves on as Java's commit moves it.
+#[test]
+fn a_v3_table_with_deletion_vectors_is_compacted_and_every_row_keeps_its_lineage() {
+    let Some(spark) = Spark::iceberg() else { return };
+    let java = Java::shared();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let warehouse = data.join("db");
+    std::fs::create_dir_all(&warehouse).unwrap();
+    spark.run(&json!({"cmd": "catalog", "name": "t3", "warehouse": warehouse}));
+    let table = "t3.s.v3";
+    sql(
+        spark,
+        &format!(
+            "CREATE TABLE {table} (id BIGINT, a STRING, part STRING) USING iceberg PARTITIONED BY (part) \
+             TBLPROPERTIES ('format-version'='3', 'write.delete.mode'='merge-on-read', \
+             'write.update.mode'='merge-on-read')"
+        ),
+    );
+    for b in 0..4 {
+        let rows: Vec<String> = (0..20).map(|i| format!("({}, 'a{b}.{i}', 'p{}')", b * 100 + i, i % 2)).collect();
+        sql(spark, &format!("INSERT INTO {table} VALUES {}", rows.join(", ")));
+    }
+    sql(spark, &format!("DELETE FROM {table} WHERE id % 5 = 0"));
+    sql(spark, &format!("UPDATE {table} SET a = 'updated' WHERE id % 7 = 0"));
+    let dvs = query(spark, &format!("SELECT file_format, count(*) AS n FROM {table}.delete_files GROUP BY 1"));
+    assert!(dvs.iter().all(|r| r["file_format"] == "PUFFIN") && !dvs.is_empty(), "{dvs:?}");
+    let lineage = |spark: &Spark| {
+        let mut rows: Vec<String> =
+            query(spark, &format!("SELECT _row_id, _last_updated_sequence_number, id, a, part FROM {table}"))
+                .iter()
+                .map(|r| r.to_string())
+                .collect();
+        rows.sort();
+        rows
+    };
+    let before = lineage(spark);
+    assert!(before.iter().all(|r| !r.contains("\"_row_id\":null")), "{before:?}");
+    let snapshots = every_snapshot(spark, table);
+    let location = warehouse.join("s/v3").display().to_string();
+    start_three(&mut c, &format!("fs://{}", data.display()));
+    let status = compact(&c, "v3");
+    assert_eq!(status["state"], "Done", "{status:#}");
+    assert_eq!(lineage(spark), before, "rows or their lineage changed");
+    for (id, rows) in &snapshots {
+        assert_eq!(&read(spark, table, Some(id)), rows, "snapshot {id} reads otherwise");
+    }
+    let left = query(spark, &format!("SELECT file_path FROM {table}.delete_files"));
+    assert!(left.is_empty(), "deletion vectors left: {left:?}");
+    let files = files_per_partition(spark, table);
+    assert!(files.values().all(|n| *n == 1), "{files:?}");
+    // Spark writes into the table after compactd's commit: new rows get
+    // new ids, none reused.
+    sql(spark, &format!("INSERT INTO {table} VALUES (9999, 'late', 'p0')"));
+    let ids: Vec<String> = query(spark, &format!("SELECT _row_id FROM {table}"))
+        .iter()
+        .map(|r| r["_row_id"].as_str().unwrap().to_string())
+        .collect();
+    let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "a row id was given twice: {ids:?}");
+    let metrics = java.run(&json!({"cmd": "metrics", "location": location}));
+    for f in metrics["files"].as_array().unwrap().iter().filter(|f| f["path"].as_str().unwrap().contains("/compactd-"))
+    {
+        assert_eq!(f["stored"], f["java"], "metrics of {}", f["path"]);
+    }
+}
