@@ -70,6 +70,7 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
     let Format::Parquet(options) = &job.merge.format else {
         return Err(job.broken("the iceberg executor writes Parquet: its job's format must be Parquet"));
     };
+    let options = &table_options(options, &t.properties(), &dir);
     let by_id =
         ById::new(t.current_schema(), &t.properties()).map_err(|e| job.broken(format!("its current schema: {e}")))?;
     let mut loaded = deletes::load(store, &head, &small, &by_id, &job.merge.io)
@@ -153,6 +154,38 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
     stats.insert("equality_delete_files".into(), equality_files as u64);
     let outcome = Outcome::Staged { inputs: record.inputs.len(), outputs: record.outputs.len() };
     Ok((outcome, stats))
+}
+
+/// The outputs' encoding as the table's properties ask it of every writer
+/// (Java's defaults where they are unset: zstd at level 3, row groups of at
+/// most 128 MiB, here also at most the task's): `write.parquet.compression-codec`,
+/// `write.parquet.compression-level` and `write.parquet.row-group-size-bytes`.
+/// A codec compactd does not write (brotli) keeps the node's, and says so.
+fn table_options(
+    node: &parquet::ParquetOptions,
+    props: &BTreeMap<String, String>,
+    table: &str,
+) -> parquet::ParquetOptions {
+    let codec = props.get("write.parquet.compression-codec").map(|c| c.to_ascii_lowercase());
+    let level = props.get("write.parquet.compression-level");
+    let spec = match (codec.as_deref().unwrap_or("zstd"), level) {
+        ("zstd", Some(l)) => format!("zstd:{l}"),
+        ("zstd", None) => "zstd:3".to_string(),
+        (c, _) => c.to_string(),
+    };
+    let mut out = node.clone();
+    match parquet::parse_compression(&spec) {
+        Ok(c) => out.compression = c,
+        Err(e) => tracing::warn!(
+            table,
+            property = spec,
+            "the table's codec is not one compactd writes ({e}): kept the node's"
+        ),
+    }
+    if let Some(bytes) = props.get("write.parquet.row-group-size-bytes").and_then(|b| b.parse::<usize>().ok()) {
+        out.row_group_bytes = bytes.clamp(1 << 16, out.row_group_bytes.max(1 << 16));
+    }
+    out
 }
 
 /// Deletes the files this attempt wrote (no snapshot names them). Best

@@ -444,7 +444,8 @@ fn an_equality_delete_in_a_void_spec_applies_to_every_partition_and_is_applied_b
 
 /// Columns of the types the other tests' tables lack: uuid (its Parquet
 /// logical type kept), fixed, binary, time, timestamp without zone, map.
-/// Java reads the same rows and measures the same metrics.
+/// Java reads the same rows and measures the same metrics; the outputs use
+/// the table's codec.
 #[test]
 fn uuid_fixed_binary_time_and_map_columns_are_compacted_and_uuid_stays_a_uuid() {
     let java = Java::shared();
@@ -463,6 +464,7 @@ fn uuid_fixed_binary_time_and_map_columns_are_compacted_and_uuid_stays_a_uuid() 
          "type": {"type": "map", "key-id": 9, "key": "string", "value-id": 10, "value": "int", "value-required": false}},
     ]});
     java.run(&json!({"cmd": "create", "location": location, "schema": schema,
+        "properties": {"write.parquet.compression-codec": "gzip"},
         "spec": [{"name": "part", "transform": "identity", "source-id": 3, "field-id": 1000}]}));
     for b in 0..3u64 {
         let rows: Vec<Value> = (0..10u64)
@@ -500,6 +502,9 @@ fn uuid_fixed_binary_time_and_map_columns_are_compacted_and_uuid_stays_a_uuid() 
         let schema = reader.metadata().file_metadata().schema_descr_ptr();
         let u = schema.columns().iter().find(|c| c.name() == "u").unwrap().clone();
         assert_eq!(u.logical_type_ref(), Some(&parquet::basic::LogicalType::Uuid), "{}", f["path"]);
+        // The table's codec, as every writer of it uses.
+        let codec = reader.metadata().row_group(0).column(0).compression();
+        assert!(matches!(codec, parquet::basic::Compression::GZIP(_)), "{codec:?}");
     }
 }
 
