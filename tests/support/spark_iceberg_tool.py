@@ -23,6 +23,10 @@ Commands ("cmd"), besides spark_tool.py's read/sql:
            rows at the snapshot (absent: the current), canonical
   write    table, schema, rows, files: as spark_tool.py's write, appended to
            an Iceberg table, each call one snapshot
+  sql_loop statements, retries -> {done: [{i, tries, ms}], errors}: runs the
+           statements in order, each retried up to `retries` times when its
+           commit fails (a concurrent writer won, as Iceberg reports it);
+           stops at the first that fails every try
 """
 
 import json
@@ -88,6 +92,27 @@ class IcebergJudge(spark_tool.Judge):
         if c.get("where"):
             df = df.where(c["where"])
         return self.canonical_read(df, c)
+
+    def sql_loop(self, c):
+        done, errors = [], []
+        for i, stmt in enumerate(c["statements"]):
+            t = time.monotonic()
+            for attempt in range(1, int(c.get("retries", 5)) + 1):
+                try:
+                    self.spark.sql(stmt).collect()
+                    done.append({"i": i, "tries": attempt, "ms": int((time.monotonic() - t) * 1000)})
+                    break
+                except Exception as e:  # noqa: BLE001 - retried, then reported
+                    last = spark_tool.failure(e)
+                    # Only a lost commit is retried: anything else (and an
+                    # unknown commit state) is the answer.
+                    if "ValidationException" not in last["error"] and "CommitFailedException" not in last["error"]:
+                        errors.append({"i": i, "tries": attempt, **last})
+                        return {"done": done, "errors": errors}
+            else:
+                errors.append({"i": i, "tries": attempt, **last})
+                return {"done": done, "errors": errors}
+        return {"done": done, "errors": errors}
 
     def write(self, c):
         files = int(c.get("files", 1))

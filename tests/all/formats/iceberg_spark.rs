@@ -12,7 +12,7 @@
 
 use crate::common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -179,4 +179,95 @@ fn spark_maintenance_after_compactds_replace_works_and_removes_nothing_live() {
     let current = &py["snapshots"][py["current"].as_i64().unwrap().to_string()];
     assert_eq!(current["rows"], grown.0, "{py}");
     eprintln!("spark maintenance: {:?} in all", started.elapsed());
+}
+
+/// Spark's merge-on-read `DELETE`, `UPDATE` and `INSERT` on an HDFS table
+/// (whose commits refuse a taken version, as compactd's do) while three
+/// nodes compact it, three rounds: Spark retries a statement whose commit a
+/// compaction won, compactd abandons a unit a delete reached first, and in
+/// the end every row is there exactly once with the value the statements
+/// gave it, each statement committed once.
+#[test]
+fn spark_deletes_and_updates_racing_compaction_on_hdfs_lose_no_row_and_no_commit() {
+    let Some(spark) = Spark::iceberg() else { return };
+    let started = Instant::now();
+    let hdfs = common::hdfs::HdfsCluster::shared();
+    let (root, data_uri) = (hdfs.new_root("iceberg-race-tree"), hdfs.new_root("iceberg-race-data"));
+    spark.run(&json!({"cmd": "catalog", "name": "r", "warehouse": format!("{data_uri}/db")}));
+    spark.run(&json!({"cmd": "sql", "sql": "CREATE TABLE r.s.t (id BIGINT, v BIGINT, part STRING) USING iceberg \
+        PARTITIONED BY (part) TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read', \
+        'write.update.mode'='merge-on-read', 'commit.retry.num-retries'='20')"}));
+    // The model: id -> v, as the statements leave it.
+    let mut model: BTreeMap<i64, i64> = BTreeMap::new();
+    let insert = |ids: std::ops::Range<i64>, model: &mut BTreeMap<i64, i64>| {
+        let rows: Vec<String> = ids.clone().map(|i| format!("({i}, 0, 'p{}')", i % 3)).collect();
+        model.extend(ids.map(|i| (i, 0)));
+        format!("INSERT INTO r.s.t VALUES {}", rows.join(", "))
+    };
+    for b in 0..4 {
+        let stmt = insert(b * 30..(b + 1) * 30, &mut model);
+        spark.run(&json!({"cmd": "sql", "sql": stmt}));
+    }
+    let mut statements = vec![];
+    for r in 0..3i64 {
+        statements.push(format!("DELETE FROM r.s.t WHERE id % 7 = {r}"));
+        model.retain(|id, _| id % 7 != r);
+        statements.push("UPDATE r.s.t SET v = v + 1 WHERE id % 2 = 0".to_string());
+        model.iter_mut().filter(|(id, _)| *id % 2 == 0).for_each(|(_, v)| *v += 1);
+        statements.push(insert(1000 * (r + 1)..1000 * (r + 1) + 20, &mut model));
+        statements.push(format!("UPDATE r.s.t SET v = v + 10 WHERE id % 3 = {r}"));
+        model.iter_mut().filter(|(id, _)| *id % 3 == r).for_each(|(_, v)| *v += 10);
+    }
+    let mut c = Cluster::on(root, vec![]);
+    for n in ["n1", "n2", "n3"] {
+        c.start_with(n, &["--data", &data_uri, "--target-size", "8MiB", "--executor", "iceberg"]);
+    }
+    c.wait_nodes(Duration::from_secs(60), "three nodes and a monitor", |r| {
+        alive(r).len() == 3 && monitor_of(r).is_some()
+    });
+    let n = statements.len();
+    let cmd = json!({"cmd": "sql_loop", "statements": statements, "retries": 8});
+    let writer = std::thread::spawn(move || spark.call_within(&cmd, Duration::from_secs(900)));
+    let mut compactions = vec![];
+    while !writer.is_finished() {
+        compactions.push(submit(&c));
+    }
+    let looped = writer.join().unwrap();
+    assert!(looped["ok"] == true && looped["errors"] == json!([]), "the statements: {looped}");
+    compactions.push(submit(&c));
+    let committed = compactions
+        .iter()
+        .filter(|s| s["state"] == "Done" && s["table_versions"].as_array().is_some_and(|v| !v.is_empty()))
+        .count();
+    assert!(compactions.iter().all(|s| s["state"] == "Done"), "{compactions:#?}");
+    assert!(committed >= 2, "{committed} compactions committed of {}", compactions.len());
+    let got = query(spark, "SELECT id, v FROM r.s.t");
+    let mut seen: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for r in &got {
+        let id: i64 = r["id"].as_str().unwrap().parse().unwrap();
+        seen.entry(id).or_default().push(r["v"].as_str().unwrap().parse().unwrap());
+    }
+    let want: BTreeMap<i64, Vec<i64>> = model.iter().map(|(id, v)| (*id, vec![*v])).collect();
+    assert_eq!(seen, want, "rows differ from the statements' model");
+    // Every statement's commit once (retried ones too), and compactd's.
+    let ops = query(spark, "SELECT operation, count(*) AS n FROM r.s.t.snapshots GROUP BY 1");
+    let count = |op: &str| {
+        ops.iter().find(|r| r["operation"] == op).map_or(0, |r| r["n"].as_str().unwrap().parse::<usize>().unwrap())
+    };
+    assert_eq!(count("append") + count("overwrite") + count("delete"), 4 + n, "{ops:?}");
+    assert!(count("replace") >= 2, "{ops:?}");
+    let retried = looped["done"].as_array().unwrap().iter().filter(|d| d["tries"].as_u64() > Some(1)).count();
+    eprintln!(
+        "iceberg race on hdfs: {n} statements ({retried} retried), {} compactions ({committed} committed) in {:?}",
+        compactions.len(),
+        started.elapsed()
+    );
+}
+
+fn submit(c: &Cluster) -> Value {
+    let args = ["submit", "--db", "db", "--schema", "s", "--table", "t", "--executor", "iceberg", "--wait", "--json"];
+    let out = c.compactd(&args);
+    let id: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("submit: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text()));
+    c.status(id["id"].as_str().unwrap())
 }
