@@ -91,6 +91,12 @@ impl Deletes {
         arrow_select::filter::filter_record_batch(&batch, &BooleanArray::from(keep)).map_err(|e| e.to_string())
     }
 
+    /// Whether any delete applies to the input `path`.
+    pub fn touches(&self, path: &str) -> bool {
+        self.positions.get(path).is_some_and(|p| !p.is_empty())
+            || self.equality.get(path).is_some_and(|e| !e.is_empty())
+    }
+
     /// Rows deleted from the inputs by position (for figures).
     pub fn positions(&self) -> usize {
         self.positions.values().map(Vec::len).sum()

@@ -86,6 +86,13 @@ pub enum Swap {
     Unknown(String),
 }
 
+/// The share of a data file's rows its position deletes and deletion
+/// vectors may remove at which it is rewritten whatever its size, its
+/// deletes retired (Spark's `delete-ratio-threshold` default). A position
+/// delete file that names no single data file counts against each of its
+/// partition's files it may apply to: an estimate from above.
+pub const DELETE_RATIO: f64 = 0.3;
+
 /// How many versions other writers may take while a commit retries.
 pub const MAX_COMMIT_TRIES: u32 = 100;
 
@@ -226,6 +233,28 @@ impl Head {
         Ok(Head { table, snapshot: Some(snapshot), list: Some(list), manifests })
     }
 
+    /// The live data files (as manifests name them) whose position deletes
+    /// and deletion vectors may remove [`DELETE_RATIO`] of their rows or
+    /// more.
+    pub fn delete_heavy(&self) -> std::collections::HashSet<String> {
+        let mut by_part: BTreeMap<String, Vec<&Entry>> = BTreeMap::new();
+        for d in self.live().map(|(_, e)| e).filter(|e| e.content == 1) {
+            by_part.entry(manifest::unit_key(d.spec_id, &d.partition)).or_default().push(d);
+        }
+        let mut out = std::collections::HashSet::new();
+        if by_part.is_empty() {
+            return out;
+        }
+        for e in self.live().map(|(_, e)| e).filter(|e| e.content == 0 && e.record_count > 0) {
+            let Some(ds) = by_part.get(&manifest::unit_key(e.spec_id, &e.partition)) else { continue };
+            let n: i64 = ds.iter().filter(|d| deletes::applies(self, d, e)).map(|d| d.record_count).sum();
+            if n as f64 >= DELETE_RATIO * e.record_count as f64 {
+                out.insert(e.file_path.clone());
+            }
+        }
+        out
+    }
+
     /// Every live entry, with the index of its manifest.
     pub fn live(&self) -> impl Iterator<Item = (usize, &Entry)> {
         self.manifests
@@ -236,14 +265,17 @@ impl Head {
 }
 
 /// The live data files of the table's current snapshot as the planner
-/// counts them: each one's unit key and size. A table compactd refuses is
-/// an error naming why, as for [`partitions_to_compact`].
+/// counts them: each one's unit key, size, and whether deletes may remove
+/// [`DELETE_RATIO`] of its rows (rewritten whatever its size). A table
+/// compactd refuses is an error naming why, as for
+/// [`partitions_to_compact`].
 pub async fn live_data_files(
     store: &Store,
     cat: &catalog::Catalog,
     dir: &str,
-) -> Result<Vec<(String, u64)>, IcebergError> {
+) -> Result<Vec<(String, u64, bool)>, IcebergError> {
     let head = Head::load(store, cat, dir).await?;
+    let heavy = head.delete_heavy();
     let mut files = vec![];
     for (_, e) in head.live().filter(|(_, e)| e.content == 0) {
         if !e.file_format.eq_ignore_ascii_case("parquet") {
@@ -252,14 +284,16 @@ pub async fn live_data_files(
                 problem: format!("{} is {} data: compactd rewrites Parquet only", e.file_path, e.file_format),
             });
         }
-        files.push((manifest::unit_key(e.spec_id, &e.partition), e.file_size.max(0) as u64));
+        let key = manifest::unit_key(e.spec_id, &e.partition);
+        files.push((key, e.file_size.max(0) as u64, heavy.contains(&e.file_path)));
     }
     Ok(files)
 }
 
 /// The partitions of the table's current snapshot with two or more data
-/// files under the small threshold of `target_size`: the units of a task
-/// (delete files that apply to them are applied as they are rewritten). A
+/// files under the small threshold of `target_size` or deletes of many of
+/// their rows, or one such file with deletes: the units of a task (delete
+/// files that apply to them are applied as they are rewritten). A
 /// table compactd refuses (see [`table::Table::check_supported`]), or one
 /// with data files that are not Parquet, is an error naming why.
 pub async fn partitions_to_compact(
@@ -270,13 +304,16 @@ pub async fn partitions_to_compact(
 ) -> Result<Vec<String>, IcebergError> {
     let files = live_data_files(store, cat, dir).await?;
     let threshold = super::merge::parquet::small_threshold(target_size);
-    let mut small: BTreeMap<String, usize> = BTreeMap::new();
-    for (key, size) in files {
-        if size < threshold {
-            *small.entry(key).or_default() += 1;
+    // Per partition: files to rewrite, and whether one has many deletes.
+    let mut due: BTreeMap<String, (usize, bool)> = BTreeMap::new();
+    for (key, size, heavy) in files {
+        if size < threshold || heavy {
+            let d = due.entry(key).or_default();
+            d.0 += 1;
+            d.1 |= heavy;
         }
     }
-    Ok(small.into_iter().filter(|(_, n)| *n >= 2).map(|(key, _)| key).collect())
+    Ok(due.into_iter().filter(|(_, (n, heavy))| *n >= 2 || *heavy).map(|(key, _)| key).collect())
 }
 
 /// Runs one unit: a partition's rewrite, or the task's commit; the

@@ -68,4 +68,8 @@ impl Projection for TableRows {
         }
         self.deletes.apply(path, first_row, batch)
     }
+
+    fn worth_alone(&self, path: &str) -> bool {
+        self.deletes.touches(path)
+    }
 }

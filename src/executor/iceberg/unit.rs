@@ -47,12 +47,15 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
         .filter(|e| e.content == 0 && unit_key(e.spec_id, &e.partition) == job.unit)
         .collect();
     let threshold = parquet::small_threshold(job.merge.target_size) as i64;
-    let mut small: Vec<&Entry> = mine.into_iter().filter(|e| e.file_size < threshold).collect();
+    // Small files, and files most of whose rows deletes may remove.
+    let heavy = head.delete_heavy();
+    let mut small: Vec<&Entry> =
+        mine.into_iter().filter(|e| e.file_size < threshold || heavy.contains(&e.file_path)).collect();
     if let Some(e) = small.iter().find(|e| !e.file_format.eq_ignore_ascii_case("parquet")) {
         return Err(job.broken(format!("{} is {} data: compactd rewrites Parquet only", e.file_path, e.file_format)));
     }
     small.sort_by(|a, b| a.file_path.cmp(&b.file_path));
-    if small.len() < 2 {
+    if small.len() < 2 && !small.iter().any(|e| heavy.contains(&e.file_path)) {
         return Ok((Outcome::NothingToDo, BTreeMap::new()));
     }
     let mut inputs = vec![];

@@ -508,6 +508,40 @@ fn uuid_fixed_binary_time_and_map_columns_are_compacted_and_uuid_stays_a_uuid() 
     }
 }
 
+/// A data file alone in its partition is rewritten when deletes remove
+/// enough of its rows (30 %, Spark's `delete-ratio-threshold`), and its
+/// delete files retire with it; a lone file without deletes is left alone.
+#[test]
+fn a_lone_file_most_deleted_is_rewritten_alone_and_its_deletes_retire() {
+    let java = Java::shared();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let location = data.join("db/s/t").display().to_string();
+    java.run(&json!({"cmd": "create", "location": location, "schema": schema(),
+        "spec": [{"name": "part", "transform": "identity", "source-id": 3, "field-id": 1000}]}));
+    java.run(&json!({"cmd": "append", "location": location, "rows": rows(0, 40, 2), "files": 1}));
+    let (p0, p1) = (live_in(java, &location, "p0"), live_in(java, &location, "p1"));
+    assert_eq!((p0.len(), p1.len()), (1, 1));
+    // 6 of p0's 20 rows, one position delete file each.
+    for pos in [0, 3, 5, 8, 13, 19] {
+        java.run(&json!({"cmd": "posdelete", "location": location, "path": p0[0], "pos": pos}));
+    }
+    let theirs = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!(theirs["count"], 34);
+    start_three(&mut c, &format!("fs://{}", data.display()));
+    let s = compact(&c, &["iceberg.sole-writer=true"]);
+    assert_eq!(s["state"], "Done", "{s:#}");
+    let ours = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!((&ours["count"], &ours["digest"]), (&theirs["count"], &theirs["digest"]));
+    let now = live_in(java, &location, "p0");
+    assert!(now.len() == 1 && now[0].contains("/compactd-"), "{now:?}");
+    assert_eq!(live_in(java, &location, "p1"), p1, "a lone file without deletes was rewritten");
+    let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
+    let current = snaps["snapshots"].as_array().unwrap().last().unwrap();
+    assert_eq!(current["summary"]["removed-position-delete-files"], "6", "{current:#}");
+    assert_eq!(current["summary"]["total-delete-files"], "0", "{current:#}");
+}
+
 /// Every file under `dir` with its bytes.
 fn snapshot_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut out = BTreeMap::new();

@@ -140,6 +140,11 @@ pub trait Projection: Send + Sync {
     /// `batch`, the rows of the input `path` from its row `first_row` on,
     /// in the outputs' schema and without the rows deleted.
     fn project(&self, path: &str, first_row: u64, batch: RecordBatch) -> Result<RecordBatch, String>;
+    /// Whether the input `path` is worth rewriting even alone in an output
+    /// (rows of it are deleted: its rewrite retires the deletes).
+    fn worth_alone(&self, _path: &str) -> bool {
+        false
+    }
 }
 
 /// Footers read at once while schemas are checked.
@@ -279,7 +284,9 @@ pub async fn rewrite(
     name: impl Fn(usize) -> (String, String),
     fit: Option<Arc<dyn Projection>>,
 ) -> Result<Staged, MergeError> {
-    if candidates.len() < 2 {
+    let fit_alone = fit.clone();
+    let alone = move |p: &str| fit_alone.as_ref().is_some_and(|f| f.worth_alone(p));
+    if candidates.len() < 2 && !candidates.iter().any(|(p, _)| alone(p)) {
         return Ok(Staged::default());
     }
     let Plan { schema, key_values, int96_checks } = plan(store, job, &candidates, fit.as_deref()).await?;
@@ -349,7 +356,7 @@ pub async fn rewrite(
             }
         }
         if current.is_none() {
-            if idx + 1 == n {
+            if idx + 1 == n && !alone(&input.0) {
                 // The last input, alone in an output: left as it is.
                 break;
             }
