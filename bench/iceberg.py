@@ -4,7 +4,7 @@ Spark's `CALL system.rewrite_data_files` (Iceberg 1.12's Spark runtime on
 Spark 4.1, `local[2]`, Java 17), on copies of the same table. Needs the
 venvs .ci/install-spark-iceberg.sh and .ci/install-parquet-tools.sh make.
 
-  python3 bench/iceberg.py [--binary target/release/compactd] [--base DIR] [--runs 3]
+  python3 bench/iceberg.py [--binary target/release/compactd] [--base DIR] [--runs 3] [--merge-on-read]
 
 The table: a file-system (Hadoop catalog) table Spark writes in one append
 of --files tasks over --partitions partitions with Iceberg's fanout writer
@@ -18,6 +18,10 @@ path before it runs:
 - Spark: one process that starts a session (JVM start-up, timed apart) and
   calls `rewrite_data_files(table, options => map('target-file-size-bytes',
   T, 'min-input-files', '2'))` (timed: the rewrite and its commit).
+With --merge-on-read the table is a merge-on-read one, and after the
+append Spark deletes every 10th row and updates every 13th (position
+deletes): both contenders apply them as they rewrite, and both drop the
+delete files they spent (Spark with `remove-dangling-deletes`).
 Both with the same target (64 MiB, above a partition's size). Peak RSS is
 the largest sum of the RSS of the contender's process tree (sampled every
 50 ms: the node and its unit processes; python and Spark's JVM). Every run
@@ -57,13 +61,18 @@ spark.conf.set("spark.sql.catalog.b.warehouse", sys.argv[1])
 """
 
 GEN = SPARK_PRELUDE + """
-rows, files, parts = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rows, files, parts, mor = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "mor"
+modes = (", 'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read'" if mor else "")
 spark.sql("CREATE TABLE b.s.t (id BIGINT, s STRING, d DOUBLE, part INT) USING iceberg PARTITIONED BY (part) "
-          "TBLPROPERTIES ('format-version'='2', 'write.distribution-mode'='none', 'write.spark.fanout.enabled'='true')")
+          "TBLPROPERTIES ('format-version'='2', 'write.distribution-mode'='none', 'write.spark.fanout.enabled'='true'"
+          + modes + ")")
 (spark.range(0, rows, 1, files)
     .selectExpr("id", "concat('value-', cast(id * 7919 % 1000003 as string)) AS s", "id * 0.25 AS d",
                 f"cast(id % {parts} AS INT) AS part")
     .writeTo("b.s.t").append())
+if mor:
+    spark.sql("DELETE FROM b.s.t WHERE id % 10 = 0")
+    spark.sql("UPDATE b.s.t SET s = 'updated' WHERE id % 13 = 0")
 t.spark_tool.PROTO.write(json.dumps({"session_s": started}) + "\\n")
 spark.stop()
 """
@@ -71,7 +80,8 @@ spark.stop()
 REWRITE = SPARK_PRELUDE + """
 t1 = time.monotonic()
 r = spark.sql("CALL b.system.rewrite_data_files(table => 's.t', options => map("
-              f"'target-file-size-bytes', '{sys.argv[2]}', 'min-input-files', '2'))").collect()
+              f"'target-file-size-bytes', '{sys.argv[2]}', 'min-input-files', '2', "
+              "'remove-dangling-deletes', 'true'))").collect()
 took = time.monotonic() - t1
 t.spark_tool.PROTO.write(json.dumps({"session_s": started, "rewrite_s": took,
                                      "result": {k: str(v) for k, v in r[0].asDict().items()}}) + "\\n")
@@ -86,7 +96,9 @@ t = StaticTable.from_metadata(sys.argv[1])
 s = t.current_snapshot()
 a = t.scan(selected_fields=("id",)).to_arrow()
 files = list(t.scan().plan_files())
+deletes = {d.file_path for f in files for d in f.delete_files}
 print(json.dumps({"rows": a.num_rows, "id_sum": pc.sum(a.column("id")).as_py(), "files": len(files),
+                  "delete_files": len(deletes),
                   "mib": round(sum(f.file.file_size_in_bytes for f in files) / 2**20, 1),
                   "snapshots": len(t.metadata.snapshots), "operation": s.summary.operation.value}))
 """
@@ -180,18 +192,20 @@ def main():
     ap.add_argument("--partitions", type=int, default=5)
     ap.add_argument("--target-size", default="64MiB")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--out", default=os.path.join(HERE, "iceberg-results.json"))
+    ap.add_argument("--merge-on-read", action="store_true", help="deletes and updates as position deletes first")
+    ap.add_argument("--out", help="default: bench/iceberg-results.json (iceberg-mor-results.json with --merge-on-read)")
     a = ap.parse_args()
+    a.out = a.out or os.path.join(HERE, "iceberg-mor-results.json" if a.merge_on_read else "iceberg-results.json")
     binary = os.path.abspath(a.binary)
     for need in (binary, SPARK_PY, JUDGE_PY):
         if not os.access(need, os.X_OK):
             raise SystemExit(f"missing {need}: cargo build --release; bash .ci/install-spark-iceberg.sh; "
                              "bash .ci/install-parquet-tools.sh")
     work = a.base or tempfile.mkdtemp(prefix="compactd-iceberg-bench.")
-    base = os.path.join(work, "iceberg-bench")
+    base = os.path.join(work, "iceberg-mor-bench" if a.merge_on_read else "iceberg-bench")
     data, orig = os.path.join(base, "data"), os.path.join(base, "orig")
     table = os.path.join(data, "db", "s", "t")
-    knobs = {"rows": a.rows, "files": a.files, "partitions": a.partitions}
+    knobs = {"rows": a.rows, "files": a.files, "partitions": a.partitions, "merge_on_read": a.merge_on_read}
     stamp = os.path.join(base, "orig.json")
     if os.path.exists(stamp) and json.load(open(stamp)) == knobs:
         print(f"reusing the table in {orig}", file=sys.stderr)
@@ -199,13 +213,15 @@ def main():
         shutil.rmtree(base, ignore_errors=True)
         os.makedirs(os.path.dirname(table))
         t0 = time.monotonic()
-        spark(GEN, os.path.join(data, "db"), str(a.rows), str(a.files), str(a.partitions))
+        spark(GEN, os.path.join(data, "db"), str(a.rows), str(a.files), str(a.partitions),
+              "mor" if a.merge_on_read else "cow")
         shutil.copytree(table, orig)
         json.dump(knobs, open(stamp, "w"))
         print(f"Spark wrote the table in {time.monotonic() - t0:.1f}s", file=sys.stderr)
     restore(orig, table)
     before = judge(table)
-    print(f"table: {before['rows']:,} rows, {before['files']} files, {before['mib']} MiB", file=sys.stderr)
+    print(f"table: {before['rows']:,} rows, {before['files']} files, {before['mib']} MiB, "
+          f"{before['delete_files']} delete files", file=sys.stderr)
     target = sizes(a.target_size)
 
     def run_compactd(i):
@@ -251,14 +267,16 @@ def main():
             after = judge(table)
             if (after["rows"], after["id_sum"]) != (before["rows"], before["id_sum"]) or after["files"] >= before["files"]:
                 raise RuntimeError(f"{name} run {i}: {before} -> {after}")
+            if a.merge_on_read and after["delete_files"] != 0:
+                raise RuntimeError(f"{name} run {i}: {after['delete_files']} delete files left: {after}")
             r.update(files_after=after["files"], mib_after=after["mib"], commits=after["snapshots"] - before["snapshots"],
-                     operation=after["operation"])
+                     operation=after["operation"], delete_files_after=after["delete_files"])
             runs.append(r)
             print(f"{name} run {i}: {r}", file=sys.stderr, flush=True)
         best = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
-        row = {"part": "iceberg", "peer": name, "setting": setting, **best,
+        row = {"part": "iceberg-mor" if a.merge_on_read else "iceberg", "peer": name, "setting": setting, **best,
                "runs": sorted(r["seconds"] for r in runs), "rows": before["rows"], "files_before": before["files"],
-               "mib_before": before["mib"], "rows_per_s": round(before["rows"] / best["seconds"]),
+               "mib_before": before["mib"], "delete_files_before": before["delete_files"], "rows_per_s": round(before["rows"] / best["seconds"]),
                "peak_rss_mib": max(r["peak_rss_mib"] for r in runs)}
         results.append(row)
         jvm = f"{row['jvm_session_start_s']:.1f}" if "jvm_session_start_s" in row else "-"

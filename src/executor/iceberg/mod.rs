@@ -5,13 +5,16 @@
 //! meanwhile is never lost.
 //!
 //! A task has one unit per partition (a spec id and partition tuple, named
-//! by [`manifest::unit_key`]) holding two or more small data files, and one
-//! last unit, the commit (named [`layouts::v2::COMMIT_UNIT`]):
+//! by [`manifest::unit_key`]) holding two or more small data files (or a
+//! file most of whose rows deletes remove, [`DELETE_RATIO`]), and one last
+//! unit, the commit (named [`layouts::v2::COMMIT_UNIT`]):
 //! 1. a partition unit ([`unit`]) reads the current snapshot, refuses what
-//!    compactd does not handle ([`table::Table::check_supported`], delete
-//!    files that may apply, data that is not Parquet), rewrites the
-//!    partition's files under 3/4 of the target size with the `parquet`
-//!    executor's rewrite into files beside them, named
+//!    compactd does not handle ([`table::Table::check_supported`], data
+//!    or delete files that are not Parquet), rewrites the partition's small
+//!    files with the `parquet` executor's rewrite into files beside them,
+//!    in the table's current schema read by field id ([`schema`]) and
+//!    without the rows its delete files remove ([`deletes`], [`rows`]; v3
+//!    row lineage kept), named
 //!    `compactd-<task>-r<round>-u<unit hash>-a<attempt>-<k>.parquet`
 //!    (invisible to readers until a snapshot names them), measures their
 //!    metrics from their footers ([`metrics`]) and stages them: a record
@@ -20,10 +23,11 @@
 //! 2. once every partition unit has ended, the commit unit ([`commit`])
 //!    takes the staged record of each unit that succeeded, validates each
 //!    against the table's current snapshot as Java's `RewriteFiles` does
-//!    (every input still live, no new position delete in its partition, the
-//!    same table and format version), abandons the units that fail it, and
-//!    writes one snapshot: the manifests holding inputs rewritten with the
-//!    inputs `DELETED`, one manifest of the outputs `ADDED` per spec (with
+//!    (every input still live, no position delete committed in its
+//!    partition since the unit read, the same table and format version),
+//!    abandons the units that fail it, and writes one snapshot: the
+//!    manifests holding inputs or spent delete files rewritten with them
+//!    `DELETED`, one manifest of the outputs `ADDED` per spec (with
 //!    the data sequence number of the snapshot their unit read), a manifest
 //!    list, and the metadata's next version, created once
 //!    ([`catalog::commit`]). A lost race reloads the table and starts the
