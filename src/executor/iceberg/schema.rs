@@ -24,8 +24,7 @@ use arrow_array::{new_null_array, Array, ArrayRef, ListArray, MapArray, RecordBa
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef, TimeUnit};
 use serde_json::Value as Json;
 
-/// The field metadata key holding a Parquet field id.
-pub const FIELD_ID: &str = "PARQUET:field_id";
+pub(crate) use crate::executor::merge::parquet::schema::FIELD_ID;
 
 /// v3 row lineage: the metadata columns a rewrite writes, and their ids.
 pub const ROW_ID: &str = "_row_id";
@@ -425,10 +424,10 @@ fn project_array(a: &ArrayRef, to: &FieldRef, ids: Ids) -> Result<ArrayRef, Stri
     }
 }
 
-/// Arrow's cast, failing where a value does not fit (never a silent null).
+/// The `parquet` rewrite's cast: a value that does not fit fails, never
+/// turns null.
 fn cast(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, String> {
-    let options = arrow_cast::CastOptions { safe: false, ..Default::default() };
-    arrow_cast::cast_with_options(a, to, &options).map_err(|e| e.to_string())
+    crate::executor::merge::parquet::schema::cast(a, to).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

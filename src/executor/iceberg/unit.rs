@@ -73,9 +73,9 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
     let Format::Parquet(options) = &job.merge.format else {
         return Err(job.broken("the iceberg executor writes Parquet: its job's format must be Parquet"));
     };
-    let options = &table_options(options, &t.properties(), &dir);
-    let by_id =
-        ById::new(t.current_schema(), &t.properties()).map_err(|e| job.broken(format!("its current schema: {e}")))?;
+    let props = t.properties();
+    let options = &table_options(options, &props, &dir);
+    let by_id = ById::new(t.current_schema(), &props).map_err(|e| job.broken(format!("its current schema: {e}")))?;
     let mut loaded = deletes::load(store, &head, &small, &by_id, &job.merge.io)
         .await
         .map_err(|e| job.broken(format!("unit {}: {e}", job.unit)))?;
@@ -107,7 +107,7 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
     if staged.outputs.is_empty() {
         return Ok((Outcome::NothingToDo, BTreeMap::new()));
     }
-    let config = MetricsConfig::new(&t.properties(), t.current_schema(), &t.sort_fields());
+    let config = MetricsConfig::new(&props, t.current_schema(), &t.sort_fields());
     let by_store: BTreeMap<String, &Entry> =
         small.iter().map(|e| (t.store_path(&e.file_path).unwrap_or_default(), *e)).collect();
     let mut outputs = vec![];

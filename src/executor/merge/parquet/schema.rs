@@ -29,7 +29,7 @@ use arrow_array::{new_null_array, Array, ArrayRef, ListArray, MapArray, RecordBa
 use arrow_schema::{ArrowError, DataType, Field, FieldRef, Fields, Schema, SchemaRef, TimeUnit};
 
 /// The field metadata key holding a Parquet field id.
-const FIELD_ID: &str = "PARQUET:field_id";
+pub(crate) use parquet::arrow::PARQUET_FIELD_ID_META_KEY as FIELD_ID;
 
 /// The union of the schemas seen so far.
 #[derive(Debug, Default)]
@@ -321,7 +321,7 @@ fn conform_array(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, ArrowError> {
 /// Arrow's cast, failing where a value does not fit the target type (a
 /// timestamp past the range of a finer unit): by default a cast turns such
 /// a value into null, which would change a row silently.
-fn cast(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, arrow_schema::ArrowError> {
+pub(crate) fn cast(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, arrow_schema::ArrowError> {
     let options = arrow_cast::CastOptions { safe: false, ..Default::default() };
     arrow_cast::cast_with_options(a, to, &options)
 }
