@@ -4,9 +4,55 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use std::time::Duration;
+
 use serde_json::{json, Value};
 
+use super::cluster::{alive, monitor_of, Cluster};
 use super::iceberg::Java;
+
+/// Starts n1, n2, n3 on `data` (`iceberg` executor, 8 MiB target) and waits
+/// for all three and a monitor.
+pub fn start_three(c: &mut Cluster, data: &str) {
+    for n in ["n1", "n2", "n3"] {
+        c.start_with(n, &["--data", data, "--target-size", "8MiB", "--executor", "iceberg"]);
+    }
+    c.wait_nodes(Duration::from_secs(60), "three nodes alive and a monitor", |r| {
+        alive(r).len() == 3 && monitor_of(r).is_some()
+    });
+}
+
+/// Submits `db.s.<table>` as an `iceberg` task with `params`, waits,
+/// returns its `status --json`.
+pub fn compact_table(c: &Cluster, table: &str, params: &[&str]) -> Value {
+    let mut args = vec!["submit", "--db", "db", "--schema", "s", "--table", table, "--executor", "iceberg"];
+    for p in params {
+        args.extend(["--param", p]);
+    }
+    args.extend(["--wait", "--json"]);
+    let out = c.compactd(&args);
+    let id: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("submit: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text()));
+    c.status(id["id"].as_str().unwrap())
+}
+
+/// Java's `ParquetUtil.fileMetrics` of each of compactd's outputs, asserted
+/// equal to the metrics its manifest holds; the outputs' entries (`path`,
+/// `length`, `size`, `stored`, `java`).
+pub fn outputs_with_javas_metrics(java: &Java, location: &str) -> Vec<Value> {
+    let metrics = java.run(&json!({"cmd": "metrics", "location": location}));
+    let outputs: Vec<Value> = metrics["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["path"].as_str().unwrap().contains("/compactd-"))
+        .cloned()
+        .collect();
+    for f in &outputs {
+        assert_eq!(f["stored"], f["java"], "metrics of {}", f["path"]);
+    }
+    outputs
+}
 
 /// A schema of the types compactd writes metrics for (and a list and a
 /// double, which get counts and sizes only), partitioned by `part`.

@@ -19,43 +19,22 @@ use crate::common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use common::cluster::{alive, monitor_of, Cluster, BIN};
+use common::cluster::{Cluster, BIN};
 use common::hdfs::HdfsCluster;
 use common::iceberg::{pyiceberg_catalog_table, pyiceberg_read, pyiceberg_with, Java};
-use common::iceberg_table::{before, live_in, make_table, rows, schema, Before};
+use common::iceberg_table::{
+    before, compact_table, live_in, make_table, outputs_with_javas_metrics, rows, schema, start_three, Before,
+};
 use common::s3::S3Server;
 use serde_json::{json, Value};
 
-const NODES: [&str; 3] = ["n1", "n2", "n3"];
 const TASK: &str = "aaaaffff.16176931.56000000.0";
-
-fn start_three(c: &mut Cluster, data: &str) {
-    for n in NODES {
-        c.start_with(n, &["--data", data, "--target-size", "8MiB", "--executor", "iceberg"]);
-    }
-    c.wait_nodes(Duration::from_secs(30), "three nodes alive and a monitor", |r| {
-        alive(r).len() == 3 && monitor_of(r).is_some()
-    });
-}
 
 /// Submits `db.s.t` as an `iceberg` task with `params`, waits, returns its
 /// `status --json`.
 fn compact(c: &Cluster, params: &[&str]) -> Value {
     compact_table(c, "t", params)
-}
-
-fn compact_table(c: &Cluster, table: &str, params: &[&str]) -> Value {
-    let mut args = vec!["submit", "--db", "db", "--schema", "s", "--table", table, "--executor", "iceberg"];
-    for p in params {
-        args.extend(["--param", p]);
-    }
-    args.extend(["--wait", "--json"]);
-    let out = c.compactd(&args);
-    let id: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|_| panic!("submit: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text()));
-    c.status(id["id"].as_str().unwrap())
 }
 
 /// Java and pyiceberg read the compacted table: one `replace` snapshot on
@@ -105,17 +84,10 @@ fn assert_compacted(java: &Java, location: &str, py_location: &str, old: &Before
         assert!(f.get("sort_order_id").is_none(), "never copied from the inputs: {f}");
     }
     // Every metric compactd wrote is Java's, and sizes are real lengths.
-    let metrics = java.run(&json!({"cmd": "metrics", "location": location}));
-    let outputs: Vec<&Value> = metrics["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["path"].as_str().unwrap().contains("/compactd-"))
-        .collect();
+    let outputs = outputs_with_javas_metrics(java, location);
     assert_eq!(outputs.len(), added.len());
     for f in outputs {
         assert_eq!(f["length"], f["size"], "{f}");
-        assert_eq!(f["stored"], f["java"], "metrics of {}", f["path"]);
         assert!(!f["stored"]["lower_bounds"].as_object().unwrap().is_empty(), "{f}");
     }
     let p = java.run(&json!({"cmd": "predicates", "location": location}));
@@ -256,10 +228,7 @@ fn java_appends_on_hdfs_while_three_nodes_compact_and_no_row_is_lost_or_doubled(
     for (id, r) in &first.reads {
         assert_eq!(py["snapshots"][id.to_string()]["rows"], r["count"], "snapshot {id}");
     }
-    let metrics = java.run(&json!({"cmd": "metrics", "location": location}));
-    for f in metrics["files"].as_array().unwrap().iter().filter(|f| f["path"].as_str().unwrap().contains("/compactd-"))
-    {
-        assert_eq!(f["stored"], f["java"], "metrics of {}", f["path"]);
+    for f in outputs_with_javas_metrics(java, &location) {
         assert_eq!(f["length"], f["size"], "{f}");
     }
 }
@@ -346,11 +315,7 @@ fn a_commit_abandons_units_whose_inputs_were_deleted_rewritten_or_position_delet
         java.call(&json!({"cmd": "rewrite", "location": location, "paths": p3_inputs, "validate_from": staged_before}));
     assert_eq!(lost["ok"], false, "{lost}");
     assert!(lost["error"].as_str().unwrap().contains("Missing required files to delete"), "{lost}");
-    let metrics = java.run(&json!({"cmd": "metrics", "location": location}));
-    for f in metrics["files"].as_array().unwrap().iter().filter(|f| f["path"].as_str().unwrap().contains("/compactd-"))
-    {
-        assert_eq!(f["stored"], f["java"], "metrics of {}", f["path"]);
-    }
+    outputs_with_javas_metrics(java, &location);
 }
 
 #[test]
@@ -486,16 +451,9 @@ fn uuid_fixed_binary_time_and_map_columns_are_compacted_and_uuid_stays_a_uuid() 
     assert_eq!(s["state"], "Done", "{s:#}");
     let ours = java.run(&json!({"cmd": "read", "location": location}));
     assert_eq!((&ours["count"], &ours["digest"]), (&theirs["count"], &theirs["digest"]));
-    let metrics = java.run(&json!({"cmd": "metrics", "location": location}));
-    let outputs: Vec<&Value> = metrics["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["path"].as_str().unwrap().contains("/compactd-"))
-        .collect();
-    assert_eq!(outputs.len(), 2, "{metrics:#}");
+    let outputs = outputs_with_javas_metrics(java, &location);
+    assert_eq!(outputs.len(), 2, "{outputs:#?}");
     for f in outputs {
-        assert_eq!(f["stored"], f["java"], "metrics of {}", f["path"]);
         let file = std::fs::File::open(f["path"].as_str().unwrap()).unwrap();
         let reader = parquet::file::serialized_reader::SerializedFileReader::new(file).unwrap();
         use parquet::file::reader::FileReader;

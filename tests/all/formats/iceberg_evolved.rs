@@ -17,14 +17,13 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use common::cluster::{alive, monitor_of, Cluster};
+use common::cluster::Cluster;
 use common::iceberg::{pyiceberg_read, Java};
+use common::iceberg_table::{compact_table, outputs_with_javas_metrics, start_three};
 use common::spark::Spark;
 use serde_json::{json, Value};
-
-const NODES: [&str; 3] = ["n1", "n2", "n3"];
 
 fn sql(spark: &Spark, sql: &str) {
     spark.run(&json!({"cmd": "sql", "sql": sql}));
@@ -79,39 +78,8 @@ fn lake(spark: &Spark, name: &str) -> (Cluster, std::path::PathBuf, std::path::P
     (c, data, warehouse)
 }
 
-/// Java's `ParquetUtil.fileMetrics` of each of compactd's outputs equals
-/// the metrics its manifest holds; how many outputs there are.
-fn metrics_are_javas(java: &Java, location: &str) -> usize {
-    let metrics = java.run(&json!({"cmd": "metrics", "location": location}));
-    let outputs: Vec<&Value> = metrics["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["path"].as_str().unwrap().contains("/compactd-"))
-        .collect();
-    for f in &outputs {
-        assert_eq!(f["stored"], f["java"], "metrics of {}", f["path"]);
-    }
-    outputs.len()
-}
-
-fn start_three(c: &mut Cluster, data: &str) {
-    for n in NODES {
-        c.start_with(n, &["--data", data, "--target-size", "8MiB", "--executor", "iceberg"]);
-    }
-    c.wait_nodes(Duration::from_secs(30), "three nodes alive and a monitor", |r| {
-        alive(r).len() == 3 && monitor_of(r).is_some()
-    });
-}
-
 fn compact(c: &Cluster, table: &str) -> Value {
-    let args = ["submit", "--db", "db", "--schema", "s", "--table", table, "--executor", "iceberg"];
-    let mut args = args.to_vec();
-    args.extend(["--param", "iceberg.sole-writer=true", "--wait", "--json"]);
-    let out = c.compactd(&args);
-    let id: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|_| panic!("submit: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text()));
-    c.status(id["id"].as_str().unwrap())
+    compact_table(c, table, &["iceberg.sole-writer=true"])
 }
 
 /// One `INSERT` of six rows (batch `b`) naming the columns the table has
@@ -229,7 +197,7 @@ fn tables_whose_schema_and_spec_evolved_are_compacted_in_every_spec_and_read_the
         let cur = py["current"].as_i64().unwrap().to_string();
         assert_eq!(py["snapshots"][&cur]["rows"], java_rows["count"], "v{v}: pyiceberg: {py}");
         // The outputs' metrics are Java's own for the files.
-        assert!(metrics_are_javas(java, &location) > 0, "v{v}: no output");
+        assert!(!outputs_with_javas_metrics(java, &location).is_empty(), "v{v}: no output");
     }
     eprintln!("evolved tables: {:?} in all", started.elapsed());
 }
@@ -394,5 +362,5 @@ fn a_v3_table_with_deletion_vectors_is_compacted_and_every_row_keeps_its_lineage
         .collect();
     let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len(), "a row id was given twice: {ids:?}");
-    assert!(metrics_are_javas(java, &location) > 0, "no output");
+    assert!(!outputs_with_javas_metrics(java, &location).is_empty(), "no output");
 }

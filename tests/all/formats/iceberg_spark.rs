@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{alive, monitor_of, Cluster};
 use common::iceberg::pyiceberg_read;
+use common::iceberg_table::{compact_table, start_three};
 use common::spark::Spark;
 use serde_json::{json, Value};
 
@@ -56,13 +57,7 @@ fn live(spark: &Spark) -> BTreeSet<String> {
 }
 
 fn compact(c: &Cluster) -> Value {
-    let args = ["submit", "--db", "db", "--schema", "s", "--table", "t", "--executor", "iceberg"];
-    let mut args = args.to_vec();
-    args.extend(["--param", "iceberg.sole-writer=true", "--wait", "--json"]);
-    let out = c.compactd(&args);
-    let id: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|_| panic!("submit: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text()));
-    let status = c.status(id["id"].as_str().unwrap());
+    let status = compact_table(c, "t", &["iceberg.sole-writer=true"]);
     assert_eq!(status["state"], "Done", "{status:#}");
     let versions = status["table_versions"].as_array().expect("a commit");
     assert_eq!(versions.len(), 1, "{status:#}");
@@ -219,22 +214,17 @@ fn spark_deletes_and_updates_racing_compaction_on_hdfs_lose_no_row_and_no_commit
         model.iter_mut().filter(|(id, _)| *id % 3 == r).for_each(|(_, v)| *v += 10);
     }
     let mut c = Cluster::on(root, vec![]);
-    for n in ["n1", "n2", "n3"] {
-        c.start_with(n, &["--data", &data_uri, "--target-size", "8MiB", "--executor", "iceberg"]);
-    }
-    c.wait_nodes(Duration::from_secs(60), "three nodes and a monitor", |r| {
-        alive(r).len() == 3 && monitor_of(r).is_some()
-    });
+    start_three(&mut c, &data_uri);
     let n = statements.len();
     let cmd = json!({"cmd": "sql_loop", "statements": statements, "retries": 8});
     let writer = std::thread::spawn(move || spark.call_within(&cmd, Duration::from_secs(900)));
     let mut compactions = vec![];
     while !writer.is_finished() {
-        compactions.push(submit(&c));
+        compactions.push(compact_table(&c, "t", &[]));
     }
     let looped = writer.join().unwrap();
     assert!(looped["ok"] == true && looped["errors"] == json!([]), "the statements: {looped}");
-    compactions.push(submit(&c));
+    compactions.push(compact_table(&c, "t", &[]));
     let committed = compactions
         .iter()
         .filter(|s| s["state"] == "Done" && s["table_versions"].as_array().is_some_and(|v| !v.is_empty()))
@@ -262,12 +252,4 @@ fn spark_deletes_and_updates_racing_compaction_on_hdfs_lose_no_row_and_no_commit
         compactions.len(),
         started.elapsed()
     );
-}
-
-fn submit(c: &Cluster) -> Value {
-    let args = ["submit", "--db", "db", "--schema", "s", "--table", "t", "--executor", "iceberg", "--wait", "--json"];
-    let out = c.compactd(&args);
-    let id: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|_| panic!("submit: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text()));
-    c.status(id["id"].as_str().unwrap())
 }
