@@ -596,9 +596,16 @@ fn a_239_mb_commit_compacts_in_under_twice_its_size_of_memory_in_the_daemon_and_
     assert_eq!(status["stats"]["rows_out"], 2000, "{status:#}");
     let executor = gauge(&addr, "compactd_executor_resident_memory_peak_bytes");
     let daemon = gauge(&addr, "compactd_resident_memory_peak_bytes");
-    // A few ticks after: what the replay held is given back.
-    std::thread::sleep(Duration::from_secs(3));
-    let after = gauge(&addr, "compactd_resident_memory_bytes");
+    // What the replay held is given back within a few ticks. The lowest
+    // reading of 20 s counts: on a loaded machine a tick can still be
+    // finishing the task's bookkeeping when one sample is taken.
+    let bound = idle + commit / 4;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut after = gauge(&addr, "compactd_resident_memory_bytes");
+    while after >= bound && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+        after = after.min(gauge(&addr, "compactd_resident_memory_bytes"));
+    }
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     eprintln!(
         "commit {:.0} MiB ({} adds): daemon idle {:.0} MiB, peak {:.0} MiB, after {:.0} MiB; executor peak {:.0} MiB",
@@ -611,7 +618,7 @@ fn a_239_mb_commit_compacts_in_under_twice_its_size_of_memory_in_the_daemon_and_
     );
     assert!(daemon < 2 * commit, "the daemon's peak {daemon} is not under twice the commit's {commit} bytes");
     assert!(executor < 2 * commit, "an executor's peak {executor} is not under twice the commit's {commit} bytes");
-    assert!(after < idle + commit / 4, "the daemon kept {after} bytes after the task (idle: {idle})");
+    assert!(after < bound, "the daemon kept {after} bytes after the task (idle: {idle})");
     // deltalake's replay: the bulk load's files, one compacted file more
     // in each small partition, each partition's rows.
     let files = delta_tool(&["files", "--table", t, "--parts", "5"], &[]);
