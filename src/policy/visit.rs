@@ -355,12 +355,12 @@ impl Visit<'_> {
         };
         self.requests += 2 + files.len() as u64 / 1000;
         let mut out: BTreeMap<Name, Listed> = BTreeMap::new();
-        for (key, size, heavy) in files {
-            let Ok(part) = Name::parse(&key) else { continue };
+        for f in files {
+            let Ok(part) = Name::parse(&f.key) else { continue };
             // A file most of whose rows deletes may remove counts as small:
             // its rewrite retires them.
-            let small = if heavy { u64::MAX } else { small };
-            out.entry(part).or_default().count(size, small);
+            let small = if f.heavy { u64::MAX } else { small };
+            out.entry(part).or_default().count(f.size, small);
         }
         self.requests += 1;
         let findings = crate::table::format::detect(self.data, dir).await?;

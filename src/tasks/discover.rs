@@ -190,12 +190,17 @@ async fn delta(data: &Store, info: &TaskInfo, default_target: u64) -> store::Res
 }
 
 /// The units of an `iceberg` task: the partitions (spec and tuple) of the
-/// table's current snapshot with two or more small data files and no
-/// delete file that may apply. `Err`: why the task cannot run (not an
+/// table's current snapshot with small data files or many deleted rows,
+/// split in file groups when large (see
+/// [`crate::executor::iceberg::partitions_to_compact`]). `Err`: why the task cannot run (not an
 /// Iceberg table, one compactd refuses, a catalog it does not commit to).
 async fn iceberg(data: &Store, info: &TaskInfo, default_target: u64) -> store::Result<Result<Vec<Name>, String>> {
-    let target = target_size(info, default_target);
     let table = table_dir(&info.db_name, &info.schema_name, &info.table_name);
+    let param = |k: &str| info.run.params.get(k).cloned();
+    let sizing = match crate::executor::iceberg::Sizing::from_params(param, default_target) {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(e)),
+    };
     let cat = match crate::executor::iceberg::catalog::Catalog::from_params(|k| info.run.params.get(k).cloned()).await {
         Ok(c) => c,
         Err(e) => return Ok(Err(e.to_string())),
@@ -203,7 +208,7 @@ async fn iceberg(data: &Store, info: &TaskInfo, default_target: u64) -> store::R
     if let Err(e) = cat.check_writers(data, &table) {
         return Ok(Err(e.to_string()));
     }
-    let found = match crate::executor::iceberg::partitions_to_compact(data, &cat, &table, target).await {
+    let found = match crate::executor::iceberg::partitions_to_compact(data, &cat, &table, &sizing).await {
         Ok(f) => f,
         Err(crate::executor::iceberg::IcebergError::Store(e)) if !e.is_bad_file() && !e.is_permanent() => {
             return Err(e)

@@ -103,18 +103,26 @@ fn invalid(head: &Head, live: &HashMap<&str, &Entry>, unit: &StagedUnit) -> Opti
     // read in the unit's partition may delete rows of its inputs that the
     // outputs still hold.
     head.live().map(|(_, e)| e).filter(|e| e.content == 1 && e.sequence_number > unit.sequence_number).find_map(|e| {
-        (manifest::unit_key(e.spec_id, &e.partition) == unit.unit)
+        (manifest::unit_key(e.spec_id, &e.partition) == super::group::parse(&unit.unit).0)
             .then(|| format!("position delete file {} was committed in its partition since", e.file_path))
     })
 }
 
 /// The delete files this commit removes: the position deletes the units
-/// found spent, and each equality delete every live data file of which
+/// found spent (alone, or together with the other groups of their
+/// partition), and each equality delete every live data file of which
 /// the commit rewrites, by units that read it and so applied it.
 fn spent_deletes(head: &Head, units: &[&StagedUnit], inputs: &HashSet<String>) -> HashSet<String> {
     let live: HashSet<String> = head.live().map(|(_, e)| e.key()).collect();
     let mut spent: HashSet<String> =
         units.iter().flat_map(|u| &u.spent_deletes).filter(|d| live.contains(d.as_str())).cloned().collect();
+    // A position delete naming files of several groups: spent when every
+    // group that holds one of them commits here too.
+    for (d, rest) in units.iter().flat_map(|u| &u.shared_deletes) {
+        if live.contains(d.as_str()) && rest.iter().all(|r| inputs.contains(r)) {
+            spent.insert(d.clone());
+        }
+    }
     let data: Vec<&Entry> = head.live().map(|(_, e)| e).filter(|e| e.content == 0).collect();
     for d in head.live().map(|(_, e)| e).filter(|e| e.content == 2) {
         let applies: Vec<&&Entry> = data.iter().filter(|e| super::deletes::applies(head, d, e)).collect();

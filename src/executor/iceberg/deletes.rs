@@ -126,6 +126,29 @@ impl Loaded {
             .map(|(p, _)| p.clone())
             .collect()
     }
+
+    /// The position delete files not spent by `rewritten` alone whose
+    /// other live files are all in `others` (files another unit of the
+    /// partition may rewrite), with those files.
+    pub fn shared(
+        &self,
+        head: &Head,
+        rewritten: &BTreeSet<String>,
+        others: &BTreeSet<String>,
+    ) -> BTreeMap<String, Vec<String>> {
+        let live: HashSet<&str> =
+            head.live().filter(|(_, e)| e.content == 0).map(|(_, e)| e.file_path.as_str()).collect();
+        let mut out = BTreeMap::new();
+        for (path, refs) in &self.position_files {
+            let rest: Vec<String> =
+                refs.iter().filter(|r| !rewritten.contains(*r) && live.contains(r.as_str())).cloned().collect();
+            if !rest.is_empty() && rest.iter().all(|r| others.contains(r)) && refs.iter().any(|r| rewritten.contains(r))
+            {
+                out.insert(path.clone(), rest);
+            }
+        }
+        out
+    }
 }
 
 /// Reads a whole Parquet file of the table.

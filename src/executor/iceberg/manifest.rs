@@ -227,19 +227,16 @@ pub async fn read_list(store: &Store, table: &Table, path: &str) -> Result<Manif
 
 /// Reads a manifest, its inherited fields made explicit from `m`.
 pub async fn read_manifest(store: &Store, table: &Table, m: &ManifestRef) -> Result<Manifest, IcebergError> {
-    let file = read_avro(store, table, &m.path).await?;
+    let mut file = read_avro(store, table, &m.path).await?;
     let broken =
         |problem: String| IcebergError::Table { table: table.dir.clone(), problem: format!("{}: {problem}", m.path) };
+    let v2 = table.format_version() >= 2;
+    if v2 {
+        // Written before the table's upgrade.
+        super::v1::as_v2(&mut file).map_err(broken)?;
+    }
     let rs = avro::record_schema(&file.schema).ok_or_else(|| broken("not a manifest".into()))?;
     let df = sub_schema(rs, entry_id::DATA_FILE).map_err(broken)?;
-    let v2 = table.format_version() >= 2;
-    if v2 && avro::field_by_id(rs, entry_id::SEQUENCE).is_none() {
-        return Err(broken(
-            "a manifest without sequence numbers in a v2 table (written before an upgrade): \
-                           compactd does not rewrite it"
-                .into(),
-        ));
-    }
     let mut entries = vec![];
     let mut next_row_id = m.first_row_id;
     for r in &file.records {

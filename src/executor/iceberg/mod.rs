@@ -6,8 +6,9 @@
 //!
 //! A task has one unit per partition (a spec id and partition tuple, named
 //! by [`manifest::unit_key`]) holding two or more small data files (or a
-//! file most of whose rows deletes remove, [`DELETE_RATIO`]), and one last
-//! unit, the commit (named [`layouts::v2::COMMIT_UNIT`]):
+//! file most of whose rows deletes remove, [`DELETE_RATIO`]), or one per
+//! file group of a partition larger than the group size ([`group`]), and
+//! one last unit, the commit (named [`layouts::v2::COMMIT_UNIT`]):
 //! 1. a partition unit ([`unit`]) reads the current snapshot, refuses what
 //!    compactd does not handle ([`table::Table::check_supported`], data
 //!    or delete files that are not Parquet), rewrites the partition's small
@@ -48,6 +49,7 @@ pub mod avro;
 pub mod catalog;
 pub mod commit;
 pub mod deletes;
+pub mod group;
 pub mod manifest;
 pub mod metrics;
 pub mod orphans;
@@ -56,6 +58,7 @@ pub mod rows;
 pub mod schema;
 pub mod table;
 pub mod unit;
+pub mod v1;
 
 use std::collections::BTreeMap;
 
@@ -112,11 +115,15 @@ pub struct IcebergJob {
     pub clock: crate::clock::SharedClock,
     /// The table's catalog (from the task's parameters).
     pub catalog: catalog::Catalog,
+    /// The task's sizes (from its parameters), as its planner had them.
+    pub sizing: Sizing,
 }
 
 impl IcebergJob {
     pub fn new(merge: MergeJob, unit: String, clock: crate::clock::SharedClock) -> IcebergJob {
-        IcebergJob { merge, unit, clock, catalog: catalog::Catalog::default() }
+        let sizing =
+            Sizing { task_target: None, node_target: merge.target_size, group_bytes: group::DEFAULT_GROUP_BYTES };
+        IcebergJob { merge, unit, clock, catalog: catalog::Catalog::default(), sizing }
     }
 
     fn table(&self) -> &str {
@@ -203,6 +210,11 @@ pub struct StagedUnit {
     /// records of releases that applied no deletes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spent_deletes: Vec<String>,
+    /// Position delete files the unit applied that also name files of
+    /// other groups of its partition (their paths): spent once the
+    /// commit rewrites those too.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub shared_deletes: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -268,17 +280,27 @@ impl Head {
     }
 }
 
-/// The live data files of the table's current snapshot as the planner
-/// counts them: each one's unit key, size, and whether deletes may remove
-/// [`DELETE_RATIO`] of its rows (rewritten whatever its size). A table
-/// compactd refuses is an error naming why, as for
-/// [`partitions_to_compact`].
-pub async fn live_data_files(
-    store: &Store,
-    cat: &catalog::Catalog,
-    dir: &str,
-) -> Result<Vec<(String, u64, bool)>, IcebergError> {
+/// A live data file of the table's current snapshot as the planner counts
+/// it.
+pub struct LiveFile {
+    /// Its partition's [`manifest::unit_key`].
+    pub key: String,
+    /// As the manifests name it.
+    pub path: String,
+    pub size: u64,
+    /// Deletes may remove [`DELETE_RATIO`] of its rows: rewritten whatever
+    /// its size.
+    pub heavy: bool,
+}
+
+/// The live data files of the table's current snapshot. A table compactd
+/// refuses is an error naming why, as for [`partitions_to_compact`].
+pub async fn live_data_files(store: &Store, cat: &catalog::Catalog, dir: &str) -> Result<Vec<LiveFile>, IcebergError> {
     let head = Head::load(store, cat, dir).await?;
+    live_files(&head, dir)
+}
+
+fn live_files(head: &Head, dir: &str) -> Result<Vec<LiveFile>, IcebergError> {
     let heavy = head.delete_heavy();
     let mut files = vec![];
     for (_, e) in head.live().filter(|(_, e)| e.content == 0) {
@@ -288,36 +310,83 @@ pub async fn live_data_files(
                 problem: format!("{} is {} data: compactd rewrites Parquet only", e.file_path, e.file_format),
             });
         }
-        let key = manifest::unit_key(e.spec_id, &e.partition);
-        files.push((key, e.file_size.max(0) as u64, heavy.contains(&e.file_path)));
+        files.push(LiveFile {
+            key: manifest::unit_key(e.spec_id, &e.partition),
+            path: e.file_path.clone(),
+            size: e.file_size.max(0) as u64,
+            heavy: heavy.contains(&e.file_path),
+        });
     }
     Ok(files)
 }
 
-/// The partitions of the table's current snapshot with two or more data
-/// files under the small threshold of `target_size` or deletes of many of
-/// their rows, or one such file with deletes: the units of a task (delete
-/// files that apply to them are applied as they are rewritten). A
-/// table compactd refuses (see [`table::Table::check_supported`]), or one
-/// with data files that are not Parquet, is an error naming why.
+/// The sizes a task plans with: its own target (a policy's or a submit's
+/// `compactd_target_size`), else the table's `write.target-file-size-bytes`,
+/// else the node's; and its file group size ([`group`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Sizing {
+    pub task_target: Option<u64>,
+    pub node_target: u64,
+    pub group_bytes: u64,
+}
+
+impl Sizing {
+    /// From the task's parameters (`param`), the node's target size aside.
+    pub fn from_params(param: impl Fn(&str) -> Option<String>, node_target: u64) -> Result<Sizing, String> {
+        let task_target = param(crate::policy::TARGET_SIZE_PARAM)
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|n| *n > 0 && *n <= layouts::units::MAX_TARGET_SIZE);
+        let group_bytes = match param(group::GROUP_BYTES_PARAM) {
+            Some(v) => layouts::units::parse_size(&v)
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("--param {}={v}: not a size in bytes", group::GROUP_BYTES_PARAM))?,
+            None => group::DEFAULT_GROUP_BYTES,
+        };
+        Ok(Sizing { task_target, node_target, group_bytes })
+    }
+
+    /// The target size of the outputs of `table`.
+    pub fn target(&self, table: &Table) -> u64 {
+        let own = table
+            .properties()
+            .get("write.target-file-size-bytes")
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|n| *n > 0 && *n <= layouts::units::MAX_TARGET_SIZE);
+        self.task_target.or(own).unwrap_or(self.node_target)
+    }
+}
+
+/// The units of a task: per partition of the table's current snapshot
+/// with two or more data files under the small threshold of its target
+/// size or with deletes of many of their rows (or one such file with
+/// deletes), one unit, or one per file group when the files weigh more
+/// than the group size ([`group::plan`]). Delete files that apply to them
+/// are applied as they are rewritten. A table compactd refuses (see
+/// [`table::Table::check_supported`]), or one with data files that are
+/// not Parquet, is an error naming why.
 pub async fn partitions_to_compact(
     store: &Store,
     cat: &catalog::Catalog,
     dir: &str,
-    target_size: u64,
+    sizing: &Sizing,
 ) -> Result<Vec<String>, IcebergError> {
-    let files = live_data_files(store, cat, dir).await?;
-    let threshold = super::merge::parquet::small_threshold(target_size);
-    // Per partition: files to rewrite, and whether one has many deletes.
-    let mut due: BTreeMap<String, (usize, bool)> = BTreeMap::new();
-    for (key, size, heavy) in files {
-        if size < threshold || heavy {
-            let d = due.entry(key).or_default();
-            d.0 += 1;
-            d.1 |= heavy;
+    let head = Head::load(store, cat, dir).await?;
+    let files = live_files(&head, dir)?;
+    let threshold = super::merge::parquet::small_threshold(sizing.target(&head.table));
+    let mut due: BTreeMap<&str, Vec<group::Candidate>> = BTreeMap::new();
+    for f in &files {
+        if f.size < threshold || f.heavy {
+            due.entry(&f.key).or_default().push(group::Candidate { path: &f.path, size: f.size, heavy: f.heavy });
         }
     }
-    Ok(due.into_iter().filter(|(_, (n, heavy))| *n >= 2 || *heavy).map(|(key, _)| key).collect())
+    let mut units = vec![];
+    for (key, candidates) in due {
+        if candidates.len() >= 2 || candidates.iter().any(|c| c.heavy) {
+            units.extend(group::plan(key, &candidates, sizing.group_bytes));
+        }
+    }
+    Ok(units)
 }
 
 /// Runs one unit: a partition's rewrite, or the task's commit; the

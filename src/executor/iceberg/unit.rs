@@ -25,7 +25,7 @@ use super::manifest::{fnv64, unit_key, Entry};
 use super::metrics::{file_metrics, MetricsConfig};
 use super::rows::TableRows;
 use super::schema::ById;
-use super::{Head, IcebergError, IcebergJob, Outcome, StagedOutput, StagedUnit};
+use super::{group, Head, IcebergError, IcebergJob, Outcome, StagedOutput, StagedUnit};
 use crate::executor::merge::{parquet, Format, SUPERSEDED};
 
 /// The file-name stem of this unit's outputs in this round.
@@ -41,16 +41,20 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
         return Ok((Outcome::NothingToDo, BTreeMap::new()));
     };
     let t = &head.table;
-    let mine: Vec<&Entry> = head
+    let (partition, _) = group::parse(&job.unit);
+    let target = job.sizing.target(t);
+    let threshold = parquet::small_threshold(target) as i64;
+    // Small files, and files most of whose rows deletes may remove: the
+    // partition's candidates, of which this unit's group is its own.
+    let heavy = head.delete_heavy();
+    let candidates: Vec<&Entry> = head
         .live()
         .map(|(_, e)| e)
-        .filter(|e| e.content == 0 && unit_key(e.spec_id, &e.partition) == job.unit)
+        .filter(|e| e.content == 0 && unit_key(e.spec_id, &e.partition) == partition)
+        .filter(|e| e.file_size < threshold || heavy.contains(&e.file_path))
         .collect();
-    let threshold = parquet::small_threshold(job.merge.target_size) as i64;
-    // Small files, and files most of whose rows deletes may remove.
-    let heavy = head.delete_heavy();
     let mut small: Vec<&Entry> =
-        mine.into_iter().filter(|e| e.file_size < threshold || heavy.contains(&e.file_path)).collect();
+        candidates.iter().copied().filter(|e| group::holds(&job.unit, partition, &e.file_path)).collect();
     if let Some(e) = small.iter().find(|e| !e.file_format.eq_ignore_ascii_case("parquet")) {
         return Err(job.broken(format!("{} is {} data: compactd rewrites Parquet only", e.file_path, e.file_format)));
     }
@@ -74,7 +78,7 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
         return Err(job.broken("the iceberg executor writes Parquet: its job's format must be Parquet"));
     };
     let props = t.properties();
-    let options = &table_options(options, &props, &dir);
+    let options = &table_options(options, &props, &dir, target);
     let by_id = ById::new(t.current_schema(), &props).map_err(|e| job.broken(format!("its current schema: {e}")))?;
     let mut loaded = deletes::load(store, &head, &small, &by_id, &job.merge.io)
         .await
@@ -97,7 +101,8 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
         deletes: Arc::new(std::mem::take(&mut loaded.deletes)),
         lineage,
     };
-    let staged = match parquet::rewrite(store, &job.merge, options, inputs, name, Some(Arc::new(fit))).await {
+    let merge = crate::executor::merge::MergeJob { target_size: target, ..job.merge.clone() };
+    let staged = match parquet::rewrite(store, &merge, options, inputs, name, Some(Arc::new(fit))).await {
         Ok(s) => s,
         Err(e) => {
             remove_attempt_files(store, &out_dir, &stem).await;
@@ -125,6 +130,9 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
     }
     let rewritten: BTreeSet<String> = input_paths.iter().cloned().collect();
     let spent_deletes = loaded.spent(&head, &rewritten);
+    let others: BTreeSet<String> =
+        candidates.iter().map(|e| e.file_path.clone()).filter(|p| !rewritten.contains(p)).collect();
+    let shared_deletes = loaded.shared(&head, &rewritten, &others);
     let record = StagedUnit {
         unit: job.unit.clone(),
         spec_id: small[0].spec_id,
@@ -136,6 +144,7 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
         outputs,
         stats: staged.stats.clone(),
         spent_deletes,
+        shared_deletes,
     };
     let (tree, task) = job.tree()?;
     if let Some((sched, folder)) = &job.merge.fence {
@@ -168,6 +177,7 @@ fn table_options(
     node: &parquet::ParquetOptions,
     props: &BTreeMap<String, String>,
     table: &str,
+    target: u64,
 ) -> parquet::ParquetOptions {
     let codec = props.get("write.parquet.compression-codec").map(|c| c.to_ascii_lowercase());
     let level = props.get("write.parquet.compression-level");
@@ -176,7 +186,7 @@ fn table_options(
         ("zstd", None) => "zstd:3".to_string(),
         (c, _) => c.to_string(),
     };
-    let mut out = node.clone();
+    let mut out = parquet::ParquetOptions::for_target(target, node.compression);
     match parquet::parse_compression(&spec) {
         Ok(c) => out.compression = c,
         Err(e) => tracing::warn!(

@@ -16,6 +16,7 @@ import java.time.LocalDateTime;
 import java.time.OffsetDateTime;
 import java.time.ZoneOffset;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -634,7 +635,13 @@ public class IcebergTool {
 
   static ObjectNode posDelete(JsonNode c) throws Exception {
     Table t = load(c);
-    DataFile f = liveFile(t, c.get("path").asText());
+    // `paths`: one delete file naming row `pos` of each (all of one
+    // partition), sorted by path as the spec asks; else `path`.
+    List<String> paths = new ArrayList<>();
+    if (c.has("paths")) c.get("paths").forEach(p -> paths.add(p.asText()));
+    else paths.add(c.get("path").asText());
+    Collections.sort(paths);
+    DataFile f = liveFile(t, paths.get(0));
     OutputFile out = t.io().newOutputFile(t.locationProvider().newDataLocation(UUID.randomUUID() + "-deletes.parquet"));
     PositionDeleteWriter<Record> w = Parquet.writeDeletes(out)
         .createWriterFunc(GenericParquetWriter::create)
@@ -644,7 +651,7 @@ public class IcebergTool {
         .buildPositionWriter();
     PositionDelete<Record> d = PositionDelete.create();
     try {
-      w.write(d.set(f.location(), c.get("pos").asLong()));
+      for (String p : paths) w.write(d.set(liveFile(t, p).location(), c.get("pos").asLong()));
     } finally {
       w.close();
     }
