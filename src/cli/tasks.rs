@@ -653,7 +653,7 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
             |k: &str| std::env::var(format!("COMPACTD_PARAM_{}", k.replace(['.', '-'], "_").to_uppercase())).ok();
         job.catalog = crate::executor::iceberg::catalog::Catalog::from_params(&param).await?;
         job.sizing =
-            crate::executor::iceberg::Sizing::from_params(&param, args.target_size).map_err(anyhow::Error::msg)?;
+            crate::executor::iceberg::Sizing::from_params(param, args.target_size).map_err(anyhow::Error::msg)?;
         let (outcome, stats) = crate::executor::iceberg::run(&data, &job).await?;
         println!("{outcome}");
         println!("{}{}", crate::executor::STATS_PREFIX, serde_json::to_string(&stats)?);

@@ -173,6 +173,14 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
         return Ok((Outcome::NothingToDo, stats));
     }
     let mut retries = 0u32;
+    // The table's own limit where it sets one: its owner's word on how
+    // long a writer may contend.
+    let max_retries = head
+        .table
+        .properties()
+        .get("commit.retry.num-retries")
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(MAX_COMMIT_TRIES);
     loop {
         let live: HashMap<&str, &Entry> =
             head.live().filter(|(_, e)| e.content == 0).map(|(_, e)| (e.file_path.as_str(), e)).collect();
@@ -206,6 +214,9 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
         let swap = job.catalog.commit(store, &head.table, &built.meta).await?;
         match landed(store, job, &dir, swap, &built, head.table.version).await? {
             Landed::Yes { version: n } => {
+                if matches!(job.catalog, catalog::Catalog::Files { .. }) {
+                    remove_dropped_metadata(store, &head.table, &built.meta).await;
+                }
                 remove_outputs(store, abandoned.iter().flat_map(|(u, _)| &u.outputs).map(|o| &o.store_path)).await;
                 remove_outputs(store, stale_outputs.iter()).await;
                 stats.insert("version_after".into(), n);
@@ -231,9 +242,10 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
                 // its manifests.
                 remove_outputs(store, built.files.iter()).await;
                 retries += 1;
-                if retries > MAX_COMMIT_TRIES {
+                if retries > max_retries {
                     return Err(job.broken(format!(
-                        "{MAX_COMMIT_TRIES} versions were taken by other writers while committing; nothing committed"
+                        "{max_retries} versions were taken by other writers while committing (at most \
+                         commit.retry.num-retries); nothing committed"
                     )));
                 }
                 head = *now;
@@ -595,6 +607,35 @@ fn metadata(
         }
     }
     m
+}
+
+/// With the table's `write.metadata.delete-after-commit.enabled`, the
+/// metadata files `base`'s log held and the committed `meta`'s no longer
+/// does (past `write.metadata.previous-versions-max`) are deleted, as
+/// Java's `deleteRemovedMetadataFiles` does after its commits. Best
+/// effort: a file left is one more old version, which readers skip.
+async fn remove_dropped_metadata(store: &Store, base: &super::table::Table, meta: &Json) {
+    if base.properties().get("write.metadata.delete-after-commit.enabled").map(String::as_str) != Some("true") {
+        return;
+    }
+    let files = |m: &Json| -> HashSet<String> {
+        m["metadata-log"]
+            .as_array()
+            .map(|l| l.iter().filter_map(|e| e["metadata-file"].as_str().map(String::from)).collect())
+            .unwrap_or_default()
+    };
+    let kept = files(meta);
+    for uri in files(&base.meta).difference(&kept) {
+        // Only the table's own metadata files, whatever a log names.
+        let Ok(path) = base.store_path(uri) else { continue };
+        let own = path.strip_prefix(&format!("{}{}", base.dir, catalog::METADATA_DIR));
+        if !own.is_some_and(|name| !name.contains('/') && name.ends_with(".metadata.json")) {
+            continue;
+        }
+        if let Err(e) = store.delete(&path).await {
+            tracing::warn!(path, error = %e, "could not delete a metadata file past previous-versions-max");
+        }
+    }
 }
 
 fn push(m: &mut Json, key: &str, v: Json) {

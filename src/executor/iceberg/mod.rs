@@ -48,6 +48,7 @@
 pub mod avro;
 pub mod catalog;
 pub mod commit;
+pub mod defaults;
 pub mod deletes;
 pub mod group;
 pub mod manifest;

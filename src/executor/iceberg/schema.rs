@@ -10,8 +10,9 @@
 //!   written without ids (imported from Hive) are matched through the
 //!   table's `schema.name-mapping.default`; without one they are refused by
 //!   name, as guessing by position could pair the wrong columns.
-//! - A column the table has and an input lacks reads as null; a required
-//!   one (which only a v3 `initial-default` could fill) refuses the input.
+//! - A column the table has and an input lacks reads as its v3
+//!   `initial-default` ([`super::defaults`]), else as null; a required one
+//!   without a default refuses the input.
 //! - Values change type only by the promotions the spec allows (int to
 //!   long, float to double, a decimal's precision widened, date to
 //!   timestamp) and by encodings of one type (string views, dictionaries,
@@ -23,6 +24,8 @@ use std::sync::Arc;
 use arrow_array::{new_null_array, Array, ArrayRef, ListArray, MapArray, RecordBatch, RecordBatchOptions, StructArray};
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef, TimeUnit};
 use serde_json::Value as Json;
+
+use super::defaults::Defaults;
 
 pub(crate) use crate::executor::merge::parquet::schema::FIELD_ID;
 
@@ -119,11 +122,6 @@ fn fields(ty: &Json) -> Result<Fields, String> {
         let id = f["id"].as_i64().ok_or_else(|| format!("field {name:?} has no id"))?;
         let (t, ext) = arrow_type(&f["type"]).map_err(|e| format!("field {name:?} (id {id}): {e}"))?;
         let required = f["required"].as_bool().unwrap_or(false);
-        if required && f.get("initial-default").is_some() {
-            // Files written before the field was added read as its default,
-            // which compactd does not fill in yet.
-            return Err(format!("field {name:?} (id {id}) has an initial-default, which compactd does not fill yet"));
-        }
         out.push(with_id(extension(Field::new(name, t, !required), ext), id));
     }
     Ok(out.into())
@@ -162,9 +160,16 @@ pub fn name_mapping(json: &str) -> Result<Vec<Mapped>, String> {
     parse(&v).map_err(|e| format!("schema.name-mapping.default: {e}"))
 }
 
-/// How to find an input's field ids: its own, or the name mapping's.
+/// How to find an input's field ids (its own, or the name mapping's), and
+/// the table's defaults for the columns it lacks.
 #[derive(Debug, Clone, Copy)]
-enum Ids<'a> {
+struct Ids<'a> {
+    how: How<'a>,
+    defaults: &'a Defaults,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum How<'a> {
     Own,
     Mapped(&'a [Mapped]),
 }
@@ -172,17 +177,24 @@ enum Ids<'a> {
 impl<'a> Ids<'a> {
     /// The id of `f` at this level, and how to find its children's.
     fn of(self, f: &Field) -> (Option<i64>, Ids<'a>) {
+        let (id, how) = self.how.of(f);
+        (id, Ids { how, defaults: self.defaults })
+    }
+}
+
+impl<'a> How<'a> {
+    fn of(self, f: &Field) -> (Option<i64>, How<'a>) {
         match self {
-            Ids::Own => (f.metadata().get(FIELD_ID).and_then(|v| v.parse().ok()), Ids::Own),
-            Ids::Mapped(level) => {
+            How::Own => (f.metadata().get(FIELD_ID).and_then(|v| v.parse().ok()), How::Own),
+            How::Mapped(level) => {
                 match level.iter().find(|m| m.names.iter().any(|n| n == f.name())).or(match level {
                     // A list's element or a map's entries may be named as
                     // the writer chose: one mapped child is that one.
                     [only] => Some(only),
                     _ => None,
                 }) {
-                    Some(m) => (m.id, Ids::Mapped(&m.fields)),
-                    None => (None, Ids::Mapped(&[])),
+                    Some(m) => (m.id, How::Mapped(&m.fields)),
+                    None => (None, How::Mapped(&[])),
                 }
             }
         }
@@ -285,7 +297,7 @@ fn check_fields(from: &Fields, to: &Fields, ids: Ids, at: &str) -> Result<(), St
         let name = if at.is_empty() { t.name().to_string() } else { format!("{at}.{}", t.name()) };
         match find(from, id, ids) {
             Some((i, child)) => check_field(&from[i], t, child, &name)?,
-            None if t.is_nullable() => {}
+            None if t.is_nullable() || ids.defaults.has(id) => {}
             None => {
                 return Err(format!(
                     "the table's required column {name:?} (field id {id}) is not in the file, and no default fills it"
@@ -301,6 +313,7 @@ fn check_fields(from: &Fields, to: &Fields, ids: Ids, at: &str) -> Result<(), St
 pub struct ById {
     pub schema: SchemaRef,
     mapping: Option<Vec<Mapped>>,
+    defaults: Defaults,
 }
 
 impl ById {
@@ -311,7 +324,8 @@ impl ById {
             Some(m) => Some(name_mapping(m)?),
             None => None,
         };
-        Ok(ById { schema: Arc::new(arrow_schema(schema)?), mapping })
+        let defaults = Defaults::of(schema, |t| arrow_type(t).map(|(t, _)| t))?;
+        Ok(ById { schema: Arc::new(arrow_schema(schema)?), mapping, defaults })
     }
 
     /// The same, with v3's row lineage columns last (`_row_id` and
@@ -328,15 +342,16 @@ impl ById {
     /// Reads into `schema` (Arrow, its fields carrying ids), for files
     /// with ids of their own.
     pub fn of_arrow(schema: SchemaRef) -> ById {
-        ById { schema, mapping: None }
+        ById { schema, mapping: None, defaults: Defaults::default() }
     }
 
     fn ids<'a>(&'a self, file: &Fields) -> Result<Ids<'a>, String> {
+        let defaults = &self.defaults;
         if has_ids(file) {
-            return Ok(Ids::Own);
+            return Ok(Ids { how: How::Own, defaults });
         }
         match &self.mapping {
-            Some(m) => Ok(Ids::Mapped(m)),
+            Some(m) => Ok(Ids { how: How::Mapped(m), defaults }),
             None => Err("the file's columns carry no field ids and the table has no schema.name-mapping.default \
                          to find them by; compactd does not pair columns by position"
                 .into()),
@@ -373,7 +388,10 @@ fn project_children(
         let id = id_of(t).expect("the table's fields carry ids");
         out.push(match find(from, id, ids) {
             Some((i, child)) => project_array(&arrays[i], t, child)?,
-            None => new_null_array(t.data_type(), rows),
+            None => match ids.defaults.column(id, rows) {
+                Some(d) => d?,
+                None => new_null_array(t.data_type(), rows),
+            },
         });
     }
     Ok(out)

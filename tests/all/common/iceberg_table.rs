@@ -3,13 +3,15 @@
 //! in batches, and what Java says of a table before compactd changes it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::cluster::{alive, monitor_of, Cluster};
-use super::iceberg::Java;
+use super::cluster::{alive, monitor_of, Cluster, BIN};
+use super::iceberg::{pyiceberg_read, Java};
 
 /// Starts n1, n2, n3 on `data` (`iceberg` executor, 8 MiB target) and waits
 /// for all three and a monitor.
@@ -137,4 +139,111 @@ pub fn live_in(java: &Java, location: &str, part: &str) -> Vec<String> {
         .collect::<BTreeSet<String>>()
         .into_iter()
         .collect()
+}
+
+/// The task of units run by hand ([`hand_tree`], [`hand_unit`]).
+pub const TASK: &str = "aaaaffff.16176931.56000000.0";
+
+/// A scheduler tree for units run by hand: the task's folder and a subtask
+/// folder per unit (the fence), units `done` recorded as succeeded.
+pub fn hand_tree(tree: &Path, units: u32, done: &[u32]) {
+    std::fs::create_dir_all(tree.join("Compaction_V2/Registry")).unwrap();
+    let outcomes = tree.join(format!("Compaction_V2/Scheduler/{TASK}/Outcomes"));
+    std::fs::create_dir_all(&outcomes).unwrap();
+    for u in 0..units {
+        for a in 1..=3 {
+            let d = tree.join(format!("Compaction_V2/TaskAssigned/n1/{TASK}.r1.u{u}.a{a}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("TaskInfo.pc.db"), "{}").unwrap();
+        }
+    }
+    for u in done {
+        std::fs::write(outcomes.join(format!("Done.r1.u{u}")), "").unwrap();
+    }
+}
+
+/// `compactd __merge --format iceberg` of unit `index` (`key`; `_commit`
+/// for the commit) at `attempt`, by hand.
+pub fn hand_unit(data: &Path, tree: &Path, key: &str, index: u32, attempt: u32) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--root", data.to_str().unwrap(), "__merge", "--dir", "db/s/t/", "--task", TASK])
+        .args(["--round", "1", "--attempt", &attempt.to_string(), "--target-size", "8MiB", "--format", "iceberg"])
+        .args(["--partition", key, "--fence-root", &format!("fs://{}", tree.display())])
+        .args(["--fence-dir", &format!("Compaction_V2/TaskAssigned/n1/{TASK}.r1.u{index}.a{attempt}/")])
+        .env("COMPACTD_PARAM_ICEBERG_SOLE_WRITER", "true");
+    cmd
+}
+
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+/// Java and pyiceberg read the compacted table: one `replace` snapshot on
+/// top of the old one, the same rows at it and at every older snapshot,
+/// removed = the planned inputs, added = the outputs, metrics equal to
+/// Java's, predicate scans equal to filters. Returns the new snapshot id.
+pub fn assert_compacted(java: &Java, location: &str, py_location: &str, old: &Before, status: &Value) -> i64 {
+    assert_eq!(status["state"], "Done", "{status:#}");
+    let versions = status["table_versions"].as_array().expect("table_versions in status --json");
+    assert_eq!(versions.len(), 1, "one commit for the whole task: {status:#}");
+    let commit = &versions[0];
+    assert_eq!(commit["version_after"].as_u64().unwrap(), commit["version_before"].as_u64().unwrap() + 1, "{commit}");
+    let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
+    let new = snaps["current"].as_i64().unwrap();
+    assert_eq!(commit["stats"]["snapshot_after"].as_u64(), Some(new as u64), "{commit}");
+    assert_eq!(commit["stats"]["snapshot_before"].as_u64(), Some(old.current as u64), "{commit}");
+    let list = snaps["snapshots"].as_array().unwrap();
+    let s = list.iter().find(|s| s["id"].as_i64() == Some(new)).unwrap();
+    assert_eq!(s["operation"], "replace", "{s}");
+    assert_eq!(s["parent"].as_i64(), Some(old.current), "{s}");
+    assert_eq!(s["summary"]["added-records"], s["summary"]["deleted-records"], "{s}");
+    let parent = list.iter().find(|s| s["id"].as_i64() == Some(old.current)).unwrap();
+    assert_eq!(s["summary"]["total-records"], parent["summary"]["total-records"], "{s}");
+    // The same rows at the new snapshot and at every older one.
+    let now = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!(
+        (&now["count"], &now["digest"]),
+        (&old.reads[&old.current]["count"], &old.reads[&old.current]["digest"])
+    );
+    assert!(now["files"].as_u64().unwrap() < old.reads[&old.current]["files"].as_u64().unwrap(), "{now}");
+    for (id, r) in &old.reads {
+        let again = java.run(&json!({"cmd": "read", "location": location, "snapshot": id}));
+        assert_eq!((&again["count"], &again["digest"]), (&r["count"], &r["digest"]), "snapshot {id}");
+    }
+    // Exactly the planned inputs out, the outputs in.
+    let diff = java.run(&json!({"cmd": "diff", "location": location, "snapshot": new}));
+    let removed: BTreeSet<String> =
+        diff["removed"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap().to_string()).collect();
+    let added: Vec<&Value> = diff["added"].as_array().unwrap().iter().collect();
+    assert_eq!(removed, old.live, "every input was small: all are replaced");
+    assert_eq!(added.len() as u64, commit["stats"]["committed_files_out"].as_u64().unwrap(), "{diff}");
+    let old_seq = parent["sequence_number"].as_i64().unwrap();
+    for f in &added {
+        assert!(f["path"].as_str().unwrap().rsplit('/').next().unwrap().starts_with("compactd-"), "{f}");
+        assert_eq!(f["data_sequence_number"].as_i64(), Some(old_seq), "the outputs keep the read snapshot's: {f}");
+        assert_eq!(f["file_sequence_number"].as_i64(), s["sequence_number"].as_i64(), "{f}");
+        assert!(f.get("sort_order_id").is_none(), "never copied from the inputs: {f}");
+    }
+    // Every metric compactd wrote is Java's, and sizes are real lengths.
+    let outputs = outputs_with_javas_metrics(java, location);
+    assert_eq!(outputs.len(), added.len());
+    for f in outputs {
+        assert_eq!(f["length"], f["size"], "{f}");
+        assert!(!f["stored"]["lower_bounds"].as_object().unwrap().is_empty(), "{f}");
+    }
+    let p = java.run(&json!({"cmd": "predicates", "location": location}));
+    assert_eq!(p["mismatches"], 0, "{p:#}");
+    assert!(p["predicates"].as_u64().unwrap() > 100, "{p:#}");
+    // pyiceberg agrees, through the version hint, at every snapshot.
+    let py = pyiceberg_read(py_location, "id");
+    assert_eq!(py["current"].as_i64(), Some(new), "{py}");
+    for (id, r) in &old.reads {
+        assert_eq!(py["snapshots"][id.to_string()]["rows"], r["count"], "snapshot {id}");
+    }
+    assert_eq!(py["snapshots"][new.to_string()]["digest"], py["snapshots"][old.current.to_string()]["digest"]);
+    assert_eq!(py["snapshots"][new.to_string()]["operation"], "replace");
+    new
 }

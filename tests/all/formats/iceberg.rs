@@ -16,7 +16,7 @@
 
 use crate::common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -24,84 +24,16 @@ use common::cluster::{Cluster, BIN};
 use common::hdfs::HdfsCluster;
 use common::iceberg::{pyiceberg_catalog_table, pyiceberg_read, pyiceberg_with, Java};
 use common::iceberg_table::{
-    before, compact_table, live_in, make_table, outputs_with_javas_metrics, rows, schema, start_three, Before,
+    assert_compacted, before, compact_table, hand_tree, hand_unit, live_in, make_table, outputs_with_javas_metrics,
+    rows, run_ok, schema, start_three,
 };
 use common::s3::S3Server;
 use serde_json::{json, Value};
-
-const TASK: &str = "aaaaffff.16176931.56000000.0";
 
 /// Submits `db.s.t` as an `iceberg` task with `params`, waits, returns its
 /// `status --json`.
 fn compact(c: &Cluster, params: &[&str]) -> Value {
     compact_table(c, "t", params)
-}
-
-/// Java and pyiceberg read the compacted table: one `replace` snapshot on
-/// top of the old one, the same rows at it and at every older snapshot,
-/// removed = the planned inputs, added = the outputs, metrics equal to
-/// Java's, predicate scans equal to filters. Returns the new snapshot id.
-fn assert_compacted(java: &Java, location: &str, py_location: &str, old: &Before, status: &Value) -> i64 {
-    assert_eq!(status["state"], "Done", "{status:#}");
-    let versions = status["table_versions"].as_array().expect("table_versions in status --json");
-    assert_eq!(versions.len(), 1, "one commit for the whole task: {status:#}");
-    let commit = &versions[0];
-    assert_eq!(commit["version_after"].as_u64().unwrap(), commit["version_before"].as_u64().unwrap() + 1, "{commit}");
-    let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
-    let new = snaps["current"].as_i64().unwrap();
-    assert_eq!(commit["stats"]["snapshot_after"].as_u64(), Some(new as u64), "{commit}");
-    assert_eq!(commit["stats"]["snapshot_before"].as_u64(), Some(old.current as u64), "{commit}");
-    let list = snaps["snapshots"].as_array().unwrap();
-    let s = list.iter().find(|s| s["id"].as_i64() == Some(new)).unwrap();
-    assert_eq!(s["operation"], "replace", "{s}");
-    assert_eq!(s["parent"].as_i64(), Some(old.current), "{s}");
-    assert_eq!(s["summary"]["added-records"], s["summary"]["deleted-records"], "{s}");
-    let parent = list.iter().find(|s| s["id"].as_i64() == Some(old.current)).unwrap();
-    assert_eq!(s["summary"]["total-records"], parent["summary"]["total-records"], "{s}");
-    // The same rows at the new snapshot and at every older one.
-    let now = java.run(&json!({"cmd": "read", "location": location}));
-    assert_eq!(
-        (&now["count"], &now["digest"]),
-        (&old.reads[&old.current]["count"], &old.reads[&old.current]["digest"])
-    );
-    assert!(now["files"].as_u64().unwrap() < old.reads[&old.current]["files"].as_u64().unwrap(), "{now}");
-    for (id, r) in &old.reads {
-        let again = java.run(&json!({"cmd": "read", "location": location, "snapshot": id}));
-        assert_eq!((&again["count"], &again["digest"]), (&r["count"], &r["digest"]), "snapshot {id}");
-    }
-    // Exactly the planned inputs out, the outputs in.
-    let diff = java.run(&json!({"cmd": "diff", "location": location, "snapshot": new}));
-    let removed: BTreeSet<String> =
-        diff["removed"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap().to_string()).collect();
-    let added: Vec<&Value> = diff["added"].as_array().unwrap().iter().collect();
-    assert_eq!(removed, old.live, "every input was small: all are replaced");
-    assert_eq!(added.len() as u64, commit["stats"]["committed_files_out"].as_u64().unwrap(), "{diff}");
-    let old_seq = parent["sequence_number"].as_i64().unwrap();
-    for f in &added {
-        assert!(f["path"].as_str().unwrap().rsplit('/').next().unwrap().starts_with("compactd-"), "{f}");
-        assert_eq!(f["data_sequence_number"].as_i64(), Some(old_seq), "the outputs keep the read snapshot's: {f}");
-        assert_eq!(f["file_sequence_number"].as_i64(), s["sequence_number"].as_i64(), "{f}");
-        assert!(f.get("sort_order_id").is_none(), "never copied from the inputs: {f}");
-    }
-    // Every metric compactd wrote is Java's, and sizes are real lengths.
-    let outputs = outputs_with_javas_metrics(java, location);
-    assert_eq!(outputs.len(), added.len());
-    for f in outputs {
-        assert_eq!(f["length"], f["size"], "{f}");
-        assert!(!f["stored"]["lower_bounds"].as_object().unwrap().is_empty(), "{f}");
-    }
-    let p = java.run(&json!({"cmd": "predicates", "location": location}));
-    assert_eq!(p["mismatches"], 0, "{p:#}");
-    assert!(p["predicates"].as_u64().unwrap() > 100, "{p:#}");
-    // pyiceberg agrees, through the version hint, at every snapshot.
-    let py = pyiceberg_read(py_location, "id");
-    assert_eq!(py["current"].as_i64(), Some(new), "{py}");
-    for (id, r) in &old.reads {
-        assert_eq!(py["snapshots"][id.to_string()]["rows"], r["count"], "snapshot {id}");
-    }
-    assert_eq!(py["snapshots"][new.to_string()]["digest"], py["snapshots"][old.current.to_string()]["digest"]);
-    assert_eq!(py["snapshots"][new.to_string()]["operation"], "replace");
-    new
 }
 
 #[test]
@@ -231,43 +163,6 @@ fn java_appends_on_hdfs_while_three_nodes_compact_and_no_row_is_lost_or_doubled(
     for f in outputs_with_javas_metrics(java, &location) {
         assert_eq!(f["length"], f["size"], "{f}");
     }
-}
-
-/// A scheduler tree for units run by hand: the task's folder and a subtask
-/// folder per unit (the fence), units `done` recorded as succeeded.
-fn hand_tree(tree: &Path, units: u32, done: &[u32]) {
-    std::fs::create_dir_all(tree.join("Compaction_V2/Registry")).unwrap();
-    let outcomes = tree.join(format!("Compaction_V2/Scheduler/{TASK}/Outcomes"));
-    std::fs::create_dir_all(&outcomes).unwrap();
-    for u in 0..units {
-        for a in 1..=3 {
-            let d = tree.join(format!("Compaction_V2/TaskAssigned/n1/{TASK}.r1.u{u}.a{a}"));
-            std::fs::create_dir_all(&d).unwrap();
-            std::fs::write(d.join("TaskInfo.pc.db"), "{}").unwrap();
-        }
-    }
-    for u in done {
-        std::fs::write(outcomes.join(format!("Done.r1.u{u}")), "").unwrap();
-    }
-}
-
-/// `compactd __merge --format iceberg` of unit `index` (`key`; `_commit`
-/// for the commit) at `attempt`, by hand.
-fn hand_unit(data: &Path, tree: &Path, key: &str, index: u32, attempt: u32) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.args(["--root", data.to_str().unwrap(), "__merge", "--dir", "db/s/t/", "--task", TASK])
-        .args(["--round", "1", "--attempt", &attempt.to_string(), "--target-size", "8MiB", "--format", "iceberg"])
-        .args(["--partition", key, "--fence-root", &format!("fs://{}", tree.display())])
-        .args(["--fence-dir", &format!("Compaction_V2/TaskAssigned/n1/{TASK}.r1.u{index}.a{attempt}/")])
-        .env("COMPACTD_PARAM_ICEBERG_SOLE_WRITER", "true");
-    cmd
-}
-
-fn run_ok(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
-    text
 }
 
 #[test]
@@ -498,114 +393,6 @@ fn a_lone_file_most_deleted_is_rewritten_alone_and_its_deletes_retire() {
     let current = snaps["snapshots"].as_array().unwrap().last().unwrap();
     assert_eq!(current["summary"]["removed-position-delete-files"], "6", "{current:#}");
     assert_eq!(current["summary"]["total-delete-files"], "0", "{current:#}");
-}
-
-/// A table written in format v1 and upgraded to v2 keeps its v1 manifests
-/// (an upgrade rewrites none): compactd rewrites them as v2 manifests, the
-/// entries' sequence numbers 0 as the upgrade left them.
-#[test]
-fn a_table_upgraded_from_v1_is_compacted_through_the_manifests_it_wrote_as_v1() {
-    let java = Java::shared();
-    let mut c = Cluster::fs();
-    let data = c.fs_path().parent().unwrap().join("data");
-    let location = data.join("db/s/t").display().to_string();
-    java.run(&json!({"cmd": "create", "location": location, "schema": schema(),
-        "properties": {"format-version": "1"},
-        "spec": [{"name": "part", "transform": "identity", "source-id": 3, "field-id": 1000}]}));
-    for b in 0..3 {
-        java.run(&json!({"cmd": "append", "location": location, "rows": rows(b, 60, 3), "files": 2}));
-    }
-    java.run(&json!({"cmd": "upgrade", "location": location, "version": 2}));
-    for b in 3..5 {
-        java.run(&json!({"cmd": "append", "location": location, "rows": rows(b, 60, 3), "files": 2}));
-    }
-    let old = before(java, &location);
-    start_three(&mut c, &format!("fs://{}", data.display()));
-    let status = compact(&c, &["iceberg.sole-writer=true"]);
-    assert_compacted(java, &location, &location, &old, &status);
-}
-
-/// A table of one partition of 24 small files and one position delete
-/// file naming a row of each, as a Spark `DELETE` over the partition
-/// writes it; its data files.
-fn one_partition_and_a_delete_across_it(java: &Java, location: &str) -> Vec<String> {
-    java.run(&json!({"cmd": "create", "location": location, "schema": schema(),
-        "spec": [{"name": "part", "transform": "identity", "source-id": 3, "field-id": 1000}]}));
-    for b in 0..12 {
-        java.run(&json!({"cmd": "append", "location": location, "rows": rows(b, 20, 1), "files": 2}));
-    }
-    let files = live_in(java, location, "p0");
-    assert_eq!(files.len(), 24, "{files:?}");
-    java.run(&json!({"cmd": "posdelete", "location": location, "paths": files, "pos": 0}));
-    files
-}
-
-/// The inputs a unit's staged record names.
-fn staged_inputs(tree: &Path, task: &str, unit: u32) -> BTreeSet<String> {
-    let path = tree.join(format!("Compaction_V2/Scheduler/{task}/Staged/r1.u{unit}.a1"));
-    let record: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    record["inputs"].as_array().unwrap().iter().map(|p| p.as_str().unwrap().to_string()).collect()
-}
-
-#[test]
-fn a_large_partition_is_rewritten_as_file_groups_by_three_nodes_in_one_snapshot_that_retires_a_delete_across_them() {
-    let java = Java::shared();
-    let mut c = Cluster::fs();
-    let data = c.fs_path().parent().unwrap().join("data");
-    let location = data.join("db/s/t").display().to_string();
-    let files = one_partition_and_a_delete_across_it(java, &location);
-    let theirs = java.run(&json!({"cmd": "read", "location": location}));
-    assert_eq!(theirs["count"], 240 - 24);
-    let bytes: u64 = files.iter().map(|f| std::fs::metadata(f.trim_start_matches("file:")).unwrap().len()).sum();
-    start_three(&mut c, &format!("fs://{}", data.display()));
-    // Groups of a third of the partition's bytes: three.
-    let group = format!("iceberg.max-file-group-size-bytes={}", bytes / 3 + 1);
-    let s = compact(&c, &["iceberg.sole-writer=true", &group]);
-    assert_eq!(s["state"], "Done", "{s:#}");
-    let versions = s["table_versions"].as_array().expect("table_versions");
-    assert_eq!(versions.len(), 1, "one snapshot for every group: {s:#}");
-    assert_eq!(s["result"]["success"], 4, "three groups and the commit: {s:#}");
-    let ours = java.run(&json!({"cmd": "read", "location": location}));
-    assert_eq!((&ours["count"], &ours["digest"]), (&theirs["count"], &theirs["digest"]));
-    let now = live_in(java, &location, "p0");
-    assert!((2..=3).contains(&now.len()) && now.iter().all(|f| f.contains("/compactd-")), "{now:?}");
-    let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
-    let current = snaps["snapshots"].as_array().unwrap().last().unwrap();
-    assert_eq!(current["summary"]["removed-position-delete-files"], "1", "{current:#}");
-    assert_eq!(current["summary"]["total-delete-files"], "0", "{current:#}");
-    outputs_with_javas_metrics(java, &location);
-}
-
-#[test]
-fn groups_that_finished_commit_when_another_failed_and_a_delete_it_shares_stays() {
-    let java = Java::shared();
-    let tmp = tempfile::tempdir().unwrap();
-    let (data, tree) = (tmp.path().join("data"), tmp.path().join("tree"));
-    let location = data.join("db/s/t").to_str().unwrap().to_string();
-    let files = one_partition_and_a_delete_across_it(java, &location);
-    let theirs = java.run(&json!({"cmd": "read", "location": location}));
-    // Both groups staged; the second's unit then failed (no outcome).
-    hand_tree(&tree, 3, &[0]);
-    for k in 0..2 {
-        let out = run_ok(&mut hand_unit(&data, &tree, &format!("spec0,part=\"p0\"#g{k}of2"), k, 1));
-        assert!(out.contains("staged"), "{out}");
-    }
-    let (g0, g1) = (staged_inputs(&tree, TASK, 0), staged_inputs(&tree, TASK, 1));
-    assert!(g0.is_disjoint(&g1), "{g0:?} {g1:?}");
-    assert_eq!(g0.union(&g1).cloned().collect::<BTreeSet<_>>(), files.iter().cloned().collect());
-    let out = run_ok(&mut hand_unit(&data, &tree, "_commit", 2, 1));
-    assert!(out.contains("(1 units"), "{out}");
-    let ours = java.run(&json!({"cmd": "read", "location": location}));
-    assert_eq!((&ours["count"], &ours["digest"]), (&theirs["count"], &theirs["digest"]));
-    let now: BTreeSet<String> = live_in(java, &location, "p0").into_iter().collect();
-    let (outputs, kept): (BTreeSet<String>, BTreeSet<String>) = now.into_iter().partition(|f| f.contains("/compactd-"));
-    assert_eq!(kept, g1, "the failed group's files stay as they were");
-    assert!(!outputs.is_empty());
-    // The delete still names rows of the second group's files: it stays.
-    let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
-    let current = snaps["snapshots"].as_array().unwrap().last().unwrap();
-    assert_eq!(current["summary"]["total-delete-files"], "1", "{current:#}");
-    outputs_with_javas_metrics(java, &location);
 }
 
 /// Every file under `dir` with its bytes.

@@ -41,7 +41,8 @@
 //! the target; a last input that would be alone in an output is left alone.
 //! Outputs say `created_by: compactd version <v>` and keep min/max
 //! statistics per column chunk, which the `delta` executor turns into its
-//! commit's per-file statistics.
+//! commit's per-file statistics. A column no input dictionary-encodes is
+//! written plain ([`encoding`]).
 //!
 //! Memory is bounded by the writer's open row group (at most
 //! [`ParquetOptions::row_group_bytes`], encoded), the same again while a
@@ -51,6 +52,7 @@
 //! distinct footer keys; never by the number of files, the partition or the
 //! output size.
 
+mod encoding;
 mod io;
 pub mod schema;
 pub mod spark;
@@ -186,6 +188,8 @@ struct Plan {
     /// Input index -> its INT96 columns (indices) whose values must all be
     /// from 1900 on (see [`spark::Rebase::int96_reads_like_datetime`]).
     int96_checks: BTreeMap<usize, Vec<usize>>,
+    /// Columns to write without a dictionary ([`encoding`]).
+    plain: Vec<parquet::schema::types::ColumnPath>,
 }
 
 /// Reads every footer (a few at a time; memory does not grow with the
@@ -207,6 +211,7 @@ async fn plan(
     let (mut footer_kv, mut arrow_kv) = (spark::KeyValueMerge::default(), spark::KeyValueMerge::default());
     let mut first: Option<(String, spark::Rebase)> = None;
     let mut int96_checks = BTreeMap::new();
+    let mut dictionaries = encoding::Dictionaries::default();
     let mut i = 0;
     while let Some((path, meta)) = footers.next().await {
         let meta = meta.map_err(|e| job.broken(format!("{path}: not a readable Parquet file: {e}")))?;
@@ -243,6 +248,7 @@ async fn plan(
         if !int96.is_empty() && !rebase.int96_reads_like_datetime() {
             int96_checks.insert(i, int96);
         }
+        dictionaries.add(meta.metadata());
         footer_kv.add(&kv);
         let arrow: spark::KeyValues = schema.metadata().iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect();
         arrow_kv.add(&arrow);
@@ -265,7 +271,8 @@ async fn plan(
         None => Arc::new(Schema::new_with_metadata(union.fields(), arrow)),
     };
     let key_values = footer.into_iter().map(|(key, value)| KeyValue { key, value }).collect();
-    Ok(Plan { schema, key_values, int96_checks })
+    let plain = dictionaries.plain_columns(&schema);
+    Ok(Plan { schema, key_values, int96_checks, plain })
 }
 
 /// Rewrites `candidates` (paths and sizes, in the order their rows are to
@@ -289,9 +296,13 @@ pub async fn rewrite(
     if candidates.len() < 2 && !candidates.iter().any(|(p, _)| alone(p)) {
         return Ok(Staged::default());
     }
-    let Plan { schema, key_values, int96_checks } = plan(store, job, &candidates, fit.as_deref()).await?;
+    let Plan { schema, key_values, int96_checks, plain } = plan(store, job, &candidates, fit.as_deref()).await?;
     let inputs = candidates;
-    let props = WriterProperties::builder()
+    let mut props = WriterProperties::builder();
+    for c in plain {
+        props = props.set_column_dictionary_enabled(c, false);
+    }
+    let props = props
         .set_compression(opts.compression)
         .set_max_row_group_bytes(Some(opts.row_group_bytes))
         .set_max_row_group_row_count(Some(1 << 20))

@@ -142,6 +142,8 @@ public class IcebergTool {
       case "eqdelete": return eqDelete(c);
       case "drop_partition_field": return dropPartitionField(c);
       case "upgrade": return upgrade(c);
+      case "add_column": return addColumn(c);
+      case "set_properties": return setProperties(c);
       case "rewrite_manifests": return rewriteManifests(c);
       case "rewrite": return rewrite(c);
       case "append_loop_start": return loopStart(c);
@@ -670,6 +672,41 @@ public class IcebergTool {
     out.put("spec_id", t.spec().specId());
     out.put("unpartitioned", t.spec().isUnpartitioned());
     return out;
+  }
+
+  /**
+   * Adds column `name` of primitive type `type` (as the metadata writes it), `required` or not,
+   * with the initial default `default` (its JSON single-value form; format v3) if given.
+   */
+  static ObjectNode addColumn(JsonNode c) {
+    Table t = load(c);
+    Type type = Types.fromPrimitiveString(c.get("type").asText());
+    String name = c.get("name").asText();
+    boolean required = c.path("required").asBoolean(false);
+    org.apache.iceberg.UpdateSchema u = t.updateSchema();
+    if (c.has("default")) {
+      Object v = org.apache.iceberg.SingleValueParser.fromJson(type, c.get("default"));
+      org.apache.iceberg.expressions.Literal<?> lit = org.apache.iceberg.expressions.Expressions.lit(v).to(type);
+      if (required) u.addRequiredColumn(name, type, null, lit);
+      else u.addColumn(name, type, null, lit);
+    } else if (required) {
+      u.allowIncompatibleChanges().addRequiredColumn(name, type);
+    } else {
+      u.addColumn(name, type);
+    }
+    u.commit();
+    ObjectNode out = JSON.createObjectNode();
+    out.put("schema", SchemaParser.toJson(t.schema()));
+    return out;
+  }
+
+  /** Sets the table properties `properties` (an object of strings). */
+  static ObjectNode setProperties(JsonNode c) {
+    Table t = load(c);
+    org.apache.iceberg.UpdateProperties u = t.updateProperties();
+    c.get("properties").fields().forEachRemaining(e -> u.set(e.getKey(), e.getValue().asText()));
+    u.commit();
+    return JSON.createObjectNode();
   }
 
   /** Java's own manifest rewrite: every manifest written again in the table's format version. */
