@@ -173,6 +173,17 @@ pub struct PolicyDefinition {
     /// before the key existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_file_age_ms: Option<u64>,
+    /// `iceberg` only: a partition whose files to rewrite weigh more is
+    /// split into file groups of about this size (its tasks carry
+    /// `iceberg.max-file-group-size-bytes`); absent: the executor's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_group_size: Option<u64>,
+    /// `iceberg` only: a data file to which this many delete files apply is
+    /// due whatever its size (its tasks carry
+    /// `iceberg.delete-file-threshold`); absent: only the share of rows
+    /// position deletes remove makes a file due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_file_threshold: Option<u64>,
     pub wall_ms: u64,
     pub by: String,
 }

@@ -39,6 +39,8 @@ struct PolicyFile {
     weight: Option<u32>,
     max_units_per_table: Option<u32>,
     min_file_age: Option<String>,
+    file_group_size: Option<Size>,
+    delete_file_threshold: Option<u64>,
 }
 
 /// A size: bytes, or a string with a unit (`"128MiB"`).
@@ -129,8 +131,20 @@ pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
     )?
     .map(|n| n as u32);
     let min_file_age_ms = duration("min-file-age", &f.min_file_age)?;
+    for (key, set) in
+        [("file-group-size", f.file_group_size.is_some()), ("delete-file-threshold", f.delete_file_threshold.is_some())]
+    {
+        if set && f.executor != "iceberg" {
+            return Err(bad(format!("{}: only the iceberg executor takes it", at(key))));
+        }
+    }
+    let file_group_size = size("file-group-size", &f.file_group_size, units::MAX_SIZE)?;
+    let delete_file_threshold =
+        count("delete-file-threshold", f.delete_file_threshold, 1, u32::MAX.into(), " (delete files)")?;
     Ok(PolicyDefinition {
         min_file_age_ms,
+        file_group_size,
+        delete_file_threshold,
         name,
         version: 0,
         tables: f.tables,
@@ -306,6 +320,14 @@ mod tests {
         let p = parse("w.toml", &format!("{base}executor = \"iceberg\"\nsole-writer = true\n")).unwrap();
         assert!(p.sole_writer && p.executor == "iceberg");
         assert!(!parse("w.toml", &format!("{base}executor = \"iceberg\"\n")).unwrap().sole_writer);
+        let p = parse(
+            "w.toml",
+            &format!("{base}executor = \"iceberg\"\nfile-group-size = \"2GiB\"\ndelete-file-threshold = 8\n"),
+        )
+        .unwrap();
+        assert_eq!((p.file_group_size, p.delete_file_threshold), (Some(2 << 30), Some(8)));
+        let e = parse("w.toml", &format!("{base}delete-file-threshold = 8\n")).unwrap_err().to_string();
+        assert!(e.contains("delete-file-threshold") && e.contains("only the iceberg executor"), "{e}");
         let e =
             parse("w.toml", &format!("{base}executor = \"parquet\"\nsole-writer = true\n")).unwrap_err().to_string();
         assert!(e.contains("line 5, key `sole-writer`"), "{e}");

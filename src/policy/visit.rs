@@ -345,7 +345,9 @@ impl Visit<'_> {
     /// files are applied by the units that rewrite them).
     async fn list_iceberg(&mut self, dir: &str, small: u64) -> Result<Listing, PolicyError> {
         use crate::executor::iceberg::{live_data_files, IcebergError};
-        let files = live_data_files(self.data, &crate::executor::iceberg::catalog::Catalog::default(), dir).await;
+        let sizing = crate::executor::iceberg::Sizing::of_policy(&self.item.policy);
+        let files =
+            live_data_files(self.data, &crate::executor::iceberg::catalog::Catalog::default(), dir, &sizing).await;
         let files = match files {
             Ok(f) => f,
             Err(IcebergError::Store(e)) => return Err(e.into()),
@@ -660,6 +662,12 @@ impl Visit<'_> {
         }
         if o.policy.sole_writer {
             spec.params.insert(crate::executor::iceberg::catalog::SOLE_WRITER_PARAM.into(), "true".into());
+        }
+        if let Some(n) = o.policy.file_group_size {
+            spec.params.insert(crate::executor::iceberg::group::GROUP_BYTES_PARAM.into(), n.to_string());
+        }
+        if let Some(n) = o.policy.delete_file_threshold {
+            spec.params.insert(crate::executor::iceberg::DELETE_FILES_PARAM.into(), n.to_string());
         }
         self.requests += 6;
         // Unit keys hold commas (`spec0,part="p0"`): one partition a word.

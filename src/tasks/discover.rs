@@ -96,6 +96,9 @@ async fn plan_units(
         if !command && !matches!(kind, ExecutorKind::Delta | ExecutorKind::Iceberg) && plan.cannot_run.is_none() {
             plan.cannot_run = missing_partitions(data, &table, &info.run.partitions).await?;
         }
+        if kind == ExecutorKind::Iceberg && plan.cannot_run.is_none() {
+            split_iceberg_groups(data, info, default_target, &table, &mut plan).await?;
+        }
         info.run.partitions.iter().cloned().map(Unit::Partition).collect()
     } else if let Some(p) = &info.partition_name {
         plan.cannot_run = refusal(data, &table, None, Some(p), kind).await?;
@@ -226,6 +229,43 @@ async fn iceberg(data: &Store, info: &TaskInfo, default_target: u64) -> store::R
         }
     }
     Ok(Ok(out))
+}
+
+/// A large partition an `iceberg` task names is split into file groups as
+/// a discovered one is ([`crate::executor::iceberg::split_named`]), and
+/// the groups recorded as the task's partitions so that a later manager
+/// runs the same units. A table that cannot be read now keeps the names:
+/// its units report why.
+async fn split_iceberg_groups(
+    data: &Store,
+    info: &mut TaskInfo,
+    default_target: u64,
+    table: &str,
+    plan: &mut Plan,
+) -> store::Result<()> {
+    let param = |k: &str| info.run.params.get(k).cloned();
+    let (Ok(sizing), Ok(cat)) = (
+        crate::executor::iceberg::Sizing::from_params(param, default_target),
+        crate::executor::iceberg::catalog::Catalog::from_params(param).await,
+    ) else {
+        return Ok(());
+    };
+    let named: Vec<String> = info.run.partitions.iter().map(|n| n.to_string()).collect();
+    let split = match crate::executor::iceberg::split_named(data, &cat, table, &sizing, &named).await {
+        Ok(s) => s,
+        Err(crate::executor::iceberg::IcebergError::Store(e)) if !e.is_bad_file() && !e.is_permanent() => {
+            return Err(e)
+        }
+        Err(_) => return Ok(()),
+    };
+    if split != named {
+        let names: Result<Vec<Name>, _> = split.iter().map(|s| Name::parse(s)).collect();
+        if let Ok(names) = names {
+            info.run.partitions = names;
+            plan.record = true;
+        }
+    }
+    Ok(())
 }
 
 /// The target size of a task's outputs: its own (a policy's task carries

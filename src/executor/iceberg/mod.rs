@@ -122,8 +122,12 @@ pub struct IcebergJob {
 
 impl IcebergJob {
     pub fn new(merge: MergeJob, unit: String, clock: crate::clock::SharedClock) -> IcebergJob {
-        let sizing =
-            Sizing { task_target: None, node_target: merge.target_size, group_bytes: group::DEFAULT_GROUP_BYTES };
+        let sizing = Sizing {
+            task_target: None,
+            node_target: merge.target_size,
+            group_bytes: group::DEFAULT_GROUP_BYTES,
+            delete_files: None,
+        };
         IcebergJob { merge, unit, clock, catalog: catalog::Catalog::default(), sizing }
     }
 
@@ -252,20 +256,31 @@ impl Head {
 
     /// The live data files (as manifests name them) whose position deletes
     /// and deletion vectors may remove [`DELETE_RATIO`] of their rows or
-    /// more.
-    pub fn delete_heavy(&self) -> std::collections::HashSet<String> {
+    /// more, or to which `delete_files` delete files or more apply
+    /// (equality deletes included; Spark's `delete-file-threshold`).
+    pub fn delete_heavy(&self, delete_files: Option<usize>) -> std::collections::HashSet<String> {
         let mut by_part: BTreeMap<String, Vec<&Entry>> = BTreeMap::new();
-        for d in self.live().map(|(_, e)| e).filter(|e| e.content == 1) {
-            by_part.entry(manifest::unit_key(d.spec_id, &d.partition)).or_default().push(d);
+        // Equality deletes of an unpartitioned spec may apply anywhere.
+        let mut global: Vec<&Entry> = vec![];
+        for d in self.live().map(|(_, e)| e).filter(|e| e.content != 0) {
+            if d.content == 2 && self.table.unpartitioned(d.spec_id) {
+                global.push(d);
+            } else {
+                by_part.entry(manifest::unit_key(d.spec_id, &d.partition)).or_default().push(d);
+            }
         }
         let mut out = std::collections::HashSet::new();
-        if by_part.is_empty() {
+        if by_part.is_empty() && global.is_empty() {
             return out;
         }
         for e in self.live().map(|(_, e)| e).filter(|e| e.content == 0 && e.record_count > 0) {
-            let Some(ds) = by_part.get(&manifest::unit_key(e.spec_id, &e.partition)) else { continue };
-            let n: i64 = ds.iter().filter(|d| deletes::applies(self, d, e)).map(|d| d.record_count).sum();
-            if n as f64 >= DELETE_RATIO * e.record_count as f64 {
+            let key = manifest::unit_key(e.spec_id, &e.partition);
+            let local = by_part.get(&key).map(Vec::as_slice).unwrap_or_default();
+            let applying: Vec<&&Entry> = local.iter().chain(&global).filter(|d| deletes::applies(self, d, e)).collect();
+            let positions: i64 = applying.iter().filter(|d| d.content == 1).map(|d| d.record_count).sum();
+            if positions as f64 >= DELETE_RATIO * e.record_count as f64
+                || delete_files.is_some_and(|n| applying.len() >= n)
+            {
                 out.insert(e.file_path.clone());
             }
         }
@@ -296,13 +311,18 @@ pub struct LiveFile {
 
 /// The live data files of the table's current snapshot. A table compactd
 /// refuses is an error naming why, as for [`partitions_to_compact`].
-pub async fn live_data_files(store: &Store, cat: &catalog::Catalog, dir: &str) -> Result<Vec<LiveFile>, IcebergError> {
+pub async fn live_data_files(
+    store: &Store,
+    cat: &catalog::Catalog,
+    dir: &str,
+    sizing: &Sizing,
+) -> Result<Vec<LiveFile>, IcebergError> {
     let head = Head::load(store, cat, dir).await?;
-    live_files(&head, dir)
+    live_files(&head, dir, sizing)
 }
 
-fn live_files(head: &Head, dir: &str) -> Result<Vec<LiveFile>, IcebergError> {
-    let heavy = head.delete_heavy();
+fn live_files(head: &Head, dir: &str, sizing: &Sizing) -> Result<Vec<LiveFile>, IcebergError> {
+    let heavy = head.delete_heavy(sizing.delete_files);
     let mut files = vec![];
     for (_, e) in head.live().filter(|(_, e)| e.content == 0) {
         if !e.file_format.eq_ignore_ascii_case("parquet") {
@@ -321,15 +341,24 @@ fn live_files(head: &Head, dir: &str) -> Result<Vec<LiveFile>, IcebergError> {
     Ok(files)
 }
 
-/// The sizes a task plans with: its own target (a policy's or a submit's
+/// The sizes a task plans with: its own target (a policy's
 /// `compactd_target_size`), else the table's `write.target-file-size-bytes`,
-/// else the node's; and its file group size ([`group`]).
+/// else the node's; its file group size ([`group`]); and how many delete
+/// files make a data file due whatever its size
+/// ([`DELETE_FILES_PARAM`]; none: only [`DELETE_RATIO`] does).
 #[derive(Debug, Clone, Copy)]
 pub struct Sizing {
     pub task_target: Option<u64>,
     pub node_target: u64,
     pub group_bytes: u64,
+    pub delete_files: Option<usize>,
 }
+
+/// The task parameter that makes a data file due once this many delete
+/// files apply to it (Spark's `delete-file-threshold`): what compacts a
+/// table of large files under a stream of equality deletes (Flink's
+/// upserts), whose deleted share compactd cannot know without reading.
+pub const DELETE_FILES_PARAM: &str = "iceberg.delete-file-threshold";
 
 impl Sizing {
     /// From the task's parameters (`param`), the node's target size aside.
@@ -344,7 +373,26 @@ impl Sizing {
                 .ok_or_else(|| format!("--param {}={v}: not a size in bytes", group::GROUP_BYTES_PARAM))?,
             None => group::DEFAULT_GROUP_BYTES,
         };
-        Ok(Sizing { task_target, node_target, group_bytes })
+        let delete_files = match param(DELETE_FILES_PARAM) {
+            Some(v) => Some(
+                v.parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("--param {DELETE_FILES_PARAM}={v}: not a positive number"))?,
+            ),
+            None => None,
+        };
+        Ok(Sizing { task_target, node_target, group_bytes, delete_files })
+    }
+
+    /// As a policy's tasks will have them.
+    pub fn of_policy(p: &layouts::policies::PolicyDefinition) -> Sizing {
+        Sizing {
+            task_target: Some(p.target_size),
+            node_target: p.target_size,
+            group_bytes: p.file_group_size.unwrap_or(group::DEFAULT_GROUP_BYTES),
+            delete_files: p.delete_file_threshold.map(|n| n as usize),
+        }
     }
 
     /// The target size of the outputs of `table`.
@@ -373,21 +421,53 @@ pub async fn partitions_to_compact(
     sizing: &Sizing,
 ) -> Result<Vec<String>, IcebergError> {
     let head = Head::load(store, cat, dir).await?;
-    let files = live_files(&head, dir)?;
+    let files = live_files(&head, dir, sizing)?;
+    Ok(due_units(&head, &files, sizing).into_values().flatten().collect())
+}
+
+/// Per due partition key, its units ([`group::plan`]).
+fn due_units(head: &Head, files: &[LiveFile], sizing: &Sizing) -> BTreeMap<String, Vec<String>> {
     let threshold = super::merge::parquet::small_threshold(sizing.target(&head.table));
     let mut due: BTreeMap<&str, Vec<group::Candidate>> = BTreeMap::new();
-    for f in &files {
+    for f in files {
         if f.size < threshold || f.heavy {
             due.entry(&f.key).or_default().push(group::Candidate { path: &f.path, size: f.size, heavy: f.heavy });
         }
     }
-    let mut units = vec![];
+    let mut units = BTreeMap::new();
     for (key, candidates) in due {
         if candidates.len() >= 2 || candidates.iter().any(|c| c.heavy) {
-            units.extend(group::plan(key, &candidates, sizing.group_bytes));
+            units.insert(key.to_string(), group::plan(key, &candidates, sizing.group_bytes));
         }
     }
-    Ok(units)
+    units
+}
+
+/// The units of a task that names its partitions (a policy's, or
+/// `submit --partition`): each partition split into file groups as
+/// [`partitions_to_compact`] would, a name that is a group already (a
+/// task planned before) or a partition not due now kept as it is.
+pub async fn split_named(
+    store: &Store,
+    cat: &catalog::Catalog,
+    dir: &str,
+    sizing: &Sizing,
+    named: &[String],
+) -> Result<Vec<String>, IcebergError> {
+    if named.iter().all(|n| group::parse(n).1.is_some()) {
+        return Ok(named.to_vec());
+    }
+    let head = Head::load(store, cat, dir).await?;
+    let files = live_files(&head, dir, sizing)?;
+    let due = due_units(&head, &files, sizing);
+    let mut out = vec![];
+    for n in named {
+        match due.get(n.as_str()) {
+            Some(units) if group::parse(n).1.is_none() && !units.is_empty() => out.extend(units.iter().cloned()),
+            _ => out.push(n.clone()),
+        }
+    }
+    Ok(out)
 }
 
 /// Runs one unit: a partition's rewrite, or the task's commit; the

@@ -46,7 +46,7 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
     let threshold = parquet::small_threshold(target) as i64;
     // Small files, and files most of whose rows deletes may remove: the
     // partition's candidates, of which this unit's group is its own.
-    let heavy = head.delete_heavy();
+    let heavy = head.delete_heavy(job.sizing.delete_files);
     let candidates: Vec<&Entry> = head
         .live()
         .map(|(_, e)| e)

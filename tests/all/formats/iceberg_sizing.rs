@@ -149,3 +149,82 @@ fn groups_that_finished_commit_when_another_failed_and_a_delete_it_shares_stays(
     assert_eq!(current["summary"]["total-delete-files"], "1", "{current:#}");
     outputs_with_javas_metrics(java, &location);
 }
+
+/// A partition named by the task (as a policy's task names them) is split
+/// into file groups too, and the groups are what the task records.
+#[test]
+fn a_named_partition_is_split_into_file_groups() {
+    let java = Java::shared();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let location = data.join("db/s/t").display().to_string();
+    let files = one_partition_and_a_delete_across_it(java, &location);
+    let theirs = java.run(&json!({"cmd": "read", "location": location}));
+    let bytes: u64 = files.iter().map(|f| std::fs::metadata(f.trim_start_matches("file:")).unwrap().len()).sum();
+    start_three(&mut c, &format!("fs://{}", data.display()));
+    let group = format!("iceberg.max-file-group-size-bytes={}", bytes / 2 + 1);
+    let out = c.compactd(&[
+        "submit",
+        "--db",
+        "db",
+        "--schema",
+        "s",
+        "--table",
+        "t",
+        "--executor",
+        "iceberg",
+        "--partition",
+        "spec0,part=\"p0\"",
+        "--param",
+        "iceberg.sole-writer=true",
+        "--param",
+        &group,
+        "--wait",
+        "--json",
+    ]);
+    let id: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", c.logs_text()));
+    let s = c.status(id["id"].as_str().unwrap());
+    assert_eq!(s["state"], "Done", "{s:#}");
+    assert_eq!(s["result"]["success"], 3, "two groups and the commit: {s:#}");
+    let ours = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!((&ours["count"], &ours["digest"]), (&theirs["count"], &theirs["digest"]));
+    let now = live_in(java, &location, "p0");
+    assert!(now.len() == 2 && now.iter().all(|f| f.contains("/compactd-")), "{now:?}");
+}
+
+/// `iceberg.delete-file-threshold` makes a data file due once that many
+/// delete files apply to it, equality deletes included (Spark's
+/// `delete-file-threshold`): files over the target size under a stream
+/// of equality deletes are rewritten, and the deletes leave with them.
+#[test]
+fn files_under_enough_equality_deletes_are_due_at_the_delete_file_threshold() {
+    let java = Java::shared();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let location = data.join("db/s/t").display().to_string();
+    java.run(&json!({"cmd": "create", "location": location, "schema": schema(),
+        "properties": {"write.target-file-size-bytes": "1000"},
+        "spec": [{"name": "part", "transform": "identity", "source-id": 3, "field-id": 1000}]}));
+    for b in 0..2 {
+        java.run(&json!({"cmd": "append", "location": location, "rows": rows(b, 40, 2), "files": 1}));
+    }
+    let p0 = live_in(java, &location, "p0");
+    for id in [0, 2, 1004] {
+        java.run(&json!({"cmd": "eqdelete", "location": location, "path": p0[0], "column": "id", "value": id}));
+    }
+    let theirs = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!(theirs["count"], 77, "{theirs}");
+    start_three(&mut c, &format!("fs://{}", data.display()));
+    let s = compact(&c, &["iceberg.sole-writer=true"]);
+    assert!(s["table_versions"].as_array().is_none_or(|v| v.is_empty()), "no file is small: {s:#}");
+    let s = compact(&c, &["iceberg.sole-writer=true", "iceberg.delete-file-threshold=3"]);
+    assert_eq!(s["table_versions"].as_array().map(Vec::len), Some(1), "{s:#}");
+    let ours = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!((&ours["count"], &ours["digest"]), (&theirs["count"], &theirs["digest"]));
+    let now = live_in(java, &location, "p0");
+    assert!(now.len() == 1 && now[0].contains("/compactd-"), "{now:?}");
+    assert_eq!(live_in(java, &location, "p1").len(), 2, "p1 has no deletes: left alone");
+    let snaps = java.run(&json!({"cmd": "snapshots", "location": location}));
+    let current = snaps["snapshots"].as_array().unwrap().last().unwrap();
+    assert_eq!(current["summary"]["removed-equality-delete-files"], "3", "{current:#}");
+}
