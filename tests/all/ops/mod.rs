@@ -1,4 +1,4 @@
-//! What an operator runs: the metrics, health and status endpoints, the Debian package, the quickstart, the README blocks.
+//! What an operator runs: the metrics, health and status endpoints, the Debian package, the quickstart, the blocks of README.md and docs/.
 
 mod daemon;
 mod deb;

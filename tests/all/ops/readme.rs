@@ -1,8 +1,11 @@
-//! Every shell block of README.md, pasted in order into one shell, as a
-//! newcomer does in a fresh clone: a README that drifts
-//! from the binary, or whose sections step on each other, fails CI.
+//! Every shell block of README.md and of the book under `docs/`, pasted in
+//! order into one shell, as a newcomer does in a fresh clone: a page that
+//! drifts from the binary, or whose sections step on each other, fails CI.
 //!
-//! The blocks run one after the other in one `bash -euo pipefail` (the
+//! The pages are read in the order of [`PAGES`] (README.md first, then the
+//! book's pages in the order their sections had in the README before it was
+//! split), every page of `docs/` among them, each page's blocks top to
+//! bottom. The blocks run one after the other in one `bash -euo pipefail` (the
 //! shell's variables, jobs and working folder carry over from block to
 //! block, so a section that leaves a node running or reuses another's
 //! folders fails here), in a scratch folder that holds what a fresh clone
@@ -14,7 +17,7 @@
 //! ([`expect`]). A block is left out only behind an explicit marker on the
 //! line before it, `<!-- readme-test: skip (reason) -->`, for what needs a
 //! remote service or rebuilds compactd; every skip is printed with its
-//! reason.
+//! reason. A failure names the page and the line of its block.
 // Real processes on real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -23,18 +26,56 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_compactd");
-/// The whole README, all its blocks in one shell (30 s here).
+/// The README and the book, all their blocks in one shell (30 s here).
 const LIMIT: Duration = Duration::from_secs(300);
 
+/// The pages whose blocks run, in this order, relative to the repository.
+const PAGES: &[&str] = &[
+    "README.md",
+    "docs/formats/parquet.md",
+    "docs/formats/delta.md",
+    "docs/formats/iceberg.md",
+    "docs/reliability.md",
+    "docs/policies.md",
+    "docs/concepts.md",
+    "docs/operations.md",
+    "docs/backends.md",
+    "docs/cli.md",
+    "docs/benchmarks.md",
+    "docs/README.md",
+];
+
 struct Block {
+    page: &'static str,
     line: usize,
     text: String,
     skip: Option<String>,
 }
 
+impl Block {
+    /// Where the block starts: `docs/x.md line N`.
+    fn at(&self) -> String {
+        format!("{} line {}", self.page, self.line)
+    }
+
+    /// Its key in the one shell's output.
+    fn key(&self) -> String {
+        format!("{}:{}", self.page, self.line)
+    }
+}
+
+fn read(page: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(page)).unwrap_or_else(|e| panic!("{page}: {e}"))
+}
+
+/// The shell blocks of every page of [`PAGES`], in order.
 fn blocks() -> Vec<Block> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let lines: Vec<&str> = readme.lines().collect();
+    PAGES.iter().flat_map(|page| page_blocks(page)).collect()
+}
+
+fn page_blocks(page: &'static str) -> Vec<Block> {
+    let text = read(page);
+    let lines: Vec<&str> = text.lines().collect();
     let mut out = vec![];
     let mut i = 0;
     while i < lines.len() {
@@ -54,7 +95,7 @@ fn blocks() -> Vec<Block> {
                     .checked_sub(1)
                     .and_then(|p| lines[p].trim().strip_prefix("<!-- readme-test: skip"))
                     .map(|r| r.trim_end_matches("-->").trim().to_string());
-                out.push(Block { line: start + 1, text, skip });
+                out.push(Block { page, line: start + 1, text, skip });
             }
         }
         i += 1;
@@ -80,7 +121,7 @@ fn run(blocks: &[&Block], dir: &Path) -> (Option<i32>, String, String, Vec<Strin
     // them on stdout (to tell their outputs apart) and on stderr.
     let mut script = String::new();
     for b in blocks {
-        script += &format!("echo '{MARK}{0}'; echo '{MARK}{0}' >&2\n", b.line);
+        script += &format!("echo '{MARK}{0}'; echo '{MARK}{0}' >&2\n", b.key());
         script += &b.text.replace("cargo build --release", "true");
     }
     let (out_path, err_path) = (dir.join(".stdout"), dir.join(".stderr"));
@@ -151,11 +192,13 @@ fn session(sid: i32) -> Vec<String> {
 }
 
 /// Each block's part of the one shell's stdout.
-fn outputs(out: &str) -> std::collections::BTreeMap<usize, String> {
-    let mut parts = std::collections::BTreeMap::new();
+/// Each block's part of the one shell's stdout, by [`Block::key`], in the
+/// order they ran.
+fn outputs(out: &str) -> Vec<(String, String)> {
+    let mut parts = vec![];
     for part in out.split(MARK).skip(1) {
-        let (line, rest) = part.split_once('\n').unwrap_or((part, ""));
-        parts.insert(line.trim().parse().unwrap(), rest.to_string());
+        let (key, rest) = part.split_once('\n').unwrap_or((part, ""));
+        parts.push((key.trim().to_string(), rest.to_string()));
     }
     parts
 }
@@ -186,57 +229,57 @@ fn expect(block: &Block, out: &str, dir: &Path) {
     if t.contains("policy apply") {
         // Keep tables compact: all 3 submissions judged (one node's slots
         // assumed before any ran), then every partition merged.
-        assert_eq!(out.matches("would submit").count(), 3, "line {}: the dry run\n{out}", block.line);
-        assert!(out.contains("(no node has run yet"), "line {}: the dry run's assumed slots\n{out}", block.line);
-        assert!(out.contains("db/public/events") && out.contains("nothing due"), "line {}: tables\n{out}", block.line);
+        assert_eq!(out.matches("would submit").count(), 3, "{}: the dry run\n{out}", block.at());
+        assert!(out.contains("(no node has run yet"), "{}: the dry run's assumed slots\n{out}", block.at());
+        assert!(out.contains("db/public/events") && out.contains("nothing due"), "{}: tables\n{out}", block.at());
         let counts: Vec<&str> = out.lines().map(str::trim).filter(|l| l.parse::<u32>().is_ok()).collect();
-        assert_eq!(counts, ["3"], "line {}: 3 files after\n{out}", block.line);
+        assert_eq!(counts, ["3"], "{}: 3 files after\n{out}", block.at());
         let lines: usize =
             walk(&dir.join("warehouse")).iter().map(|e| std::fs::read_to_string(e).unwrap().lines().count()).sum();
-        assert_eq!(lines, 60, "line {}: the same 60 lines after the merges", block.line);
+        assert_eq!(lines, 60, "{}: the same 60 lines after the merges", block.at());
     } else if t.contains("cp -r fixtures/sample data") {
         // "12 small files" before, "3 files, the same 60 lines" after.
         let counts: Vec<&str> = out.lines().map(str::trim).filter(|l| l.parse::<u32>().is_ok()).collect();
-        assert_eq!(counts, ["12", "3"], "line {}: the quickstart's counts\n{out}", block.line);
+        assert_eq!(counts, ["12", "3"], "{}: the quickstart's counts\n{out}", block.at());
         let mut lines = 0;
         for e in walk(&dir.join("data")) {
             lines += std::fs::read_to_string(e).unwrap().lines().count();
         }
-        assert_eq!(lines, 60, "line {}: the same 60 lines after the merge", block.line);
+        assert_eq!(lines, 60, "{}: the same 60 lines after the merge", block.at());
     } else if t.contains("cp -r fixtures/delta lake") {
         // 12 versions before, 15 after (an OPTIMIZE per partition); per-unit
         // versions in `status`; no orphans.
         let counts: Vec<&str> = out.lines().map(str::trim).filter(|l| l.parse::<u32>().is_ok()).collect();
-        assert_eq!(counts, ["12", "15"], "line {}: the Delta block's counts\n{out}", block.line);
-        assert!(out.contains("COMMITTED") && out.contains("day=2026-11-25"), "line {}: status\n{out}", block.line);
-        assert!(out.contains("ok: no anomalies"), "line {}: check --data\n{out}", block.line);
+        assert_eq!(counts, ["12", "15"], "{}: the Delta block's counts\n{out}", block.at());
+        assert!(out.contains("COMMITTED") && out.contains("day=2026-11-25"), "{}: status\n{out}", block.at());
+        assert!(out.contains("ok: no anomalies"), "{}: check --data\n{out}", block.at());
     } else if t.contains("cp -r fixtures/iceberg/lake") {
         // 9 versions before, 10 after (one replace for the task); the commit
         // unit in `status`; no orphans.
         let counts: Vec<&str> = out.lines().map(str::trim).filter(|l| l.parse::<u32>().is_ok()).collect();
-        assert_eq!(counts, ["9", "10"], "line {}: the Iceberg block's counts\n{out}", block.line);
-        assert!(out.contains("(commit)") && out.contains("16 files into 2"), "line {}: status\n{out}", block.line);
-        assert!(out.contains("ok: no anomalies"), "line {}: check --data\n{out}", block.line);
+        assert_eq!(counts, ["9", "10"], "{}: the Iceberg block's counts\n{out}", block.at());
+        assert!(out.contains("(commit)") && out.contains("16 files into 2"), "{}: status\n{out}", block.at());
+        assert!(out.contains("ok: no anomalies"), "{}: check --data\n{out}", block.at());
     } else if t.contains("--cron") {
         // The repeat task waits for its calendar time, and stops when told.
-        assert!(out.contains("next round") && out.contains("Europe/Berlin"), "line {}: status\n{out}", block.line);
-        assert!(out.contains("stop requested"), "line {}: stop\n{out}", block.line);
+        assert!(out.contains("next round") && out.contains("Europe/Berlin"), "{}: status\n{out}", block.at());
+        assert!(out.contains("stop requested"), "{}: stop\n{out}", block.at());
     } else if t.contains("for n in n1 n2 n3") {
         let tables = node_tables(out);
-        assert_eq!(tables.len(), 2, "line {}: two `nodes` tables expected\n{out}", block.line);
+        assert_eq!(tables.len(), 2, "{}: two `nodes` tables expected\n{out}", block.at());
         let alive = |rows: &[(String, String, bool)]| rows.iter().filter(|r| r.1 == "yes").count();
         let monitor = |rows: &[(String, String, bool)]| rows.iter().find(|r| r.2).map(|r| r.0.clone());
-        assert_eq!(alive(&tables[0]), 3, "line {}: three live nodes\n{out}", block.line);
-        let first = monitor(&tables[0]).unwrap_or_else(|| panic!("line {}: no monitor\n{out}", block.line));
-        assert_eq!(alive(&tables[1]), 2, "line {}: two live nodes after the kill\n{out}", block.line);
-        let second = monitor(&tables[1]).unwrap_or_else(|| panic!("line {}: no new monitor\n{out}", block.line));
-        assert_ne!(first, second, "line {}: the killed monitor is still the monitor\n{out}", block.line);
+        assert_eq!(alive(&tables[0]), 3, "{}: three live nodes\n{out}", block.at());
+        let first = monitor(&tables[0]).unwrap_or_else(|| panic!("{}: no monitor\n{out}", block.at()));
+        assert_eq!(alive(&tables[1]), 2, "{}: two live nodes after the kill\n{out}", block.at());
+        let second = monitor(&tables[1]).unwrap_or_else(|| panic!("{}: no new monitor\n{out}", block.at()));
+        assert_ne!(first, second, "{}: the killed monitor is still the monitor\n{out}", block.at());
         assert!(
             tables[1].iter().any(|r| r.0 == first && r.1 == "OFFLN"),
-            "line {}: the killed monitor is not shown declared offline\n{out}",
-            block.line
+            "{}: the killed monitor is not shown declared offline\n{out}",
+            block.at()
         );
-        assert!(out.contains("ok: no anomalies"), "line {}: check\n{out}", block.line);
+        assert!(out.contains("ok: no anomalies"), "{}: check\n{out}", block.at());
     }
 }
 
@@ -256,15 +299,15 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 }
 
 #[test]
-fn the_readme_pasted_top_to_bottom_into_one_shell_ends_with_every_documented_result() {
+fn the_readme_and_the_book_pasted_top_to_bottom_into_one_shell_end_with_every_documented_result() {
     let all = blocks();
-    assert!(all.len() >= 5, "README.md has only {} shell blocks: is the parser right?", all.len());
+    assert!(all.len() >= 5, "the pages have only {} shell blocks: is the parser right?", all.len());
     let mut runs = vec![];
     for b in &all {
         match &b.skip {
             Some(why) => {
-                eprintln!("README.md line {}: skipped {why}", b.line);
-                assert!(why.starts_with('(') && why.len() > 4, "line {}: a skip marker must give its reason", b.line);
+                eprintln!("{}: skipped {why}", b.at());
+                assert!(why.starts_with('(') && why.len() > 4, "{}: a skip marker must give its reason", b.at());
             }
             None => runs.push(b),
         }
@@ -274,34 +317,71 @@ fn the_readme_pasted_top_to_bottom_into_one_shell_ends_with_every_documented_res
     copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"), scratch.path());
     let t = Instant::now();
     let (code, out, err, left) = run(&runs, scratch.path());
-    eprintln!("README.md: {} blocks in one shell, exit {code:?} in {:?}", runs.len(), t.elapsed());
+    eprintln!(
+        "{} pages: {} of {} shell blocks in one shell, exit {code:?} in {:?}",
+        PAGES.len(),
+        runs.len(),
+        all.len(),
+        t.elapsed()
+    );
     let parts = outputs(&out);
     // The block that failed is the last one that started.
-    let last = parts.keys().next_back().copied().unwrap_or(0);
-    assert_eq!(
-        code,
-        Some(0),
-        "README.md: the shell failed in the block at line {last}\nstdout:\n{out}\nstderr:\n{err}"
-    );
-    assert!(left.is_empty(), "README.md: the blocks left processes running: {left:?}");
+    let last = parts.last().and_then(|(k, _)| runs.iter().find(|b| &b.key() == k)).map(|b| b.at());
+    let last = last.unwrap_or_else(|| "(none started)".into());
+    assert_eq!(code, Some(0), "the shell failed in the block at {last}\nstdout:\n{out}\nstderr:\n{err}");
+    assert!(left.is_empty(), "the blocks left processes running (the last: {last}): {left:?}");
     for b in &runs {
-        let got = parts.get(&b.line).unwrap_or_else(|| panic!("line {}: no output part\n{out}", b.line));
+        let got = parts
+            .iter()
+            .find(|(k, _)| *k == b.key())
+            .map(|(_, o)| o)
+            .unwrap_or_else(|| panic!("{}: no output part\n{out}", b.at()));
         expect(b, got, scratch.path());
     }
 }
 
-/// The README shows `fixtures/jobs/nightly.json` as it is, and states how
-/// long the first build takes here.
+/// Every page of the book runs: a page added under `docs/` and missing from
+/// [`PAGES`] fails here, and so does a listed page that is gone.
+#[test]
+fn every_page_of_the_book_is_in_the_run() {
+    fn md(dir: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                md(&p, out);
+            } else if p.extension().is_some_and(|x| x == "md") {
+                let rel = p.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap();
+                out.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut found = vec![];
+    md(&Path::new(env!("CARGO_MANIFEST_DIR")).join("docs"), &mut found);
+    for page in &found {
+        assert!(PAGES.contains(&page.as_str()), "{page} is not in readme.rs's PAGES: its blocks would not run");
+    }
+    for page in PAGES {
+        assert!(Path::new(env!("CARGO_MANIFEST_DIR")).join(page).is_file(), "{page} (in PAGES) does not exist");
+    }
+    assert_eq!(PAGES.len(), found.len() + 1, "PAGES: README.md and each page of docs/ once");
+}
+
+/// The book shows `fixtures/jobs/nightly.json` as it is, and the README
+/// states how long the first build takes here.
 #[test]
 fn the_readme_shows_the_job_fixture_as_it_is_and_the_build_time() {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let start = readme.find("```json\n{\n  \"jobName\": \"nightly\"").expect("the nightly job in the README");
-    let body = &readme[start + 8..];
+    let pages: Vec<String> = PAGES.iter().map(|p| read(p)).collect();
+    let (page, start) = pages
+        .iter()
+        .find_map(|p| p.find("```json\n{\n  \"jobName\": \"nightly\"").map(|s| (p, s)))
+        .expect("the nightly job in the README or the book");
+    let body = &page[start + 8..];
     let shown: serde_json::Value = serde_json::from_str(&body[..body.find("```").unwrap()]).unwrap();
     let file =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/jobs/nightly.json")).unwrap();
     assert_eq!(shown, serde_json::from_str::<serde_json::Value>(&file).unwrap());
     let first = blocks().into_iter().find(|b| b.skip.is_none()).unwrap();
+    assert_eq!(first.page, "README.md", "the first block that runs is the README's quick start");
     let build = first.text.lines().next().unwrap();
     assert!(build.starts_with("cargo build --release") && build.contains(" min"), "{build}");
 }
