@@ -6,8 +6,8 @@
 # Iceberg's runtime (tests/all/formats/iceberg_spark.rs), the HDFS
 # launcher (Hadoop's MiniDFSCluster, built with Maven; needs Java 17), Java
 # Iceberg's test tool (tests/all/formats/iceberg.rs, built with Maven), and
-# Debian's chromium and jq (the status page's browser test, the README's
-# examples), nftables and faketime (the network-fault tests' cuts and
+# Debian's chromium and jq (the status page's browser test, the examples
+# of README.md and docs/), nftables and faketime (the network-fault tests' cuts and
 # skewed clocks), krb5-user (kinit for the Kerberos HDFS test; it brings
 # the GSSAPI library hdfs-native loads), cargo-deb, dpkg-dev and man-db
 # (the Debian package's build and install test). README.md's test block is this
@@ -38,7 +38,7 @@ bash .ci/install-iceberg.sh
 echo "== install: cargo-deb, which builds the Debian package (.ci/build-deb.sh, tests/all/ops/deb.rs)"
 bash .ci/install-cargo-deb.sh
 
-echo "== install: Debian's chromium (tests/all/ops/daemon.rs), jq (README's examples, tests/all/ops/readme.rs), nftables and faketime (tests/all/backends/netfaults.rs), krb5-user (tests/process_env/hdfs_kerberos.rs), dpkg-dev and man-db (tests/all/ops/deb.rs), GNU time (tests/all/hostile/hostile_user.rs)"
+echo "== install: Debian's chromium (tests/all/ops/daemon.rs), jq (the examples of README.md and docs/, tests/all/ops/readme.rs), nftables and faketime (tests/all/backends/netfaults.rs), krb5-user (tests/process_env/hdfs_kerberos.rs), dpkg-dev and man-db (tests/all/ops/deb.rs), GNU time (tests/all/hostile/hostile_user.rs)"
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v jq >/dev/null 2>&1 || missing+=(jq)

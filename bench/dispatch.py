@@ -41,7 +41,7 @@ def status_kib(pid, field):
 
 # The tree layout the nodes run in: 4 (the default) waits until the
 # monitor put layout 4 in force (one session after every node advertised
-# it: README "The layout switch"); 3 and 2 start the nodes with
+# it: docs/operations.md, "The layout switch"); 3 and 2 start the nodes with
 # `--max-layout 3` or `2` (batches named without their term; the form
 # before batches). Binaries before layout 4: 3 or 2; without the switch: 2.
 LAYOUT = int(os.environ.get("BENCH_LAYOUT", "4"))
