@@ -16,7 +16,7 @@ use std::time::Duration;
 /// tree's millisecond fields and the monotonic clock can hold.
 pub const MAX_DURATION: Duration = Duration::from_secs(3650 * 86_400);
 
-/// How [`MAX_DURATION`] is written in messages and the README.
+/// How [`MAX_DURATION`] is written in messages and the docs (docs/cli.md).
 pub const MAX_DURATION_SHOWN: &str = "3650d (10 years)";
 
 /// The largest size compactd takes (`--io-limit`, `min-small-bytes`, …):

@@ -315,7 +315,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         Listen::On(addr) => {
             let l = match crate::serve::http::bind(addr, args.advertise.clone()).await {
                 // Several nodes started on one host with the defaults (the
-                // README's three-node example): the port is a hint carried
+                // three-node example of docs/concepts.md): the port is a hint carried
                 // in the heartbeat, so any free one serves; a port someone
                 // chose stays a hard requirement (firewalls name it).
                 Err(e) if args.listen_defaulted && e.kind() == std::io::ErrorKind::AddrInUse => {

@@ -4,7 +4,7 @@
 //! With `run --ops-listen` it is two listeners ([`Face`]): the wake-up port
 //! serves only pokes and task-end waits, the ops port everything else.
 //!
-//! Routes ([`ROUTES`]; README "The listener" lists them for ops):
+//! Routes ([`ROUTES`]; docs/cli.md, "The listener", lists them for ops):
 //! - `POST /v1/poke?scope=work|monitor|plan|policy[&node=ID]` → `202 Accepted`, body
 //!   ignored; `421` when `node` names another node than this one;
 //! - `GET /v1/tasks/{id}/ended?wait_ms=N` → JSON `{"task", "ended"}`: whether

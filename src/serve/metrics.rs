@@ -616,7 +616,7 @@ impl Metrics {
 mod tests {
     use super::*;
 
-    /// README: label values are never ids, paths or secrets.
+    /// docs/cli.md, "Metrics": label values are never ids, paths or secrets.
     #[tokio::test]
     async fn backend_series_carry_no_path() {
         let clock = clock::ManualClock::new();

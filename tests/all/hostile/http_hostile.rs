@@ -223,7 +223,7 @@ fn refuses_on_every_route(addr: &str, serves: impl Fn(&Route) -> bool) -> usize 
     refused
 }
 
-/// The pokes compactd itself and the README's readers send: no body and
+/// The pokes compactd itself and docs/cli.md's readers send: no body and
 /// no Content-Type, an empty form (`curl -d ''`), any case and parameters.
 fn accepted_pokes(addr: &str) -> u64 {
     let pokes = [
