@@ -4,8 +4,9 @@
 //! - schemas that evolved (columns added, dropped, renamed, reordered, a
 //!   name dropped and added again, fields added to a struct, int to long,
 //!   float to double, a decimal widened) and specs that evolved (identity,
-//!   bucket, truncate and day fields added, a field dropped, null partition
-//!   values), on format v1, v2 and v3: every partition with small files is
+//!   bucket, truncate and day fields added, a field dropped, a time field
+//!   replaced by hour, month and year in turn, null partition values), on
+//!   format v1, v2 and v3: every partition with small files is
 //!   compacted, in its own spec, and every snapshot reads the same rows;
 //! - merge-on-read tables: Spark's `DELETE`, `UPDATE` and `MERGE` (position
 //!   deletes) and equality deletes as Flink writes them (Java's API) are
@@ -127,7 +128,7 @@ fn evolve(spark: &Spark, table: &str, version: u32) {
              ts TIMESTAMP) USING iceberg PARTITIONED BY (part) TBLPROPERTIES ('format-version'='{version}')"
         ),
     );
-    let steps: [&[&str]; 9] = [
+    let steps: [&[&str]; 12] = [
         &[],
         &["ADD COLUMN note STRING"],
         &["RENAME COLUMN a TO b"],
@@ -138,6 +139,11 @@ fn evolve(spark: &Spark, table: &str, version: u32) {
         &["ADD PARTITION FIELD bucket(2, id)"],
         &["ADD PARTITION FIELD days(ts)", "ADD PARTITION FIELD truncate(2, b)"],
         &["DROP PARTITION FIELD part"],
+        // Replaced: hour, month and year of one column in turn (a v1
+        // table keeps each replaced field as `void`).
+        &["REPLACE PARTITION FIELD ts_day WITH hours(ts)"],
+        &["REPLACE PARTITION FIELD ts_hour WITH months(ts)"],
+        &["REPLACE PARTITION FIELD ts_month WITH years(ts)"],
     ];
     for (step, changes) in steps.iter().enumerate() {
         for change in *changes {
