@@ -232,10 +232,11 @@ async fn iceberg(data: &Store, info: &TaskInfo, default_target: u64) -> store::R
 }
 
 /// A large partition an `iceberg` task names is split into file groups as
-/// a discovered one is ([`crate::executor::iceberg::split_named`]), and
-/// the groups recorded as the task's partitions so that a later manager
-/// runs the same units. A table that cannot be read now keeps the names:
-/// its units report why.
+/// a discovered one is ([`crate::executor::iceberg::split_named`]), once:
+/// the groups are recorded as the task's partitions, with
+/// [`SPLIT_PARAM`](crate::executor::iceberg::group::SPLIT_PARAM), so that
+/// a later manager runs the same units. A table that cannot be read now
+/// keeps the names: its units report why.
 async fn split_iceberg_groups(
     data: &Store,
     info: &mut TaskInfo,
@@ -243,6 +244,10 @@ async fn split_iceberg_groups(
     table: &str,
     plan: &mut Plan,
 ) -> store::Result<()> {
+    use crate::executor::iceberg::group::SPLIT_PARAM;
+    if info.run.params.contains_key(SPLIT_PARAM) {
+        return Ok(());
+    }
     let param = |k: &str| info.run.params.get(k).cloned();
     let (Ok(sizing), Ok(cat)) = (
         crate::executor::iceberg::Sizing::from_params(param, default_target),
@@ -258,12 +263,11 @@ async fn split_iceberg_groups(
         }
         Err(_) => return Ok(()),
     };
-    if split != named {
-        let names: Result<Vec<Name>, _> = split.iter().map(|s| Name::parse(s)).collect();
-        if let Ok(names) = names {
-            info.run.partitions = names;
-            plan.record = true;
-        }
+    let names: Result<Vec<Name>, _> = split.iter().map(|s| Name::parse(s)).collect();
+    if let Ok(names) = names {
+        info.run.partitions = names;
+        info.run.params.insert(SPLIT_PARAM.into(), "true".into());
+        plan.record = true;
     }
     Ok(())
 }

@@ -186,9 +186,21 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
             head.live().filter(|(_, e)| e.content == 0).map(|(_, e)| (e.file_path.as_str(), e)).collect();
         let (ok, abandoned): (Vec<&StagedUnit>, Vec<(&StagedUnit, String)>) = {
             let (mut ok, mut bad) = (vec![], vec![]);
+            // Two units never replace one file: the second would add its
+            // rows again. Groups are disjoint by construction; this holds
+            // it whatever the unit list says (a partition named twice).
+            let mut taken: HashSet<&str> = HashSet::new();
             for u in &units {
-                match invalid(&head, &live, u) {
-                    None => ok.push(u),
+                let why = invalid(&head, &live, u).or_else(|| {
+                    u.inputs.iter().find(|i| taken.contains(i.as_str())).map(|i| {
+                        format!("input {i} is another unit's too (a partition planned twice); left to that unit")
+                    })
+                });
+                match why {
+                    None => {
+                        taken.extend(u.inputs.iter().map(String::as_str));
+                        ok.push(u)
+                    }
                     Some(why) => bad.push((u, why)),
                 }
             }
@@ -217,8 +229,10 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
                 if matches!(job.catalog, catalog::Catalog::Files { .. }) {
                     remove_dropped_metadata(store, &head.table, &built.meta).await;
                 }
-                remove_outputs(store, abandoned.iter().flat_map(|(u, _)| &u.outputs).map(|o| &o.store_path)).await;
-                remove_outputs(store, stale_outputs.iter()).await;
+                // Never a file the snapshot names, whoever else staged it.
+                let kept: HashSet<&str> = ok.iter().flat_map(|u| &u.outputs).map(|o| o.store_path.as_str()).collect();
+                let others = abandoned.iter().flat_map(|(u, _)| &u.outputs).map(|o| &o.store_path);
+                remove_outputs(store, others.chain(&stale_outputs).filter(|p| !kept.contains(p.as_str()))).await;
                 stats.insert("version_after".into(), n);
                 stats.insert("snapshot_after".into(), built.snapshot_id as u64);
                 stats.insert("commit_retries".into(), retries as u64);
@@ -615,7 +629,8 @@ fn metadata(
 /// Java's `deleteRemovedMetadataFiles` does after its commits. Best
 /// effort: a file left is one more old version, which readers skip.
 async fn remove_dropped_metadata(store: &Store, base: &super::table::Table, meta: &Json) {
-    if base.properties().get("write.metadata.delete-after-commit.enabled").map(String::as_str) != Some("true") {
+    let enabled = base.properties().get("write.metadata.delete-after-commit.enabled").cloned();
+    if !enabled.is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return;
     }
     let files = |m: &Json| -> HashSet<String> {

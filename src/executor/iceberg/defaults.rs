@@ -16,51 +16,75 @@ use arrow_schema::DataType;
 use serde_json::Value as Json;
 
 /// Per field id, the field's initial default as a one-row array of its
-/// Arrow type.
+/// Arrow type, and the fields whose default compactd cannot build (a
+/// struct's): an input that lacks one of those is refused, naming it.
 #[derive(Debug, Clone, Default)]
-pub struct Defaults(HashMap<i64, ArrayRef>);
+pub struct Defaults {
+    values: HashMap<i64, ArrayRef>,
+    unbuilt: HashMap<i64, String>,
+}
 
 impl Defaults {
-    /// Every field of `schema` (the table's, nested structs included) that
-    /// has an `initial-default`; `arrow_type` is the schema module's.
+    /// Every field of `schema` (the table's, at any depth: struct fields,
+    /// list elements, map keys and values) that has an `initial-default`;
+    /// `arrow_type` is the schema module's.
     pub fn of(
         schema: &Json,
         arrow_type: impl Fn(&Json) -> Result<DataType, String> + Copy,
     ) -> Result<Defaults, String> {
-        let mut out = HashMap::new();
-        collect(schema, arrow_type, &mut out)?;
-        Ok(Defaults(out))
+        let mut out = Defaults::default();
+        walk(schema, arrow_type, &mut out)?;
+        Ok(out)
     }
 
     /// Field `id`'s default, `rows` times.
     pub fn column(&self, id: i64, rows: usize) -> Option<Result<ArrayRef, String>> {
-        let one = self.0.get(&id)?;
+        let one = self.values.get(&id)?;
         let zeros = UInt32Array::from(vec![0u32; rows]);
         Some(arrow_select::take::take(one.as_ref(), &zeros, None).map_err(|e| e.to_string()))
     }
 
-    pub fn has(&self, id: i64) -> bool {
-        self.0.contains_key(&id)
+    /// Whether a file lacking field `id` reads it as a default: `Err` when
+    /// it has one compactd cannot build.
+    pub fn has(&self, id: i64) -> Result<bool, String> {
+        match self.unbuilt.get(&id) {
+            Some(why) => Err(why.clone()),
+            None => Ok(self.values.contains_key(&id)),
+        }
     }
 }
 
-fn collect(
+/// The fields of the struct type `ty`, and of the structs nested in them.
+fn walk(
     ty: &Json,
     arrow_type: impl Fn(&Json) -> Result<DataType, String> + Copy,
-    out: &mut HashMap<i64, ArrayRef>,
+    out: &mut Defaults,
 ) -> Result<(), String> {
+    match ty["type"].as_str() {
+        Some("list") => return walk(&ty["element"], arrow_type, out),
+        Some("map") => {
+            walk(&ty["key"], arrow_type, out)?;
+            return walk(&ty["value"], arrow_type, out);
+        }
+        _ => {}
+    }
     let Some(fields) = ty["fields"].as_array() else { return Ok(()) };
     for f in fields {
         let name = f["name"].as_str().unwrap_or_default();
         let id = f["id"].as_i64().ok_or_else(|| format!("field {name:?} has no id"))?;
         if let Some(d) = f.get("initial-default").filter(|d| !d.is_null()) {
             let t = arrow_type(&f["type"])?;
-            let value = parse(d, &t).map_err(|e| format!("field {name:?} (id {id}): initial-default {d}: {e}"))?;
-            out.insert(id, value);
+            match parse(d, &t) {
+                Ok(value) => {
+                    out.values.insert(id, value);
+                }
+                Err(e) if matches!(t, DataType::Struct(_)) => {
+                    out.unbuilt.insert(id, format!("field {name:?} (id {id}): initial-default {d}: {e}"));
+                }
+                Err(e) => return Err(format!("field {name:?} (id {id}): initial-default {d}: {e}")),
+            }
         }
-        if f["type"]["type"].as_str() == Some("struct") {
-            collect(&f["type"], arrow_type, out)?;
-        }
+        walk(&f["type"], arrow_type, out)?;
     }
     Ok(())
 }
@@ -74,10 +98,12 @@ fn parse(v: &Json, t: &DataType) -> Result<ArrayRef, String> {
         other => Err(format!("{other} is not a value of type {t}")),
     };
     let hex = |s: &str| -> Result<Vec<u8>, String> {
-        if !s.len().is_multiple_of(2) {
+        let digit = |b: u8| (b as char).to_digit(16).ok_or_else(|| format!("{s:?} is not hex"));
+        let b = s.as_bytes();
+        if !b.len().is_multiple_of(2) {
             return Err("odd-length hex".into());
         }
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|e| e.to_string())).collect()
+        b.chunks(2).map(|p| Ok((digit(p[0])? * 16 + digit(p[1])?) as u8)).collect()
     };
     Ok(match t {
         Boolean => Arc::new(BooleanArray::from(vec![v.as_bool().ok_or("not a boolean")?])),
@@ -89,6 +115,9 @@ fn parse(v: &Json, t: &DataType) -> Result<ArrayRef, String> {
             Arc::new(FixedSizeBinaryArray::try_from_iter(std::iter::once(hex(&text()?)?)).map_err(|e| e.to_string())?)
         }
         Binary => Arc::new(BinaryArray::from_vec(vec![hex(&text()?)?.as_slice()])),
+        Decimal128(_, scale) if text()?.split_once('.').is_some_and(|(_, f)| f.len() > *scale as usize) => {
+            return Err(format!("more digits after the point than the scale {scale}"));
+        }
         Int32 | Int64 | Float32 | Float64 | Utf8 | Date32 | Time64(_) | Timestamp(_, _) | Decimal128(_, _) => {
             let s: ArrayRef = Arc::new(StringArray::from(vec![text()?]));
             let options = arrow_cast::CastOptions { safe: false, ..Default::default() };
@@ -120,19 +149,28 @@ mod tests {
         assert_eq!(u.as_fixed_size_binary().value(0)[..2], [0xf7, 0x9c]);
         assert_eq!(one(json!("00ff"), DataType::Binary).as_binary::<i32>().value(0), [0, 255]);
         assert!(parse(&json!("x"), &DataType::Int32).is_err(), "a value that does not parse is an error");
+        assert!(parse(&json!("aé0"), &DataType::Binary).is_err(), "not hex, not a panic");
+        assert!(parse(&json!("14.205"), &DataType::Decimal128(9, 2)).is_err(), "never rounded");
         assert!(parse(&json!({}), &DataType::Struct(Default::default())).is_err());
         let schema = json!({"type": "struct", "fields": [
             {"id": 1, "name": "a", "required": false, "type": "int"},
             {"id": 2, "name": "b", "required": true, "type": "string", "initial-default": "x"},
             {"id": 3, "name": "s", "required": false, "type": {"type": "struct", "fields": [
-                {"id": 4, "name": "c", "required": false, "type": "long", "initial-default": 7}]}}]});
+                {"id": 4, "name": "c", "required": false, "type": "long", "initial-default": 7}]}},
+            {"id": 5, "name": "l", "required": false, "type": {"type": "list", "element-id": 6,
+                "element": {"type": "struct", "fields": [
+                    {"id": 7, "name": "e", "required": false, "type": "long", "initial-default": 8}]}}},
+            {"id": 9, "name": "t", "required": false, "initial-default": {},
+                "type": {"type": "struct", "fields": []}}]});
         let d = Defaults::of(&schema, |t| match t.as_str() {
             Some("string") => Ok(DataType::Utf8),
             Some("long") => Ok(DataType::Int64),
+            None if t["type"] == "struct" => Ok(DataType::Struct(Default::default())),
             _ => Ok(DataType::Int32),
         })
         .unwrap();
-        assert!(!d.has(1) && d.has(2) && d.has(4));
+        assert_eq!((d.has(1), d.has(2), d.has(4), d.has(7)), (Ok(false), Ok(true), Ok(true), Ok(true)));
+        assert!(d.has(9).unwrap_err().contains("\"t\""), "a struct's default refuses only inputs that lack it");
         let b = d.column(2, 3).unwrap().unwrap();
         assert_eq!((b.len(), b.as_string::<i32>().value(2)), (3, "x"));
     }

@@ -21,6 +21,12 @@ use super::manifest::fnv64;
 /// `10GiB`).
 pub const GROUP_BYTES_PARAM: &str = "iceberg.max-file-group-size-bytes";
 
+/// Set in a task's parameters once its named partitions were split into
+/// groups: a later manager plans the same units, never splits again (the
+/// partitions may have grown since; units are matched by index, and a
+/// shifted list would run a partition twice).
+pub const SPLIT_PARAM: &str = "compactd_iceberg_groups";
+
 /// The group size when the task sets none: a tenth of Spark's 100 GB, so
 /// a partition of tens of gigabytes keeps several nodes busy; each group
 /// ends with at most one output under the target size.

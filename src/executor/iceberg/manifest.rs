@@ -225,6 +225,25 @@ pub async fn read_list(store: &Store, table: &Table, path: &str) -> Result<Manif
     Ok(ManifestList { file, manifests })
 }
 
+/// Refuses a current manifest list written before the table's upgrade: a
+/// commit writes the next list in its schema, which cannot hold what the
+/// table's version asks (sequence numbers, row ids).
+pub fn check_list_version(table: &Table, list: &ManifestList) -> Result<(), IcebergError> {
+    let v = table.format_version();
+    let rs = avro::record_schema(&list.file.schema);
+    let lacks = |id| rs.is_none_or(|rs| avro::field_by_id(rs, id).is_none());
+    if (v >= 2 && lacks(list_id::SEQUENCE)) || (v >= 3 && lacks(list_id::FIRST_ROW_ID)) {
+        return Err(IcebergError::Table {
+            table: table.dir.clone(),
+            problem: format!(
+                "the current manifest list was written before the table's upgrade to format version {v}: compactd \
+                 commits once another writer has (any append, or Java's rewrite_manifests)"
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Reads a manifest, its inherited fields made explicit from `m`.
 pub async fn read_manifest(store: &Store, table: &Table, m: &ManifestRef) -> Result<Manifest, IcebergError> {
     let mut file = read_avro(store, table, &m.path).await?;
@@ -232,8 +251,8 @@ pub async fn read_manifest(store: &Store, table: &Table, m: &ManifestRef) -> Res
         |problem: String| IcebergError::Table { table: table.dir.clone(), problem: format!("{}: {problem}", m.path) };
     let v2 = table.format_version() >= 2;
     if v2 {
-        // Written before the table's upgrade.
-        super::v1::as_v2(&mut file).map_err(broken)?;
+        // Maybe written before the table's upgrade.
+        super::upgraded::to_version(&mut file, table.format_version()).map_err(broken)?;
     }
     let rs = avro::record_schema(&file.schema).ok_or_else(|| broken("not a manifest".into()))?;
     let df = sub_schema(rs, entry_id::DATA_FILE).map_err(broken)?;

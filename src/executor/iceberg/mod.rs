@@ -59,7 +59,7 @@ pub mod rows;
 pub mod schema;
 pub mod table;
 pub mod unit;
-pub mod v1;
+pub mod upgraded;
 
 use std::collections::BTreeMap;
 
@@ -152,7 +152,7 @@ impl IcebergJob {
 
     /// The index of this unit in its task, from its fence (a subtask
     /// folder, or a unit of a batch).
-    fn unit_index(&self) -> Result<u32, IcebergError> {
+    pub(crate) fn unit_index(&self) -> Result<u32, IcebergError> {
         let dir = self.merge.fence.as_ref().map(|(_, d)| d.as_str()).unwrap_or("");
         layouts::v3::fence_unit(dir)
             .map(|(unit, _)| unit)
@@ -247,6 +247,7 @@ impl Head {
             return Ok(Head { table, snapshot: None, list: None, manifests: vec![] });
         };
         let list = manifest::read_list(store, &table, &snapshot.manifest_list).await?;
+        manifest::check_list_version(&table, &list)?;
         let mut manifests = vec![];
         for m in &list.manifests {
             manifests.push(manifest::read_manifest(store, &table, m).await?);
@@ -460,8 +461,11 @@ pub async fn split_named(
     let head = Head::load(store, cat, dir).await?;
     let files = live_files(&head, dir, sizing)?;
     let due = due_units(&head, &files, sizing);
-    let mut out = vec![];
+    let mut out: Vec<String> = vec![];
     for n in named {
+        if out.contains(n) {
+            continue;
+        }
         match due.get(n.as_str()) {
             Some(units) if group::parse(n).1.is_none() && !units.is_empty() => out.extend(units.iter().cloned()),
             _ => out.push(n.clone()),

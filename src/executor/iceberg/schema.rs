@@ -297,7 +297,8 @@ fn check_fields(from: &Fields, to: &Fields, ids: Ids, at: &str) -> Result<(), St
         let name = if at.is_empty() { t.name().to_string() } else { format!("{at}.{}", t.name()) };
         match find(from, id, ids) {
             Some((i, child)) => check_field(&from[i], t, child, &name)?,
-            None if t.is_nullable() || ids.defaults.has(id) => {}
+            None if ids.defaults.has(id).map_err(|e| format!("the file lacks column {name:?}, and {e}"))? => {}
+            None if t.is_nullable() => {}
             None => {
                 return Err(format!(
                     "the table's required column {name:?} (field id {id}) is not in the file, and no default fills it"

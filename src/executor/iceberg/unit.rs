@@ -28,9 +28,13 @@ use super::schema::ById;
 use super::{group, Head, IcebergError, IcebergJob, Outcome, StagedOutput, StagedUnit};
 use crate::executor::merge::{parquet, Format, SUPERSEDED};
 
-/// The file-name stem of this unit's outputs in this round.
-pub fn round_stem(job: &IcebergJob) -> String {
-    format!("compactd-{}-r{}-u{:016x}-a", job.merge.task, job.merge.round, fnv64(&job.unit))
+/// The file-name stem of this unit's outputs in this round: the unit hash
+/// covers its index and name, so that two units never share an output's
+/// name (even two of one partition, which the commit refuses to take
+/// both of: it deletes the outputs of the one it abandons).
+pub fn round_stem(job: &IcebergJob) -> Result<String, IcebergError> {
+    let unit = format!("{}/{}", job.unit_index()?, job.unit);
+    Ok(format!("compactd-{}-r{}-u{:016x}-a", job.merge.task, job.merge.round, fnv64(&unit)))
 }
 
 pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<String, u64>), IcebergError> {
@@ -69,7 +73,7 @@ pub async fn run(store: &Store, job: &IcebergJob) -> Result<(Outcome, BTreeMap<S
     let first = &inputs[0].0;
     let out_dir = first.rfind('/').map(|i| first[..=i].to_string()).unwrap_or_else(|| dir.clone());
     store.sweep_stale_temps(&out_dir).await?;
-    let stem = format!("{}{}-", round_stem(job), job.merge.attempt);
+    let stem = format!("{}{}-", round_stem(job)?, job.merge.attempt);
     let name = |k: usize| {
         let p = format!("{out_dir}{stem}{k}.parquet");
         (p.clone(), p)

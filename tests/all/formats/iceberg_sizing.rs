@@ -228,3 +228,59 @@ fn files_under_enough_equality_deletes_are_due_at_the_delete_file_threshold() {
     let current = snaps["snapshots"].as_array().unwrap().last().unwrap();
     assert_eq!(current["summary"]["removed-equality-delete-files"], "3", "{current:#}");
 }
+
+/// A partition named twice is one unit (a unit list that held it twice
+/// would rewrite its files twice and add their rows again); and should
+/// two staged units name one input all the same, the commit takes the
+/// first and abandons the other.
+#[test]
+fn a_partition_named_twice_is_rewritten_once() {
+    let java = Java::shared();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let location = data.join("db/s/t").display().to_string();
+    one_partition_and_a_delete_across_it(java, &location);
+    let theirs = java.run(&json!({"cmd": "read", "location": location}));
+    start_three(&mut c, &format!("fs://{}", data.display()));
+    let p = "spec0,part=\"p0\"";
+    let out = c.compactd(&[
+        "submit",
+        "--db",
+        "db",
+        "--schema",
+        "s",
+        "--table",
+        "t",
+        "--executor",
+        "iceberg",
+        "--partition",
+        p,
+        "--partition",
+        p,
+        "--param",
+        "iceberg.sole-writer=true",
+        "--wait",
+        "--json",
+    ]);
+    let id: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", c.logs_text()));
+    let s = c.status(id["id"].as_str().unwrap());
+    assert_eq!(s["state"], "Done", "{s:#}");
+    assert_eq!(s["result"]["success"], 2, "one unit and the commit: {s:#}");
+    let ours = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!((&ours["count"], &ours["digest"]), (&theirs["count"], &theirs["digest"]));
+
+    // By hand: two units of one partition staged, both recorded done.
+    let java_table = tempfile::tempdir().unwrap();
+    let (data, tree) = (java_table.path().join("data"), java_table.path().join("tree"));
+    let location = data.join("db/s/t").to_str().unwrap().to_string();
+    one_partition_and_a_delete_across_it(java, &location);
+    let theirs = java.run(&json!({"cmd": "read", "location": location}));
+    hand_tree(&tree, 3, &[0, 1]);
+    for u in 0..2 {
+        assert!(run_ok(&mut hand_unit(&data, &tree, p, u, 1)).contains("staged"));
+    }
+    let out = run_ok(&mut hand_unit(&data, &tree, "_commit", 2, 1));
+    assert!(out.contains("(1 units, 1 abandoned"), "{out}");
+    let ours = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!((&ours["count"], &ours["digest"]), (&theirs["count"], &theirs["digest"]), "rows added twice");
+}
