@@ -34,11 +34,18 @@ fn a_table_upgraded_from_v1_is_compacted_through_the_manifests_it_wrote_as_v1() 
         java.run(&json!({"cmd": "append", "location": location, "rows": rows(b, 60, 3), "files": 2}));
     }
     java.run(&json!({"cmd": "upgrade", "location": location, "version": 2}));
+    // Until a writer commits after the upgrade, the current manifest list
+    // is v1's, which a v2 commit cannot extend: refused at the start.
+    start_three(&mut c, &format!("fs://{}", data.display()));
+    let before_refusal = std::fs::read_dir(data.join("db/s/t/metadata")).unwrap().count();
+    let refused = compact(&c, &["iceberg.sole-writer=true"]);
+    assert_eq!(refused["state"], "Failed", "{refused:#}");
+    assert!(refused.to_string().contains("written before the table's upgrade"), "{refused:#}");
+    assert_eq!(std::fs::read_dir(data.join("db/s/t/metadata")).unwrap().count(), before_refusal);
     for b in 3..5 {
         java.run(&json!({"cmd": "append", "location": location, "rows": rows(b, 60, 3), "files": 2}));
     }
     let old = before(java, &location);
-    start_three(&mut c, &format!("fs://{}", data.display()));
     let status = compact(&c, &["iceberg.sole-writer=true"]);
     assert_compacted(java, &location, &location, &old, &status);
 }
