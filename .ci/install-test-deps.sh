@@ -17,28 +17,28 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-echo "== install: loopback S3 server (moto) for the S3 tests"
+echo "== install: loopback S3 server (moto) for the S3 tests ($(date -u +%H:%M:%S), ${SECONDS}s in)"
 bash .ci/install-s3-server.sh
 
-echo "== install: pyarrow and DuckDB, which judge the Parquet executor's output (tests/all/formats/parquet.rs)"
+echo "== install: pyarrow and DuckDB, which judge the Parquet executor's output (tests/all/formats/parquet.rs) ($(date -u +%H:%M:%S), ${SECONDS}s in)"
 bash .ci/install-parquet-tools.sh
 
-echo "== install: Spark with Delta Lake, the reference reader and writer that judges compactd's output (tests/all/formats/spark.rs)"
+echo "== install: Spark with Delta Lake, the reference reader and writer that judges compactd's output (tests/all/formats/spark.rs) ($(date -u +%H:%M:%S), ${SECONDS}s in)"
 bash .ci/install-spark.sh
 
-echo "== install: Spark with Iceberg's runtime, whose maintenance procedures run on tables compactd compacted (tests/all/formats/iceberg_spark.rs)"
+echo "== install: Spark with Iceberg's runtime, whose maintenance procedures run on tables compactd compacted (tests/all/formats/iceberg_spark.rs) ($(date -u +%H:%M:%S), ${SECONDS}s in)"
 bash .ci/install-spark-iceberg.sh
 
-echo "== install: the real HDFS the HDFS tests start (Hadoop's MiniDFSCluster launcher, built with Maven)"
+echo "== install: the real HDFS the HDFS tests start (Hadoop's MiniDFSCluster launcher, built with Maven) ($(date -u +%H:%M:%S), ${SECONDS}s in)"
 bash .ci/install-hdfs.sh
 
-echo "== install: Java Iceberg, the reference writer and judge of the iceberg executor (tests/all/formats/iceberg.rs, built with Maven)"
+echo "== install: Java Iceberg, the reference writer and judge of the iceberg executor (tests/all/formats/iceberg.rs, built with Maven) ($(date -u +%H:%M:%S), ${SECONDS}s in)"
 bash .ci/install-iceberg.sh
 
-echo "== install: cargo-deb, which builds the Debian package (.ci/build-deb.sh, tests/all/ops/deb.rs)"
+echo "== install: cargo-deb, which builds the Debian package (.ci/build-deb.sh, tests/all/ops/deb.rs) ($(date -u +%H:%M:%S), ${SECONDS}s in)"
 bash .ci/install-cargo-deb.sh
 
-echo "== install: Debian's chromium (tests/all/ops/daemon.rs), jq (the examples of README.md and docs/, tests/all/ops/readme.rs), nftables and faketime (tests/all/backends/netfaults.rs), krb5-user (tests/process_env/hdfs_kerberos.rs), dpkg-dev and man-db (tests/all/ops/deb.rs), GNU time (tests/all/hostile/hostile_user.rs)"
+echo "== install: Debian's chromium (tests/all/ops/daemon.rs), jq (the examples of README.md and docs/, tests/all/ops/readme.rs), nftables and faketime (tests/all/backends/netfaults.rs), krb5-user (tests/process_env/hdfs_kerberos.rs), dpkg-dev and man-db (tests/all/ops/deb.rs), GNU time (tests/all/hostile/hostile_user.rs) ($(date -u +%H:%M:%S), ${SECONDS}s in)"
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
