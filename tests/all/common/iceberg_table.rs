@@ -27,7 +27,15 @@ pub fn start_three(c: &mut Cluster, data: &str) {
 /// Submits `db.s.<table>` as an `iceberg` task with `params`, waits,
 /// returns its `status --json`.
 pub fn compact_table(c: &Cluster, table: &str, params: &[&str]) -> Value {
+    compact_partitions(c, table, &[], params)
+}
+
+/// The same, naming the task's `partitions` (unit keys).
+pub fn compact_partitions(c: &Cluster, table: &str, partitions: &[&str], params: &[&str]) -> Value {
     let mut args = vec!["submit", "--db", "db", "--schema", "s", "--table", table, "--executor", "iceberg"];
+    for p in partitions {
+        args.extend(["--partition", p]);
+    }
     for p in params {
         args.extend(["--param", p]);
     }

@@ -15,7 +15,8 @@ use std::path::Path;
 use common::cluster::Cluster;
 use common::iceberg::Java;
 use common::iceberg_table::{
-    compact_table, hand_tree, hand_unit, live_in, outputs_with_javas_metrics, rows, run_ok, schema, start_three, TASK,
+    compact_partitions, compact_table, hand_tree, hand_unit, live_in, outputs_with_javas_metrics, rows, run_ok, schema,
+    start_three, TASK,
 };
 use serde_json::{json, Value};
 
@@ -163,27 +164,7 @@ fn a_named_partition_is_split_into_file_groups() {
     let bytes: u64 = files.iter().map(|f| std::fs::metadata(f.trim_start_matches("file:")).unwrap().len()).sum();
     start_three(&mut c, &format!("fs://{}", data.display()));
     let group = format!("iceberg.max-file-group-size-bytes={}", bytes / 2 + 1);
-    let out = c.compactd(&[
-        "submit",
-        "--db",
-        "db",
-        "--schema",
-        "s",
-        "--table",
-        "t",
-        "--executor",
-        "iceberg",
-        "--partition",
-        "spec0,part=\"p0\"",
-        "--param",
-        "iceberg.sole-writer=true",
-        "--param",
-        &group,
-        "--wait",
-        "--json",
-    ]);
-    let id: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", c.logs_text()));
-    let s = c.status(id["id"].as_str().unwrap());
+    let s = compact_partitions(&c, "t", &["spec0,part=\"p0\""], &["iceberg.sole-writer=true", &group]);
     assert_eq!(s["state"], "Done", "{s:#}");
     assert_eq!(s["result"]["success"], 3, "two groups and the commit: {s:#}");
     let ours = java.run(&json!({"cmd": "read", "location": location}));
@@ -243,27 +224,7 @@ fn a_partition_named_twice_is_rewritten_once() {
     let theirs = java.run(&json!({"cmd": "read", "location": location}));
     start_three(&mut c, &format!("fs://{}", data.display()));
     let p = "spec0,part=\"p0\"";
-    let out = c.compactd(&[
-        "submit",
-        "--db",
-        "db",
-        "--schema",
-        "s",
-        "--table",
-        "t",
-        "--executor",
-        "iceberg",
-        "--partition",
-        p,
-        "--partition",
-        p,
-        "--param",
-        "iceberg.sole-writer=true",
-        "--wait",
-        "--json",
-    ]);
-    let id: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("{}", c.logs_text()));
-    let s = c.status(id["id"].as_str().unwrap());
+    let s = compact_partitions(&c, "t", &[p, p], &["iceberg.sole-writer=true"]);
     assert_eq!(s["state"], "Done", "{s:#}");
     assert_eq!(s["result"]["success"], 2, "one unit and the commit: {s:#}");
     let ours = java.run(&json!({"cmd": "read", "location": location}));
