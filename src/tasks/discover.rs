@@ -278,8 +278,7 @@ pub fn target_size(info: &TaskInfo, default: u64) -> u64 {
     info.run
         .params
         .get(crate::policy::TARGET_SIZE_PARAM)
-        .and_then(|v| v.parse().ok())
-        .filter(|n| *n > 0 && *n <= layouts::units::MAX_TARGET_SIZE)
+        .and_then(|v| layouts::units::parse_target_size(v).ok())
         .unwrap_or(default)
 }
 

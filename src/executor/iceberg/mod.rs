@@ -364,13 +364,11 @@ pub const DELETE_FILES_PARAM: &str = "iceberg.delete-file-threshold";
 impl Sizing {
     /// From the task's parameters (`param`), the node's target size aside.
     pub fn from_params(param: impl Fn(&str) -> Option<String>, node_target: u64) -> Result<Sizing, String> {
-        let task_target = param(crate::policy::TARGET_SIZE_PARAM)
-            .and_then(|v| v.parse::<u64>().ok())
-            .filter(|n| *n > 0 && *n <= layouts::units::MAX_TARGET_SIZE);
+        let task_target =
+            param(crate::policy::TARGET_SIZE_PARAM).and_then(|v| layouts::units::parse_target_size(&v).ok());
         let group_bytes = match param(group::GROUP_BYTES_PARAM) {
             Some(v) => layouts::units::parse_size(&v)
                 .ok()
-                .filter(|n| *n > 0)
                 .ok_or_else(|| format!("--param {}={v}: not a size in bytes", group::GROUP_BYTES_PARAM))?,
             None => group::DEFAULT_GROUP_BYTES,
         };
@@ -401,8 +399,7 @@ impl Sizing {
         let own = table
             .properties()
             .get("write.target-file-size-bytes")
-            .and_then(|v| v.parse::<u64>().ok())
-            .filter(|n| *n > 0 && *n <= layouts::units::MAX_TARGET_SIZE);
+            .and_then(|v| layouts::units::parse_target_size(v).ok());
         self.task_target.or(own).unwrap_or(self.node_target)
     }
 }

@@ -83,6 +83,11 @@ fn one_partition_and_a_delete_across_it(java: &Java, location: &str) -> Vec<Stri
     files
 }
 
+/// The bytes of data files (as manifests name them) on fs.
+fn bytes_of(files: &[String]) -> u64 {
+    files.iter().map(|f| std::fs::metadata(f.trim_start_matches("file:")).unwrap().len()).sum()
+}
+
 /// The inputs a unit's staged record names.
 fn staged_inputs(tree: &Path, task: &str, unit: u32) -> BTreeSet<String> {
     let path = tree.join(format!("Compaction_V2/Scheduler/{task}/Staged/r1.u{unit}.a1"));
@@ -99,7 +104,7 @@ fn a_large_partition_is_rewritten_as_file_groups_by_three_nodes_in_one_snapshot_
     let files = one_partition_and_a_delete_across_it(java, &location);
     let theirs = java.run(&json!({"cmd": "read", "location": location}));
     assert_eq!(theirs["count"], 240 - 24);
-    let bytes: u64 = files.iter().map(|f| std::fs::metadata(f.trim_start_matches("file:")).unwrap().len()).sum();
+    let bytes = bytes_of(&files);
     start_three(&mut c, &format!("fs://{}", data.display()));
     // Groups of a third of the partition's bytes: three.
     let group = format!("iceberg.max-file-group-size-bytes={}", bytes / 3 + 1);
@@ -161,7 +166,7 @@ fn a_named_partition_is_split_into_file_groups() {
     let location = data.join("db/s/t").display().to_string();
     let files = one_partition_and_a_delete_across_it(java, &location);
     let theirs = java.run(&json!({"cmd": "read", "location": location}));
-    let bytes: u64 = files.iter().map(|f| std::fs::metadata(f.trim_start_matches("file:")).unwrap().len()).sum();
+    let bytes = bytes_of(&files);
     start_three(&mut c, &format!("fs://{}", data.display()));
     let group = format!("iceberg.max-file-group-size-bytes={}", bytes / 2 + 1);
     let s = compact_partitions(&c, "t", &["spec0,part=\"p0\""], &["iceberg.sole-writer=true", &group]);
