@@ -219,6 +219,15 @@ pub struct SubtaskMeta {
     pub manager: Option<NodeId>,
 }
 
+/// Parameter carrying a planner task's target size to the built-in
+/// executors (set by the policy planner, read by discovery and executors).
+pub const TARGET_SIZE_PARAM: &str = "compactd_target_size";
+
+/// Parameter every job step's task carries: `<job>/<trigger>/<step>`. It
+/// lets a job's driver find a task whose submission was not recorded, and
+/// the task layer tell a step's task from others.
+pub const JOB_STEP_PARAM: &str = "compactd_job_step";
+
 /// compactd's execution fields of a task info file. All optional, so the
 /// seed's plain task info (and an upgraded v1 task) reads as a default.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

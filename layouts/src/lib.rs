@@ -12,6 +12,7 @@
 //! - Formats are JSON with stable field names; unknown fields are ignored on
 //!   read so that newer writers do not break older readers.
 
+pub mod anomaly;
 pub mod formats;
 pub mod id;
 pub mod jobs;
@@ -25,6 +26,7 @@ pub mod v1;
 pub mod v2;
 pub mod v3;
 
+pub use anomaly::Anomaly;
 pub use id::{IdGenerator, TaskId};
 pub use name::{Name, NameError, NodeId};
 pub use state::{StateError, SubtaskState, TaskState};

@@ -60,12 +60,12 @@ pub async fn run(store: store::Store, args: CheckArgs) -> anyhow::Result<i32> {
             let a = match audit::audit(&data, &table).await {
                 Ok(a) => a,
                 Err(e) => {
-                    found.push(crate::check::Anomaly::new(&table, format!("Delta table not checked: {e}")));
+                    found.push(layouts::Anomaly::new(&table, format!("Delta table not checked: {e}")));
                     continue;
                 }
             };
             if !a.damaged.is_empty() {
-                found.push(crate::check::Anomaly::new(
+                found.push(layouts::Anomaly::new(
                     &table,
                     format!(
                         "Delta versions {} name active files that do not exist ({} missing, e.g. {}): readers of \
@@ -77,7 +77,7 @@ pub async fn run(store: store::Store, args: CheckArgs) -> anyhow::Result<i32> {
                 ));
             }
             if !a.unrebuildable.is_empty() {
-                found.push(crate::check::Anomaly::new(
+                found.push(layouts::Anomaly::new(
                     &table,
                     format!(
                         "Delta versions {} cannot be rebuilt: a commit is missing and no whole checkpoint follows it",
@@ -100,13 +100,13 @@ pub async fn run(store: store::Store, args: CheckArgs) -> anyhow::Result<i32> {
             let a = match audited {
                 Ok(a) => a,
                 Err(e) => {
-                    found.push(crate::check::Anomaly::new(&table, format!("Iceberg table not checked: {e}")));
+                    found.push(layouts::Anomaly::new(&table, format!("Iceberg table not checked: {e}")));
                     continue;
                 }
             };
             if let (Some(snapshot), false) = (a.snapshot, a.missing.is_empty()) {
                 let examples: Vec<&str> = a.missing.iter().take(3).map(String::as_str).collect();
-                found.push(crate::check::Anomaly::new(
+                found.push(layouts::Anomaly::new(
                     &table,
                     format!(
                         "Iceberg snapshot {snapshot}, the current one, names live files that do not exist ({} \
@@ -356,14 +356,14 @@ impl Format {
         found: &[orphans::Orphan],
         table: &str,
         uri: &str,
-        out: &mut Vec<crate::check::Anomaly>,
+        out: &mut Vec<layouts::Anomaly>,
     ) {
         for o in found {
             let why = match fates.of((self.task_of)(o)).await {
                 Fate::Unfinished(_) => continue,
                 Fate::Finished(why) | Fate::Unknown(why) => why,
             };
-            out.push(crate::check::Anomaly::new(
+            out.push(layouts::Anomaly::new(
                 &o.path,
                 format!(
                     "orphan of the {} executor ({} bytes; {why}): no {} of {table} names it; `compactd \

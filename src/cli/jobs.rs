@@ -195,9 +195,9 @@ pub async fn trigger(store: Store, args: TriggerArgs) -> anyhow::Result<i32> {
     let t = jobs::trigger(&store, &args.job, &args.trigger, params, who.as_str(), now_ms()).await?;
     if t.created {
         // The monitor drives the new instance now instead of at its next sweep.
-        let mut p = crate::serve::wake::Pokes::default();
+        let mut p = crate::cluster::wake::Pokes::default();
         p.monitor();
-        crate::serve::wake::poke_now(&store, &p, crate::clock::SystemClock::shared()).await;
+        crate::cluster::wake::poke_now(&store, &p, crate::clock::SystemClock::shared()).await;
     }
     let view = instance::view(&store, &args.job, &args.trigger, false).await?;
     if args.json {

@@ -154,9 +154,9 @@ pub async fn policy(store: Store, args: PolicyArgs) -> anyhow::Result<i32> {
 /// Tells the monitor's planner that a policy changed: it starts a pass at
 /// once instead of at its interval (a hint: a lost poke costs the wait).
 async fn poke_planner(store: &Store) {
-    let mut pokes = crate::serve::wake::Pokes::default();
+    let mut pokes = crate::cluster::wake::Pokes::default();
     pokes.policy();
-    crate::serve::wake::poke_now(store, &pokes, crate::clock::SystemClock::shared()).await;
+    crate::cluster::wake::poke_now(store, &pokes, crate::clock::SystemClock::shared()).await;
 }
 
 pub async fn tables(store: Store, args: TablesArgs) -> anyhow::Result<i32> {

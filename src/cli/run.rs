@@ -268,18 +268,18 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
         history_retention: args.history_retention,
         archive_retention: args.archive_retention,
         sweep: args.sweep,
-        planner: crate::policy::PlannerConfig {
-            interval: args.plan_interval,
-            budget: args.plan_budget.max(1),
-            stop_settle: args.session_timeout + args.heartbeat,
-            heartbeat: args.heartbeat,
-            ..Default::default()
-        },
         io_limit: args.io_limit,
+    };
+    let planner = crate::policy::PlannerConfig {
+        interval: args.plan_interval,
+        budget: args.plan_budget.max(1),
+        stop_settle: args.session_timeout + args.heartbeat,
+        heartbeat: args.heartbeat,
+        ..Default::default()
     };
     let shutdown = CancellationToken::new();
     let clock = SystemClock::shared();
-    let wake = crate::serve::wake::Wakeup::bounded(clock.clone());
+    let wake = crate::cluster::wake::Wakeup::bounded(clock.clone());
     let health = std::sync::Arc::new(crate::serve::metrics::Health::new(clock.clone(), cfg.session_timeout));
     let namenode = [("tree", &store), ("data", &data)]
         .into_iter()
@@ -392,7 +392,7 @@ pub async fn run(store: store::Store, args: RunArgs) -> anyhow::Result<i32> {
     let result = crate::node::daemon::run(
         cfg,
         store,
-        Some((work, data)),
+        Some(crate::node::daemon::WorkSetup { cfg: work, data, planner }),
         clock,
         crate::node::daemon::Stop { now: shutdown.clone(), drain },
         wakeups,

@@ -194,9 +194,9 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     }
     let placed = tasks::submit_placed(&store, spec, wall_ms()).await?;
     // The view submit read gives the manager's address: no second read.
-    let mut pokes = crate::serve::wake::Pokes::default();
+    let mut pokes = crate::cluster::wake::Pokes::default();
     pokes.work(&placed.manager);
-    crate::serve::wake::poke_in_view(&store, placed.view.as_ref(), &pokes, crate::clock::SystemClock::shared()).await;
+    crate::cluster::wake::poke_in_view(&store, placed.view.as_ref(), &pokes, crate::clock::SystemClock::shared()).await;
     let id = placed.id;
     if args.json {
         println!("{}", serde_json::json!({ "id": id }));
@@ -264,7 +264,7 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
 }
 
 /// The manager's listener, asked between looks to answer as soon as it has
-/// seen the task end ([`crate::serve::ended`]): a hint, the next look reads
+/// seen the task end ([`crate::cluster::wake::ended`]): a hint, the next look reads
 /// the task. Dropped for the rest of the wait once it cannot be asked (no
 /// address, an older version, a refusal), and the looks go on alone.
 struct EndHint(Option<(reqwest::Client, String)>);
@@ -690,7 +690,7 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
 
 /// Wakes `node` to look at its folder now (a hint: it polls anyway).
 async fn poke_work(store: &Store, node: &NodeId) {
-    let mut p = crate::serve::wake::Pokes::default();
+    let mut p = crate::cluster::wake::Pokes::default();
     p.work(node);
-    crate::serve::wake::poke_now(store, &p, crate::clock::SystemClock::shared()).await;
+    crate::cluster::wake::poke_now(store, &p, crate::clock::SystemClock::shared()).await;
 }

@@ -442,7 +442,7 @@ pub async fn newest_lease(store: &Store) -> store::Result<Option<formats::Lease>
 /// looked at; `compactd nodes` names them.
 pub async fn newest_lease_noting(
     store: &Store,
-    skipped: &mut Vec<crate::Anomaly>,
+    skipped: &mut Vec<layouts::Anomaly>,
 ) -> store::Result<Option<formats::Lease>> {
     let mut epochs: Vec<(u64, bool)> = store
         .list(v2::ELECTION)
@@ -454,16 +454,16 @@ pub async fn newest_lease_noting(
     for (epoch, is_dir) in epochs.into_iter().rev() {
         let path = v2::lease(epoch);
         if is_dir {
-            skipped.push(crate::Anomaly::new(&path, "a folder stands where a lease file is expected"));
+            skipped.push(layouts::Anomaly::new(&path, "a folder stands where a lease file is expected"));
             continue;
         }
         match store.read(&path).await {
             Ok(Some(b)) => match formats::decode::<formats::Lease>(&b) {
                 Ok(l) => return Ok(Some(l)),
-                Err(e) => skipped.push(crate::Anomaly::new(&path, format!("not a lease: {e}"))),
+                Err(e) => skipped.push(layouts::Anomaly::new(&path, format!("not a lease: {e}"))),
             },
             Ok(None) => {}
-            Err(e) => skipped.push(crate::Anomaly::new(&path, format!("not a lease: {e}"))),
+            Err(e) => skipped.push(layouts::Anomaly::new(&path, format!("not a lease: {e}"))),
         }
     }
     Ok(None)

@@ -27,7 +27,7 @@ use layouts::formats::{self, Heartbeat, Member};
 use layouts::{v2, NodeId};
 use store::Store;
 
-use crate::Anomaly;
+use layouts::Anomaly;
 
 /// What the monitor knows about one incarnation's heartbeat.
 #[derive(Debug, Clone)]

@@ -156,7 +156,7 @@ pub struct Running {
 }
 
 /// Called once when an executor's child has ended and its output is read:
-/// the worker uses it to wake its node (see [`crate::serve::wake`]).
+/// the worker uses it to wake its node (see [`crate::cluster::wake`]).
 pub type OnExit = Box<dyn FnOnce() + Send + 'static>;
 
 /// How long the output may go on after the child ended (a process that

@@ -38,7 +38,7 @@ pub use spec::{JobSpec, StepSpec};
 
 /// Parameter every step task carries: `<job>/<trigger>/<step>`. It lets a
 /// driver find a task whose submission was not recorded (see [`drive`]).
-pub const MARKER_PARAM: &str = "compactd_job_step";
+pub use layouts::formats::JOB_STEP_PARAM as MARKER_PARAM;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {

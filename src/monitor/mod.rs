@@ -23,7 +23,7 @@ use store::{Created, Store};
 use crate::cluster::election::{Election, Fenced};
 use crate::cluster::events::{EventError, EventLog};
 use crate::cluster::liveness::{HeartbeatCache, Observed, Tracker};
-use crate::Anomaly;
+use layouts::Anomaly;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MonitorError {

@@ -386,7 +386,7 @@ async fn prune_archives(store: &Store, retention: Duration, wall_ms: u64) -> Res
 }
 
 /// Reads every archive; each task id once (the newest archive wins).
-pub async fn read_history(store: &Store) -> store::Result<(Vec<ArchivedTask>, Vec<crate::Anomaly>)> {
+pub async fn read_history(store: &Store) -> store::Result<(Vec<ArchivedTask>, Vec<layouts::Anomaly>)> {
     read_history_newest(store, usize::MAX).await
 }
 
@@ -396,7 +396,7 @@ pub async fn read_history(store: &Store) -> store::Result<(Vec<ArchivedTask>, Ve
 pub async fn read_history_newest(
     store: &Store,
     at_least: usize,
-) -> store::Result<(Vec<ArchivedTask>, Vec<crate::Anomaly>)> {
+) -> store::Result<(Vec<ArchivedTask>, Vec<layouts::Anomaly>)> {
     let mut by_id: BTreeMap<TaskId, ArchivedTask> = BTreeMap::new();
     let mut bad = vec![];
     let mut files: Vec<store::Entry> = store.list(v2::COMPRESS).await?.into_iter().filter(|e| !e.is_dir).collect();
@@ -409,14 +409,14 @@ pub async fn read_history_newest(
             None => continue,
             Some(Ok(bytes)) => bytes,
             Some(Err(err)) => {
-                bad.push(crate::Anomaly::new(&e.path, err.to_string()));
+                bad.push(layouts::Anomaly::new(&e.path, err.to_string()));
                 continue;
             }
         };
         let mut text = String::new();
         let limit = 256 * 1024 * 1024;
         if let Err(err) = flate2::read::GzDecoder::new(&bytes[..]).take(limit).read_to_string(&mut text) {
-            bad.push(crate::Anomaly::new(&e.path, format!("not a gzip'd JSON-lines archive: {err}")));
+            bad.push(layouts::Anomaly::new(&e.path, format!("not a gzip'd JSON-lines archive: {err}")));
             continue;
         }
         for (n, line) in text.lines().enumerate() {
@@ -425,7 +425,7 @@ pub async fn read_history_newest(
                     // Newest archive first: a task archived twice keeps its newest record.
                     by_id.entry(t.info.id).or_insert(t);
                 }
-                Err(err) => bad.push(crate::Anomaly::new(&e.path, format!("line {}: {err}", n + 1))),
+                Err(err) => bad.push(layouts::Anomaly::new(&e.path, format!("line {}: {err}", n + 1))),
             }
         }
     }

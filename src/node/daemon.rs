@@ -5,7 +5,7 @@
 //! `cfg.drain_timeout` has passed since the signal, then leaves the same
 //! way. systemd hears of a stop the moment it is asked, and its stop timeout
 //! is kept past the drain and the leave ([`stop_notices`]).
-//! Between polls, pokes ([`crate::serve::wake`]) run [`Node::tick_woken`]: a burst
+//! Between polls, pokes ([`crate::cluster::wake`]) run [`Node::tick_woken`]: a burst
 //! of pokes is one woken tick, woken ticks start at least [`MIN_WOKEN_GAP`]
 //! apart, and the listener's [`Wakeup`] lets through at most a few a second
 //! (its rate bound): that is what bounds what a flood can cost.
@@ -19,10 +19,10 @@ use store::Store;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
+use crate::cluster::wake::{Wakeup, Woken, MIN_WOKEN_GAP};
 use crate::node::{Node, NodeConfig};
 use crate::serve::metrics::Metrics;
 use crate::serve::systemd::Notifier;
-use crate::serve::wake::{Wakeup, Woken, MIN_WOKEN_GAP};
 use crate::tasks::worker::WorkConfig;
 
 /// The wake-up side of a daemon: what its listener feeds, and the address
@@ -64,10 +64,18 @@ pub struct Stop {
     pub drain: CancellationToken,
 }
 
+/// What a node that runs and plans work needs beyond its membership: the
+/// task layer's settings, the data backend, the policy planner's settings.
+pub struct WorkSetup {
+    pub cfg: WorkConfig,
+    pub data: Store,
+    pub planner: crate::policy::PlannerConfig,
+}
+
 pub async fn run(
     cfg: NodeConfig,
     store: Store,
-    work: Option<(WorkConfig, Store)>,
+    work: Option<WorkSetup>,
     clock: SharedClock,
     stop: Stop,
     wakeups: Option<Wakeups>,
@@ -96,7 +104,7 @@ pub async fn run(
     if let Some(m) = &metrics {
         m.health.set_probed();
     }
-    if let Some((_, data)) = &work {
+    if let Some(WorkSetup { data, .. }) = &work {
         // Executors create files once on the data backend too (a merge's
         // commit, a Delta table's next version): a server that ignores
         // conditional writes would let two writers both win there.
@@ -110,8 +118,9 @@ pub async fn run(
         "compactd node starting"
     );
     let mut node = Node::new(cfg.clone(), store, clock.clone());
-    if let Some((work, data)) = work {
+    if let Some(WorkSetup { cfg: work, data, planner }) = work {
         node = node.with_work(work, data);
+        node.planner_cfg = planner;
         if let Some(groups) = node.executor_groups() {
             // Executors die with this daemon, however it ends.
             if let Err(e) = groups.start_reaper() {

@@ -41,7 +41,7 @@ impl Node {
         self.next_beat_at = Duration::ZERO;
         self.inbox.poked = true;
         if let Some(w) = &self.wake {
-            w.poke(crate::serve::wake::Scope::Work);
+            w.poke(crate::cluster::wake::Scope::Work);
         }
     }
 

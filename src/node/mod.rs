@@ -33,8 +33,8 @@ use std::collections::BTreeMap;
 use crate::clock::{Deadline, SharedClock};
 use crate::cluster::election::{Election, Step};
 use crate::cluster::events::EventConsumer;
+use crate::cluster::wake::{Poker, Pokes, Scope, Wakeup, Woken};
 use crate::monitor::{Monitor, MonitorError};
-use crate::serve::wake::{Poker, Pokes, Scope, Wakeup, Woken};
 
 use crate::tasks::worker::{WorkConfig, Worker};
 
@@ -155,12 +155,13 @@ pub struct Node {
     /// The previous process under this id is known gone (its id claim was
     /// taken over): the incarnation its heartbeat names has ended.
     prior_gone: bool,
-    /// The heartbeat a previous process under this id left was read, and
-    /// this process's incarnation made larger than its.
+    /// The previous process's heartbeat was read; this incarnation is larger.
     prior_checked: bool,
     metrics: Option<Arc<crate::serve::metrics::Metrics>>,
-    /// The policy planner's task, while this node is the monitor ([`plan`]).
+    /// The policy planner's task, while this node is the monitor ([`plan`]),
+    /// and the settings it starts with.
     planner: Option<PlannerLink>,
+    planner_cfg: crate::policy::PlannerConfig,
     /// Set by a first SIGTERM: when this node started draining (monotonic).
     draining: Option<Duration>,
     /// The join marker that makes the monitor read the draining heartbeat
@@ -208,6 +209,7 @@ impl Node {
             prior_checked: false,
             metrics: None,
             planner: None,
+            planner_cfg: crate::policy::PlannerConfig::default(),
             draining: None,
             drain_announced: false,
             layout_listed_epoch: None,
@@ -357,8 +359,8 @@ impl Node {
     }
 
     /// What this node stamps other nodes' inboxes with.
-    fn stamper(&self) -> crate::serve::wake::Inbox {
-        crate::serve::wake::Inbox {
+    fn stamper(&self) -> crate::cluster::wake::Inbox {
+        crate::cluster::wake::Inbox {
             store: self.store.clone(),
             from: self.cfg.id.to_string(),
             clock: self.clock.clone(),
@@ -409,7 +411,7 @@ impl Node {
         if self.poker.is_none() {
             // In-process (no listener, no wake-ups): every node it wrote for
             // finds out from its stamp.
-            crate::serve::wake::stamp_all(&inbox, &pokes.work_nodes()).await;
+            crate::cluster::wake::stamp_all(&inbox, &pokes.work_nodes()).await;
             return busy;
         }
         if woken.is_some() && !self.election.is_leader() && pokes.resolve(self.election.view()).unknown > 0 {
@@ -421,7 +423,7 @@ impl Node {
         }
         if let Some(p) = &self.poker {
             let unsent = p.send(&pokes, self.election.view());
-            crate::serve::wake::stamp_all(&inbox, &unsent).await;
+            crate::cluster::wake::stamp_all(&inbox, &unsent).await;
         }
         busy
     }

@@ -38,9 +38,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
+use crate::cluster::wake::{Inbox, Poker, Pokes, Scope, Wakeup};
 use crate::policy::planner::PolicyCounts;
 use crate::policy::{Capacity, PlanReport, Planner, PlannerConfig};
-use crate::serve::wake::{Inbox, Poker, Pokes, Scope, Wakeup};
 
 /// Rounds start at least this far apart.
 pub const MIN_GAP: Duration = Duration::from_millis(50);
@@ -248,7 +248,7 @@ impl PlannerTask {
         }
         if !pokes.is_empty() {
             let unsent = poker.send(&pokes, Some(view));
-            crate::serve::wake::stamp_all(inbox, &unsent).await;
+            crate::cluster::wake::stamp_all(inbox, &unsent).await;
         }
     }
 }
@@ -263,7 +263,7 @@ impl super::Node {
     ) -> Option<tokio::task::JoinHandle<()>> {
         let (work, wake) = (self.work.as_ref()?, self.wake.clone()?);
         let task = PlannerTask {
-            cfg: work.cfg.planner.clone(),
+            cfg: self.planner_cfg.clone(),
             me: self.cfg.id.clone(),
             store: self.store.clone(),
             data: work.data.clone(),

@@ -19,7 +19,7 @@ use crate::tasks::worker::{list_node, WorkConfig, Worker};
 /// net under a writer that died between its write and its poke or stamp.
 pub const FULL_LIST_EVERY: u32 = 60;
 
-/// What an idle node knows of its inbox ([`crate::serve::wake::stamp`]).
+/// What an idle node knows of its inbox ([`crate::cluster::wake::stamp`]).
 #[derive(Debug, Default)]
 pub(super) struct InboxWatch {
     /// The stamp's bytes when last read (`Some(None)`: no stamp); `None`

@@ -37,8 +37,7 @@ pub use define::{Applied, PolicyRow};
 pub use planner::{Planner, PlannerConfig};
 pub use share::Capacity;
 
-/// Parameter carrying a planner task's target size to the built-in executors.
-pub const TARGET_SIZE_PARAM: &str = "compactd_target_size";
+pub use layouts::formats::TARGET_SIZE_PARAM;
 
 /// What one round did.
 #[derive(Debug, Default)]

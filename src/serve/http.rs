@@ -1,6 +1,6 @@
 //! The node's HTTP face (`run --listen`): wake-up pokes and read-only
 //! status. Nothing served here changes the tree or the node's decisions: a
-//! poke only makes the node look at the tree sooner (see [`crate::serve::wake`]).
+//! poke only makes the node look at the tree sooner (see [`crate::cluster::wake`]).
 //! With `run --ops-listen` it is two listeners ([`Face`]): the wake-up port
 //! serves only pokes and task-end waits, the ops port everything else.
 //!
@@ -9,7 +9,7 @@
 //!   ignored; `421` when `node` names another node than this one;
 //! - `GET /v1/tasks/{id}/ended?wait_ms=N` → JSON `{"task", "ended"}`: whether
 //!   this node saw the task end as its manager, answered at the end or
-//!   after `N` ms (at most 10 s), for `submit --wait` ([`crate::serve::ended`]);
+//!   after `N` ms (at most 10 s), for `submit --wait` ([`crate::cluster::wake::ended`]);
 //! - `GET /v1/status` → JSON: node, address, wake-up and backend counters;
 //! - `GET /metrics` → Prometheus (OpenMetrics text) exposition;
 //! - `GET /healthz`, `GET /readyz` → 200 or 503 with the reason;
@@ -56,9 +56,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
+use crate::cluster::wake::{Scope, Wakeup};
 use crate::serve::metrics::Metrics;
 use crate::serve::status;
-use crate::serve::wake::{Scope, Wakeup};
 
 /// How long the overview (`/`, `/api/cluster`) is served from cache.
 pub const VIEW_TTL: Duration = Duration::from_secs(1);
@@ -244,7 +244,7 @@ struct EndedQuery {
 }
 
 /// Whether this node saw the task end as its manager, waiting up to
-/// `wait_ms` for it ([`crate::serve::ended`]): a hint for a waiting client.
+/// `wait_ms` for it ([`crate::cluster::wake::ended`]): a hint for a waiting client.
 async fn task_ended(State(s): State<HttpState>, Path(id): Path<String>, Query(q): Query<EndedQuery>) -> Response {
     let Ok(id) = layouts::TaskId::parse(&id) else {
         return text(StatusCode::BAD_REQUEST, "not a task id\n".into());

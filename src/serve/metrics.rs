@@ -25,8 +25,8 @@ use prometheus_client::registry::{Registry, Unit};
 use store::layers::PrometheusClientLayer;
 
 use crate::clock::SharedClock;
+use crate::cluster::wake::Wakeup;
 use crate::executor::throttle::IoStats;
-use crate::serve::wake::Wakeup;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ExecutorLabel {
@@ -609,6 +609,20 @@ impl Metrics {
         let outcome = if success { "succeeded" } else { "failed" };
         self.finished.get_or_create(&FinishedLabels { executor: executor.into(), outcome: outcome.into() }).inc();
         self.executor_seconds.get_or_create(&ExecutorLabel { executor: executor.into() }).observe(took.as_secs_f64());
+    }
+}
+
+impl crate::tasks::worker::RunMetrics for Metrics {
+    fn io_stats(&self) -> Arc<IoStats> {
+        Metrics::io_stats(self)
+    }
+
+    fn subtask_started(&self, executor: &str) {
+        Metrics::subtask_started(self, executor)
+    }
+
+    fn subtask_finished(&self, executor: &str, success: bool, took: Duration) {
+        Metrics::subtask_finished(self, executor, success, took)
     }
 }
 

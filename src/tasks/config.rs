@@ -41,8 +41,6 @@ pub struct WorkConfig {
     pub archive_retention: Duration,
     /// How often the monitor sweeps the task tree.
     pub sweep: Duration,
-    /// The policy planner's pass interval and per-round request budget.
-    pub planner: crate::policy::PlannerConfig,
     /// Bytes per second the built-in executors may read plus write, all
     /// together (`run --io-limit`); none: unlimited.
     pub io_limit: Option<u64>,
@@ -66,7 +64,6 @@ impl Default for WorkConfig {
             history_retention: Duration::from_secs(24 * 3600),
             archive_retention: Duration::from_secs(30 * 24 * 3600),
             sweep: Duration::from_secs(60),
-            planner: crate::policy::PlannerConfig::default(),
             io_limit: None,
         }
     }

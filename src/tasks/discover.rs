@@ -277,7 +277,7 @@ async fn split_iceberg_groups(
 pub fn target_size(info: &TaskInfo, default: u64) -> u64 {
     info.run
         .params
-        .get(crate::policy::TARGET_SIZE_PARAM)
+        .get(layouts::formats::TARGET_SIZE_PARAM)
         .and_then(|v| layouts::units::parse_target_size(v).ok())
         .unwrap_or(default)
 }

@@ -347,7 +347,7 @@ impl TaskManager {
 }
 
 /// A node given work: a poke, and an inbox stamp unless it already lists
-/// its folder at every poll (see [`crate::serve::wake::Pokes::hint`]).
+/// its folder at every poll (see [`crate::cluster::wake::Pokes::hint`]).
 fn poke(ctx: &mut Ctx<'_>, node: &NodeId, announced: &HashSet<NodeId>) {
     if announced.contains(node) {
         ctx.pokes.hint(node);

@@ -31,7 +31,7 @@ use layouts::{v2, v3, Name, NodeId, TaskId, TaskState};
 use store::Store;
 
 use crate::clock::Deadline;
-use crate::serve::wake::Pokes;
+use crate::cluster::wake::Pokes;
 use crate::tasks::batches::BatchRun;
 use crate::tasks::discover::{self, Unit};
 use crate::tasks::folder::{list_node, NodeFolder};
@@ -555,5 +555,5 @@ impl TaskManager {
 
 /// A job step's task (the monitor drives the job when it ends).
 fn info_is_job_step(info: &TaskInfo) -> bool {
-    info.run.params.contains_key(crate::jobs::MARKER_PARAM)
+    info.run.params.contains_key(layouts::formats::JOB_STEP_PARAM)
 }

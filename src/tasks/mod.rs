@@ -407,11 +407,11 @@ pub async fn reassign_manager(
 }
 
 /// Every write of a manage pointer stamps its node's inbox
-/// ([`crate::serve::wake::stamp`]), so an idle node finds the task at its next poll
+/// ([`crate::cluster::wake::stamp`]), so an idle node finds the task at its next poll
 /// even if no wake-up reaches it. A failed stamp is only logged: the task is
 /// found at the node's next full listing.
 pub async fn stamp_manager(store: &Store, by: &str, node: &NodeId, wall_ms: u64) {
-    if let Err(e) = crate::serve::wake::stamp_at(store, by, node, wall_ms).await {
+    if let Err(e) = crate::cluster::wake::stamp_at(store, by, node, wall_ms).await {
         tracing::warn!(%node, "writing the inbox stamp failed: {e}");
     }
 }

@@ -30,12 +30,22 @@ use store::Store;
 use super::claim::{prepare, prepare_batch, read_batch_info, Prepared};
 use super::report::{release_unstarted, write_report};
 use crate::clock::Deadline;
+use crate::cluster::wake::{Pokes, Scope, Wakeup};
 use crate::executor::{self, ExecRequest, Running};
-use crate::serve::wake::{Pokes, Scope, Wakeup};
 use crate::tasks::WRITE_CONCURRENCY;
 
 pub use super::claim::command_for;
 pub use super::config::WorkConfig;
+
+/// Where a worker records its executors' starts and ends and their I/O:
+/// the node's metrics, which the HTTP listener serves (`serve::metrics`,
+/// a layer above that implements this).
+pub trait RunMetrics: Send + Sync {
+    /// The counters the built-in executors' I/O is added to.
+    fn io_stats(&self) -> Arc<executor::throttle::IoStats>;
+    fn subtask_started(&self, executor: &str);
+    fn subtask_finished(&self, executor: &str, success: bool, took: Duration);
+}
 pub use super::folder::{list_node, NodeFolder, Slot, SubFolder};
 
 struct RunningSub {
@@ -107,7 +117,7 @@ pub struct Worker {
     wake: Option<Arc<Wakeup>>,
     /// Managers to wake: a result of theirs was written.
     pokes: Pokes,
-    metrics: Option<Arc<crate::serve::metrics::Metrics>>,
+    metrics: Option<Arc<dyn RunMetrics>>,
     /// Its live executors' process groups, under the node's session guard.
     groups: executor::Groups,
     /// The node's I/O limit of its built-in executors, if one is set.
@@ -149,7 +159,7 @@ impl Worker {
     }
 
     /// Records executor starts, ends and durations into `metrics`.
-    pub fn set_metrics(&mut self, metrics: Arc<crate::serve::metrics::Metrics>) {
+    pub fn set_metrics(&mut self, metrics: Arc<dyn RunMetrics>) {
         if let Some(io) = self.io.as_mut() {
             io.count_into(metrics.io_stats());
         }

@@ -365,7 +365,7 @@ impl Sizing {
     /// From the task's parameters (`param`), the node's target size aside.
     pub fn from_params(param: impl Fn(&str) -> Option<String>, node_target: u64) -> Result<Sizing, String> {
         let task_target =
-            param(crate::policy::TARGET_SIZE_PARAM).and_then(|v| layouts::units::parse_target_size(&v).ok());
+            param(layouts::formats::TARGET_SIZE_PARAM).and_then(|v| layouts::units::parse_target_size(&v).ok());
         let group_bytes = match param(group::GROUP_BYTES_PARAM) {
             Some(v) => layouts::units::parse_size(&v)
                 .ok()

@@ -100,7 +100,7 @@ pub async fn nodes(store: &Store) -> store::Result<Vec<NodeRow>> {
 pub async fn nodes_with(
     store: &Store,
     lease: Option<&formats::Lease>,
-    skipped: &mut Vec<crate::Anomaly>,
+    skipped: &mut Vec<layouts::Anomaly>,
 ) -> store::Result<Vec<NodeRow>> {
     let (dated, bad) = crate::cluster::liveness::read_heartbeats_dated(store).await?;
     skipped.extend(bad);

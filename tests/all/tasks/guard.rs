@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use compactd::clock::{Clock, Deadline, ManualClock, SharedClock};
-use compactd::serve::wake::Pokes;
+use compactd::cluster::wake::Pokes;
 use compactd::tasks::manager::{Ctx, Flow, FolderCache, Placement, TaskManager};
 use compactd::tasks::worker::WorkConfig;
 use compactd::tasks::{self, TaskSpec};

@@ -6,31 +6,9 @@ mod assigned;
 
 use bytes::Bytes;
 use layouts::formats::{self, Event, Lease, OfflineRecord, TaskInfo};
+pub use layouts::Anomaly;
 use layouts::{v2, NodeId, SubtaskState, TaskId, TaskState};
-use serde::Serialize;
 use store::{Entry, Store};
-
-/// Something in the tree that compactd did not expect.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Anomaly {
-    pub path: String,
-    pub problem: String,
-}
-
-impl Anomaly {
-    pub fn new(path: &str, problem: impl Into<String>) -> Self {
-        Anomaly { path: path.to_string(), problem: problem.into() }
-    }
-}
-
-/// One line of text output: control and bidirectional characters of the
-/// path (a name anyone with write access chose) and of the problem escaped,
-/// so that an anomaly never prints as two lines or reorders its line.
-impl std::fmt::Display for Anomaly {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", layouts::name::shown(&self.path), layouts::name::shown(&self.problem))
-    }
-}
 
 /// Lists a folder of the tree; a folder that cannot be listed (a file or a
 /// link loop where it is expected, a permission) is an anomaly and lists as
@@ -590,7 +568,7 @@ mod tests {
             draining: false,
         };
         store.put(&v2::heartbeat(&hb.node), formats::encode(&hb)).await.unwrap();
-        crate::serve::wake::stamp_at(&store, "cli", &hb.node, 1).await.unwrap();
+        crate::cluster::wake::stamp_at(&store, "cli", &hb.node, 1).await.unwrap();
         assert!(check_tree(&store).await.unwrap().is_empty(), "a heartbeat and an inbox stamp are fine");
         store.put("Compaction_V2/Registry/Inbox/n3", b"garbage".to_vec()).await.unwrap();
         store.put("Compaction_V2/Registry/Nodes/n2", b"{\"node\":".to_vec()).await.unwrap();

@@ -37,6 +37,8 @@
 //!   stamp (the receiver lists at its next poll), so a lost poke still costs
 //!   one poll, never more.
 
+pub mod ended;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -218,8 +220,8 @@ pub struct Wakeup {
     bound: Option<(RateBound, SharedClock)>,
     pub counters: WakeCounters,
     /// The tasks this node saw end as their manager, for clients waiting
-    /// on one ([`crate::serve::ended`]).
-    pub ends: crate::serve::ended::TaskEnds,
+    /// on one ([`ended`]).
+    pub ends: ended::TaskEnds,
 }
 
 impl Wakeup {
