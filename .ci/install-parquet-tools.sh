@@ -9,7 +9,8 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="$REPO/.venv-parquet"
+source "$REPO/.ci/lib.sh"
+VENV="$(cached_dir .venv-parquet)"
 PYTHON="${PYTHON:-python3}"
 
 # Pinned so that a new release cannot change the judges under the tests.

@@ -9,7 +9,8 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="$REPO/.venv-s3"
+source "$REPO/.ci/lib.sh"
+VENV="$(cached_dir .venv-s3)"
 PYTHON="${PYTHON:-python3}"
 
 # Pinned: moto 5.2.5 is the version whose conditional-write behaviour was

@@ -22,8 +22,9 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NAME=install-spark-iceberg
-VENV="$REPO/.venv-spark-iceberg"
-IVY="$REPO/.spark-iceberg-ivy"
+source "$REPO/.ci/lib.sh"
+VENV="$(cached_dir .venv-spark-iceberg)"
+IVY="$(cached_dir .spark-iceberg-ivy)"
 # Pinned so that a new release cannot change the judge under the tests;
 # the runtime's coordinates are in tests/support/spark_iceberg_tool.py
 # (its RUNTIME line is what the cache was resolved for).
@@ -32,5 +33,4 @@ IMPORTS="pyspark"
 IVY_EXTRA="$(grep -h '^RUNTIME = ' "$REPO/tests/support/spark_iceberg_tool.py")"
 SMOKE="$REPO/tests/support/spark_iceberg_tool.py"
 WHAT="an Iceberg table"
-source "$REPO/.ci/spark-judge.sh"
 install_spark_judge

@@ -21,13 +21,13 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NAME=install-spark
-VENV="$REPO/.venv-spark"
-IVY="$REPO/.spark-ivy"
+source "$REPO/.ci/lib.sh"
+VENV="$(cached_dir .venv-spark)"
+IVY="$(cached_dir .spark-ivy)"
 # Pinned so that a new release cannot change the judge under the tests.
 REQUIREMENTS=("delta-spark==4.4.0" "pyspark==4.2.0")
 IMPORTS="pyspark, delta"
 IVY_EXTRA=
 SMOKE="$REPO/tests/support/spark_tool.py"
 WHAT="a Delta table"
-source "$REPO/.ci/spark-judge.sh"
 install_spark_judge

@@ -13,9 +13,21 @@
 # (the Debian package's build and install test). README.md's test block is this
 # script and the test command; .ci/run calls it too.
 #
+# The venvs and Ivy caches are kept by version in
+# ${COMPACTD_CI_CACHE:-~/.cache/compactd-ci} and linked into the clone
+# (.ci/lib.sh, cached_dir): a fresh clone on a machine that ran this once
+# installs nothing again. The cache is locked while the installers run.
+#
 # Usage: bash .ci/install-test-deps.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REPO=$PWD
+source .ci/lib.sh
+if [[ $(ci_cache_root) != off ]]; then
+    mkdir -p "$(ci_cache_root)"
+    exec 9>"$(ci_cache_root)/.lock"
+    flock -n 9 || { echo "== install: waiting for the install cache's lock ($(ci_cache_root)/.lock)"; flock 9; }
+fi
 
 echo "== install: loopback S3 server (moto) for the S3 tests ($(date -u +%H:%M:%S), ${SECONDS}s in)"
 bash .ci/install-s3-server.sh

@@ -1,5 +1,17 @@
-# Shared steps of the Spark judges' installers (.ci/install-spark.sh: Delta,
-# .ci/install-spark-iceberg.sh: Iceberg), sourced by them. The caller sets:
+# The installers' shared steps, sourced by them.
+#
+# cached_dir NAME: where an installer keeps NAME (a venv, an Ivy cache).
+# What the tests need is pinned by version, so an install made once serves
+# every later clone on this machine: it lives in the cache
+# (${COMPACTD_CI_CACHE:-~/.cache/compactd-ci}/NAME) and the clone's NAME is a
+# link to it. Each installer still checks what it finds there against its
+# pins and rebuilds it when they differ. A NAME that is already a folder of
+# the clone (an install made before the cache, or COMPACTD_CI_CACHE=off) is
+# kept where it is. .ci/install-test-deps.sh holds the cache's lock while the
+# installers run, so two clones never build into it at once.
+#
+# install_spark_judge: the Spark judges' installers (.ci/install-spark.sh:
+# Delta, .ci/install-spark-iceberg.sh: Iceberg). The caller sets:
 #   NAME          the installer's name, for its messages
 #   VENV, IVY     the venv and the Ivy cache to make
 #   REQUIREMENTS  (array) the pinned pip requirements
@@ -8,8 +20,24 @@
 #                 .ci/spark-ivysettings.xml and the venv's pins (may be empty)
 #   SMOKE         the tool whose `--smoke <dir>` starts a session as the
 #                 tests do and round-trips a table; WHAT names that table
-# and calls install_spark_judge. Idempotent: does nothing when the venv and
-# the cache are in place at the pinned versions.
+# Idempotent: does nothing when the venv and the cache are in place at the
+# pinned versions.
+
+ci_cache_root() {
+  echo "${COMPACTD_CI_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/compactd-ci}"
+}
+
+cached_dir() {
+  local name=$1 root
+  root=$(ci_cache_root)
+  if [[ $root == off || ( -e "$REPO/$name" && ! -L "$REPO/$name" ) ]]; then
+    echo "$REPO/$name"
+    return 0
+  fi
+  mkdir -p "$root"
+  ln -sfn "$root/$name" "$REPO/$name"
+  echo "$root/$name"
+}
 
 say() { echo "$NAME: $*"; }
 
