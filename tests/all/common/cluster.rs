@@ -17,6 +17,10 @@ pub const TEST_TIMINGS: &[&str] = &["--heartbeat", "200ms", "--session-timeout",
 /// hang fails the test instead of stalling the suite.
 pub const COMMAND_LIMIT: Duration = Duration::from_secs(60);
 
+/// The longest a command that waits for the cluster's work (`submit
+/// --wait`) may take before the test takes it as hung.
+pub const WAIT_LIMIT: Duration = Duration::from_secs(300);
+
 /// Waits for `child` until `limit`; on timeout it is killed (SIGKILL) and
 /// reaped, and `None` returned.
 pub fn wait_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
@@ -60,6 +64,25 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> Output {
             String::from_utf8_lossy(&stdout),
             String::from_utf8_lossy(&stderr)
         ),
+    }
+}
+
+/// The pause between two looks of a wait: short at first (most waits end
+/// within a poll or two), then longer, so that the many tests waiting at
+/// once (each look is a `compactd` process and a listing) leave the machine
+/// to the cluster they watch.
+pub struct Backoff(Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff(Duration::from_millis(50))
+    }
+}
+
+impl Backoff {
+    pub fn sleep(&mut self) {
+        std::thread::sleep(self.0);
+        self.0 = (self.0 * 3 / 2).min(Duration::from_millis(300));
     }
 }
 
@@ -202,13 +225,22 @@ impl Cluster {
 
     /// Runs a one-shot compactd command on this root (killed, and the test
     /// failed, if it runs past [`COMMAND_LIMIT`]).
+    /// A command that waits for the cluster's work (`--wait`) is given
+    /// [`WAIT_LIMIT`]: how long the work takes on a loaded machine is not
+    /// what such a test measures, and the limit only catches a hang.
     pub fn compactd(&self, args: &[&str]) -> Output {
+        let limit = if args.contains(&"--wait") { WAIT_LIMIT } else { COMMAND_LIMIT };
+        self.compactd_within(limit, args)
+    }
+
+    /// [`Cluster::compactd`] with a limit of its own.
+    pub fn compactd_within(&self, limit: Duration, args: &[&str]) -> Output {
         let mut cmd = Command::new(BIN);
         if let Some(ns) = &self.cli_netns {
             super::netns::Net::enter(&mut cmd, ns);
         }
         cmd.args(["--root", &self.root]).args(args).envs(self.env.iter().cloned());
-        output_within(&mut cmd, COMMAND_LIMIT)
+        output_within(&mut cmd, limit)
     }
 
     /// `submit --json` of table `d.s.t` (unless `extra` names `--db`,
@@ -242,6 +274,7 @@ impl Cluster {
     /// Polls `nodes --json` until `ok` holds or `timeout` passes.
     pub fn wait_nodes(&self, timeout: Duration, what: &str, ok: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         let start = Instant::now();
+        let mut pause = Backoff::default();
         loop {
             let rows = self.nodes();
             if ok(&rows) {
@@ -250,7 +283,7 @@ impl Cluster {
             if start.elapsed() > timeout {
                 panic!("timed out after {timeout:?} waiting for {what}; last view: {rows:#?}\n{}", self.logs_text());
             }
-            std::thread::sleep(Duration::from_millis(50));
+            pause.sleep();
         }
     }
 
@@ -265,6 +298,7 @@ impl Cluster {
     /// poll whose command fails counts as `null` (the next one retries).
     pub fn wait_status(&self, task: &str, timeout: Duration, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
         let start = Instant::now();
+        let mut pause = Backoff::default();
         loop {
             let out = self.compactd(&["status", task, "--json"]);
             let s = if out.status.success() {
@@ -276,7 +310,7 @@ impl Cluster {
                 return s;
             }
             assert!(start.elapsed() < timeout, "timed out waiting for {what}: {s:#}\n{}", self.logs_text());
-            std::thread::sleep(Duration::from_millis(100));
+            pause.sleep();
         }
     }
 

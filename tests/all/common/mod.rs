@@ -19,12 +19,66 @@ pub mod s3;
 pub mod spark;
 pub mod table;
 
-/// Held by the tests that load the machine for minutes (the in-process
-/// simulations of a thousand nodes or schedules) and by those that fail
-/// when starved that long (the process chaos runs, the policies' bound on
-/// small files at a writer's pace), so that no two of them run at once. Each was in a test binary of its own before the tests were
-/// one binary, and never ran beside another.
-pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
-    static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+/// The machine's cores, shared out among the tests that keep them busy.
+///
+/// The tests run many at a time (`RUST_TEST_THREADS` in
+/// `.cargo/config.toml`): most of them wait on processes, servers and
+/// leases, and the machine sat idle three quarters of the time when they ran
+/// two at a time. The few that keep a core busy for most of their run (a
+/// judge's JVM, the executors on large inputs) take one with [`cpu`], so that
+/// no more of them run at once than there are cores; those that load the
+/// whole machine for minutes (the in-process simulations of a thousand nodes
+/// or schedules) or fail when starved that long (the process chaos runs, the
+/// policies' bound on small files at a writer's pace) take them all with
+/// [`heavy`]. A test waiting for all of them is served before any new one.
+struct Cores {
+    state: std::sync::Mutex<(usize, usize)>,
+    freed: std::sync::Condvar,
+}
+
+fn cores() -> &'static (Cores, usize) {
+    static CORES: std::sync::OnceLock<(Cores, usize)> = std::sync::OnceLock::new();
+    CORES.get_or_init(|| {
+        let n = std::thread::available_parallelism().map_or(2, |n| n.get());
+        (Cores { state: std::sync::Mutex::new((n, 0)), freed: std::sync::Condvar::new() }, n)
+    })
+}
+
+/// Cores taken from [`cores`], given back on drop.
+pub struct CoreGuard(usize);
+
+impl Drop for CoreGuard {
+    fn drop(&mut self) {
+        let (c, _) = cores();
+        c.state.lock().unwrap_or_else(|e| e.into_inner()).0 += self.0;
+        c.freed.notify_all();
+    }
+}
+
+fn take(want: usize, all: bool) -> CoreGuard {
+    let (c, _) = cores();
+    let mut st = c.state.lock().unwrap_or_else(|e| e.into_inner());
+    if all {
+        st.1 += 1;
+    }
+    // (free cores, tests waiting for all of them)
+    while st.0 < want || (!all && st.1 > 0) {
+        st = c.freed.wait(st).unwrap_or_else(|e| e.into_inner());
+    }
+    st.0 -= want;
+    if all {
+        st.1 -= 1;
+    }
+    CoreGuard(want)
+}
+
+/// One core, for a test that keeps one busy for most of its run.
+pub fn cpu() -> CoreGuard {
+    take(1, false)
+}
+
+/// Every core, for a test that loads the whole machine for minutes or fails
+/// when starved that long; no two of them, and no [`cpu`] test, run beside it.
+pub fn heavy() -> CoreGuard {
+    take(cores().1, true)
 }

@@ -68,19 +68,16 @@ pub fn compact_table(c: &Cluster) -> Value {
 /// Submits the table `db.s.t` with `executor`, waits for it to end and
 /// returns its `status --json`.
 pub fn compact_with(c: &Cluster, executor: &str) -> Value {
-    let out = c.compactd(&[
-        "submit",
-        "--db",
-        "db",
-        "--schema",
-        "s",
-        "--table",
-        "t",
-        "--executor",
-        executor,
-        "--wait",
-        "--json",
-    ]);
+    compact_within(c, executor, super::cluster::WAIT_LIMIT)
+}
+
+/// [`compact_with`], for a task that may take longer than a command's
+/// usual limit (a bulk commit replayed by a debug build on a loaded machine).
+pub fn compact_within(c: &Cluster, executor: &str, limit: std::time::Duration) -> Value {
+    let out = c.compactd_within(
+        limit,
+        &["submit", "--db", "db", "--schema", "s", "--table", "t", "--executor", executor, "--wait", "--json"],
+    );
     assert!(out.status.success(), "submit --wait failed: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text());
     let id: Value = serde_json::from_slice(&out.stdout).unwrap();
     c.status(id["id"].as_str().unwrap())

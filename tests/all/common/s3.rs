@@ -137,12 +137,17 @@ impl S3Server {
         }
     }
 
-    /// One server for the whole test binary, started on first use. It is
-    /// never dropped; it exits when the test process does (its stdin pipe
-    /// closes). Use [`S3Server::new_bucket`] per test for isolation.
+    /// A server shared by the test binary, started on first use: one of
+    /// [`SHARED_SERVERS`], taken in turn. A server answers one request at a
+    /// time, and the tests run many at once: a cluster's heartbeats beside
+    /// several other clusters' on one server missed their sessions. Never
+    /// dropped; each exits when the test process does (its stdin pipe
+    /// closes). Use [`S3Server::new_bucket`] per test for isolation, and
+    /// the returned server for the whole test.
     pub fn shared() -> &'static S3Server {
-        static SHARED: OnceLock<S3Server> = OnceLock::new();
-        SHARED.get_or_init(S3Server::start)
+        static SHARED: [OnceLock<S3Server>; SHARED_SERVERS] = [const { OnceLock::new() }; SHARED_SERVERS];
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        SHARED[NEXT.fetch_add(1, Ordering::Relaxed) % SHARED_SERVERS].get_or_init(S3Server::start)
     }
 
     pub fn port(&self) -> u16 {
@@ -238,6 +243,9 @@ impl S3Server {
         }
     }
 }
+
+/// How many servers [`S3Server::shared`] hands out in turn.
+pub const SHARED_SERVERS: usize = 3;
 
 impl Drop for S3Server {
     fn drop(&mut self) {

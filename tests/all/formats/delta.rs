@@ -572,6 +572,10 @@ fn gauge(addr: &str, name: &str) -> u64 {
 /// compaction leaves them be): deltalake's own replay judges the result.
 #[test]
 fn a_239_mb_commit_compacts_in_under_twice_its_size_of_memory_in_the_daemon_and_each_executor() {
+    // Writing the log and replaying it three times (the daemon's plan, each
+    // executor's read) keep a core busy for minutes in a debug build; what
+    // is measured is memory, not time.
+    let _core = crate::common::cpu();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
     let table = data.join("db/s/t");
@@ -590,7 +594,7 @@ fn a_239_mb_commit_compacts_in_under_twice_its_size_of_memory_in_the_daemon_and_
     });
     let addr = rows.iter().find_map(|r| r["addr"].as_str()).unwrap().to_string();
     let idle = gauge(&addr, "compactd_resident_memory_bytes");
-    let status = compact(&c);
+    let status = crate::common::parquet::compact_within(&c, "delta", Duration::from_secs(600));
     assert_eq!(status["state"], "Done", "{status:#}");
     assert_eq!(status["stats"]["rows_in"], 2000, "{status:#}");
     assert_eq!(status["stats"]["rows_out"], 2000, "{status:#}");

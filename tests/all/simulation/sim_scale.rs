@@ -188,8 +188,10 @@ fn env_u64(name: &str) -> Option<u64> {
 
 #[test]
 fn a_thousand_nodes_converge_with_one_monitor_per_epoch_and_a_bounded_monitor_tick() {
-    // Taken outside the runtime: no lock is held across an await.
-    let _heavy = crate::common::heavy();
+    // One thread on a manual clock: it keeps one core busy for minutes and
+    // does not mind being slowed. Taken outside the runtime: no lock is
+    // held across an await.
+    let _core = crate::common::cpu();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(a_thousand_nodes());
 }
