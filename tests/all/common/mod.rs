@@ -24,14 +24,17 @@ pub mod table;
 /// The tests run many at a time (`RUST_TEST_THREADS` in
 /// `.cargo/config.toml`): most of them wait on processes, servers and
 /// leases, and the machine sat idle three quarters of the time when they ran
-/// two at a time. The few that keep a core busy for most of their run (a
-/// judge's JVM, the executors on large inputs) take one with [`cpu`], so that
-/// no more of them run at once than there are cores; those that load the
-/// whole machine for minutes (the in-process simulations of a thousand nodes
-/// or schedules) or fail when starved that long (the process chaos runs, the
-/// policies' bound on small files at a writer's pace) take them all with
-/// [`heavy`]. A test waiting for all of them is served before any new one.
+/// two at a time. The few that keep a core busy for most of their run (the
+/// thousand-node simulation, the scale tests, the 239 MB Delta commit) or
+/// fail when starved that long beside such a test (the policies' bound on
+/// small files at a writer's pace) take one with [`cpu`], so that no more of
+/// them run at once than there are cores; those that load the whole machine
+/// (the two-thread schedule simulation) or fail when starved beside anything
+/// busy (the process chaos runs) take them all with [`heavy`]. A test
+/// waiting for all of them is served before any new one. The Spark and Java
+/// judges take none: their requests queue on one JVM each.
 struct Cores {
+    /// (free cores, tests waiting for all of them)
     state: std::sync::Mutex<(usize, usize)>,
     freed: std::sync::Condvar,
 }
@@ -61,7 +64,6 @@ fn take(want: usize, all: bool) -> CoreGuard {
     if all {
         st.1 += 1;
     }
-    // (free cores, tests waiting for all of them)
     while st.0 < want || (!all && st.1 > 0) {
         st = c.freed.wait(st).unwrap_or_else(|e| e.into_inner());
     }
