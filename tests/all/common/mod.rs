@@ -25,12 +25,12 @@ pub mod table;
 /// `.cargo/config.toml`): most of them wait on processes, servers and
 /// leases, and the machine sat idle three quarters of the time when they ran
 /// two at a time. The few that keep a core busy for most of their run (the
-/// thousand-node simulation, the scale tests, the 239 MB Delta commit) or
-/// fail when starved that long beside such a test (the policies' bound on
-/// small files at a writer's pace) take one with [`cpu`], so that no more of
-/// them run at once than there are cores; those that load the whole machine
-/// (the two-thread schedule simulation) or fail when starved beside anything
-/// busy (the process chaos runs) take them all with [`heavy`]. A test
+/// thousand-node simulation, the scale tests, the 239 MB Delta commit) take
+/// one with [`cpu`], so that no more of them run at once than there are
+/// cores; those that load the whole machine (the two-thread schedule
+/// simulation) or fail when starved beside anything busy (the process chaos
+/// runs, the policies' bound on small files at a writer's pace) take them
+/// all with [`heavy`]. A test
 /// waiting for all of them is served before any new one. The Spark and Java
 /// judges take none: their requests queue on one JVM each.
 struct Cores {

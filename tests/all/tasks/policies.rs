@@ -210,10 +210,10 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn scenario(mut c: Cluster, lake: Lake, tree: Store, data: Store, kill_first_monitor: bool) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     // Its bound on small files holds at the writer's pace only with the
-    // machine not taken by a simulation beside it: no more tests that keep
-    // a core busy run beside it than there are cores. Taken after its turn,
-    // so that the scenario waiting for it holds no core.
-    let _core = crate::common::cpu();
+    // machine not taken by a simulation beside it: no test that keeps a
+    // core busy runs beside it. Taken after its turn, so that the scenario
+    // waiting for it holds no core.
+    let _cores = crate::common::heavy();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let flags = ["--data", &lake.data, "--plan-interval", lake.plan_interval, "--max-running", "4"];
     let dir = tempfile::tempdir().unwrap();
