@@ -36,6 +36,7 @@ use crate::tasks::WRITE_CONCURRENCY;
 
 pub use super::claim::command_for;
 pub use super::config::WorkConfig;
+pub use super::folder::{list_node, NodeFolder, Slot, SubFolder};
 
 /// Where a worker records its executors' starts and ends and their I/O:
 /// the node's metrics, which the HTTP listener serves (`serve::metrics`,
@@ -46,7 +47,6 @@ pub trait RunMetrics: Send + Sync {
     fn subtask_started(&self, executor: &str);
     fn subtask_finished(&self, executor: &str, success: bool, took: Duration);
 }
-pub use super::folder::{list_node, NodeFolder, Slot, SubFolder};
 
 struct RunningSub {
     /// `None` for the in-process `noop` executor, done at the next poll.
