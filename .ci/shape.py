@@ -203,8 +203,36 @@ if len(binaries) > MAX_TEST_BINARIES:
         "add a test to a topic module of tests/all/ instead"
     )
 
+# Every test of tests/all takes its turn first (tests/all/common/turns.rs):
+# the turns, not libtest's threads, decide how many run at once, so a test
+# that skips its turn runs beside everything, uncounted.
+TURN = re.compile(r"let _turn = crate::common::turns::(waits\(\)|core\(\)|machine\(\)|[A-Z_]+\.turn\(\));")
+turnless = []
+if os.path.isdir("tests/all"):
+    for dirpath, _, files in os.walk("tests/all"):
+        if os.path.join("tests/all", "common") in dirpath:
+            continue
+        for name in sorted(files):
+            if not name.endswith(".rs"):
+                continue
+            path = os.path.join(dirpath, name)
+            lines = open(path, encoding="utf-8").read().split("\n")
+            for i, line in enumerate(lines):
+                if line.strip() != "#[test]" and not line.strip().startswith("#[tokio::test"):
+                    continue
+                j = i + 1
+                while j < len(lines) and not re.match(r"\s*(async )?fn \w+", lines[j]):
+                    j += 1
+                k = j + 1
+                while k < len(lines) and lines[k].strip().startswith("//"):
+                    k += 1
+                if k >= len(lines) or not TURN.search(lines[k]):
+                    turnless.append(f"{path}:{j + 1}")
+for t in turnless:
+    problems.append(f"{t}: a test whose first line is not its turn (`let _turn = crate::common::turns::waits();`)")
+
 for p in problems:
     print(f"shape: {p}")
 if problems:
     sys.exit(1)
-print(f"shape: ok (file sizes, flat files in src/, no import circles, no upward imports, {len(binaries)} integration test binaries)")
+print(f"shape: ok (file sizes, flat files in src/, no import circles, no upward imports, {len(binaries)} integration test binaries, every test takes its turn)")

@@ -4,9 +4,10 @@
 //! with a filter, e.g. `cargo test --all-features --test all tasks::` or
 //! `… --test all formats::delta::`.
 //!
-//! Tests run two at a time (cargo's default on this 2-core machine) across
-//! topics; the few that load the machine for minutes, or fail when starved
-//! that long, take [`common::heavy`] and never run beside each other.
+//! Every test first takes its turn (`common::turns`): it says how it loads
+//! the machine (it mostly waits, it keeps a core busy, or it needs the
+//! machine to itself) and which tests it must not overlap; the turns, not
+//! libtest's threads, decide how many run at once.
 //! Apart, in `tests/process_env/`: the tests that set this process's own
 //! environment.
 

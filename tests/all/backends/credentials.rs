@@ -91,6 +91,7 @@ fn leaks<'a>(outputs: impl IntoIterator<Item = (String, &'a [u8])>) -> Vec<Strin
 /// At the default log level (`info`), with warnings and errors.
 #[test]
 fn secrets_appear_in_no_output_and_no_object() {
+    let _turn = crate::common::turns::waits();
     secrets_do_not_leak("info", 1_000);
 }
 
@@ -107,6 +108,7 @@ fn secrets_appear_in_no_output_and_no_object() {
 /// derived `Debug` upstream.
 #[test]
 fn secrets_appear_in_no_output_and_no_object_at_debug() {
+    let _turn = crate::common::turns::waits();
     secrets_do_not_leak("debug", 10_000);
 }
 

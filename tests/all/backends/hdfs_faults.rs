@@ -27,7 +27,6 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::cluster::{alive, monitor_of, Cluster};
@@ -35,9 +34,6 @@ use common::hdfs::HdfsCluster;
 use common::runs::{assert_no_overlap, read_runs, recording_command};
 use serde_json::Value;
 use store::{RootUri, Store};
-
-/// The tests stop parts of the one cluster this binary shares: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const SESSION: Duration = Duration::from_secs(3);
 
@@ -67,9 +63,9 @@ fn incarnations(c: &Cluster) -> BTreeMap<String, u64> {
 
 #[test]
 fn the_namenode_stopped_past_a_session_mid_task_then_restarted() {
+    let _turn = crate::common::turns::HDFS_FAULTS.turn();
     const SHARDS: u32 = 6;
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let hdfs = HdfsCluster::shared();
+    let hdfs = HdfsCluster::faults();
     let mut c = Cluster::on(hdfs.new_root("nn-stop"), vec![]);
     c.timings = vec!["--heartbeat", "300ms", "--session-timeout", "3s", "--lease", "3s"];
     let records = tempfile::tempdir().unwrap();
@@ -137,18 +133,19 @@ fn the_namenode_stopped_past_a_session_mid_task_then_restarted() {
 
 #[test]
 fn the_monitor_sigkilled_mid_task_in_layout_3() {
+    let _turn = crate::common::turns::HDFS_FAULTS.turn();
     the_monitor_sigkilled_mid_task_in(3);
 }
 
 #[test]
 fn the_monitor_sigkilled_mid_task_in_layout_4() {
+    let _turn = crate::common::turns::HDFS_FAULTS.turn();
     the_monitor_sigkilled_mid_task_in(4);
 }
 
 fn the_monitor_sigkilled_mid_task_in(layout: u32) {
     const SHARDS: u32 = 40;
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let hdfs = HdfsCluster::shared();
+    let hdfs = HdfsCluster::faults();
     let mut c = Cluster::on(hdfs.new_root(&format!("monitor-kill-{layout}")), vec![]);
     let max_layout = layout.to_string();
     c.timings = vec!["--heartbeat", "300ms", "--session-timeout", "3s", "--lease", "3s"];
@@ -221,8 +218,8 @@ fn line(p: usize, f: usize, l: usize) -> String {
 
 #[test]
 fn a_datanode_killed_while_executors_write() {
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let hdfs = HdfsCluster::shared();
+    let _turn = crate::common::turns::HDFS_FAULTS.turn();
+    let hdfs = HdfsCluster::faults();
     let data = hdfs.new_root("dn-kill-data");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let store = rt.block_on(Store::open(&RootUri::parse(&data).unwrap())).unwrap();
@@ -267,8 +264,8 @@ fn a_datanode_killed_while_executors_write() {
 
 #[test]
 fn a_replace_that_cannot_reach_any_datanode_publishes_nothing() {
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let hdfs = HdfsCluster::shared();
+    let _turn = crate::common::turns::HDFS_FAULTS.turn();
+    let hdfs = HdfsCluster::faults();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     // The default options: requests retried, as a node's store is.
     let store = rt.block_on(Store::open(&RootUri::parse(&hdfs.new_root("no-datanode")).unwrap())).unwrap();
@@ -289,9 +286,9 @@ fn a_replace_that_cannot_reach_any_datanode_publishes_nothing() {
 
 #[test]
 fn a_failed_complete_is_retried_whole_or_publishes_nothing() {
+    let _turn = crate::common::turns::HDFS_FAULTS.turn();
     use store::hdfs::failpoint::fail_next_completes;
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let hdfs = HdfsCluster::shared();
+    let hdfs = HdfsCluster::faults();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let store = rt.block_on(Store::open(&RootUri::parse(&hdfs.new_root("failed-complete")).unwrap())).unwrap();
     rt.block_on(async {
@@ -324,8 +321,8 @@ fn a_failed_complete_is_retried_whole_or_publishes_nothing() {
 
 #[test]
 fn a_listing_that_loses_the_namenode_fails_instead_of_coming_back_short() {
-    let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let hdfs = HdfsCluster::shared();
+    let _turn = crate::common::turns::HDFS_FAULTS.turn();
+    let hdfs = HdfsCluster::faults();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let store = rt.block_on(Store::open(&RootUri::parse(&hdfs.new_root("short-list")).unwrap())).unwrap();
     rt.block_on(async {

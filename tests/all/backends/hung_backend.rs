@@ -46,6 +46,7 @@ fn silent_server() -> (u16, std::thread::JoinHandle<()>) {
 
 #[test]
 fn every_command_gives_up_on_a_backend_that_never_answers() {
+    let _turn = crate::common::turns::waits();
     let (port, _server) = silent_server();
     let root = format!("s3://bucket/prefix?endpoint=http://127.0.0.1:{port}&region=us-east-1");
     let id = "aaaaffff.16176931.56000000.0";
@@ -98,6 +99,7 @@ fn incarnations(c: &Cluster) -> BTreeMap<String, u64> {
 
 #[test]
 fn a_node_whose_backend_hangs_past_its_session_kills_its_runs_and_rejoins() {
+    let _turn = crate::common::turns::waits();
     const SHARDS: u32 = 6;
     let s3 = S3Server::shared();
     let proxy = Freezer::start(s3.port());

@@ -6,10 +6,9 @@
 //! made lossy (nftables' random drop, and a delaying proxy on the storage host:
 //! this kernel has no `sch_netem`); wall clocks are skewed with libfaketime.
 //!
-//! Every unit is a command that stamps its start, a sign of life every
-//! 50 ms and its end (tests/all/common/runs.rs); after each test no unit ran on
-//! two hosts at once (a later attempt started after the earlier one's last
-//! sign of life).
+//! Every unit is a command that stamps its start, a sign of life every 50 ms
+//! and its end (tests/all/common/runs.rs); after each test no unit ran on two
+//! hosts at once (a later attempt started after the earlier one's last life).
 //!
 //! Where namespaces cannot be made (not root) each test prints `SKIP` and
 //! passes; `.ci/run` sets `COMPACTD_REQUIRE_NETNS=1`, which makes that a
@@ -49,10 +48,6 @@ const SESSION: Duration = Duration::from_secs(4);
 /// a session must outlast a few such requests in a row.
 const SLOW_TIMINGS: &[&str] = &["--heartbeat", "1s", "--session-timeout", "15s", "--lease", "15s"];
 
-/// One test at a time: each runs 3 nodes, a server and a proxy, and their
-/// timings are what is tested; on 2 cores they must not share them.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 /// Hosts, storage and nodes of one test; dropped in this order: the
 /// processes, the S3 server, then the namespaces.
 struct Lab {
@@ -65,7 +60,6 @@ struct Lab {
     records: tempfile::TempDir,
     _data: tempfile::TempDir,
     net: Net,
-    _serial: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Lab {
@@ -75,7 +69,6 @@ impl Lab {
     }
 
     fn with_timings(name: &str, timings: &[&'static str], backend: [&'static str; 4]) -> Option<Lab> {
-        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let net = Net::new(&["n1", "n2", "n3"])?;
         let s3 = S3Server::start_in(&net.storage.ns);
         // Nodes and commands reach the server through the storage host's
@@ -99,7 +92,6 @@ impl Lab {
             records: tempfile::tempdir().unwrap(),
             _data: tempfile::tempdir().unwrap(),
             net,
-            _serial: serial,
         })
     }
 
@@ -309,6 +301,7 @@ fn smallest(g: &[Gap]) -> (Option<&Gap>, Option<&Gap>) {
 
 #[test]
 fn a_node_cut_from_storage_but_not_from_its_peers_stops_its_runs_before_they_run_elsewhere() {
+    let _turn = crate::common::turns::NETNS.turn();
     const SHARDS: u32 = 6;
     let Some(mut lab) = Lab::new("cut-storage") else { return };
     lab.start_all(8);
@@ -409,6 +402,7 @@ fn a_node_cut_from_storage_but_not_from_its_peers_stops_its_runs_before_they_run
 
 #[test]
 fn a_node_cut_from_its_peers_but_not_from_storage_loses_pokes_and_nothing_else() {
+    let _turn = crate::common::turns::NETNS.turn();
     const SHARDS: u32 = 9;
     let Some(mut lab) = Lab::new("cut-peers") else { return };
     lab.start_all(1);
@@ -457,6 +451,7 @@ fn a_node_cut_from_its_peers_but_not_from_storage_loses_pokes_and_nothing_else()
 
 #[test]
 fn the_monitors_host_cut_off_for_two_leases_is_replaced_and_fenced() {
+    let _turn = crate::common::turns::NETNS.turn();
     let Some(mut lab) = Lab::new("cut-monitor") else { return };
     lab.start_all(1);
     let rows = lab.c.wait_nodes(Duration::from_secs(20), "a monitor", |r| monitor_of(r).is_some());
@@ -517,6 +512,7 @@ fn seed() -> u64 {
 
 #[test]
 fn a_flapping_link_to_storage_loses_no_task() {
+    let _turn = crate::common::turns::NETNS.turn();
     // Units of 5 s, 2 at a time per node: n3 holds some through most cuts.
     const SHARDS: u32 = 30;
     let Some(mut lab) = Lab::new("flap") else { return };
@@ -554,6 +550,7 @@ fn a_flapping_link_to_storage_loses_no_task() {
 
 #[test]
 fn a_slow_lossy_link_to_storage_loses_no_task() {
+    let _turn = crate::common::turns::NETNS.turn();
     const SHARDS: u32 = 9;
     let Some(mut lab) = Lab::with_timings("slow", SLOW_TIMINGS, ["--backend-timeout", "5s", "--backend-retries", "2"])
     else {
@@ -583,6 +580,7 @@ fn a_slow_lossy_link_to_storage_loses_no_task() {
 
 #[test]
 fn skewed_wall_clocks_change_nothing_but_are_shown() {
+    let _turn = crate::common::turns::NETNS.turn();
     let Some(mut lab) = Lab::new("skew") else { return };
     lab.c.node_env.insert("n2".into(), skewed_clock_env(120));
     lab.c.node_env.insert("n3".into(), skewed_clock_env(-120));
@@ -665,6 +663,7 @@ fn skewed_wall_clocks_change_nothing_but_are_shown() {
 /// made two runs of one unit at once in 2 of 6 runs before the fix).
 #[test]
 fn a_monitor_cut_off_for_about_a_session_again_and_again_runs_no_unit_twice() {
+    let _turn = crate::common::turns::NETNS.turn();
     const SHARDS: u32 = 12;
     let Some(mut lab) = Lab::new("monitor-flap") else { return };
     let rounds: usize = std::env::var("COMPACTD_NEMESIS_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(2);
@@ -704,6 +703,7 @@ fn a_monitor_cut_off_for_about_a_session_again_and_again_runs_no_unit_twice() {
 
 #[test]
 fn a_random_nemesis_loses_no_task_and_runs_no_unit_twice_at_once() {
+    let _turn = crate::common::turns::NETNS.turn();
     const SHARDS: u32 = 12;
     let Some(mut lab) = Lab::new("nemesis") else { return };
     let secs: u64 = std::env::var("COMPACTD_NEMESIS_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);

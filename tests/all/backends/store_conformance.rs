@@ -276,6 +276,7 @@ fn rt() -> tokio::runtime::Runtime {
 
 #[test]
 fn fs_conforms() {
+    let _turn = crate::common::turns::waits();
     let dir = tempfile::tempdir().unwrap();
     let uri = RootUri::Fs { root: dir.path().join("root") };
     rt().block_on(async {
@@ -288,6 +289,7 @@ fn fs_conforms() {
 
 #[test]
 fn memory_conforms() {
+    let _turn = crate::common::turns::waits();
     rt().block_on(async {
         conformance("memory", &Store::memory().await).await;
         conformance("memory data", &Store::open_data(&RootUri::Memory).await.unwrap()).await;
@@ -301,6 +303,7 @@ fn memory_conforms() {
 
 #[test]
 fn s3_conforms() {
+    let _turn = crate::common::turns::waits();
     let server = S3Server::shared();
     server.set_env();
     let uri = RootUri::parse(&server.new_bucket("conformance")).unwrap();
@@ -315,6 +318,7 @@ fn s3_conforms() {
 
 #[test]
 fn hdfs_conforms() {
+    let _turn = crate::common::turns::waits();
     let hdfs = HdfsCluster::shared();
     let uri = RootUri::parse(&hdfs.new_root("conformance")).unwrap();
     rt().block_on(async {
@@ -334,6 +338,7 @@ fn hdfs_conforms() {
 /// (lease renewals, repeated `complete`s) are not visible to compactd.
 #[test]
 fn hdfs_namenode_rpcs_are_counted_as_the_namenode_counts_them() {
+    let _turn = crate::common::turns::waits();
     use futures::TryStreamExt;
     let hdfs = HdfsCluster::start();
     let uri = RootUri::parse(&hdfs.new_root("rpcs")).unwrap();

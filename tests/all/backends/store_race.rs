@@ -100,6 +100,7 @@ fn fs_uri(dir: &tempfile::TempDir) -> RootUri {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fs_race_has_one_winner() {
+    let _turn = crate::common::turns::waits();
     let dir = tempfile::tempdir().unwrap();
     let uri = fs_uri(&dir);
     race_tasks("fs", 20, || async { Store::open(&uri).await.unwrap() }).await;
@@ -107,6 +108,7 @@ async fn fs_race_has_one_winner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn memory_race_has_one_winner() {
+    let _turn = crate::common::turns::waits();
     // Memory is one process only: racers share one store (its clones share
     // the map).
     let store = Store::memory().await;
@@ -122,6 +124,7 @@ async fn memory_race_has_one_winner() {
 /// parallelism on the O_EXCL path.
 #[test]
 fn fs_race_across_os_threads_has_one_winner() {
+    let _turn = crate::common::turns::waits();
     const ROUNDS: usize = 20;
     let dir = tempfile::tempdir().unwrap();
     let uri = fs_uri(&dir);
@@ -162,6 +165,7 @@ fn fs_race_across_os_threads_has_one_winner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn s3_race_has_one_winner() {
+    let _turn = crate::common::turns::waits();
     let server = S3Server::start();
     server.set_env();
     let uri = RootUri::parse(&server.new_bucket("race")).unwrap();
@@ -170,6 +174,7 @@ async fn s3_race_has_one_winner() {
 
 #[tokio::test]
 async fn probe_atomic_create_passes_on_fs() {
+    let _turn = crate::common::turns::waits();
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&fs_uri(&dir)).await.unwrap();
     store.probe_atomic_create("probe", RACERS).await.unwrap();
@@ -179,6 +184,7 @@ async fn probe_atomic_create_passes_on_fs() {
 
 #[tokio::test]
 async fn probe_atomic_create_passes_on_memory() {
+    let _turn = crate::common::turns::waits();
     let store = Store::memory().await;
     store.probe_atomic_create("probe", RACERS).await.unwrap();
     store.probe_atomic_create("probe", RACERS).await.unwrap();
@@ -186,6 +192,7 @@ async fn probe_atomic_create_passes_on_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_atomic_create_passes_on_s3() {
+    let _turn = crate::common::turns::waits();
     let server = S3Server::start();
     server.set_env();
     let uri = RootUri::parse(&server.new_bucket("probe")).unwrap();
@@ -197,6 +204,7 @@ async fn probe_atomic_create_passes_on_s3() {
 
 #[tokio::test]
 async fn open_refuses_backends_without_atomic_create() {
+    let _turn = crate::common::turns::waits();
     for (text, backend) in [("webhdfs://127.0.0.1:1/x", "webhdfs")] {
         let uri = RootUri::parse(text).unwrap();
         let err = match Store::open(&uri).await {
@@ -215,6 +223,7 @@ async fn open_refuses_backends_without_atomic_create() {
 /// with a stale etag loses; fs and memory refuse it (no silent fallback).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conditional_overwrite_where_the_backend_has_it() {
+    let _turn = crate::common::turns::waits();
     let s3 = S3Server::shared();
     s3.set_env();
     let store = Store::open(&RootUri::parse(&s3.new_bucket("ifmatch")).unwrap()).await.unwrap();
@@ -238,6 +247,7 @@ async fn conditional_overwrite_where_the_backend_has_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hdfs_race_has_one_winner() {
+    let _turn = crate::common::turns::waits();
     let hdfs = HdfsCluster::shared();
     let uri = RootUri::parse(&hdfs.new_root("race")).unwrap();
     // Each racer has its own store, so its own client and NameNode connection.
@@ -246,6 +256,7 @@ async fn hdfs_race_has_one_winner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_atomic_create_passes_on_hdfs() {
+    let _turn = crate::common::turns::waits();
     let hdfs = HdfsCluster::shared();
     let store = Store::open(&RootUri::parse(&hdfs.new_root("probe")).unwrap()).await.unwrap();
     store.probe_atomic_create("probe", RACERS).await.unwrap();
@@ -258,6 +269,7 @@ async fn probe_atomic_create_passes_on_hdfs() {
 #[test]
 #[ignore = "run by hdfs_race_across_processes and hdfs_create_killed_mid_write"]
 fn race_child() {
+    let _turn = crate::common::turns::waits();
     let Ok(mode) = std::env::var("COMPACTD_RACE_CHILD") else { return };
     let uri = RootUri::parse(&std::env::var("COMPACTD_RACE_URI").unwrap()).unwrap();
     let racer: usize = std::env::var("COMPACTD_RACE_RACER").unwrap().parse().unwrap();
@@ -325,6 +337,7 @@ fn child(mode: &str, uri: &str, racer: usize, rounds: usize) -> std::process::Ch
 /// exactly one winner per round, and the name holds the winner's bytes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hdfs_race_across_processes() {
+    let _turn = crate::common::turns::waits();
     const PROCS: usize = 6;
     const ROUNDS: usize = 8;
     let hdfs = HdfsCluster::shared();
@@ -376,6 +389,7 @@ async fn check_race_across(store: &Store, round: usize, results: Vec<Result<Crea
 /// of a killed name succeeds (nothing blocks it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hdfs_create_killed_mid_write() {
+    let _turn = crate::common::turns::waits();
     let hdfs = HdfsCluster::shared();
     let text = hdfs.new_root("create-kill");
     let store = Store::open(&RootUri::parse(&text).unwrap()).await.unwrap();

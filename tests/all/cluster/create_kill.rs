@@ -167,6 +167,7 @@ fn wait_job_end(c: &Cluster, key: &str) -> Value {
 
 #[test]
 fn a_trigger_killed_inside_its_create_runs_its_job_exactly_once() {
+    let _turn = crate::common::turns::waits();
     for at in MODES {
         let mut c = Cluster::fs();
         let out_file = c.fs_path().parent().unwrap().join("job-runs.txt");
@@ -224,6 +225,7 @@ fn table_state(dir: &Path) -> (Vec<String>, Vec<String>) {
 
 #[test]
 fn a_merge_killed_inside_its_commit_create_commits_exactly_once_on_the_rerun() {
+    let _turn = crate::common::turns::waits();
     for at in MODES {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("db/s/t/p1");
@@ -268,6 +270,7 @@ fn a_merge_killed_inside_its_commit_create_commits_exactly_once_on_the_rerun() {
 
 #[test]
 fn a_submit_killed_inside_any_of_its_creates_leaves_no_torn_file_and_work_runs() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
     let part = data.join("db/s/t/p1");
@@ -317,6 +320,7 @@ fn a_submit_killed_inside_any_of_its_creates_leaves_no_torn_file_and_work_runs()
 
 #[test]
 fn a_daemon_killed_inside_its_lease_create_is_followed_by_a_monitor() {
+    let _turn = crate::common::turns::waits();
     for at in MODES {
         let mut c = Cluster::fs();
         let mut n1 = spawn_daemon(&c, "n1", &[], at, "Election_Lease.");
@@ -345,6 +349,7 @@ fn a_daemon_killed_inside_its_lease_create_is_followed_by_a_monitor() {
 
 #[test]
 fn a_monitor_killed_inside_an_offline_declaration_or_an_event_is_finished_by_the_next() {
+    let _turn = crate::common::turns::waits();
     for (pattern, at) in
         [("Offline_n2.", "write"), ("Offline_n2.", "link-after"), ("Events_", "write"), ("Events_", "link-after")]
     {
@@ -399,6 +404,7 @@ fn a_monitor_killed_inside_an_offline_declaration_or_an_event_is_finished_by_the
 
 #[test]
 fn an_upgrade_killed_inside_its_creates_completes_on_the_rerun() {
+    let _turn = crate::common::turns::waits();
     // The lock is empty: made at its name by one exclusive create, its
     // crash points are around that create.
     for (pattern, at) in [
@@ -442,6 +448,7 @@ fn an_upgrade_killed_inside_its_creates_completes_on_the_rerun() {
 /// `check` names each, and neither the daemon nor the CLI stalls on them.
 #[test]
 fn files_torn_by_an_older_version_are_reported_and_do_not_stall_the_cluster() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let root = c.fs_path();
     let out_file = root.parent().unwrap().join("job-runs.txt");
@@ -486,6 +493,7 @@ fn files_torn_by_an_older_version_are_reported_and_do_not_stall_the_cluster() {
 /// batch is recorded, and whoever manages next removes the rest.
 #[test]
 fn a_manager_killed_while_removing_a_finished_batch_runs_no_unit_again() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let runs = tempfile::tempdir().unwrap();
     let d = runs.path().display();

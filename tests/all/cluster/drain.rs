@@ -86,6 +86,7 @@ fn lines(data: &Path, schema: &str, table: &str, p: usize) -> Vec<String> {
 
 #[test]
 fn a_backlog_drains_within_twice_one_submits_time_and_small_tables_wait_at_most_a_round() {
+    let _turn = crate::common::turns::waits();
     drain(true);
 }
 

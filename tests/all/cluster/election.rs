@@ -204,11 +204,13 @@ fn failover(cluster: &mut Cluster) {
 
 #[test]
 fn fs_three_nodes_fail_over_when_the_monitor_is_killed() {
+    let _turn = crate::common::turns::core();
     failover(&mut Cluster::fs());
 }
 
 #[test]
 fn s3_three_nodes_fail_over_when_the_monitor_is_killed() {
+    let _turn = crate::common::turns::core();
     let s3 = S3Server::shared();
     let root = s3.new_bucket("failover");
     s3.set_env();
@@ -283,11 +285,13 @@ fn fencing(cluster: &mut Cluster) {
 
 #[test]
 fn fs_a_paused_monitor_steps_down_without_acting() {
+    let _turn = crate::common::turns::core();
     fencing(&mut Cluster::fs());
 }
 
 #[test]
 fn s3_a_paused_monitor_steps_down_without_acting() {
+    let _turn = crate::common::turns::core();
     let s3 = S3Server::shared();
     let root = s3.new_bucket("fencing");
     s3.set_env();
@@ -296,6 +300,7 @@ fn s3_a_paused_monitor_steps_down_without_acting() {
 
 #[test]
 fn sigterm_leaves_cleanly_and_hands_over_at_once() {
+    let _turn = crate::common::turns::waits();
     let mut cluster = Cluster::fs();
     let tree = Tree::open(&cluster.root);
     for n in ["n1", "n2", "n3"] {
@@ -336,6 +341,7 @@ fn sigterm_leaves_cleanly_and_hands_over_at_once() {
 
 #[test]
 fn a_second_process_with_a_live_node_id_is_refused() {
+    let _turn = crate::common::turns::waits();
     let mut cluster = Cluster::fs();
     cluster.start("n1");
     cluster.wait_nodes(Duration::from_secs(20), "n1 alive", |r| alive(r).len() == 1);
@@ -356,6 +362,7 @@ fn a_second_process_with_a_live_node_id_is_refused() {
 /// runs, and the other exits naming the id and the winner's pid and host.
 #[test]
 fn two_processes_started_at_once_under_one_id_leave_exactly_one_running() {
+    let _turn = crate::common::turns::waits();
     use std::process::{Command, Stdio};
     let host = hostname::get().unwrap().into_string().unwrap();
     for attempt in 0..20 {
@@ -413,6 +420,7 @@ fn two_processes_started_at_once_under_one_id_leave_exactly_one_running() {
 /// parallel with it.
 #[test]
 fn a_stalled_process_whose_id_was_taken_over_exits_on_resume() {
+    let _turn = crate::common::turns::waits();
     use std::process::{Command, Stdio};
     let mut cluster = Cluster::fs();
     cluster.start("m1");
@@ -455,6 +463,7 @@ fn a_stalled_process_whose_id_was_taken_over_exits_on_resume() {
 
 #[test]
 fn garbage_in_the_tree_is_reported_by_check_and_skipped_by_the_daemon() {
+    let _turn = crate::common::turns::waits();
     let mut cluster = Cluster::fs();
     for n in ["n1", "n2", "n3"] {
         cluster.start(n);
@@ -506,6 +515,7 @@ fn garbage_in_the_tree_is_reported_by_check_and_skipped_by_the_daemon() {
 
 #[test]
 fn hdfs_three_nodes_fail_over_when_the_monitor_is_killed() {
+    let _turn = crate::common::turns::core();
     let hdfs = HdfsCluster::shared();
     let mut cluster = Cluster::on(hdfs.new_root("failover"), vec![]);
     failover(&mut cluster);
@@ -528,6 +538,7 @@ fn hdfs_three_nodes_fail_over_when_the_monitor_is_killed() {
 
 #[test]
 fn hdfs_a_paused_monitor_steps_down_without_acting() {
+    let _turn = crate::common::turns::core();
     let hdfs = HdfsCluster::shared();
     fencing(&mut Cluster::on(hdfs.new_root("fencing"), vec![]));
 }

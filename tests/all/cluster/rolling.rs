@@ -54,11 +54,13 @@ fn layout_in_force(rows: &[Value]) -> u64 {
 
 #[test]
 fn a_rolling_restart_across_the_layout_switch_runs_every_shard_once() {
+    let _turn = crate::common::turns::waits();
     roll_across(2, 3);
 }
 
 #[test]
 fn a_rolling_restart_from_layout_3_to_4_runs_every_shard_once() {
+    let _turn = crate::common::turns::waits();
     roll_across(3, 4);
 }
 
@@ -133,6 +135,7 @@ fn roll_across(from: u64, to: u64) {
 /// per batch.
 #[test]
 fn a_fresh_tree_starts_at_the_newest_layout_without_a_session() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     c.timings = vec!["--heartbeat", "200ms", "--session-timeout", "60s", "--lease", "1500ms"];
     let started = Instant::now();
@@ -247,6 +250,7 @@ fn refused(c: &Cluster, extra: &[&str], says: &[&str]) {
 /// and writes nothing (no probe, id claim, heartbeat or lease attempt).
 #[test]
 fn a_node_refuses_a_layout_in_force_it_cannot_take_part_in_and_writes_nothing() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     c.start("n1");
     c.wait_nodes(Duration::from_secs(30), "n1 alive, layout 4 in force", |r| {

@@ -86,6 +86,7 @@ fn ran_once(c: &Cluster, dir: &Path, shards: usize) {
 
 #[test]
 fn three_old_nodes_replaced_one_at_a_time_run_every_shard_to_its_end_once() {
+    let _turn = crate::common::turns::waits();
     let old = previous();
     let mut c = Cluster::fs();
     let dir = tempfile::tempdir().unwrap();
@@ -121,6 +122,7 @@ fn three_old_nodes_replaced_one_at_a_time_run_every_shard_to_its_end_once() {
 
 #[test]
 fn a_new_node_joining_old_ones_keeps_the_switch_down_until_they_are_gone() {
+    let _turn = crate::common::turns::waits();
     let old = previous();
     let mut c = Cluster::fs();
     let dir = tempfile::tempdir().unwrap();
@@ -173,6 +175,7 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>, u32, i128)> {
 
 #[test]
 fn the_previous_release_stops_on_a_layout_4_tree_without_touching_it() {
+    let _turn = crate::common::turns::waits();
     let old = previous();
     let mut c = Cluster::fs();
     let dir = tempfile::tempdir().unwrap();

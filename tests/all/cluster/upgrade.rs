@@ -151,12 +151,14 @@ async fn seed_scenario(root: &str, env: &[(String, String)]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_tree_on_fs() {
+    let _turn = crate::common::turns::waits();
     let dir = tempfile::tempdir().unwrap();
     seed_scenario(dir.path().to_str().unwrap(), &[]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_tree_on_s3() {
+    let _turn = crate::common::turns::waits();
     let s3 = common::s3::S3Server::shared();
     s3.set_env();
     let root = s3.new_bucket("upgrade-seed");
@@ -166,12 +168,14 @@ async fn seed_tree_on_s3() {
 /// The seed's own backend: its v1 tree (and its lock files) lived on HDFS.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_tree_on_hdfs() {
+    let _turn = crate::common::turns::waits();
     let hdfs = common::hdfs::HdfsCluster::shared();
     seed_scenario(&hdfs.new_root("upgrade-seed"), &[]).await;
 }
 
 #[test]
 fn usage_errors_exit_2() {
+    let _turn = crate::common::turns::waits();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_str().unwrap();
     for args in [&["--dry-run", "--verify"][..], &["--concurrency", "0"], &["--force"]] {

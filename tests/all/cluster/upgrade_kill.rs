@@ -64,6 +64,7 @@ fn v2_tree(root: &Path) -> BTreeMap<String, serde_json::Value> {
 
 #[test]
 fn sigkill_at_random_moments_then_rerun_equals_uninterrupted_run() {
+    let _turn = crate::common::turns::waits();
     let seed: u64 =
         std::env::var("COMPACTD_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| rand::rng().random());
     println!("kill test seed: {seed} (set COMPACTD_KILL_SEED={seed} to replay)");

@@ -232,6 +232,7 @@ fn flood(addr: &str, n: usize, conns: usize) -> (usize, usize) {
 /// at most [`LISTS_PER_WOKEN_TICK`] times.
 #[test]
 fn a_flood_of_forged_pokes_costs_a_bounded_number_of_listings() {
+    let _turn = crate::common::turns::waits();
     let (mut c, data) = fs_cluster();
     start3(&mut c, &data, true);
     let rows = c.nodes();
@@ -304,12 +305,14 @@ fn s3_cluster(s3: &S3Server, name: &str) -> (Cluster, String) {
 
 #[test]
 fn fs_work_starts_when_written_at_the_default_timings() {
+    let _turn = crate::common::turns::waits();
     let (c, data) = fs_cluster();
     scenarios(c, &data, true);
 }
 
 #[test]
 fn s3_work_starts_when_written_at_the_default_timings() {
+    let _turn = crate::common::turns::waits();
     // A server of its own: the loopback server answers one request at a
     // time, and this test times its requests.
     let s3 = S3Server::start();
@@ -319,6 +322,7 @@ fn s3_work_starts_when_written_at_the_default_timings() {
 
 #[test]
 fn hdfs_work_starts_when_written_at_the_default_timings() {
+    let _turn = crate::common::turns::waits();
     let hdfs = HdfsCluster::shared();
     let c = Cluster::on(hdfs.new_root("wake"), vec![]);
     scenarios(c, &hdfs.new_root("wake-data"), true);
@@ -326,12 +330,14 @@ fn hdfs_work_starts_when_written_at_the_default_timings() {
 
 #[test]
 fn fs_without_listeners_the_same_work_only_polls() {
+    let _turn = crate::common::turns::waits();
     let (c, data) = fs_cluster();
     scenarios(c, &data, false);
 }
 
 #[test]
 fn s3_without_listeners_the_same_work_only_polls() {
+    let _turn = crate::common::turns::waits();
     let (c, data) = s3_cluster(S3Server::shared(), "nowake");
     scenarios(c, &data, false);
 }
@@ -347,6 +353,7 @@ fn s3_without_listeners_the_same_work_only_polls() {
 /// round is run again (a loaded machine can be that slow).
 #[test]
 fn the_listener_holds_a_bounded_number_of_connections() {
+    let _turn = crate::common::turns::waits();
     use compactd::serve::http::{raise_fd_limit, HEADER_TIMEOUT, MAX_CONNECTIONS};
     use std::io::{Read, Write};
     use std::time::Instant;
@@ -415,6 +422,7 @@ fn poke_raw(addr: &str, query: &str) -> String {
 /// `FULL_LIST_EVERY` polls (60 s here).
 #[test]
 fn a_poke_that_reaches_another_node_is_refused_and_the_meant_node_takes_its_work_at_its_next_poll() {
+    let _turn = crate::common::turns::waits();
     let (mut c, data) = fs_cluster();
     c.timings = vec!["--heartbeat", "1s", "--session-timeout", "5s", "--lease", "5s"];
     // n1 manages, n2 alone defines the command: every unit is dispatched
@@ -451,6 +459,7 @@ fn a_poke_that_reaches_another_node_is_refused_and_the_meant_node_takes_its_work
 /// id is refused. `submit --wait` ends with the task, Done, either way.
 #[test]
 fn a_waiting_client_hears_the_end_of_its_task_from_the_manager() {
+    let _turn = crate::common::turns::waits();
     let (mut c, data) = fs_cluster();
     c.start_with("n1", &["--data", &data, "--command", "nap=sleep 1"]);
     let rows = c.wait_nodes(Duration::from_secs(40), "n1 alive", |r| alive(r).len() == 1);

@@ -150,26 +150,31 @@ fn second_sigterm_stops_at_once(c: &mut Cluster) {
 
 #[test]
 fn fs_a_first_sigterm_lets_running_units_finish_and_report_once() {
+    let _turn = crate::common::turns::waits();
     warm(&mut Cluster::fs(), 4);
 }
 
 #[test]
 fn fs_layout_3_a_first_sigterm_lets_running_units_finish_and_report_once() {
+    let _turn = crate::common::turns::waits();
     warm(&mut Cluster::fs(), 3);
 }
 
 #[test]
 fn fs_layout_2_a_first_sigterm_lets_running_units_finish_and_report_once() {
+    let _turn = crate::common::turns::waits();
     warm(&mut Cluster::fs(), 2);
 }
 
 #[test]
 fn fs_a_second_sigterm_stops_at_once() {
+    let _turn = crate::common::turns::waits();
     second_sigterm_stops_at_once(&mut Cluster::fs());
 }
 
 #[test]
 fn hdfs_a_first_sigterm_lets_running_units_finish_and_report_once() {
+    let _turn = crate::common::turns::waits();
     let hdfs = HdfsCluster::shared();
     warm(&mut Cluster::on(hdfs.new_root("warm"), vec![]), 4);
 }
@@ -197,6 +202,7 @@ fn lease_says_draining(c: &Cluster, node: &str) -> bool {
 /// unit run once.
 #[test]
 fn fs_a_whole_cluster_stopping_leaves_its_tasks_to_resume() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     c.timings = TIMINGS.to_vec();
     let dir = tempfile::tempdir().unwrap();
@@ -257,6 +263,7 @@ fn fs_a_whole_cluster_stopping_leaves_its_tasks_to_resume() {
 /// and a release is no failure (the manager allows no retry at all).
 #[test]
 fn fs_layout_2_units_a_draining_node_releases_go_elsewhere_at_once_uncounted() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     c.timings = TIMINGS.to_vec();
     let dir = tempfile::tempdir().unwrap();
@@ -394,6 +401,7 @@ fn processes_naming(needle: &str) -> Vec<String> {
 /// other node runs them again to their end: every unit is accounted for.
 #[test]
 fn fs_past_the_drain_timeout_systemd_follows_the_drain_and_the_killed_units_run_elsewhere() {
+    let _turn = crate::common::turns::waits();
     const DRAIN: Duration = Duration::from_secs(12);
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();

@@ -126,6 +126,14 @@ impl HdfsCluster {
         SHARED.get_or_init(HdfsCluster::start)
     }
 
+    /// A second cluster for the whole test binary, for the tests that stop
+    /// its NameNode and DataNodes (they take turns: `turns::HDFS_FAULTS`);
+    /// the tests on [`HdfsCluster::shared`] run beside them unharmed.
+    pub fn faults() -> &'static HdfsCluster {
+        static FAULTS: OnceLock<HdfsCluster> = OnceLock::new();
+        FAULTS.get_or_init(HdfsCluster::start)
+    }
+
     /// `hdfs://127.0.0.1:<port>` (HA: `hdfs://minidfs-ns`)
     pub fn url(&self) -> &str {
         &self.url

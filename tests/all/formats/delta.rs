@@ -69,6 +69,7 @@ fn assert_compacted(status: &Value, generated: &Value, checked: &Value, partitio
 
 #[test]
 fn three_nodes_compact_a_delta_table_on_fs_and_deltalake_agrees_at_every_version() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
     let table = data.join("db/s/t");
@@ -104,6 +105,7 @@ fn three_nodes_compact_a_delta_table_on_fs_and_deltalake_agrees_at_every_version
 /// them; deltalake agrees.
 #[test]
 fn tables_shows_the_versions_and_figures_of_a_delta_tables_last_compaction() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
     let table = data.join("db/s/t");
@@ -149,6 +151,7 @@ fn tables_shows_the_versions_and_figures_of_a_delta_tables_last_compaction() {
 
 #[test]
 fn three_nodes_compact_a_delta_table_on_s3_committing_by_conditional_put() {
+    let _turn = crate::common::turns::waits();
     let s3 = S3Server::shared();
     let root = s3.new_bucket("delta-tree");
     let data_uri = s3.new_bucket("delta-data");
@@ -167,6 +170,7 @@ fn three_nodes_compact_a_delta_table_on_s3_committing_by_conditional_put() {
 
 #[test]
 fn three_nodes_compact_a_delta_table_on_hdfs_committing_by_rename_without_overwrite() {
+    let _turn = crate::common::turns::waits();
     let hdfs = HdfsCluster::shared();
     let root = hdfs.new_root("delta-tree");
     let data_uri = hdfs.new_root("delta-data");
@@ -192,6 +196,7 @@ fn three_nodes_compact_a_delta_table_on_hdfs_committing_by_rename_without_overwr
 
 #[test]
 fn appends_during_compaction_are_never_lost_and_no_version_shows_a_row_twice() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let base = c.fs_path().parent().unwrap().to_path_buf();
     let data = base.join("data");
@@ -251,6 +256,7 @@ fn appends_during_compaction_are_never_lost_and_no_version_shows_a_row_twice() {
 
 #[test]
 fn a_table_whose_early_log_was_cleaned_up_is_read_from_its_checkpoint_null_partition_included() {
+    let _turn = crate::common::turns::waits();
     let tmp = tempfile::tempdir().unwrap();
     let table = tmp.path().join("db/s/t");
     std::fs::create_dir_all(table.parent().unwrap()).unwrap();
@@ -325,6 +331,7 @@ fn merge_part0(root: &Path, target: &str) -> (String, String) {
 
 #[test]
 fn a_table_whose_files_differ_in_list_names_and_columns_compacts_and_reads_identically_at_every_version() {
+    let _turn = crate::common::turns::waits();
     // deltalake 1.6.6 names a list's child `item` in a table's first file
     // and `element` after; then a column is added. Readers resolve both.
     let tmp = tempfile::tempdir().unwrap();
@@ -344,6 +351,7 @@ fn a_table_whose_files_differ_in_list_names_and_columns_compacts_and_reads_ident
 
 #[test]
 fn compacted_files_carry_statistics_that_agree_with_deltalakes_and_let_readers_skip_them() {
+    let _turn = crate::common::turns::waits();
     let tmp = tempfile::tempdir().unwrap();
     let table = tmp.path().join("db/s/t");
     std::fs::create_dir_all(table.parent().unwrap()).unwrap();
@@ -358,6 +366,7 @@ fn compacted_files_carry_statistics_that_agree_with_deltalakes_and_let_readers_s
 
 #[test]
 fn a_unit_landing_on_the_checkpoint_interval_writes_a_checkpoint_that_serves_readers_alone() {
+    let _turn = crate::common::turns::waits();
     let tmp = tempfile::tempdir().unwrap();
     let table = tmp.path().join("db/s/t");
     std::fs::create_dir_all(table.parent().unwrap()).unwrap();
@@ -387,6 +396,7 @@ fn a_unit_landing_on_the_checkpoint_interval_writes_a_checkpoint_that_serves_rea
 
 #[test]
 fn a_checkpoint_that_cannot_be_written_does_not_fail_the_unit() {
+    let _turn = crate::common::turns::waits();
     let tmp = tempfile::tempdir().unwrap();
     let table = tmp.path().join("db/s/t");
     std::fs::create_dir_all(table.parent().unwrap()).unwrap();
@@ -434,6 +444,7 @@ fn files_of(table: &Path) -> Vec<String> {
 
 #[test]
 fn a_delta_unit_killed_at_20_exact_points_leaves_a_valid_table_and_orphans_only_vacuum_removes() {
+    let _turn = crate::common::turns::waits();
     use std::os::unix::process::ExitStatusExt;
     let seed: u64 =
         std::env::var("COMPACTD_DELTA_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
@@ -541,6 +552,7 @@ fn a_delta_unit_killed_at_20_exact_points_leaves_a_valid_table_and_orphans_only_
 /// the tree, and refuses to start: no unit ever writes there.
 #[test]
 fn a_data_backend_that_ignores_conditional_creates_is_refused_before_any_unit_writes() {
+    let _turn = crate::common::turns::waits();
     let s3 = S3Server::shared();
     let root = s3.new_bucket("probe-tree");
     let data = s3.new_bucket("ignores-conditions-data");
@@ -572,10 +584,7 @@ fn gauge(addr: &str, name: &str) -> u64 {
 /// compaction leaves them be): deltalake's own replay judges the result.
 #[test]
 fn a_239_mb_commit_compacts_in_under_twice_its_size_of_memory_in_the_daemon_and_each_executor() {
-    // Writing the log and replaying it three times (the daemon's plan, each
-    // executor's read) keep a core busy for minutes in a debug build; what
-    // is measured is memory, not time.
-    let _core = crate::common::cpu();
+    let _turn = crate::common::turns::core();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
     let table = data.join("db/s/t");

@@ -64,6 +64,7 @@ fn added(table: &Path, version: u64) -> Vec<String> {
 
 #[test]
 fn a_whole_classic_checkpoint_is_read_beside_an_incomplete_multi_part_one_and_hidden_crc_files_are_ignored() {
+    let _turn = crate::common::turns::waits();
     let tmp = tempfile::tempdir().unwrap();
     let lake = tmp.path().join("lake");
     let table = lake.join("db/s/t");
@@ -111,6 +112,7 @@ fn a_whole_classic_checkpoint_is_read_beside_an_incomplete_multi_part_one_and_hi
 
 #[test]
 fn check_data_goes_on_past_unreadable_tables_and_names_every_version_whose_files_are_missing() {
+    let _turn = crate::common::turns::waits();
     let tmp = tempfile::tempdir().unwrap();
     let lake = tmp.path().join("lake");
     let s = lake.join("db/s");
@@ -232,6 +234,7 @@ mod running {
 
     #[test]
     fn vacuum_orphans_never_removes_the_outputs_of_a_unit_still_running() {
+        let _turn = crate::common::turns::waits();
         let mut c = Cluster::fs();
         // Each unit pauses between its outputs and its commit.
         c.env = vec![("COMPACTD_TEST_MERGE_DELAY_MS".into(), "6000".into())];
@@ -284,6 +287,7 @@ mod running {
 /// manager cannot even load (a damaged task info).
 #[test]
 fn a_task_whose_discovery_fails_for_good_fails_with_the_reason_and_stop_always_ends_a_task() {
+    let _turn = crate::common::turns::waits();
     use common::cluster::{alive, monitor_of, Cluster};
     use std::time::Duration;
     let mut c = Cluster::fs();

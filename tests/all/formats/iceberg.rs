@@ -38,6 +38,7 @@ fn compact(c: &Cluster, params: &[&str]) -> Value {
 
 #[test]
 fn three_nodes_compact_a_java_table_on_fs_and_java_and_pyiceberg_agree_at_every_snapshot() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
@@ -67,6 +68,7 @@ fn three_nodes_compact_a_java_table_on_fs_and_java_and_pyiceberg_agree_at_every_
 
 #[test]
 fn three_nodes_compact_a_file_system_table_on_s3_as_its_sole_writer_and_pyiceberg_agrees() {
+    let _turn = crate::common::turns::waits();
     let s3 = S3Server::shared();
     let root = s3.new_bucket("iceberg-tree");
     let data = s3.new_bucket("iceberg-data");
@@ -114,6 +116,7 @@ fn three_nodes_compact_a_file_system_table_on_s3_as_its_sole_writer_and_pyiceber
 
 #[test]
 fn java_appends_on_hdfs_while_three_nodes_compact_and_no_row_is_lost_or_doubled() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let hdfs = HdfsCluster::shared();
     let root = hdfs.new_root("iceberg-tree");
@@ -167,6 +170,7 @@ fn java_appends_on_hdfs_while_three_nodes_compact_and_no_row_is_lost_or_doubled(
 
 #[test]
 fn a_commit_abandons_units_whose_inputs_were_deleted_rewritten_or_position_deleted_since_and_commits_the_rest() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let tmp = tempfile::tempdir().unwrap();
     let (data, tree) = (tmp.path().join("data"), tmp.path().join("tree"));
@@ -215,6 +219,7 @@ fn a_commit_abandons_units_whose_inputs_were_deleted_rewritten_or_position_delet
 
 #[test]
 fn an_equality_delete_committed_after_the_units_read_still_applies_to_the_outputs() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let tmp = tempfile::tempdir().unwrap();
     let (data, tree) = (tmp.path().join("data"), tmp.path().join("tree"));
@@ -268,6 +273,7 @@ fn an_equality_delete_committed_after_the_units_read_still_applies_to_the_output
 /// longer reach), and it leaves with them.
 #[test]
 fn an_equality_delete_in_a_void_spec_applies_to_every_partition_and_is_applied_by_the_rewrite() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
@@ -308,6 +314,7 @@ fn an_equality_delete_in_a_void_spec_applies_to_every_partition_and_is_applied_b
 /// the table's codec.
 #[test]
 fn uuid_fixed_binary_time_and_map_columns_are_compacted_and_uuid_stays_a_uuid() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
@@ -366,6 +373,7 @@ fn uuid_fixed_binary_time_and_map_columns_are_compacted_and_uuid_stays_a_uuid() 
 /// delete files retire with it; a lone file without deletes is left alone.
 #[test]
 fn a_lone_file_most_deleted_is_rewritten_alone_and_its_deletes_retire() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
@@ -413,6 +421,7 @@ fn snapshot_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 
 #[test]
 fn tables_compactd_does_not_handle_are_refused_by_name_and_keep_every_byte() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
@@ -484,6 +493,7 @@ const KILLS: [(&str, &str, &str); 4] = [
 
 #[test]
 fn a_unit_or_commit_killed_at_its_steps_leaves_a_table_read_at_the_old_or_new_snapshot_and_the_rerun_commits_once() {
+    let _turn = crate::common::turns::waits();
     use std::os::unix::process::ExitStatusExt;
     let java = Java::shared();
     for (k, (what, at, pattern)) in KILLS.iter().enumerate() {

@@ -157,6 +157,7 @@ fn evolve(spark: &Spark, table: &str, version: u32) {
 
 #[test]
 fn tables_whose_schema_and_spec_evolved_are_compacted_in_every_spec_and_read_the_same_at_every_snapshot() {
+    let _turn = crate::common::turns::waits();
     let Some(spark) = Spark::iceberg() else { return };
     let started = Instant::now();
     let java = Java::shared();
@@ -210,6 +211,7 @@ fn tables_whose_schema_and_spec_evolved_are_compacted_in_every_spec_and_read_the
 
 #[test]
 fn merge_on_read_deletes_are_applied_and_the_delete_files_they_spent_leave_with_the_inputs() {
+    let _turn = crate::common::turns::waits();
     let Some(spark) = Spark::iceberg() else { return };
     let started = Instant::now();
     let java = Java::shared();
@@ -282,6 +284,7 @@ fn merge_on_read_deletes_are_applied_and_the_delete_files_they_spent_leave_with_
 /// not the 64 bytes a Parquet writer keeps by default.
 #[test]
 fn full_metrics_of_long_strings_are_whole_values_and_spark_max_is_unchanged() {
+    let _turn = crate::common::turns::waits();
     let Some(spark) = Spark::iceberg() else { return };
     let (mut c, data, _) = lake(spark, "f");
     let table = "f.s.long";
@@ -315,6 +318,7 @@ fn full_metrics_of_long_strings_are_whole_values_and_spark_max_is_unchanged() {
 /// table's `next-row-id` moves on as Java's commit moves it.
 #[test]
 fn a_v3_table_with_deletion_vectors_is_compacted_and_every_row_keeps_its_lineage() {
+    let _turn = crate::common::turns::waits();
     let Some(spark) = Spark::iceberg() else { return };
     let java = Java::shared();
     let (mut c, data, warehouse) = lake(spark, "t3");

@@ -44,6 +44,7 @@ fn start_with_policy(c: &mut Cluster, data: &std::path::Path, extra: &str) {
 
 #[test]
 fn a_policy_commits_a_tables_due_partitions_as_one_snapshot_and_tables_shows_what_it_changed() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
@@ -154,6 +155,7 @@ fn stopped_commit(c: &Cluster, task: &str) -> i32 {
 
 #[test]
 fn a_partition_due_while_its_iceberg_tables_task_runs_waits_for_it_and_gets_a_task_of_its_own() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let mut c = Cluster::fs();
     // The commit waits before it commits: long enough for this test to

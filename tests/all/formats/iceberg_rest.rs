@@ -24,10 +24,6 @@ use common::iceberg::{pyiceberg, Java};
 use common::iceberg_rest::{Fault, Proxy, RestServer};
 use serde_json::{json, Value};
 
-/// The tests take turns: each bounds the catalog's load (and SQLite
-/// serializes its writers).
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn start(c: &mut Cluster, nodes: &[&str]) {
     let data = format!("fs://{}", RestServer::shared().data().display());
     for n in nodes {
@@ -68,7 +64,7 @@ fn operations(ns: &str) -> Vec<String> {
 
 #[test]
 fn three_nodes_compact_a_pyiceberg_table_through_the_rest_catalog_and_java_and_pyiceberg_agree() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = crate::common::turns::ICEBERG_REST.turn();
     let server = RestServer::shared();
     let ns = "s1";
     pyiceberg(&["rest_make", &server.uri, &format!("{ns}.t"), "6", "60", "3"]);
@@ -128,7 +124,7 @@ fn three_nodes_compact_a_pyiceberg_table_through_the_rest_catalog_and_java_and_p
 
 #[test]
 fn a_commit_refused_with_409_is_rebuilt_and_one_whose_answer_is_lost_is_found_and_deletes_nothing() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = crate::common::turns::ICEBERG_REST.turn();
     let server = RestServer::shared();
     let ns = "s2";
     let table = format!("{ns}.t");
@@ -199,7 +195,7 @@ fn local(uri: &str) -> std::path::PathBuf {
 
 #[test]
 fn a_commit_refused_with_409_when_sent_again_after_the_catalog_applied_it_is_found_and_deletes_nothing() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = crate::common::turns::ICEBERG_REST.turn();
     let server = RestServer::shared();
     let ns = "twice";
     let table = format!("{ns}.t");
@@ -271,7 +267,7 @@ fn text(out: &std::process::Output) -> String {
 
 #[test]
 fn check_data_and_vacuum_orphans_cover_a_rest_table_through_the_catalog_its_tasks_named() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = crate::common::turns::ICEBERG_REST.turn();
     let server = RestServer::shared();
     let ns = "chk";
     pyiceberg(&["rest_make", &server.uri, &format!("{ns}.t"), "4", "40", "2"]);

@@ -32,6 +32,7 @@ fn compact(c: &Cluster, params: &[&str]) -> Value {
 /// commits do.
 #[test]
 fn the_tables_target_file_size_and_metadata_retention_are_honoured() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
@@ -97,6 +98,7 @@ fn staged_inputs(tree: &Path, task: &str, unit: u32) -> BTreeSet<String> {
 
 #[test]
 fn a_large_partition_is_rewritten_as_file_groups_by_three_nodes_in_one_snapshot_that_retires_a_delete_across_them() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
@@ -126,6 +128,7 @@ fn a_large_partition_is_rewritten_as_file_groups_by_three_nodes_in_one_snapshot_
 
 #[test]
 fn groups_that_finished_commit_when_another_failed_and_a_delete_it_shares_stays() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let tmp = tempfile::tempdir().unwrap();
     let (data, tree) = (tmp.path().join("data"), tmp.path().join("tree"));
@@ -160,6 +163,7 @@ fn groups_that_finished_commit_when_another_failed_and_a_delete_it_shares_stays(
 /// into file groups too, and the groups are what the task records.
 #[test]
 fn a_named_partition_is_split_into_file_groups() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
@@ -184,6 +188,7 @@ fn a_named_partition_is_split_into_file_groups() {
 /// of equality deletes are rewritten, and the deletes leave with them.
 #[test]
 fn files_under_enough_equality_deletes_are_due_at_the_delete_file_threshold() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
@@ -221,6 +226,7 @@ fn files_under_enough_equality_deletes_are_due_at_the_delete_file_threshold() {
 /// first and abandons the other.
 #[test]
 fn a_partition_named_twice_is_rewritten_once() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");

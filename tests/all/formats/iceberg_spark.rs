@@ -89,6 +89,7 @@ fn all_exist(files: &BTreeSet<String>) -> bool {
 
 #[test]
 fn spark_maintenance_after_compactds_replace_works_and_removes_nothing_live() {
+    let _turn = crate::common::turns::SPARK_ICEBERG.turn();
     let Some(spark) = Spark::iceberg() else { return };
     let started = Instant::now();
     let mut c = Cluster::fs();
@@ -184,6 +185,7 @@ fn spark_maintenance_after_compactds_replace_works_and_removes_nothing_live() {
 /// gave it, each statement committed once.
 #[test]
 fn spark_deletes_and_updates_racing_compaction_on_hdfs_lose_no_row_and_no_commit() {
+    let _turn = crate::common::turns::SPARK_ICEBERG.turn();
     let Some(spark) = Spark::iceberg() else { return };
     let started = Instant::now();
     let hdfs = common::hdfs::HdfsCluster::shared();

@@ -23,6 +23,7 @@ fn compact(c: &Cluster, params: &[&str]) -> Value {
 /// entries' sequence numbers 0 as the upgrade left them.
 #[test]
 fn a_table_upgraded_from_v1_is_compacted_through_the_manifests_it_wrote_as_v1() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
@@ -56,6 +57,7 @@ fn a_table_upgraded_from_v1_is_compacted_through_the_manifests_it_wrote_as_v1() 
 /// column with a default is compacted too.
 #[test]
 fn columns_added_with_an_initial_default_hold_it_in_the_outputs() {
+    let _turn = crate::common::turns::waits();
     let java = Java::shared();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");

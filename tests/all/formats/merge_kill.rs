@@ -64,6 +64,7 @@ fn merge_cmd(root: &Path, part: &str, attempt: u32) -> Command {
 
 #[test]
 fn a_merge_killed_at_any_point_and_rerun_leaves_old_or_merged_files() {
+    let _turn = crate::common::turns::waits();
     let seed: u64 =
         std::env::var("COMPACTD_MERGE_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
     let rounds: usize = std::env::var("COMPACTD_MERGE_KILL_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);

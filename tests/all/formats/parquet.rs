@@ -38,6 +38,7 @@ fn start_three(c: &mut Cluster, data: &str) {
 
 #[test]
 fn three_nodes_compact_a_parquet_table_on_fs_and_pyarrow_and_duckdb_agree() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let base = c.fs_path().parent().unwrap().to_path_buf();
     let (orig, data) = (base.join("orig"), base.join("data"));
@@ -63,6 +64,7 @@ fn three_nodes_compact_a_parquet_table_on_fs_and_pyarrow_and_duckdb_agree() {
 
 #[test]
 fn three_nodes_compact_a_parquet_table_on_s3_and_pyarrow_and_duckdb_agree() {
+    let _turn = crate::common::turns::waits();
     let s3 = S3Server::shared();
     let root = s3.new_bucket("pq-tree");
     let data_uri = s3.new_bucket("pq-data");
@@ -87,6 +89,7 @@ fn three_nodes_compact_a_parquet_table_on_s3_and_pyarrow_and_duckdb_agree() {
 
 #[test]
 fn three_nodes_compact_a_parquet_table_on_hdfs_and_pyarrow_and_duckdb_agree() {
+    let _turn = crate::common::turns::waits();
     let hdfs = HdfsCluster::shared();
     let root = hdfs.new_root("pq-tree");
     let data_uri = hdfs.new_root("pq-data");
@@ -133,6 +136,7 @@ fn merge(root: &Path, part: &str) -> (bool, String) {
 
 #[test]
 fn spark_int96_timestamps_are_rewritten_as_utc_microseconds_over_their_full_range() {
+    let _turn = crate::common::turns::waits();
     // Spark's default timestamp encoding, written by pyarrow the way Spark
     // writes it, with dates outside the range nanoseconds can hold. The
     // footer says Spark 3.5 wrote them (INT96 and other timestamps both read
@@ -188,6 +192,7 @@ fn spark_int96_timestamps_are_rewritten_as_utc_microseconds_over_their_full_rang
 
 #[test]
 fn spark_footer_keys_are_kept_and_inputs_spark_would_rebase_differently_are_refused() {
+    let _turn = crate::common::turns::waits();
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path().join("db/s/t");
     std::fs::create_dir_all(&t).unwrap();
@@ -247,6 +252,7 @@ fn spark_footer_keys_are_kept_and_inputs_spark_would_rebase_differently_are_refu
 
 #[test]
 fn inputs_differing_only_in_what_readers_resolve_are_merged_and_real_type_conflicts_refused() {
+    let _turn = crate::common::turns::waits();
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path().join("db/s/t");
     std::fs::create_dir_all(&t).unwrap();
@@ -320,6 +326,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 
 #[test]
 fn bad_inputs_fail_the_unit_naming_the_file_and_nothing_is_touched() {
+    let _turn = crate::common::turns::waits();
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("data");
     tool(&["gen", root.to_str().unwrap(), "--partitions", "7", "--files", "4", "--rows", "500"], &[]);
@@ -376,6 +383,7 @@ fn bad_inputs_fail_the_unit_naming_the_file_and_nothing_is_touched() {
 
 #[test]
 fn non_parquet_and_hidden_entries_are_left_alone() {
+    let _turn = crate::common::turns::waits();
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("data");
     let generated = tool(&["gen", root.to_str().unwrap(), "--partitions", "1", "--files", "6", "--rows", "500"], &[]);
@@ -468,6 +476,7 @@ const POINTS: &[(&str, &str, u32)] = &[
 
 #[test]
 fn a_parquet_merge_killed_at_any_point_and_rerun_leaves_old_or_new_files() {
+    let _turn = crate::common::turns::waits();
     use std::os::unix::process::ExitStatusExt;
     let seed: u64 =
         std::env::var("COMPACTD_PARQUET_KILL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);

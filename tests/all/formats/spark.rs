@@ -364,11 +364,13 @@ fn delta_table_judged_by_spark(test: &str, legacy: bool) {
 
 #[test]
 fn spark_reads_a_compacted_delta_table_it_wrote_in_its_default_mode_at_every_version() {
+    let _turn = crate::common::turns::SPARK_DELTA.turn();
     delta_table_judged_by_spark("delta, default mode", false);
 }
 
 #[test]
 fn spark_reads_a_compacted_delta_table_it_wrote_in_legacy_mode_at_every_version() {
+    let _turn = crate::common::turns::SPARK_DELTA.turn();
     delta_table_judged_by_spark("delta, LEGACY mode", true);
 }
 
@@ -405,11 +407,13 @@ fn parquet_table_judged_by_spark(test: &str, legacy: bool) {
 
 #[test]
 fn spark_reads_a_compacted_hive_parquet_table_it_wrote_in_its_default_mode() {
+    let _turn = crate::common::turns::SPARK_DELTA.turn();
     parquet_table_judged_by_spark("parquet, default mode", false);
 }
 
 #[test]
 fn spark_reads_a_compacted_hive_parquet_table_it_wrote_in_legacy_mode() {
+    let _turn = crate::common::turns::SPARK_DELTA.turn();
     parquet_table_judged_by_spark("parquet, LEGACY mode", true);
 }
 
@@ -433,6 +437,7 @@ fn distinct_s(i: u64) -> String {
 /// without pushdown does, and the rows the generator made.
 #[test]
 fn spark_prunes_a_compacted_file_whose_dictionary_fell_back_by_its_footer_and_loses_no_row() {
+    let _turn = crate::common::turns::SPARK_DELTA.turn();
     let Some(spark) = Spark::shared() else { return };
     let started = Instant::now();
     let mut c = Cluster::fs();
@@ -505,6 +510,7 @@ const LOOP_ROWS: u64 = 30;
 
 #[test]
 fn spark_appending_on_hdfs_while_compactd_compacts_loses_no_row_and_no_commit() {
+    let _turn = crate::common::turns::SPARK_DELTA.turn();
     let Some(spark) = Spark::shared() else { return };
     let started = Instant::now();
     let hdfs = HdfsCluster::shared();

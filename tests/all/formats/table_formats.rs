@@ -58,6 +58,7 @@ fn sums(data: &Path) -> BTreeMap<String, String> {
 
 #[test]
 fn no_executor_changes_a_table_it_does_not_own_and_a_policy_leaves_every_byte() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let data = c.fs_path().parent().unwrap().join("data");
     std::fs::create_dir_all(&data).unwrap();

@@ -164,6 +164,7 @@ fn garbage_tree(root: &Path) -> Vec<String> {
 
 #[test]
 fn a_tree_full_of_garbage_is_reported_and_skipped() {
+    let _turn = crate::common::turns::waits();
     garbage_scenario(false);
 }
 
@@ -179,6 +180,7 @@ fn a_tree_full_of_garbage_is_reported_and_skipped() {
 /// `Monitor::start`.
 #[test]
 fn a_folder_where_an_old_lease_is_expected_does_not_stop_the_monitor() {
+    let _turn = crate::common::turns::waits();
     garbage_scenario(true);
 }
 
@@ -236,6 +238,7 @@ fn garbage_scenario(folder_lease: bool) {
 /// writes).
 #[test]
 fn registry_nodes_as_a_file_is_reported_and_a_monitor_is_still_elected() {
+    let _turn = crate::common::turns::waits();
     let mut cluster = Cluster::fs();
     let root = cluster.fs_path();
     write(&v2(&root).join("Registry/Nodes"), b"not a folder");
@@ -257,6 +260,7 @@ fn registry_nodes_as_a_file_is_reported_and_a_monitor_is_still_elected() {
 
 #[test]
 fn election_as_a_file_is_reported_and_the_daemons_keep_running() {
+    let _turn = crate::common::turns::waits();
     let mut cluster = Cluster::fs();
     let root = cluster.fs_path();
     write(&v2(&root).join("Election"), b"not a folder");
@@ -339,6 +343,7 @@ fn run_refused(cwd: &Path, args: &[&str]) -> (Option<i32>, String) {
 
 #[test]
 fn bad_arguments_are_refused_with_a_clear_message() {
+    let _turn = crate::common::turns::waits();
     bad_arguments(false);
 }
 
@@ -349,6 +354,7 @@ fn bad_arguments_are_refused_with_a_clear_message() {
 /// `RunArgs`) and/or create the fs root only in commands that write.
 #[test]
 fn bad_arguments_write_nothing() {
+    let _turn = crate::common::turns::waits();
     bad_arguments(true);
 }
 
@@ -425,6 +431,7 @@ fn bad_arguments(check_writes: bool) {
 /// unparsable ones.
 #[test]
 fn nodes_skips_a_folder_where_a_lease_is_expected() {
+    let _turn = crate::common::turns::waits();
     let cluster = Cluster::fs();
     let root = cluster.fs_path();
     write(&v2(&root).join("Election/Lease.00000000000000000002/x"), b"{}");
@@ -437,6 +444,7 @@ fn nodes_skips_a_folder_where_a_lease_is_expected() {
 /// `println!`.
 #[test]
 fn a_closed_stdout_is_not_a_panic() {
+    let _turn = crate::common::turns::waits();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(root.join("Compaction_V2/Scheduler")).unwrap();

@@ -119,6 +119,7 @@ fn keeps_running_and_leaves(c: &Cluster, node: &str, mut child: Child, tasks: us
 
 #[test]
 fn a_full_stderr_drops_log_lines_and_the_node_runs_on() {
+    let _turn = crate::common::turns::waits();
     let c = Cluster::fs();
     let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
     let child = spawn(&c, "full", Stdio::from(full));
@@ -127,6 +128,7 @@ fn a_full_stderr_drops_log_lines_and_the_node_runs_on() {
 
 #[test]
 fn a_stderr_pipe_closed_after_one_line_drops_log_lines_and_the_node_runs_on() {
+    let _turn = crate::common::turns::waits();
     let c = Cluster::fs();
     let (mut reader, writer) = std::io::pipe().unwrap();
     let mut child = spawn(&c, "piped", Stdio::from(writer));
@@ -154,6 +156,7 @@ fn a_stderr_pipe_closed_after_one_line_drops_log_lines_and_the_node_runs_on() {
 /// never wait on it; lines beyond the queue are dropped.
 #[test]
 fn a_stalled_stderr_pipe_does_not_block_the_node() {
+    let _turn = crate::common::turns::waits();
     let c = Cluster::fs();
     let (reader, writer) = std::io::pipe().unwrap();
     // Shrink the pipe so that it fills within the first ticks.

@@ -39,8 +39,7 @@ fn lease(c: &Cluster) -> Option<(u64, u64)> {
 
 #[test]
 fn a_monitor_planning_30001_patterns_over_10000_tables_keeps_its_lease_and_heartbeats() {
-    // Tens of thousands of tables or shards keep a core busy for a minute.
-    let _core = crate::common::cpu();
+    let _turn = crate::common::turns::core();
     let mut c = Cluster::fs();
     c.timings = vec![];
     let dir = tempfile::tempdir().unwrap();
@@ -99,8 +98,7 @@ fn a_monitor_planning_30001_patterns_over_10000_tables_keeps_its_lease_and_heart
 
 #[test]
 fn a_task_starts_within_a_round_beside_a_100000_shard_failing_task_on_the_same_node() {
-    // Tens of thousands of tables or shards keep a core busy for a minute.
-    let _core = crate::common::cpu();
+    let _turn = crate::common::turns::core();
     let mut c = Cluster::fs();
     c.timings = vec![];
     let dir = tempfile::tempdir().unwrap();

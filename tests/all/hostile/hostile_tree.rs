@@ -294,30 +294,36 @@ fn hostile(kind: Kind) {
 
 #[test]
 fn garbage_at_every_name() {
+    let _turn = crate::common::turns::waits();
     hostile(Kind::Garbage);
 }
 
 #[test]
 fn a_2_gib_sparse_file_at_every_name() {
+    let _turn = crate::common::turns::waits();
     hostile(Kind::Sparse);
 }
 
 #[test]
 fn a_folder_at_every_file_name() {
+    let _turn = crate::common::turns::waits();
     hostile(Kind::Folder);
 }
 
 #[test]
 fn a_fifo_at_every_name() {
+    let _turn = crate::common::turns::waits();
     hostile(Kind::Fifo);
 }
 
 #[test]
 fn a_link_to_dev_zero_at_every_name() {
+    let _turn = crate::common::turns::waits();
     hostile(Kind::DevZero);
 }
 
 #[test]
 fn a_link_loop_at_every_name() {
+    let _turn = crate::common::turns::waits();
     hostile(Kind::LinkLoop);
 }

@@ -74,6 +74,7 @@ fn started(c: &mut Cluster, extra: &[&str]) {
 
 #[test]
 fn durations_past_the_maximum_are_refused_naming_the_flag_or_key_and_never_wrap() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let out = run(&c, &["run", "--node-id", "w1", "--session-timeout", HUGE_SECONDS]);
     refused(&out, 2, &["--session-timeout", HUGE_SECONDS, "maximum of 3650d"], "run --session-timeout");
@@ -117,6 +118,7 @@ fn durations_past_the_maximum_are_refused_naming_the_flag_or_key_and_never_wrap(
 
 #[test]
 fn a_policy_no_reader_could_read_is_refused_at_apply_with_nothing_written() {
+    let _turn = crate::common::turns::waits();
     let c = Cluster::fs();
     let dir = c.fs_path().with_file_name("policies");
     std::fs::create_dir_all(&dir).unwrap();
@@ -171,6 +173,7 @@ fn with_peak_rss(c: &Cluster, args: &[&str]) -> (Output, u64) {
 
 #[test]
 fn dev_zero_given_to_apply_or_as_the_config_is_read_to_the_limit_and_refused() {
+    let _turn = crate::common::turns::waits();
     let c = Cluster::fs();
     for (args, code, limit) in [
         (vec!["policy", "apply", "/dev/zero"], 1, MAX_FILE),
@@ -188,6 +191,7 @@ fn dev_zero_given_to_apply_or_as_the_config_is_read_to_the_limit_and_refused() {
 
 #[test]
 fn a_target_size_of_2_64_is_refused_naming_the_flag_key_and_maximum() {
+    let _turn = crate::common::turns::waits();
     let c = Cluster::fs();
     for size in ["18446744073709551616", "18446744073709551615", "17179869184GiB", "65GiB"] {
         let out = run(&c, &["run", "--node-id", "w1", "--target-size", size]);
@@ -211,6 +215,7 @@ fn a_target_size_of_2_64_is_refused_naming_the_flag_key_and_maximum() {
 
 #[test]
 fn params_compactd_sets_itself_are_refused_from_submitters_and_the_planners_own_still_work() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let data = c.fs_path().with_file_name("data");
     let data_uri = format!("fs://{}", data.display());
@@ -275,6 +280,7 @@ fn params_compactd_sets_itself_are_refused_from_submitters_and_the_planners_own_
 
 #[test]
 fn a_heartbeat_name_linked_to_a_secret_file_never_shows_its_content() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     started(&mut c, &[]);
     let secret_dir = tempfile::tempdir().unwrap();
@@ -304,6 +310,7 @@ fn a_heartbeat_name_linked_to_a_secret_file_never_shows_its_content() {
 
 #[test]
 fn names_with_a_newline_or_a_right_to_left_override_are_shown_escaped() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     started(&mut c, &["--command", "ok=true"]);
     let nodes_dir = c.fs_path().join("Compaction_V2/Registry/Nodes");

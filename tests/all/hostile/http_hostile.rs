@@ -117,6 +117,7 @@ fn pokes_received(addr: &str) -> u64 {
 
 #[test]
 fn idle_and_slow_connections_do_not_slow_pokes_and_oversized_requests_are_refused() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     // Default timings: a 10 s poll, so only a poke makes a task start at once.
     c.timings = vec![];
@@ -250,6 +251,7 @@ fn one_node(extra: &[&str]) -> (Cluster, String) {
 
 #[test]
 fn every_route_refuses_wrong_methods_big_bodies_and_foreign_content_types_and_changes_nothing() {
+    let _turn = crate::common::turns::waits();
     let (c, addr) = one_node(&[]);
     let before = pokes_received(&addr);
     let refused = refuses_on_every_route(&addr, |_| true);
@@ -267,6 +269,7 @@ fn every_route_refuses_wrong_methods_big_bodies_and_foreign_content_types_and_ch
 /// still arrive.
 #[test]
 fn ops_listen_serves_status_and_metrics_apart_from_pokes() {
+    let _turn = crate::common::turns::waits();
     let (c, wake) = one_node(&["--ops-listen", "127.0.0.1:0"]);
     let log = std::fs::read_to_string(c.log_path("n1")).unwrap();
     let ops = log

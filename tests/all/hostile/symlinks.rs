@@ -41,6 +41,7 @@ fn table_lines(table: &Path) -> Vec<String> {
 
 #[test]
 fn links_fifos_and_a_planted_meta_folder_are_never_followed() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let base = c.fs_path().parent().unwrap().to_path_buf();
     let outside = base.join("outside");
@@ -134,6 +135,7 @@ fn links_fifos_and_a_planted_meta_folder_are_never_followed() {
 /// A symlinked partition folder is not a partition: it is skipped.
 #[test]
 fn a_symlinked_partition_folder_is_skipped() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let base = c.fs_path().parent().unwrap().to_path_buf();
     let outside = base.join("outside-part");

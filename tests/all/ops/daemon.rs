@@ -84,6 +84,7 @@ fn sum(s: &Samples, name: &str, with: &[(&str, &str)]) -> f64 {
 
 #[test]
 fn metrics_move_with_a_task_and_health_answers_on_every_node() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let data_dir = tempfile::tempdir().unwrap();
     let data = format!("fs://{}", data_dir.path().display());
@@ -155,6 +156,7 @@ fn wait_health(addr: &str, want: u16, within: Duration, c: &Cluster) -> String {
 
 #[test]
 fn healthz_fails_while_the_backend_hangs_and_recovers_when_it_answers() {
+    let _turn = crate::common::turns::waits();
     let s3 = S3Server::shared();
     let proxy = Freezer::start(s3.port());
     let root = s3.new_bucket("healthz").replace(&s3.endpoint(), &format!("http://127.0.0.1:{}", proxy.port));
@@ -183,6 +185,7 @@ fn healthz_fails_while_the_backend_hangs_and_recovers_when_it_answers() {
 
 #[test]
 fn run_tells_systemd_it_is_ready_pings_the_watchdog_and_says_it_stops() {
+    let _turn = crate::common::turns::waits();
     use std::os::unix::net::UnixDatagram;
     let dir = tempfile::tempdir().unwrap();
     let sock_path = dir.path().join("notify.sock");
@@ -221,6 +224,7 @@ fn run_tells_systemd_it_is_ready_pings_the_watchdog_and_says_it_stops() {
 
 #[test]
 fn the_unit_file_passes_systemd_analyze_verify() {
+    let _turn = crate::common::turns::waits();
     let Ok(which) = std::process::Command::new("sh").args(["-c", "command -v systemd-analyze"]).output() else {
         return;
     };
@@ -258,6 +262,7 @@ fn config(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
 
 #[test]
 fn config_file_is_below_environment_below_flags_and_unknown_keys_are_named() {
+    let _turn = crate::common::turns::waits();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("compactd.toml");
     std::fs::write(
@@ -358,6 +363,7 @@ fn target_dir() -> PathBuf {
 
 #[test]
 fn the_status_page_shows_nodes_tasks_and_a_jobs_dag_in_a_real_browser() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let data_dir = tempfile::tempdir().unwrap();
     let data = format!("fs://{}", data_dir.path().display());
@@ -447,6 +453,7 @@ fn the_status_page_shows_nodes_tasks_and_a_jobs_dag_in_a_real_browser() {
 
 #[test]
 fn json_logs_completions_and_the_man_page() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let dir = tempfile::tempdir().unwrap();
     c.start_with("n1", &["--log-format", "json", "--data", &format!("fs://{}", dir.path().display())]);

@@ -36,6 +36,7 @@ fn sh(script: &str) -> (bool, String) {
 
 #[test]
 fn the_debian_package_installs_with_dpkg_on_a_fresh_copy_of_this_machine() {
+    let _turn = crate::common::turns::core();
     if unsafe { libc::geteuid() } != 0 {
         return skip("not root: no mount namespace for a throwaway copy of the machine");
     }

@@ -50,6 +50,7 @@ fn copy(src: &Path, dst: &Path) {
 
 #[test]
 fn the_readme_quickstart_compacts_the_sample_table() {
+    let _turn = crate::common::turns::waits();
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(repo.join("README.md")).unwrap();
     for cmd in [

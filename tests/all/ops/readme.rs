@@ -300,6 +300,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn the_readme_and_the_book_pasted_top_to_bottom_into_one_shell_end_with_every_documented_result() {
+    let _turn = crate::common::turns::waits();
     let all = blocks();
     assert!(all.len() >= 5, "the pages have only {} shell blocks: is the parser right?", all.len());
     let mut runs = vec![];
@@ -344,6 +345,7 @@ fn the_readme_and_the_book_pasted_top_to_bottom_into_one_shell_end_with_every_do
 /// [`PAGES`] fails here, and so does a listed page that is gone.
 #[test]
 fn every_page_of_the_book_is_in_the_run() {
+    let _turn = crate::common::turns::waits();
     fn md(dir: &Path, out: &mut Vec<String>) {
         for e in std::fs::read_dir(dir).unwrap() {
             let p = e.unwrap().path();
@@ -370,6 +372,7 @@ fn every_page_of_the_book_is_in_the_run() {
 /// states how long the first build takes here.
 #[test]
 fn the_readme_shows_the_job_fixture_as_it_is_and_the_build_time() {
+    let _turn = crate::common::turns::waits();
     let pages: Vec<String> = PAGES.iter().map(|p| read(p)).collect();
     let (page, start) = pages
         .iter()

@@ -1,6 +1,7 @@
 //! CI's gate on the house's shape (`.ci/shape.py`) fails on what it names:
 //! here an import from a lower layer of the main crate to a higher one,
-//! added to a copy of `src/`, and a circle between two modules.
+//! added to a copy of `src/`, a circle between two modules, and an
+//! integration test that does not take its turn first.
 
 use std::path::Path;
 use std::process::Command;
@@ -38,6 +39,7 @@ fn append(file: &Path, text: &str) {
 
 #[test]
 fn the_shape_gate_fails_on_an_upward_import_and_on_a_circle() {
+    let _turn = crate::common::turns::waits();
     let (ok, out) = shape_after(|_| {});
     assert!(ok, "the crate as it is passes: {out}");
 
@@ -64,4 +66,24 @@ fn the_shape_gate_fails_on_an_upward_import_and_on_a_circle() {
     });
     assert!(!ok, "a circle passed: {out}");
     assert!(out.contains("import circle"), "{out}");
+}
+
+#[test]
+fn the_shape_gate_fails_on_a_test_that_skips_its_turn() {
+    let _turn = crate::common::turns::waits();
+    let turnless = "#[test]\nfn a_test_without_its_turn() {\n    assert_eq!(1 + 1, 2);\n}\n";
+    let (ok, out) = shape_after(|d| {
+        std::fs::create_dir_all(d.join("tests/all/ops")).unwrap();
+        std::fs::write(d.join("tests/all/ops/turnless.rs"), turnless).unwrap();
+    });
+    assert!(!ok, "a test without its turn passed: {out}");
+    assert!(out.contains("tests/all/ops/turnless.rs:2: a test whose first line is not its turn"), "{out}");
+
+    // The same test taking its turn (after a comment) passes.
+    let (ok, out) = shape_after(|d| {
+        std::fs::create_dir_all(d.join("tests/all/ops")).unwrap();
+        let taken = turnless.replace("{\n", "{\n    // Short.\n    let _turn = crate::common::turns::waits();\n");
+        std::fs::write(d.join("tests/all/ops/turnless.rs"), taken).unwrap();
+    });
+    assert!(ok, "a test taking its turn failed: {out}");
 }

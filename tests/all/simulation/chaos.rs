@@ -475,7 +475,7 @@ fn check_records(records: &Path, ids: &[String], done: &BTreeSet<String>, v: &mu
 
 #[test]
 fn fs_chaos_tasks_survive_kills_and_pauses() {
-    let _heavy = crate::common::heavy();
+    let _turn = crate::common::turns::machine();
     let seed = seed();
     let long = std::env::var("COMPACTD_CHAOS_LONG").is_ok_and(|v| v == "1");
     // The same work without kills or pauses: the reference for throughput

@@ -667,7 +667,7 @@ use store::testing::env_u64;
 
 #[test]
 fn chaos_schedules() {
-    let _heavy = crate::common::heavy();
+    let _turn = crate::common::turns::machine();
     let count = env_u64("COMPACTD_SIM_SCHEDULES").unwrap_or(1000);
     let base = env_u64("COMPACTD_SIM_SEED_BASE").unwrap_or(0);
     let threads = 2u64;
@@ -732,6 +732,7 @@ fn chaos_schedules() {
 /// --all-features --test all sim_chaos::replay -- --nocapture`. Without the variable it does nothing.
 #[test]
 fn replay() {
+    let _turn = crate::common::turns::machine();
     let Some(seed) = env_u64("COMPACTD_SIM_SEED") else {
         return;
     };

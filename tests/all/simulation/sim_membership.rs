@@ -79,6 +79,7 @@ impl Sim {
 
 #[tokio::test]
 async fn three_nodes_agree_on_one_monitor_and_all_members() {
+    let _turn = crate::common::turns::waits();
     let mut sim = Sim::new(3).await;
     sim.run(Duration::from_secs(2)).await;
     assert_eq!(sim.monitors().len(), 1);
@@ -90,6 +91,7 @@ async fn three_nodes_agree_on_one_monitor_and_all_members() {
 
 #[tokio::test]
 async fn a_crashed_monitor_is_replaced_within_a_lease_and_declared_offline_once() {
+    let _turn = crate::common::turns::waits();
     let mut sim = Sim::new(3).await;
     sim.run(Duration::from_secs(2)).await;
     let m = sim.monitors()[0];
@@ -120,6 +122,7 @@ async fn a_crashed_monitor_is_replaced_within_a_lease_and_declared_offline_once(
 
 #[tokio::test]
 async fn a_paused_monitor_steps_down_on_resume_without_declaring_anyone() {
+    let _turn = crate::common::turns::waits();
     let mut sim = Sim::new(3).await;
     sim.run(Duration::from_secs(2)).await;
     let m = sim.monitors()[0];
@@ -149,6 +152,7 @@ async fn a_paused_monitor_steps_down_on_resume_without_declaring_anyone() {
 
 #[tokio::test]
 async fn a_node_restarted_under_the_same_id_replaces_its_old_incarnation() {
+    let _turn = crate::common::turns::waits();
     let mut sim = Sim::new(3).await;
     sim.run(Duration::from_secs(2)).await;
     let victim = (0..3).find(|i| !sim.node(*i).is_monitor()).unwrap();
@@ -167,6 +171,7 @@ async fn a_node_restarted_under_the_same_id_replaces_its_old_incarnation() {
 
 #[tokio::test]
 async fn a_node_restarted_on_a_clock_that_went_back_still_takes_a_larger_incarnation() {
+    let _turn = crate::common::turns::waits();
     let mut sim = Sim::new(3).await;
     sim.run(Duration::from_secs(2)).await;
     let victim = (0..3).find(|i| !sim.node(*i).is_monitor()).unwrap();
@@ -191,6 +196,7 @@ async fn a_node_restarted_on_a_clock_that_went_back_still_takes_a_larger_incarna
 
 #[tokio::test]
 async fn garbage_in_the_registry_is_skipped() {
+    let _turn = crate::common::turns::waits();
     let mut sim = Sim::new(3).await;
     sim.store.put("Compaction_V2/Registry/Nodes/n9", b"not json".to_vec()).await.unwrap();
     sim.store.put("Compaction_V2/Registry/Nodes/bad name", b"{}".to_vec()).await.unwrap();
@@ -205,6 +211,7 @@ async fn garbage_in_the_registry_is_skipped() {
 
 #[tokio::test]
 async fn an_unreadable_newer_lease_cannot_make_two_monitors() {
+    let _turn = crate::common::turns::waits();
     let mut sim = Sim::new(3).await;
     sim.run(Duration::from_secs(2)).await;
     let epoch = sim.node(sim.monitors()[0]).monitor_epoch().unwrap();

@@ -189,9 +189,8 @@ fn env_u64(name: &str) -> Option<u64> {
 #[test]
 fn a_thousand_nodes_converge_with_one_monitor_per_epoch_and_a_bounded_monitor_tick() {
     // One thread on a manual clock: it keeps one core busy for minutes and
-    // does not mind being slowed. Taken outside the runtime: no lock is
-    // held across an await.
-    let _core = crate::common::cpu();
+    // does not mind being slowed.
+    let _turn = crate::common::turns::core();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(a_thousand_nodes());
 }

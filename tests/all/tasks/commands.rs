@@ -28,6 +28,7 @@ fn one_node(c: &mut Cluster, extra: &[&str]) {
 
 #[test]
 fn an_inline_template_runs_only_on_nodes_that_opt_in() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let marker = c.fs_path().parent().unwrap().join("inline-ran");
     let cmd = format!("touch {}", marker.display());
@@ -47,6 +48,7 @@ fn an_inline_template_runs_only_on_nodes_that_opt_in() {
 
 #[test]
 fn a_named_command_gets_its_params_literally_and_an_unknown_name_fails() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let dir = c.fs_path().parent().unwrap().to_path_buf();
     let out = dir.join("param-out");
@@ -92,6 +94,7 @@ fn a_named_command_gets_its_params_literally_and_an_unknown_name_fails() {
 
 #[test]
 fn define_apply_reports_inline_templates_and_unknown_command_names() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     one_node(&mut c, &["--command", "stats=true"]);
     let def = serde_json::json!({
@@ -114,6 +117,7 @@ fn define_apply_reports_inline_templates_and_unknown_command_names() {
 
 #[test]
 fn command_executors_run_as_the_configured_user_and_root_needs_consent() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     // A world-writable folder the unprivileged user can write its uid into.
     let dir = tempfile::tempdir().unwrap();

@@ -90,6 +90,7 @@ fn slow_merge_env() -> Vec<(String, String)> {
 
 #[test]
 fn fs_compaction_end_to_end_with_a_killed_worker() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     c.env = slow_merge_env();
     let data = format!("fs://{}", c.fs_path().with_file_name("data").display());
@@ -98,6 +99,7 @@ fn fs_compaction_end_to_end_with_a_killed_worker() {
 
 #[test]
 fn s3_compaction_end_to_end_with_a_killed_worker() {
+    let _turn = crate::common::turns::waits();
     let s3 = S3Server::shared();
     s3.set_env();
     let root = s3.new_bucket("tasks");
@@ -110,6 +112,7 @@ fn s3_compaction_end_to_end_with_a_killed_worker() {
 
 #[test]
 fn fs_a_killed_manager_hands_its_task_over() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     c.env = slow_merge_env();
     let data = format!("fs://{}", c.fs_path().with_file_name("data").display());
@@ -140,6 +143,7 @@ fn pid_alive(pid: i32) -> bool {
 
 #[test]
 fn fs_stopping_a_repeat_task_cancels_it_and_kills_its_executors() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let data = format!("fs://{}", c.fs_path().with_file_name("data").display());
     let pids = c.fs_path().with_file_name("pids");
@@ -181,6 +185,7 @@ fn children_of(pid: i32) -> Vec<i32> {
 
 #[test]
 fn fs_a_sigkilled_daemon_takes_its_executors_and_what_they_started_with_it() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let pids = c.fs_path().with_file_name("pids");
     std::fs::create_dir_all(&pids).unwrap();
@@ -224,6 +229,7 @@ fn fs_a_sigkilled_daemon_takes_its_executors_and_what_they_started_with_it() {
 
 #[test]
 fn fs_a_paused_workers_late_result_is_not_accepted() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     c.env = slow_merge_env();
     let data = format!("fs://{}", c.fs_path().with_file_name("data").display());
@@ -267,6 +273,7 @@ fn fs_a_paused_workers_late_result_is_not_accepted() {
 
 #[test]
 fn fs_reassign_a_subtask_and_a_manager_then_archive_the_history() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     for n in ["n1", "n2", "n3"] {
         c.start_with(n, &["--sweep", "1s", "--history-retention", "1s", "--allow-inline-commands"]);
@@ -314,6 +321,7 @@ fn fs_reassign_a_subtask_and_a_manager_then_archive_the_history() {
 /// with nothing done.
 #[test]
 fn fs_a_table_without_partitions_fails_naming_the_path() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let data = format!("fs://{}", c.fs_path().with_file_name("data").display());
     std::fs::create_dir_all(c.fs_path().with_file_name("data").join("db/s/empty")).unwrap();
@@ -334,6 +342,7 @@ fn fs_a_table_without_partitions_fails_naming_the_path() {
 
 #[test]
 fn hdfs_compaction_end_to_end_with_a_killed_worker() {
+    let _turn = crate::common::turns::waits();
     let hdfs = HdfsCluster::shared();
     let root = hdfs.new_root("tasks");
     let data = hdfs.new_root("data");
@@ -449,6 +458,7 @@ fn racing_tasks_keep_every_line_once(c: &mut Cluster, data: &str) {
 
 #[test]
 fn fs_tasks_racing_on_one_table_keep_every_line_once() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     let data = format!("fs://{}", c.fs_path().with_file_name("data").display());
     racing_tasks_keep_every_line_once(&mut c, &data);
@@ -456,6 +466,7 @@ fn fs_tasks_racing_on_one_table_keep_every_line_once() {
 
 #[test]
 fn s3_tasks_racing_on_one_table_keep_every_line_once() {
+    let _turn = crate::common::turns::waits();
     let s3 = S3Server::shared();
     s3.set_env();
     let root = s3.new_bucket("race");

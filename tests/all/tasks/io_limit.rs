@@ -101,6 +101,7 @@ fn merge_with(extra: &[&str]) -> (Duration, String, Cluster, tempfile::TempDir) 
 
 #[test]
 fn two_executors_at_once_stay_under_the_node_limit_and_merge_right() {
+    let _turn = crate::common::turns::waits();
     let limit = 4 * MIB;
     let (took, metrics, _c, _tmp) = merge_with(&["--io-limit", "4MiB"]);
     // Read 12 MiB, wrote 12 MiB (every input ends with a newline).
@@ -119,6 +120,7 @@ fn two_executors_at_once_stay_under_the_node_limit_and_merge_right() {
 
 #[test]
 fn without_a_limit_executors_ask_nothing() {
+    let _turn = crate::common::turns::waits();
     let (took, metrics, _c, _tmp) = merge_with(&[]);
     eprintln!("unlimited: {took:?}");
     assert_eq!(metric(&metrics, "compactd_io_limit_bytes_total"), 0.0, "{metrics}");

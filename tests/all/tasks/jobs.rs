@@ -78,11 +78,13 @@ fn trigger_race(c: &Cluster) {
 
 #[test]
 fn ten_concurrent_trigger_processes_create_one_job_on_fs() {
+    let _turn = crate::common::turns::waits();
     trigger_race(&Cluster::fs());
 }
 
 #[test]
 fn ten_concurrent_trigger_processes_create_one_job_on_s3() {
+    let _turn = crate::common::turns::waits();
     let server = S3Server::shared();
     let c = Cluster::on(server.new_bucket("jobs-trigger"), server.env());
     trigger_race(&c);
@@ -90,12 +92,14 @@ fn ten_concurrent_trigger_processes_create_one_job_on_s3() {
 
 #[test]
 fn ten_concurrent_trigger_processes_create_one_job_on_hdfs() {
+    let _turn = crate::common::turns::waits();
     let hdfs = HdfsCluster::shared();
     trigger_race(&Cluster::on(hdfs.new_root("jobs-trigger"), vec![]));
 }
 
 #[test]
 fn definitions_through_the_cli() {
+    let _turn = crate::common::turns::waits();
     let c = Cluster::fs();
     // Refused definitions name the steps and write nothing.
     let out = c.compactd(&["define", "apply", &fixture("cycle.json")]);
@@ -173,6 +177,7 @@ fn definitions_through_the_cli() {
 /// fire instant; `job --json` carries the schedule on an instance.
 #[test]
 fn a_schedule_through_the_cli() {
+    let _turn = crate::common::turns::waits();
     let c = Cluster::fs();
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.json");
@@ -239,6 +244,7 @@ fn lines(path: &Path) -> Vec<String> {
 
 #[test]
 fn diamond_runs_across_three_processes() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     for n in ["n1", "n2", "n3"] {
         c.start_with(n, &["--executor", "command", "--command", "true", "--sweep", "1s", "--allow-inline-commands"]);

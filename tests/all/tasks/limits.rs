@@ -74,6 +74,7 @@ const SUBMIT: [&str; 7] = ["submit", "--db", "db", "--schema", "s", "--table", "
 
 #[test]
 fn submit_refuses_what_is_over_a_limit_naming_the_limit() {
+    let _turn = crate::common::turns::waits();
     let c = Cluster::fs();
     let data = c.fs_path().with_file_name("data");
     let data_uri = format!("fs://{}", data.display());
@@ -139,6 +140,7 @@ fn rss_kib(pid: i32) -> u64 {
 /// end Done having merged nothing.
 #[test]
 fn a_manager_refuses_a_task_over_a_limit_and_a_missing_partition() {
+    let _turn = crate::common::turns::waits();
     let mut c = Cluster::fs();
     // The default timings: a node stopped for a few seconds stays a member.
     c.timings = vec![];

@@ -203,17 +203,7 @@ fn settle(c: &Cluster, rt: &tokio::runtime::Runtime, data: &Store, what: &str) {
     }
 }
 
-/// The two scenarios take turns: each bounds how long a compaction may
-/// lag its writer, which the other's load on this machine would skew.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn scenario(mut c: Cluster, lake: Lake, tree: Store, data: Store, kill_first_monitor: bool) {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    // Its bound on small files holds at the writer's pace only with the
-    // machine not taken by a simulation beside it: no test that keeps a
-    // core busy runs beside it. Taken after its turn, so that the scenario
-    // waiting for it holds no core.
-    let _cores = crate::common::heavy();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let flags = ["--data", &lake.data, "--plan-interval", lake.plan_interval, "--max-running", "4"];
     let dir = tempfile::tempdir().unwrap();
@@ -373,6 +363,7 @@ fn scenario(mut c: Cluster, lake: Lake, tree: Store, data: Store, kill_first_mon
 
 #[test]
 fn fs_tables_stay_compact_and_a_monitor_killed_mid_pass_loses_and_doubles_no_decision() {
+    let _turn = crate::common::turns::machine();
     let c = Cluster::fs();
     let data_dir = tempfile::tempdir().unwrap();
     let data = data_dir.path().to_str().unwrap().to_string();
@@ -394,6 +385,7 @@ fn fs_tables_stay_compact_and_a_monitor_killed_mid_pass_loses_and_doubles_no_dec
 
 #[test]
 fn s3_tables_stay_compact() {
+    let _turn = crate::common::turns::machine();
     let s3 = S3Server::start();
     s3.set_env();
     let root = s3.new_bucket("policies");
@@ -433,6 +425,7 @@ fn s3_tables_stay_compact() {
 /// `list`, pause and resume, and clear refusals of what does not exist.
 #[test]
 fn policy_versions_show_list_pause_and_resume_through_the_cli() {
+    let _turn = crate::common::turns::machine();
     let mut c = Cluster::fs();
     c.start_with("n1", &[]);
     c.wait_nodes(Duration::from_secs(30), "n1 alive", |r| alive(r).len() == 1);
@@ -494,6 +487,7 @@ fn policy_versions_show_list_pause_and_resume_through_the_cli() {
 /// files beside young ones are compacted; the young ones keep every byte.
 #[test]
 fn a_policy_leaves_files_younger_than_its_minimum_age_alone() {
+    let _turn = crate::common::turns::machine();
     let mut c = Cluster::fs();
     let data_dir = c.fs_path().with_file_name("data");
     let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);

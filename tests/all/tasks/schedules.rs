@@ -82,6 +82,7 @@ impl One {
 
 #[tokio::test]
 async fn cron_rounds_follow_the_schedule_across_dst_and_catch_up_once() {
+    let _turn = crate::common::turns::waits();
     let mut one = One::new(Duration::from_secs(1)).await;
     one.cluster.clock.set_wall_ms(at("2026-03-28T12:00:00Z"));
     let mut spec = TaskSpec::table(Name::parse("db").unwrap(), Name::parse("s").unwrap(), Name::parse("t").unwrap());
@@ -134,6 +135,7 @@ async fn cron_rounds_follow_the_schedule_across_dst_and_catch_up_once() {
 
 #[tokio::test]
 async fn the_monitor_triggers_a_scheduled_job_at_its_fire_instant() {
+    let _turn = crate::common::turns::waits();
     // The default sweep (60 s): the node looks at the schedules again at
     // the next fire instant, not only a sweep later.
     let mut one = One::new(WorkConfig::default().sweep).await;
@@ -162,6 +164,7 @@ async fn the_monitor_triggers_a_scheduled_job_at_its_fire_instant() {
 
 #[tokio::test]
 async fn a_bad_stored_cron_is_a_malformed_task_not_a_panic() {
+    let _turn = crate::common::turns::waits();
     let mut one = One::new(Duration::from_secs(1)).await;
     let mut spec = TaskSpec::table(Name::parse("db").unwrap(), Name::parse("s").unwrap(), Name::parse("t").unwrap());
     spec.shards = Some(1);

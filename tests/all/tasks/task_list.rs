@@ -70,6 +70,7 @@ async fn tree(uri: &RootUri, n: usize) -> (Store, OpCounter, Vec<TaskId>) {
 
 #[tokio::test]
 async fn list_pages_are_bounded_by_the_limit_and_a_state_filter_is_one_listing() {
+    let _turn = crate::common::turns::waits();
     let n: usize = std::env::var("COMPACTD_LIST_TASKS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     assert!(n >= 1000, "COMPACTD_LIST_TASKS must be at least 1000");
     let (store, counter, ids) = tree(&RootUri::Memory, n).await;
@@ -125,6 +126,7 @@ async fn list_pages_are_bounded_by_the_limit_and_a_state_filter_is_one_listing()
 /// and a state name that does not exist is refused (exit 2) naming it.
 #[tokio::test]
 async fn the_cli_pages_filters_and_refuses_unknown_states() {
+    let _turn = crate::common::turns::waits();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     let (_store, _, ids) = tree(&RootUri::parse(root.to_str().unwrap()).unwrap(), 1000).await;

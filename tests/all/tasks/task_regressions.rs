@@ -266,6 +266,7 @@ impl Sim {
 /// cancelled the task it managed itself.
 #[tokio::test]
 async fn a_new_monitor_with_an_incomplete_view_does_not_cancel_tasks() {
+    let _turn = crate::common::turns::waits();
     let mut sim = Sim::new(3, fast, noop_work()).await;
     sim.settle().await;
     let mut ids = vec![];
@@ -299,6 +300,7 @@ async fn a_new_monitor_with_an_incomplete_view_does_not_cancel_tasks() {
 /// current manager restarts and rebuilds. No recorded unit may run again.
 #[tokio::test]
 async fn a_stale_managers_task_info_write_does_not_erase_recorded_outcomes() {
+    let _turn = crate::common::turns::waits();
     let mut sim = Sim::new(3, fast, noop_work()).await;
     sim.settle().await;
     let id = sim.submit(12, "n1").await;
@@ -342,6 +344,7 @@ async fn a_stale_managers_task_info_write_does_not_erase_recorded_outcomes() {
 /// lists node folders one level at a time.
 #[tokio::test]
 async fn empty_subtask_folders_of_finished_tasks_are_swept() {
+    let _turn = crate::common::turns::waits();
     let mut sim = Sim::new(2, fast, noop_work()).await;
     sim.settle().await;
     let id = sim.submit(2, "n1").await;
@@ -369,6 +372,7 @@ async fn empty_subtask_folders_of_finished_tasks_are_swept() {
 /// its few files, and the outcomes are all there.
 #[tokio::test]
 async fn a_task_folder_listing_does_not_grow_with_its_units() {
+    let _turn = crate::common::turns::waits();
     let mut sim = Sim::new(2, fast, noop_work()).await;
     sim.settle().await;
     let id = sim.submit(60, "n1").await;
@@ -383,6 +387,7 @@ async fn a_task_folder_listing_does_not_grow_with_its_units() {
 /// are still read and found where they are; new ones go to `Outcomes/`.
 #[tokio::test]
 async fn outcomes_an_older_version_left_in_the_task_folder_are_still_read() {
+    let _turn = crate::common::turns::waits();
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&RootUri::Fs { root: dir.path().to_path_buf() }).await.unwrap();
     let id = TaskId::parse("aaaaffff.16176931.56000000.0").unwrap();
@@ -411,6 +416,7 @@ async fn outcomes_an_older_version_left_in_the_task_folder_are_still_read() {
 /// over (term 2).
 #[tokio::test]
 async fn attempt_numbers_are_not_reused_by_a_new_manager() {
+    let _turn = crate::common::turns::waits();
     attempts_after_manager_change(false).await;
 }
 
@@ -418,6 +424,7 @@ async fn attempt_numbers_are_not_reused_by_a_new_manager() {
 /// Before the fix, the restarted node kept term 1 and numbered from 1.
 #[tokio::test]
 async fn attempt_numbers_are_not_reused_by_a_restarted_manager() {
+    let _turn = crate::common::turns::waits();
     attempts_after_manager_change(true).await;
 }
 
@@ -499,6 +506,7 @@ async fn attempts_after_manager_change(restart: bool) {
 /// running per node. Without the deadline one tick of n2 takes over 20 s.
 #[tokio::test]
 async fn heartbeats_keep_flowing_while_a_manager_dispatches_thousands_of_subtasks() {
+    let _turn = crate::common::turns::waits();
     let work = WorkConfig { max_running: 256, ..noop_work() };
     let mut sim = Sim::with(2, slow, work, OpKind::ALL.to_vec(), true).await;
     sim.slot("n2").paused = true;
@@ -535,6 +543,7 @@ async fn heartbeats_keep_flowing_while_a_manager_dispatches_thousands_of_subtask
 /// reports are written a poll later.
 #[tokio::test]
 async fn a_finished_subtask_whose_report_waits_a_poll_is_not_run_again() {
+    let _turn = crate::common::turns::waits();
     let work = WorkConfig { executor: ExecutorKind::Command, allow_inline: true, ..noop_work() };
     let mut sim = Sim::with(1, fast, work, vec![OpKind::Put], false).await;
     sim.settle().await;

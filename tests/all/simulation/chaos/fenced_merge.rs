@@ -132,12 +132,12 @@ fn paused_worker_must_not_commit(kind: PauseKind) {
 
 #[test]
 fn fs_merge_commit_of_a_paused_daemon_is_fenced() {
-    let _heavy = crate::common::heavy();
+    let _turn = crate::common::turns::machine();
     paused_worker_must_not_commit(PauseKind::Daemon);
 }
 
 #[test]
 fn fs_merge_commit_of_a_paused_machine_is_fenced() {
-    let _heavy = crate::common::heavy();
+    let _turn = crate::common::turns::machine();
     paused_worker_must_not_commit(PauseKind::Machine);
 }

@@ -18,6 +18,7 @@ fn regression(seed: u64) {
 /// nobody takes over, and nobody joins, declares or cleans anything again.
 #[test]
 fn leader_without_monitor_after_an_error_behind_a_won_election() {
+    let _turn = crate::common::turns::waits();
     regression(0);
 }
 
@@ -34,6 +35,7 @@ fn leader_without_monitor_after_an_error_behind_a_won_election() {
 /// best-effort (log, do not `?`), so a won election always returns `Elected`.
 #[test]
 fn leader_without_monitor_after_an_error_in_monitor_start() {
+    let _turn = crate::common::turns::waits();
     regression(16);
 }
 
@@ -48,6 +50,7 @@ fn leader_without_monitor_after_an_error_in_monitor_start() {
 /// `purge` only deletes cleaned ones.
 #[test]
 fn offline_declaration_left_uncleaned_after_a_failed_cleanup() {
+    let _turn = crate::common::turns::waits();
     regression(29);
 }
 
@@ -58,6 +61,7 @@ fn offline_declaration_left_uncleaned_after_a_failed_cleanup() {
 /// pending declarations (re-creating a missing marker) on every scan.
 #[test]
 fn an_offline_marker_whose_create_reply_was_lost_is_finished() {
+    let _turn = crate::common::turns::waits();
     regression(105641);
 }
 
@@ -74,6 +78,7 @@ fn an_offline_marker_whose_create_reply_was_lost_is_finished() {
 /// `last_event < cursor` as a gap.
 #[test]
 fn event_numbers_are_reused_after_the_whole_log_was_purged() {
+    let _turn = crate::common::turns::waits();
     let rt = runtime();
     let r: Result<(), Failure> = rt.block_on(async {
         let mut sim = Sim::with(1, Some(3), Some(Duration::from_secs(1))).await;
@@ -133,6 +138,7 @@ fn regression_with_tasks(seed: u64) {
 /// subtask stayed Running forever. Fixed: results are kept until written.
 #[test]
 fn a_failed_result_write_is_retried_not_lost() {
+    let _turn = crate::common::turns::waits();
     regression_with_tasks(0);
 }
 
@@ -142,6 +148,7 @@ fn a_failed_result_write_is_retried_not_lost() {
 /// create-once file, then change state.
 #[test]
 fn a_unit_is_done_only_once_its_outcome_is_recorded() {
+    let _turn = crate::common::turns::waits();
     regression_with_tasks(5);
 }
 
@@ -151,6 +158,7 @@ fn a_unit_is_done_only_once_its_outcome_is_recorded() {
 /// incarnation's Running marker. Fixed: both check the marker's incarnation.
 #[test]
 fn a_running_marker_is_judged_by_its_incarnation() {
+    let _turn = crate::common::turns::waits();
     regression_with_tasks(18);
 }
 
@@ -160,5 +168,6 @@ fn a_running_marker_is_judged_by_its_incarnation() {
 /// only after the rebuild succeeds; an existing folder's runner is unknown.
 #[test]
 fn a_failed_rebuild_starts_over() {
+    let _turn = crate::common::turns::waits();
     regression_with_tasks(225);
 }

@@ -18,6 +18,7 @@ fn without(node: &str) -> Vec<(&'static str, u64)> {
 /// and ends where it runs.
 #[tokio::test]
 async fn a_view_without_the_live_runner_does_not_move_its_unit() {
+    let _turn = crate::common::turns::waits();
     for layout in LAYOUTS {
         a_view_without_the_live_runner_does_not_move_its_unit_in(layout).await;
     }
@@ -62,6 +63,7 @@ async fn a_view_without_the_live_runner_does_not_move_its_unit_in(layout: u32) {
 /// node at once.
 #[tokio::test]
 async fn a_runner_declared_offline_ended_or_outrun_frees_its_unit() {
+    let _turn = crate::common::turns::waits();
     for (layout, case) in LAYOUTS.iter().flat_map(|l| ["view", "marker", "ended", "heartbeat"].map(|c| (*l, c))) {
         let lab = Lab::new_in(layout).await;
         let id = lab.submit(1, 1).await;
@@ -115,6 +117,7 @@ async fn a_runner_declared_offline_ended_or_outrun_frees_its_unit() {
 /// node's worker claims first, the manager waits for that runner.
 #[tokio::test]
 async fn an_unstarted_attempt_is_taken_back_by_its_claim_before_it_moves() {
+    let _turn = crate::common::turns::waits();
     for layout in LAYOUTS {
         an_unstarted_attempt_is_taken_back_in(layout).await;
     }
@@ -186,6 +189,7 @@ async fn an_unstarted_attempt_is_taken_back_in(layout: u32) {
 /// adopts it. A create that did not land is made again under the same name.
 #[tokio::test]
 async fn a_dispatch_whose_reply_was_lost_is_adopted_not_numbered_again() {
+    let _turn = crate::common::turns::waits();
     for (layout, lost) in LAYOUTS.iter().flat_map(|l| [1.0, 0.0].map(|x| (*l, x))) {
         let lab = Lab::new_in(layout).await;
         let id = lab.submit(4, 1).await;
@@ -213,6 +217,7 @@ async fn a_dispatch_whose_reply_was_lost_is_adopted_not_numbered_again() {
 /// keeps that claim; the unit goes elsewhere.
 #[tokio::test]
 async fn an_unsure_attempt_on_a_node_gone_from_the_view_is_fenced_by_a_kept_claim() {
+    let _turn = crate::common::turns::waits();
     for layout in LAYOUTS {
         an_unsure_attempt_is_fenced_in(layout).await;
     }
@@ -280,6 +285,7 @@ async fn an_unsure_attempt_is_fenced_in(layout: u32) {
 /// acknowledged that the run ended (its `Failed` mark).
 #[tokio::test]
 async fn a_reassigned_unit_moves_only_after_its_worker_acknowledges() {
+    let _turn = crate::common::turns::waits();
     for layout in LAYOUTS {
         a_reassigned_unit_moves_in(layout).await;
     }
@@ -313,6 +319,7 @@ async fn a_reassigned_unit_moves_in(layout: u32) {
 /// incarnation.
 #[tokio::test]
 async fn a_vanished_folder_waits_for_an_acknowledgement() {
+    let _turn = crate::common::turns::waits();
     for layout in LAYOUTS {
         a_vanished_folder_waits_in(layout).await;
     }
@@ -352,6 +359,7 @@ async fn a_vanished_folder_waits_in(layout: u32) {
 /// same number, and recorded under its own name.
 #[tokio::test]
 async fn batches_of_two_terms_numbered_alike_stay_apart() {
+    let _turn = crate::common::turns::waits();
     let lab = Lab::new_in(4).await;
     let id = lab.submit(1, 1).await;
     // Term 2 (n1 restarted) loads the task while no member takes work.
@@ -429,6 +437,7 @@ async fn batches_of_two_terms_numbered_alike_stay_apart() {
 /// before the worker's next poll kills the run.
 #[tokio::test]
 async fn a_rebuild_keeps_a_batch_without_info_until_its_run_is_acknowledged() {
+    let _turn = crate::common::turns::waits();
     for case in ["vanished", "info removed"] {
         let lab = Lab::new_in(4).await;
         let id = lab.submit(1, 1).await;

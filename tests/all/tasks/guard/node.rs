@@ -48,6 +48,7 @@ async fn tick_until(lab: &Lab, node: &mut Node, mut done: impl FnMut(&Node) -> b
 /// never declare it): its worker claims nothing until a beat counts.
 #[tokio::test]
 async fn nothing_is_claimed_before_a_heartbeat_counts() {
+    let _turn = crate::common::turns::waits();
     let lab = Lab::new().await;
     let (mut node, id) = node_with_a_unit(&lab).await;
     let hb = v2::heartbeat(&n("n1"));
@@ -70,6 +71,7 @@ async fn nothing_is_claimed_before_a_heartbeat_counts() {
 /// the old incarnation ended once its executors are dead.
 #[tokio::test]
 async fn a_heartbeat_reply_after_the_deadline_ends_the_incarnation() {
+    let _turn = crate::common::turns::waits();
     let lab = Lab::new().await;
     let (mut node, _) = node_with_a_unit(&lab).await;
     tick_until(&lab, &mut node, |n| n.running_subtasks() == 1 && !lab.started().is_empty()).await;
@@ -106,6 +108,7 @@ async fn a_heartbeat_reply_after_the_deadline_ends_the_incarnation() {
 /// ends the incarnation there.
 #[tokio::test]
 async fn a_heartbeat_counted_as_failed_does_not_move_the_deadline() {
+    let _turn = crate::common::turns::waits();
     let lab = Lab::new().await;
     let (mut node, _) = node_with_a_unit(&lab).await;
     tick_until(&lab, &mut node, |n| n.running_subtasks() == 1).await;
@@ -131,6 +134,7 @@ async fn a_heartbeat_counted_as_failed_does_not_move_the_deadline() {
 /// node is declared offline a whole session after it, not earlier.
 #[tokio::test]
 async fn the_monitor_stamps_a_beat_when_its_listing_returned() {
+    let _turn = crate::common::turns::waits();
     let store = Store::memory().await;
     let layer = FaultLayer::new(FaultConfig::default());
     let faults = layer.handle();
@@ -181,6 +185,7 @@ async fn the_monitor_stamps_a_beat_when_its_listing_returned() {
 /// dropped report would have it run again elsewhere.
 #[tokio::test]
 async fn a_node_leaving_reports_the_units_that_finished_since_its_last_tick() {
+    let _turn = crate::common::turns::waits();
     let lab = Lab::new().await;
     let id = lab.submit(1, 0).await;
     let mut m = TaskManager::new(id);

@@ -14,6 +14,7 @@ use super::*;
 /// group at the deadline on its own, and stays up for its daemon.
 #[test]
 fn the_reaper_kills_at_the_deadline_while_its_daemon_says_nothing() {
+    let _turn = crate::common::turns::waits();
     let mut reaper = Command::new(common::cluster::BIN)
         .arg("__reaper")
         .stdin(Stdio::piped())

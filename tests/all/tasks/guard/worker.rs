@@ -32,6 +32,7 @@ async fn round(lab: &Lab, w: &mut Worker, store: &Store, folder: &compactd::task
 /// is removed.
 #[tokio::test]
 async fn a_claim_after_the_folder_was_removed_starts_nothing() {
+    let _turn = crate::common::turns::waits();
     let lab = Lab::new().await;
     let (_, node, name, mut w) = dispatched(&lab, Duration::from_secs(10)).await;
     let listed = list_node(&lab.store, &node).await.unwrap();
@@ -47,6 +48,7 @@ async fn a_claim_after_the_folder_was_removed_starts_nothing() {
 /// the claim, and starts nothing.
 #[tokio::test]
 async fn a_claim_taken_by_the_manager_first_starts_nothing() {
+    let _turn = crate::common::turns::waits();
     let lab = Lab::new().await;
     let (_, node, name, mut w) = dispatched(&lab, Duration::from_secs(10)).await;
     let listed = list_node(&lab.store, &node).await.unwrap();
@@ -66,6 +68,7 @@ async fn a_claim_taken_by_the_manager_first_starts_nothing() {
 /// attempt's `Failed` mark.
 #[tokio::test]
 async fn a_claim_whose_reply_comes_after_the_guard_deadline_starts_nothing() {
+    let _turn = crate::common::turns::waits();
     let lab = Lab::new().await;
     let (_, node, name, mut w) = dispatched(&lab, Duration::from_millis(800)).await;
     let listed = list_node(&lab.store, &node).await.unwrap();
@@ -92,6 +95,7 @@ async fn a_claim_whose_reply_comes_after_the_guard_deadline_starts_nothing() {
 /// guard's trip kills every executor it let start.
 #[tokio::test]
 async fn a_run_started_in_the_last_tick_before_the_deadline_dies_at_it() {
+    let _turn = crate::common::turns::waits();
     let lab = Lab::new().await;
     let (_, node, _, mut w) = dispatched(&lab, Duration::from_millis(500)).await;
     let listed = list_node(&lab.store, &node).await.unwrap();
@@ -122,6 +126,7 @@ async fn a_run_started_in_the_last_tick_before_the_deadline_dies_at_it() {
 /// manager waits for before the unit goes elsewhere.
 #[tokio::test]
 async fn a_cancelled_run_is_killed_and_acknowledged_once_dead() {
+    let _turn = crate::common::turns::waits();
     let lab = Lab::new().await;
     let (_, node, name, mut w) = dispatched(&lab, Duration::from_secs(60)).await;
     let listed = list_node(&lab.store, &node).await.unwrap();
@@ -149,6 +154,7 @@ async fn a_cancelled_run_is_killed_and_acknowledged_once_dead() {
 /// it on at once instead of waiting for the incarnation's end.
 #[tokio::test]
 async fn an_own_claim_whose_reply_was_lost_then_released_is_reported_not_left() {
+    let _turn = crate::common::turns::waits();
     let lab = Lab::new_in(3).await;
     let id = lab.submit(1, 30).await;
     let mut m = TaskManager::new(id);

@@ -38,6 +38,7 @@ async fn timed_tick(sim: &mut Sim, node: &NodeId, ops: &std::sync::atomic::Atomi
 /// its listing) keeps its pointer and subtasks and finishes.
 #[tokio::test]
 async fn a_sweep_over_ten_thousand_tasks_spans_ticks_under_the_deadline() {
+    let _turn = crate::common::turns::waits();
     // `COMPACTD_SWEEP_TASKS=100000` for the full size.
     let n: u64 = std::env::var("COMPACTD_SWEEP_TASKS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let work = WorkConfig { sweep: Duration::from_secs(3600), ..noop_work() };
@@ -123,6 +124,7 @@ async fn a_sweep_over_ten_thousand_tasks_spans_ticks_under_the_deadline() {
 /// folders).
 #[tokio::test]
 async fn a_restarted_manager_of_many_tasks_rebuilds_them_from_one_listing() {
+    let _turn = crate::common::turns::waits();
     const TASKS: usize = 30;
     // One subtask at a time per node, each a long `sleep`: every task stays
     // Running with queued subtask folders.
@@ -203,6 +205,7 @@ async fn a_restarted_manager_of_many_tasks_rebuilds_them_from_one_listing() {
 /// node but the dead one is declared offline.
 #[tokio::test]
 async fn the_tasks_of_an_offline_manager_are_handed_over_across_ticks() {
+    let _turn = crate::common::turns::waits();
     const TASKS: usize = 500;
     let work = WorkConfig { sweep: Duration::from_secs(3600), ..noop_work() };
     let mut sim = Sim::with(3, slow, work, OpKind::ALL.to_vec(), true).await;
@@ -254,6 +257,7 @@ async fn the_tasks_of_an_offline_manager_are_handed_over_across_ticks() {
 /// listeners, so every dispatch to another node is announced by a stamp.
 #[tokio::test]
 async fn an_idle_node_reads_its_inbox_instead_of_listing_and_finds_new_work_at_its_next_poll() {
+    let _turn = crate::common::turns::waits();
     let mut sim = Sim::with(2, fast, noop_work(), OpKind::ALL.to_vec(), true).await;
     sim.settle().await;
     sim.rounds(5).await;
