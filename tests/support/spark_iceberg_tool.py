@@ -60,7 +60,7 @@ def session():
         .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
         .config("spark.driver.memory", os.environ.get("COMPACTD_SPARK_DRIVER_MEMORY", "3g"))
         .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC -XX:TieredStopAtLevel=1")
         .config("spark.sql.warehouse.dir", os.path.join(os.getcwd(), "spark-warehouse"))
     )
     spark = b.getOrCreate()

@@ -107,7 +107,7 @@ def session():
         .config("spark.sql.session.timeZone", "UTC")
         # Legacy rebasing of timestamps uses the JVM's zone: UTC, as the
         # session's, so a run does not depend on the machine's zone.
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC -XX:TieredStopAtLevel=1")
         .config("spark.sql.warehouse.dir", os.path.join(os.getcwd(), "spark-warehouse"))
     )
     spark = configure_spark_with_delta_pip(b).getOrCreate()
