@@ -606,7 +606,7 @@ mod tests {
         assert!(matches!(b.step(&store, 1501 * MS, 0).await.unwrap(), Step::Elected { epoch: 2, .. }));
     }
 
-    /// Issue 31: an empty folder at the next lease name stopped election for
+    /// An empty folder at the next lease name once stopped election for
     /// good ("Is a directory" every round). Now it costs one lease: the
     /// holder steps down on seeing a newer name, and the followers take the
     /// epoch after it once it has not changed for a lease.

@@ -19,8 +19,8 @@
 //!   whole cluster), the overview cached for [`VIEW_TTL`] so that a page
 //!   left refreshing costs the backend at most one read of the view per TTL.
 //!
-//! Limits, so that no client can stall the node or its pokes (issue 31's
-//! test holds 300 idle and 100 slow connections while tasks run):
+//! Limits, so that no client can stall the node or its pokes (the hostile
+//! HTTP test holds 300 idle and 100 slow connections while tasks run):
 //! - a request's head must arrive within [`HEADER_TIMEOUT`] of the moment
 //!   the connection waits for it (new or kept alive), so idle and
 //!   byte-a-second clients are closed, not waited on; a head over

@@ -81,7 +81,7 @@ fn a_hint_is_sent_like_a_work_poke_and_never_stamped() {
     assert!(!p.take_own(&n("a")));
 }
 
-/// 20,000 pokes in 3 s (the flood of issue 31) admit at most
+/// 20,000 pokes in 3 s (a forged flood) admit at most
 /// `WOKEN_BURST + 3 × WOKEN_PER_SECOND` woken ticks; a quiet spell
 /// refills the burst, at the rate.
 #[test]

@@ -355,7 +355,7 @@ fn a_second_process_with_a_live_node_id_is_refused() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("is in use"), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// Issue 31: two processes started at the same instant under one id. Before
+/// Two processes started at the same instant under one id. Before
 /// the owner claims (`src/node/claim.rs`), both ran in 1 of 6 tries (the
 /// monitor declared its own id offline again and again) and both exited
 /// blaming the backend in 3 (they raced one probe file). Now exactly one

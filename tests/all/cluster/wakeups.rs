@@ -1,4 +1,4 @@
-//! Wake-ups (issue 12) with real `compactd` processes at the **default**
+//! Wake-ups with real `compactd` processes at the **default**
 //! timings (10 s heartbeat, 30 s session and lease), on fs and on the
 //! loopback S3 server: work starts when it is written, not at the next
 //! poll. Then the same scenarios with every listener off (`--listen off`,
@@ -224,9 +224,8 @@ fn flood(addr: &str, n: usize, conns: usize) -> (usize, usize) {
 }
 
 /// 20,000 forged pokes in three seconds at the monitor (the node with
-/// the most to lose: its lease and its membership scans; the flood of
-/// issue 31, which cost ~47 LISTs/s when only `MIN_WOKEN_GAP` spaced woken
-/// ticks): every node keeps its incarnation (no offline declaration, no
+/// the most to lose: its lease and its membership scans; such a flood
+/// cost ~47 LISTs/s when only `MIN_WOKEN_GAP` spaced woken ticks): every node keeps its incarnation (no offline declaration, no
 /// rejoin), the monitor keeps its lease, and the pokes cost at most
 /// [`WOKEN_BURST`] + [`WOKEN_PER_SECOND`] a second woken ticks, each listing
 /// at most [`LISTS_PER_WOKEN_TICK`] times.

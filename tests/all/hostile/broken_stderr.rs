@@ -1,4 +1,4 @@
-//! A daemon whose stderr breaks keeps running (issue 31, item 5), with real
+//! A daemon whose stderr breaks keeps running, with real
 //! `compactd run` processes on an fs root:
 //!
 //! - stderr on `/dev/full` (every write fails with ENOSPC);

@@ -1,5 +1,5 @@
-//! One bad entry must not exhaust memory, hang a node or stop election
-//! (issue 31). The names come from the documentation, not from a list kept
+//! One bad entry must not exhaust memory, hang a node or stop election.
+//! The names come from the documentation, not from a list kept
 //! here: every file name of the tree listings in `layouts/README.md` and
 //! `layouts/JOBS.md`, with its placeholders filled in ([`names`]), gets each
 //! kind of bad entry ([`Kind`]): garbage bytes, a 2 GiB sparse file, a

@@ -1,4 +1,4 @@
-//! Hostile HTTP clients cannot slow the cluster (issue 29): a node at
+//! Hostile HTTP clients cannot slow the cluster: a node at
 //! default timings, whose work is started by pokes, runs a trivial task as
 //! fast while 300 idle and 100 slow (a byte a second) connections are held
 //! against its port, reopened whenever the node closes them; its open files

@@ -1,4 +1,4 @@
-//! Process chaos of issue #6: real `compactd` processes on an fs root, random
+//! Process chaos: real `compactd` processes on an fs root, random
 //! SIGKILL + restart of any node (the monitor and task managers included)
 //! and SIGSTOP/SIGCONT pauses longer than the lease, while 20 tasks of 50
 //! partitions run a command executor that records every execution.

@@ -1,4 +1,4 @@
-//! Issue 15: membership at 1,000 nodes. In-process nodes on one memory store
+//! Membership at 1,000 nodes. In-process nodes on one memory store
 //! (whose listings carry versions, as S3's do), each behind its own fault
 //! layer (seeded errors) and counting layer, on one manual clock, at the
 //! default timings (heartbeat 10 s, session and lease 30 s).

@@ -1,4 +1,4 @@
-//! Limits with clear errors (issue 31, item 6), with real `compactd`
+//! Limits with clear errors, with real `compactd`
 //! processes on an fs root:
 //!
 //! - `submit` refuses, before writing anything, a task over a limit of

@@ -1,4 +1,4 @@
-//! Compaction that runs itself (issue 27), with real processes: three
+//! Compaction that runs itself (policies), with real processes: three
 //! `compactd` nodes, one policy, and a writer process that keeps adding
 //! small files to 20 tables, on fs and on the loopback S3 server.
 //!

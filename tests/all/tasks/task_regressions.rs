@@ -366,7 +366,7 @@ async fn empty_subtask_folders_of_finished_tasks_are_swept() {
     sim.assert_done_once(&id, 2).await;
 }
 
-/// Issue 29: outcome files made a task folder's listing, which its manager
+/// Outcome files once made a task folder's listing, which its manager
 /// does every round, grow with the task's units (a 10,000-unit task put
 /// 10,000 names in it). They now live in `Outcomes/`: the task folder keeps
 /// its few files, and the outcomes are all there.

@@ -28,7 +28,7 @@ async fn timed_tick(sim: &mut Sim, node: &NodeId, ops: &std::sync::atomic::Atomi
     took
 }
 
-/// Issue 15: the monitor's sweep over 10,000 finished task folders on a slow
+/// The monitor's sweep over 10,000 finished task folders on a slow
 /// backend (every request of the monitor costs 2 ms on the injected clock).
 /// Before, one sweep read every folder in one tick (30,000 requests: 60 s
 /// of a 15 s session): the monitor's heartbeat and lease stalled. Now a
@@ -117,7 +117,7 @@ async fn a_sweep_over_ten_thousand_tasks_spans_ticks_under_the_deadline() {
     assert!(history.len() as u64 >= n, "archived {} of {n}", history.len());
 }
 
-/// Issue 15: a node that becomes the manager of many running tasks at once
+/// A node that becomes the manager of many running tasks at once
 /// (here a restart: its new incarnation takes a new term for each) rebuilds
 /// them from one recursive listing of `TaskAssigned/` per tick, not one per
 /// task (30 tasks: 30 listings before, each of the whole cluster's subtask
@@ -196,7 +196,7 @@ async fn a_restarted_manager_of_many_tasks_rebuilds_them_from_one_listing() {
     assert!((1..=3).contains(&n), "{n} recursive listings of TaskAssigned/ for {TASKS} rebuilds");
 }
 
-/// Issue 15: the tasks of an offline manager are handed over across ticks.
+/// The tasks of an offline manager are handed over across ticks.
 /// 500 tasks managed by a node that dies; every request of the monitor costs
 /// 2 ms on the injected clock. Before, one monitor tick handed over all of
 /// them (several requests each: seconds past the tick's budget); now the
@@ -251,7 +251,7 @@ async fn the_tasks_of_an_offline_manager_are_handed_over_across_ticks() {
     assert!(offline.iter().all(|o| o.starts_with(&format!("{victim}."))), "declared offline: {offline:?}");
 }
 
-/// Issue 15: an idle node GETs its inbox stamp instead of listing its folder
+/// An idle node GETs its inbox stamp instead of listing its folder
 /// at every poll (on S3 a LIST costs twelve GETs), and still finds work a
 /// manager writes for it at its next poll: in-process nodes have no
 /// listeners, so every dispatch to another node is announced by a stamp.
