@@ -85,7 +85,7 @@ fn turns() -> &'static Turns {
 
 /// A test's turn: its units and its group are given back when it is dropped,
 /// at the end of the test (also when it panics).
-#[must_use = "a turn lasts while it is held: `let _turn = turn(…);`"]
+#[must_use = "a turn lasts while it is held: `let _turn = turns::waits();`"]
 pub struct Turn {
     units: usize,
     group: Option<&'static str>,
