@@ -57,6 +57,19 @@ fn compactd(root: &str, args: &[&str]) -> Output {
         .expect("run compactd")
 }
 
+/// The daemons of one test: killed when it ends, so that a failed
+/// assertion leaves none of them polling a server that is gone.
+struct Daemons(Vec<(String, Child)>);
+
+impl Drop for Daemons {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 fn spawn_daemon(root: &str, node: &str, data: &str) -> Child {
     Command::new(BIN)
         .args(["--root", root, "run", "--node-id", node, "--data", data])
@@ -120,8 +133,8 @@ fn secrets_do_not_leak(level: &'static str, min_output: usize) {
     let data_dir = tempfile::tempdir().unwrap();
     let data = data_dir.path().display().to_string();
 
-    let mut daemons: Vec<(String, Child)> =
-        ["cred1", "cred2", "cred3"].iter().map(|n| (n.to_string(), spawn_daemon(&root, n, &data))).collect();
+    let mut daemons =
+        Daemons(["cred1", "cred2", "cred3"].iter().map(|n| (n.to_string(), spawn_daemon(&root, n, &data))).collect());
 
     // Wait until the cluster has formed (a monitor with all three members).
     let mut outputs: Vec<(String, Vec<u8>)> = vec![];
@@ -167,7 +180,7 @@ fn secrets_do_not_leak(level: &'static str, min_output: usize) {
     );
 
     // Stop the daemons cleanly and collect their logs.
-    for (name, child) in &mut daemons {
+    for (name, child) in &mut daemons.0 {
         unsafe {
             libc::kill(child.id() as i32, libc::SIGTERM);
         }
