@@ -342,3 +342,12 @@ fn a_listing_that_loses_the_namenode_fails_instead_of_coming_back_short() {
     assert!(streamed.is_err(), "a recursive listing without a NameNode answered {streamed:?}");
     assert_eq!(rt.block_on(store.list("d/")).unwrap().len(), 10, "after the restart");
 }
+
+/// The faults' cluster is handed only to a test holding the group's turn: a
+/// test that forgot it would stop a NameNode under another.
+#[test]
+#[should_panic(expected = "takes `turns::HDFS_FAULTS.turn()` first")]
+fn the_faults_cluster_is_refused_to_a_test_without_its_groups_turn() {
+    let _turn = crate::common::turns::waits();
+    HdfsCluster::faults();
+}

@@ -130,6 +130,10 @@ impl HdfsCluster {
     /// its NameNode and DataNodes (they take turns: `turns::HDFS_FAULTS`);
     /// the tests on [`HdfsCluster::shared`] run beside them unharmed.
     pub fn faults() -> &'static HdfsCluster {
+        assert!(
+            super::turns::held(&super::turns::HDFS_FAULTS),
+            "a test on the faults' HDFS takes `turns::HDFS_FAULTS.turn()` first"
+        );
         static FAULTS: OnceLock<HdfsCluster> = OnceLock::new();
         FAULTS.get_or_init(HdfsCluster::start)
     }

@@ -150,6 +150,10 @@ impl Net {
     /// A bridge, a storage host and one host per name in `nodes`
     /// (addresses 10.0.0.11, .12, …; storage 10.0.0.100).
     pub fn new(nodes: &[&str]) -> Option<Net> {
+        assert!(
+            super::turns::held(&super::turns::NETNS),
+            "a test that makes namespaces takes `turns::NETNS.turn()` first"
+        );
         if unsafe { libc::geteuid() } != 0 {
             return unavailable("not root");
         }

@@ -93,8 +93,24 @@ pub struct Turn {
     started: Instant,
 }
 
+thread_local! {
+    /// The group whose turn this test's thread holds.
+    static HELD: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether this test holds `group`'s turn: what only one test of a group may
+/// use (a namespace's fixed addresses, a cluster whose NameNode is stopped)
+/// asks before it is handed out, so a test that forgot its group fails
+/// instead of racing another.
+pub fn held(group: &'static Group) -> bool {
+    HELD.with(|h| h.get() == Some(group.name))
+}
+
 impl Drop for Turn {
     fn drop(&mut self) {
+        if self.group.is_some() {
+            HELD.with(|h| h.set(None));
+        }
         let t = turns();
         let mut st = t.state.lock().unwrap_or_else(|e| e.into_inner());
         st.free += self.units;
@@ -187,6 +203,9 @@ fn take(load: Load, group: Option<&'static Group>) -> Turn {
     drop(st);
     // The ones behind it may now be first in the queue.
     t.changed.notify_all();
+    if let Some(g) = group {
+        HELD.with(|h| h.set(Some(g.name)));
+    }
     Turn { units, group: group.map(|g| g.name), asked, started: Instant::now() }
 }
 
