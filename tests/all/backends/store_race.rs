@@ -425,3 +425,62 @@ async fn hdfs_create_killed_mid_write() {
     // The names a killed child was writing can be created afresh.
     assert_eq!(store.create("big/0", big(0)).await.unwrap(), Created::Created);
 }
+
+/// The loopback server takes one request at a time into moto (so that the
+/// races above have one winner), but a client that stops in the middle of
+/// its request (a node SIGSTOPped, or its link cut) holds only its own
+/// connection: everyone else is answered meanwhile, as by a real endpoint,
+/// and the stalled request still lands when its client goes on. Before, it
+/// held the server's one thread until it timed out, and a cut-off node's
+/// half-sent requests cost the other nodes their sessions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loopback_s3_server_answers_others_while_a_client_stalls_mid_request() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _turn = crate::common::turns::waits();
+    let s3 = S3Server::shared();
+    s3.set_env();
+    let root = s3.new_bucket("stall");
+    let bucket = root.strip_prefix("s3://").unwrap().split('/').next().unwrap().to_string();
+    let store = Store::open(&RootUri::parse(&root).unwrap()).await.unwrap();
+    let body = b"sent a byte at a time, then the rest".to_vec();
+    let mut stalled = std::net::TcpStream::connect(("127.0.0.1", s3.port())).unwrap();
+    let head = format!(
+        "PUT /{bucket}/compactd/stalled HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\n\r\n",
+        s3.port(),
+        body.len()
+    );
+    stalled.write_all(head.as_bytes()).unwrap();
+    // A byte every 200 ms keeps the stalled request inside the server's
+    // idle timeout for as long as the others take.
+    let done = Arc::new(AtomicBool::new(false));
+    let trickle = {
+        let (done, mut conn, body) = (done.clone(), stalled.try_clone().unwrap(), body.clone());
+        std::thread::spawn(move || {
+            let mut sent = 0;
+            while !done.load(Ordering::Relaxed) && sent < body.len() - 1 {
+                conn.write_all(&body[sent..sent + 1]).unwrap();
+                sent += 1;
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            sent
+        })
+    };
+    let others = async {
+        for i in 0..5 {
+            let key = format!("other-{i}");
+            assert_eq!(store.create(&key, vec![i as u8]).await.unwrap(), Created::Created);
+            assert_eq!(&store.read(&key).await.unwrap().unwrap()[..], &[i as u8]);
+        }
+    };
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(30), others).await;
+    done.store(true, Ordering::Relaxed);
+    let sent = trickle.join().unwrap();
+    assert!(answered.is_ok(), "the others were not answered while one request stalled ({sent} bytes of its body sent)");
+    assert!(sent < body.len() - 1, "the stalled client sent its whole body before the others were answered");
+    stalled.write_all(&body[sent..]).unwrap();
+    let mut answer = String::new();
+    stalled.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.0 200") || answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(store.read("stalled").await.unwrap().unwrap(), body);
+}

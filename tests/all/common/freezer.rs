@@ -1,9 +1,8 @@
 //! A TCP proxy to the S3 server that can stop answering: a backend that
 //! hangs. While frozen, new connections are accepted and read but never
 //! reach the server nor get a byte back; a request already on its way is
-//! still delivered (the loopback server serves one request at a time, so a
-//! request cut in half would stall it for every client), but its reply is
-//! held back.
+//! still delivered whole, so that the hang is the backend's and not a
+//! half-sent request's, but its reply is held back.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
