@@ -435,9 +435,9 @@ async fn hdfs_create_killed_mid_write() {
 /// half-sent requests cost the other nodes their sessions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_loopback_s3_server_answers_others_while_a_client_stalls_mid_request() {
+    let _turn = crate::common::turns::waits();
     use std::io::{Read, Write};
     use std::sync::atomic::{AtomicBool, Ordering};
-    let _turn = crate::common::turns::waits();
     let s3 = S3Server::shared();
     s3.set_env();
     let root = s3.new_bucket("stall");
