@@ -461,6 +461,8 @@ async fn the_loopback_s3_server_answers_others_while_a_client_stalls_mid_request
             while !done.load(Ordering::Relaxed) && sent < body.len() - 1 {
                 conn.write_all(&body[sent..sent + 1]).unwrap();
                 sent += 1;
+                // A real client's pace against a real server: real time.
+                #[allow(clippy::disallowed_methods)]
                 std::thread::sleep(std::time::Duration::from_millis(200));
             }
             sent
