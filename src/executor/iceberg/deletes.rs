@@ -68,12 +68,7 @@ impl Deletes {
         let mut keep = vec![true; n];
         let mut any = false;
         if let Some(pos) = self.positions.get(path) {
-            let lo = pos.partition_point(|p| *p < first_row);
-            let hi = pos.partition_point(|p| *p < first_row + n as u64);
-            for p in &pos[lo..hi] {
-                keep[(p - first_row) as usize] = false;
-                any = true;
-            }
+            any |= parquet::deleted::clear(pos, first_row, &mut keep);
         }
         for set in self.equality.get(path).into_iter().flatten() {
             let columns: Vec<ArrayRef> = set.columns.iter().map(|&c| batch.column(c).clone()).collect();
@@ -284,9 +279,6 @@ pub async fn load(
     Ok(loaded)
 }
 
-/// The magic of a `deletion-vector-v1` blob.
-const DV_MAGIC: [u8; 4] = [0xD1, 0xD3, 0x39, 0x64];
-
 /// The positions a deletion vector deletes: its blob in the Puffin file is
 /// a big-endian length (of the magic and the vector), the magic, a
 /// 64-bit Roaring bitmap in the portable layout and a big-endian CRC-32 of
@@ -311,28 +303,7 @@ async fn read_dv(store: &Store, t: &super::table::Table, d: &Entry, io: &Throttl
     if blob.len() != size as usize {
         return Err(bad("the Puffin file is shorter than the blob"));
     }
-    parse_dv(&blob, d.record_count).map_err(|e| bad(&e))
-}
-
-/// The positions of a `deletion-vector-v1` blob holding `cardinality`.
-fn parse_dv(blob: &[u8], cardinality: i64) -> Result<Vec<u64>, String> {
-    if blob.len() < 12 {
-        return Err("shorter than a deletion vector's frame".into());
-    }
-    let len = u32::from_be_bytes(blob[..4].try_into().expect("4 bytes")) as usize;
-    if len + 8 != blob.len() || blob[4..8] != DV_MAGIC {
-        return Err("not a deletion-vector-v1 blob (length or magic)".into());
-    }
-    let body = &blob[4..4 + len];
-    let crc = u32::from_be_bytes(blob[4 + len..].try_into().expect("4 bytes"));
-    if crc32fast::hash(body) != crc {
-        return Err("its CRC-32 does not match".into());
-    }
-    let bitmap = roaring::RoaringTreemap::deserialize_from(&body[4..]).map_err(|e| e.to_string())?;
-    if bitmap.len() != cardinality.max(0) as u64 {
-        return Err(format!("{} positions where the manifest says {cardinality}", bitmap.len()));
-    }
-    Ok(bitmap.iter().collect())
+    parquet::deleted::parse_frame(&blob, d.record_count).map_err(|e| bad(&e))
 }
 
 /// An equality delete file's rows as values of the table's columns.
@@ -384,33 +355,6 @@ mod tests {
     use super::*;
     use arrow_array::{Int64Array, StringArray};
     use arrow_schema::Field;
-
-    fn dv(positions: &[u64]) -> Vec<u8> {
-        let bitmap: roaring::RoaringTreemap = positions.iter().copied().collect();
-        let mut body = DV_MAGIC.to_vec();
-        bitmap.serialize_into(&mut body).unwrap();
-        let mut blob = (body.len() as u32).to_be_bytes().to_vec();
-        blob.extend_from_slice(&body);
-        blob.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
-        blob
-    }
-
-    #[test]
-    fn deletion_vectors_are_read_and_damaged_ones_refused_by_name() {
-        let far = (1u64 << 33) + 5;
-        assert_eq!(parse_dv(&dv(&[0, 7, far]), 3).unwrap(), vec![0, 7, far]);
-        let e = parse_dv(&dv(&[1, 2]), 3).unwrap_err();
-        assert!(e.contains("manifest says 3"), "{e}");
-        let mut flipped = dv(&[1, 2]);
-        let n = flipped.len();
-        flipped[n - 6] ^= 1;
-        assert!(parse_dv(&flipped, 2).unwrap_err().contains("CRC-32"));
-        let mut magic = dv(&[1]);
-        magic[5] = 0;
-        assert!(parse_dv(&magic, 1).unwrap_err().contains("magic"));
-        assert!(parse_dv(&[0, 0, 0], 0).unwrap_err().contains("shorter"));
-        assert!(parse_dv(&dv(&[1])[..10], 1).is_err());
-    }
 
     #[test]
     fn positions_and_equal_rows_are_removed_null_equal_to_null() {

@@ -40,8 +40,8 @@ fn filled(col: &ArrayRef, fill: impl Fn(usize) -> Option<i64>) -> ArrayRef {
 }
 
 impl Projection for TableRows {
-    fn schema(&self) -> SchemaRef {
-        self.by_id.schema.clone()
+    fn schema(&self) -> Option<SchemaRef> {
+        Some(self.by_id.schema.clone())
     }
 
     fn footer(&self) -> Vec<KeyValue> {

@@ -52,6 +52,7 @@
 //! distinct footer keys; never by the number of files, the partition or the
 //! output size.
 
+pub mod deleted;
 mod encoding;
 mod io;
 pub mod schema;
@@ -131,16 +132,23 @@ pub type Input = (String, u64);
 /// (deletes applied while rewriting). Without one, the outputs take the
 /// union of the inputs' schemas ([`schema`]) and every row.
 pub trait Projection: Send + Sync {
-    /// The outputs' schema.
-    fn schema(&self) -> SchemaRef;
+    /// The outputs' schema when the table decides it; `None`: the union of
+    /// the inputs' ([`schema`]), as without a projection.
+    fn schema(&self) -> Option<SchemaRef>;
     /// Footer pairs the outputs carry, replacing the inputs' of one key.
-    fn footer(&self) -> Vec<KeyValue>;
+    fn footer(&self) -> Vec<KeyValue> {
+        vec![]
+    }
     /// Why the input `path`, of schema `file`, cannot be read into the
     /// outputs, if it cannot: asked of every footer before anything is
-    /// written.
-    fn check(&self, path: &str, file: &Schema) -> Result<(), String>;
+    /// written, where [`Projection::schema`] is the table's.
+    fn check(&self, _path: &str, _file: &Schema) -> Result<(), String> {
+        Ok(())
+    }
     /// `batch`, the rows of the input `path` from its row `first_row` on,
-    /// in the outputs' schema and without the rows deleted.
+    /// in the outputs' schema and without the rows deleted. Where
+    /// [`Projection::schema`] is `None`, `batch` is already in the union
+    /// schema.
     fn project(&self, path: &str, first_row: u64, batch: RecordBatch) -> Result<RecordBatch, String>;
     /// Whether the input `path` is worth rewriting even alone in an output
     /// (rows of it are deleted: its rewrite retires the deletes).
@@ -216,7 +224,7 @@ async fn plan(
     while let Some((path, meta)) = footers.next().await {
         let meta = meta.map_err(|e| job.broken(format!("{path}: not a readable Parquet file: {e}")))?;
         let schema = meta.schema();
-        match fit {
+        match fit.filter(|f| f.schema().is_some()) {
             Some(fit) => fit.check(&path, schema),
             None => union.add(&path, schema),
         }
@@ -261,13 +269,11 @@ async fn plan(
     let (arrow, _) = arrow_kv.finish();
     let arrow: std::collections::HashMap<String, String> =
         arrow.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))).collect();
-    let schema = match fit {
-        Some(fit) => {
-            for kv in fit.footer() {
-                footer.insert(kv.key, kv.value);
-            }
-            fit.schema()
-        }
+    for kv in fit.map(Projection::footer).unwrap_or_default() {
+        footer.insert(kv.key, kv.value);
+    }
+    let schema = match fit.and_then(Projection::schema) {
+        Some(table) => table,
         None => Arc::new(Schema::new_with_metadata(union.fields(), arrow)),
     };
     let key_values = footer.into_iter().map(|(key, value)| KeyValue { key, value }).collect();
@@ -505,7 +511,10 @@ impl Decoder {
             }
         }
         match &self.fit {
-            Some(fit) => fit.project(path, first_row, batch),
+            Some(fit) if fit.schema().is_some() => fit.project(path, first_row, batch),
+            Some(fit) => schema::conform(batch, &self.schema)
+                .map_err(|e| e.to_string())
+                .and_then(|b| fit.project(path, first_row, b)),
             None => schema::conform(batch, &self.schema).map_err(|e| e.to_string()),
         }
         .map_err(|e| self.job.broken(format!("{path}: its rows do not fit the outputs' schema: {e}")))
