@@ -64,10 +64,13 @@ const WRITER_FEATURES: &[&str] = &[
     "generatedColumns",
     "identityColumns",
     "timestampNtz",
+    // Applied while rewriting: the outputs hold no deleted row and carry
+    // no vector; each `remove` names the vector it retires.
+    "deletionVectors",
 ];
 /// Reader features whose files compactd copies faithfully (a rewrite keeps
-/// the Parquet types as they are).
-const READER_FEATURES: &[&str] = &["timestampNtz"];
+/// the Parquet types as they are) or reads as the protocol says.
+const READER_FEATURES: &[&str] = &["timestampNtz", "deletionVectors"];
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -121,12 +124,60 @@ pub struct Add {
     pub tags: Option<BTreeMap<String, Option<String>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_vector: Option<serde_json::Value>,
+    /// `numRecords` of its statistics, where they have it: how many of its
+    /// rows a deletion vector deletes decides whether it is due.
+    #[serde(default, rename = "stats", deserialize_with = "num_records", skip_serializing)]
+    pub num_records: Option<i64>,
+}
+
+impl Add {
+    /// The file's key in a snapshot's reconciliation: its path and the
+    /// unique id of its deletion vector (a commit may remove a file with
+    /// one vector and add it back with another).
+    pub fn dv_id(&self) -> Option<String> {
+        self.deletion_vector.as_ref().and_then(dv_unique_id)
+    }
+}
+
+/// A deletion vector descriptor's unique id (PROTOCOL.md "Deletion
+/// Vectors"): its storage type and path or inline bytes, then `@offset`
+/// where it has one.
+pub fn dv_unique_id(dv: &serde_json::Value) -> Option<String> {
+    let kind = dv.get("storageType")?.as_str()?;
+    let path = dv.get("pathOrInlineDv")?.as_str()?;
+    Some(match dv.get("offset").and_then(serde_json::Value::as_i64) {
+        Some(offset) => format!("{kind}{path}@{offset}"),
+        None => format!("{kind}{path}"),
+    })
+}
+
+/// `numRecords` of an `add`'s statistics (a JSON string). Writers put it
+/// first, where it is read without parsing the rest; otherwise the string
+/// is parsed.
+fn num_records<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    let Some(stats) = Option::<std::borrow::Cow<'de, str>>::deserialize(d)? else {
+        return Ok(None);
+    };
+    if let Some(rest) = stats.strip_prefix("{\"numRecords\":") {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && rest[digits..].starts_with([',', '}']) {
+            return Ok(rest[..digits].parse().ok());
+        }
+    }
+    #[derive(Deserialize)]
+    struct Count {
+        #[serde(rename = "numRecords")]
+        n: Option<i64>,
+    }
+    Ok(serde_json::from_str::<Count>(&stats).ok().and_then(|c| c.n))
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Remove {
     pub path: String,
+    #[serde(default)]
+    pub deletion_vector: Option<serde_json::Value>,
 }
 
 /// One line of a commit (or one row of a checkpoint): at most one action.
@@ -356,7 +407,14 @@ impl Snapshot {
             self.metadata = m;
         }
         if let Some(r) = a.remove {
-            self.files.remove(&path_key(&r.path));
+            // Only the file with the vector it names: a commit that puts a
+            // new vector on a file removes it with its old one and adds it
+            // back, in either order.
+            let key = path_key(&r.path);
+            let dv = r.deletion_vector.as_ref().and_then(dv_unique_id);
+            if self.files.get(&key).is_some_and(|f| f.dv_id() == dv) {
+                self.files.remove(&key);
+            }
         }
         if let Some(mut add) = a.add {
             match self.partitions.get(&add.partition_values) {
@@ -396,9 +454,6 @@ impl Snapshot {
                 "it uses table features compactd does not support as a writer: {}",
                 features.into_iter().collect::<Vec<_>>().join(", ")
             ));
-        }
-        if let Some(f) = self.files.values().find(|f| f.deletion_vector.is_some()) {
-            return Err(format!("{} has a deletion vector, which compactd does not apply", f.path));
         }
         Ok(())
     }

@@ -7,9 +7,11 @@
 //! A unit:
 //! 1. reads the table's newest snapshot ([`log::load`]) and refuses a
 //!    protocol it cannot honour ([`log::Snapshot::check_supported`]);
-//! 2. takes the partition's active files under 3/4 of the target size
-//!    (sorted by path) and rewrites them with the `parquet` executor's
-//!    rewrite into new files of the partition's folder, named
+//! 2. takes the partition's active files under 3/4 of the target size, and
+//!    those whose deletion vector deletes over 5 % of their rows
+//!    ([`vectors`]), sorted by path, and rewrites them with the `parquet`
+//!    executor's rewrite, each input's vector applied, into new files of
+//!    the partition's folder, named
 //!    `compactd-<task>-r<round>-u<unit hash>-a<attempt>-<k>.parquet`. Until
 //!    committed they are invisible to every Delta reader (no version names
 //!    them);
@@ -21,11 +23,14 @@
 //!    conditional put on S3, a rename that refuses an existing target on
 //!    fs and HDFS): a `commitInfo` with `operation: OPTIMIZE`, a `remove`
 //!    per input and an `add` per output (with statistics read from its
-//!    footer, [`stats`]), all with `dataChange: false`; a commit landing
+//!    footer, [`stats`]; no vector), all with `dataChange: false` (a
+//!    `remove` names its file's vector: files are keyed by path and
+//!    vector); a commit landing
 //!    on the table's checkpoint interval is followed by a checkpoint
 //!    ([`checkpoint`]);
 //! 4. if that version is taken, reads the winner: if it removed one of the
-//!    unit's inputs, or changed the table's metadata or protocol, the unit
+//!    unit's inputs (put a new deletion vector on it, too), or changed the
+//!    table's metadata or protocol, the unit
 //!    is abandoned (its files deleted, the conflict reported); if it is
 //!    another attempt's commit of the same round and unit, the round's
 //!    compaction happened (reported as such, this attempt's files deleted);
@@ -49,6 +54,7 @@ pub mod checkpoint;
 pub mod log;
 pub mod orphans;
 pub mod stats;
+pub mod vectors;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -172,13 +178,19 @@ pub async fn partitions_to_compact(store: &Store, table: &str, target_size: u64)
     let snap = log::load(store, table).await?;
     snap.check_supported().map_err(|why| DeltaError::Table { table: table.into(), problem: why })?;
     let threshold = parquet::small_threshold(target_size) as i64;
-    let mut small: BTreeMap<String, usize> = BTreeMap::new();
+    // Per partition: its small files, and whether one of its files is due
+    // for its deletion vector (then it is due alone).
+    let mut due: BTreeMap<String, (usize, bool)> = BTreeMap::new();
     for f in snap.files.values() {
-        if f.size < threshold {
-            *small.entry(log::partition_key(&snap.metadata.partition_columns, &f.partition_values)).or_default() += 1;
+        let (small, vector) = (f.size < threshold, vectors::due(f));
+        if small || vector {
+            let unit = due.entry(log::partition_key(&snap.metadata.partition_columns, &f.partition_values));
+            let (n, any) = unit.or_default();
+            *n += usize::from(small);
+            *any |= vector;
         }
     }
-    Ok(small.into_iter().filter(|(_, n)| *n >= 2).map(|(k, _)| k).collect())
+    Ok(due.into_iter().filter(|(_, (n, vector))| *n >= 2 || *vector).map(|(k, _)| k).collect())
 }
 
 /// Runs one unit; the outcome and the figures to report (`files_in`,
@@ -213,7 +225,8 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
         return Ok((Outcome::AlreadyCommitted { version }, stats));
     }
     let threshold = parquet::small_threshold(job.merge.target_size) as i64;
-    let mut small: Vec<&Add> = mine.into_iter().filter(|f| f.size < threshold).collect();
+    // The small files, and the files due for their deletion vectors.
+    let mut small: Vec<&Add> = mine.into_iter().filter(|f| f.size < threshold || vectors::due(f)).collect();
     small.sort_by(|a, b| a.path.cmp(&b.path));
     // The output's partition values: one per partition column, as the
     // inputs hold them (absent and "" are null). All inputs must agree.
@@ -230,7 +243,7 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
             )));
         }
     }
-    if small.len() < 2 {
+    if small.len() < 2 && !small.iter().any(|f| vectors::due(f)) {
         stats.insert("version_after".into(), snap.version);
         return Ok((Outcome::NothingToDo { version: snap.version }, stats));
     }
@@ -241,6 +254,13 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
         inputs.push((p.clone(), f.size.max(0) as u64));
         by_store_path.insert(p, f);
     }
+    // Every input's vector is applied, whether or not it made the file due.
+    let with_vectors: Vec<(String, &Add)> =
+        by_store_path.iter().filter(|(_, f)| f.deletion_vector.is_some()).map(|(p, f)| (p.clone(), *f)).collect();
+    let vectors =
+        vectors::Vectors::load(store, &table, &with_vectors, &job.merge.io).await.map_err(|e| job.broken(e))?;
+    let fit: Option<std::sync::Arc<dyn parquet::Projection>> =
+        (!vectors.is_empty()).then(|| std::sync::Arc::new(vectors) as _);
     // Outputs go beside the first input, in its folder as the log writes
     // it (already URI-encoded), so that the partition keeps one folder.
     let log_dir = small[0].path.rfind('/').map(|i| small[0].path[..=i].to_string()).unwrap_or_default();
@@ -254,7 +274,7 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     let Format::Parquet(options) = &job.merge.format else {
         return Err(job.broken("the delta executor writes Parquet: its job's format must be Parquet"));
     };
-    let staged = parquet::rewrite(store, &job.merge, options, inputs, name, None).await;
+    let staged = parquet::rewrite(store, &job.merge, options, inputs, name, fit).await;
     let staged = match staged {
         Ok(s) => s,
         Err(e) => {
@@ -318,18 +338,20 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     let mut lines: Vec<String> = vec![];
     for path in &removed {
         let f = snap.files.get(path).expect("an input is an active file");
-        lines.push(
-            json!({"remove": {
-                "path": f.path,
-                "deletionTimestamp": now_ms,
-                "dataChange": false,
-                "extendedFileMetadata": true,
-                "partitionValues": f.partition_values,
-                "size": f.size,
-                "tags": f.tags,
-            }})
-            .to_string(),
-        );
+        let mut remove = json!({
+            "path": f.path,
+            "deletionTimestamp": now_ms,
+            "dataChange": false,
+            "extendedFileMetadata": true,
+            "partitionValues": f.partition_values,
+            "size": f.size,
+            "tags": f.tags,
+        });
+        // The file's key is its path and its vector: the remove names both.
+        if let Some(dv) = &f.deletion_vector {
+            remove["deletionVector"] = dv.clone();
+        }
+        lines.push(json!({ "remove": remove }).to_string());
     }
     let first_part_values = values(small[0]);
     let collector = stats::Collector::new(&snap.metadata);
@@ -468,9 +490,17 @@ async fn commit(
 /// another compaction), or changed the metadata or protocol (the schema or
 /// partitioning the rewrite assumed). Appends do not conflict.
 fn conflict(winner: &[log::Action], inputs: &BTreeSet<String>) -> Option<String> {
+    let added: BTreeSet<String> =
+        winner.iter().filter_map(|a| a.add.as_ref()).map(|a| log::path_key(&a.path)).collect();
     for a in winner {
         if let Some(r) = &a.remove {
-            if inputs.contains(&log::path_key(&r.path)) {
+            let key = log::path_key(&r.path);
+            if inputs.contains(&key) && added.contains(&key) {
+                // Spark's DELETE, UPDATE and MERGE with deletion vectors:
+                // the rewrite would bring those rows back.
+                return Some(format!("deleted rows of input {} (a new deletion vector)", r.path));
+            }
+            if inputs.contains(&key) {
                 return Some(format!("removed input {}", r.path));
             }
         }

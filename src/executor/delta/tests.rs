@@ -4,6 +4,7 @@ use ::parquet::basic::Compression;
 use arrow_array::{Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 
+use super::vectors::tests::inline as inline_dv;
 use super::*;
 
 const TABLE: &str = "db/s/t/";
@@ -149,8 +150,8 @@ async fn a_unit_compacts_once_and_its_rerun_reports_the_same_commit() {
 #[tokio::test]
 async fn tables_needing_writer_features_compactd_lacks_are_refused_before_anything_is_written() {
     for protocol in [
-        json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
-            "writerFeatures": ["deletionVectors"]}),
+        json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors", "v2Checkpoint"],
+            "writerFeatures": ["deletionVectors", "v2Checkpoint"]}),
         json!({"minReaderVersion": 2, "minWriterVersion": 5}),
         json!({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "appendOnly"]}),
         json!({"minReaderVersion": 4, "minWriterVersion": 8}),
@@ -318,4 +319,97 @@ async fn an_output_removed_before_the_commit_fails_the_unit_naming_it_and_nothin
     let err = unit.await.unwrap().unwrap_err().to_string();
     assert!(err.contains(&output) && err.contains("vanished"), "{err}");
     assert!(!store.exists(&log::commit_path(TABLE, 5)).await.unwrap(), "a version names a missing file");
+}
+
+#[tokio::test]
+async fn a_new_vector_on_a_file_replaces_its_old_one_in_either_order() {
+    let dv = inline_dv(&[1]);
+    let off = json!({"remove": {"path": "p=1/part-0.parquet", "dataChange": true}});
+    let on = json!({"add": {"path": "p=1/part-0.parquet", "partitionValues": {"p": "1"}, "size": 1,
+        "dataChange": true, "deletionVector": dv}});
+    for pair in [[&off, &on], [&on, &off]] {
+        let store = Store::memory().await;
+        table(&store, 2).await;
+        let lines: Vec<String> = pair.iter().map(|a| a.to_string()).collect();
+        store.put(&log::commit_path(TABLE, 3), lines.join("\n").into_bytes()).await.unwrap();
+        let snap = log::load(&store, TABLE).await.unwrap();
+        let f = snap.files.get("p=1/part-0.parquet").expect("the file stays, with its new vector");
+        assert_eq!(f.deletion_vector.as_ref(), Some(&dv));
+    }
+}
+
+#[tokio::test]
+async fn a_unit_applies_its_inputs_vectors_and_its_removes_name_them() {
+    let store = Store::memory().await;
+    table(&store, 3).await;
+    // A DELETE of ids 11, 12 and 19 (rows 1, 2 and 9 of part-1).
+    let dv = inline_dv(&[1, 2, 9]);
+    let size = store.stat(&format!("{TABLE}p=1/part-1.parquet")).await.unwrap().unwrap().len;
+    let delete = [
+        json!({"remove": {"path": "p=1/part-1.parquet", "dataChange": true}}),
+        json!({"add": {"path": "p=1/part-1.parquet", "partitionValues": {"p": "1"}, "size": size,
+            "dataChange": true, "stats": "{\"numRecords\":10}", "deletionVector": dv}}),
+    ];
+    let lines: Vec<String> = delete.iter().map(|a| a.to_string()).collect();
+    store.put(&log::commit_path(TABLE, 4), lines.join("\n").into_bytes()).await.unwrap();
+    let (out, stats) = run(&store, &job(1)).await.unwrap();
+    assert!(matches!(out, Outcome::Committed { version_after: 5, .. }), "{out:?}");
+    assert_eq!((stats["rows_in"], stats["rows_out"], stats["rows_deleted"]), (30, 27, 3), "{stats:?}");
+    let snap = log::load(&store, TABLE).await.unwrap();
+    assert_eq!(snap.files.len(), 1);
+    let only = snap.files.values().next().unwrap();
+    assert_eq!(only.deletion_vector, None, "a rewritten file carries no vector");
+    let bytes = store.read(&log::data_path(TABLE, &only.path).unwrap()).await.unwrap().unwrap();
+    let ids: Vec<i64> = ::parquet::arrow::arrow_reader::ParquetRecordBatchReader::try_new(bytes, 1024)
+        .unwrap()
+        .flat_map(|b| b.unwrap().column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec())
+        .collect();
+    let want: Vec<i64> = (0..30).filter(|i| ![11, 12, 19].contains(i)).collect();
+    assert_eq!(ids, want);
+    let committed =
+        String::from_utf8(store.read(&log::commit_path(TABLE, 5)).await.unwrap().unwrap().to_vec()).unwrap();
+    let removes: Vec<serde_json::Value> = committed
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?.get("remove").cloned())
+        .collect();
+    let with_dv: Vec<_> = removes.iter().filter(|r| r.get("deletionVector").is_some()).collect();
+    assert_eq!(with_dv.len(), 1, "{committed}");
+    assert_eq!(with_dv[0]["path"], "p=1/part-1.parquet");
+    assert_eq!(with_dv[0]["deletionVector"], dv);
+}
+
+#[tokio::test]
+async fn a_file_whose_vector_deletes_enough_is_rewritten_alone() {
+    let store = Store::memory().await;
+    table(&store, 1).await;
+    let size = store.stat(&format!("{TABLE}p=1/part-0.parquet")).await.unwrap().unwrap().len;
+    let delete = [
+        json!({"remove": {"path": "p=1/part-0.parquet", "dataChange": true}}),
+        json!({"add": {"path": "p=1/part-0.parquet", "partitionValues": {"p": "1"}, "size": size,
+            "dataChange": true, "stats": "{\"numRecords\":10}", "deletionVector": inline_dv(&[0])}}),
+    ];
+    let lines: Vec<String> = delete.iter().map(|a| a.to_string()).collect();
+    store.put(&log::commit_path(TABLE, 2), lines.join("\n").into_bytes()).await.unwrap();
+    assert_eq!(partitions_to_compact(&store, TABLE, 1 << 20).await.unwrap(), vec!["p=1".to_string()]);
+    let (out, stats) = run(&store, &job(1)).await.unwrap();
+    assert!(matches!(out, Outcome::Committed { .. }), "{out:?}");
+    assert_eq!((stats["files_in"], stats["rows_out"]), (1, 9), "{stats:?}");
+}
+
+#[tokio::test]
+async fn a_vector_put_on_an_input_meanwhile_abandons_the_unit() {
+    let store = Store::memory().await;
+    let inputs: BTreeSet<String> = table(&store, 2).await.into_iter().collect();
+    let winner = [
+        json!({"remove": {"path": "p=1/part-1.parquet", "dataChange": true}}).to_string(),
+        json!({"add": {"path": "p=1/part-1.parquet", "partitionValues": {"p": "1"}, "size": 1, "dataChange": true,
+            "deletionVector": inline_dv(&[0])}})
+        .to_string(),
+    ];
+    store.put(&log::commit_path(TABLE, 3), winner.join("\n").into_bytes()).await.unwrap();
+    let landed = commit(&store, &job(1), 2, &inputs, body(&[])).await.unwrap();
+    match landed {
+        Landed::Conflict { version: 3, why } => assert!(why.contains("deletion vector"), "{why}"),
+        other => panic!("{other:?}"),
+    }
 }

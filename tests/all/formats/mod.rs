@@ -2,6 +2,7 @@
 
 mod delta;
 mod delta_check;
+mod delta_vectors;
 mod iceberg;
 mod iceberg_evolved;
 mod iceberg_policy;

@@ -128,7 +128,7 @@ fn modes() -> [(&'static str, Value); 2] {
     [("default", json!({})), ("EXCEPTION-mode", exception_read())]
 }
 
-fn start_three(c: &mut Cluster, data: &str, executor: &str) {
+pub(super) fn start_three(c: &mut Cluster, data: &str, executor: &str) {
     for n in NODES {
         c.start_with(n, &["--data", data, "--target-size", "8MiB", "--executor", executor]);
     }
@@ -140,10 +140,10 @@ fn start_three(c: &mut Cluster, data: &str, executor: &str) {
 /// The checks of one test: each failure is printed when found and all are
 /// named when the test ends, so one run shows everything that fails.
 #[derive(Default)]
-struct Verdict(Vec<String>);
+pub(super) struct Verdict(Vec<String>);
 
 impl Verdict {
-    fn check(&mut self, ok: bool, what: impl FnOnce() -> String) -> bool {
+    pub(super) fn check(&mut self, ok: bool, what: impl FnOnce() -> String) -> bool {
         if !ok {
             let what = what();
             eprintln!("FAILED: {what}");
@@ -183,7 +183,7 @@ impl Verdict {
         })
     }
 
-    fn finish(self, test: &str) {
+    pub(super) fn finish(self, test: &str) {
         assert!(self.0.is_empty(), "{test}: {} checks failed:\n- {}", self.0.len(), self.0.join("\n- "));
     }
 }

@@ -15,8 +15,11 @@
 //! `map<string,string>`, stats as a JSON string (or left out when
 //! `delta.checkpoint.writeStatsAsJson` is false). A table that asks for
 //! `stats_parsed` (`delta.checkpoint.writeStatsAsStruct` set to true) or
-//! holds actions compactd cannot carry (domain metadata, deletion vectors)
-//! gets no checkpoint from compactd: the next writer that can makes one.
+//! holds actions compactd cannot carry (domain metadata) gets no checkpoint
+//! from compactd: the next writer that can makes one. Files are keyed by
+//! their path and deletion vector, as the protocol reconciles them: a
+//! file's tombstone with its old vector and its `add` with the new one are
+//! both kept.
 //!
 //! How it is made, in bounded memory where the log allows: the commits
 //! after the newest complete checkpoint before `v` are read first (their
@@ -241,7 +244,7 @@ async fn base(store: &Store, table: &str, version: u64) -> Result<Option<(u64, V
 /// as the commit's own JSON lines (a parsed tree costs several times more).
 #[derive(Default)]
 struct Later {
-    /// File key ([`log::path_key`]) -> its last `add` or `remove`.
+    /// File key ([`file_key`]) -> its last `add` or `remove`.
     files: BTreeMap<String, Line>,
     txns: BTreeMap<String, Line>,
     protocol: Option<Line>,
@@ -305,7 +308,7 @@ impl Later {
         let missing = || bad(path, "an add, remove or txn without its path or appId");
         match kind {
             Kind::Add | Kind::Remove(_) => {
-                self.files.insert(log::path_key(&key.ok_or_else(missing)?), line);
+                self.files.insert(key.ok_or_else(missing)?, line);
             }
             Kind::Txn(_) => {
                 self.txns.insert(key.ok_or_else(missing)?, line);
@@ -324,17 +327,17 @@ impl Later {
 }
 
 /// The kind of the one action an action object (or checkpoint row, whose
-/// other columns are null) holds, with its key (a file's path, a txn's
-/// application); `None` for actions checkpoints do not keep.
+/// other columns are null) holds, with its key (a file's [`file_key`], a
+/// txn's application); `None` for actions checkpoints do not keep.
 fn classify(m: &serde_json::Map<String, Value>) -> Option<(Kind, Option<String>)> {
     let get = |k: &str| m.get(k).filter(|v| !v.is_null());
     let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
     if let Some(a) = get("add") {
-        return Some((Kind::Add, text(a, "path")));
+        return Some((Kind::Add, file_key(a)));
     }
     if let Some(r) = get("remove") {
         let at = r.get("deletionTimestamp").and_then(Value::as_i64).unwrap_or(0);
-        return Some((Kind::Remove(at), text(r, "path")));
+        return Some((Kind::Remove(at), file_key(r)));
     }
     if let Some(t) = get("txn") {
         return Some((Kind::Txn(t.get("lastUpdated").and_then(Value::as_i64)), text(t, "appId")));
@@ -345,15 +348,22 @@ fn classify(m: &serde_json::Map<String, Value>) -> Option<(Kind, Option<String>)
     get("protocol").map(|_| (Kind::Protocol, None))
 }
 
+/// A file action's key: its decoded path, then its deletion vector's
+/// unique id where it has one.
+fn file_key(action: &Value) -> Option<String> {
+    let path = log::path_key(action.get("path")?.as_str()?);
+    Some(match action.get("deletionVector").filter(|v| !v.is_null()).and_then(log::dv_unique_id) {
+        Some(dv) => format!("{path}\n{dv}"),
+        None => path,
+    })
+}
+
 /// Actions a checkpoint cannot hold as compactd writes it.
 fn refuse_uncarried(path: &str, m: &serde_json::Map<String, Value>) -> Result<(), DeltaError> {
     for k in ["domainMetadata", "checkpointMetadata", "sidecar"] {
         if m.get(k).is_some_and(|v| !v.is_null()) {
             return Err(bad(path, format!("it holds a {k} action, which compactd does not carry")));
         }
-    }
-    if m.get("add").and_then(|a| a.get("deletionVector")).is_some_and(|v| !v.is_null()) {
-        return Err(bad(path, "a file has a deletion vector, which compactd does not carry"));
     }
     Ok(())
 }
@@ -386,7 +396,7 @@ impl Keep<'_> {
             return Ok(None);
         };
         let replaced = match (kind, &key) {
-            (Kind::Add | Kind::Remove(_), Some(p)) => self.later.files.contains_key(&log::path_key(p)),
+            (Kind::Add | Kind::Remove(_), Some(k)) => self.later.files.contains_key(k),
             (Kind::Txn(_), Some(app)) => self.later.txns.contains_key(app),
             (Kind::Metadata, _) => self.later.metadata.is_some(),
             (Kind::Protocol, _) => self.later.protocol.is_some(),
@@ -485,11 +495,25 @@ fn schema(stats_json: bool) -> SchemaRef {
     };
     let list = |n: &str| Field::new(n, DataType::List(Arc::new(s("element"))), true);
     let strukt = |n: &str, fields: Vec<Field>| Field::new(n, DataType::Struct(Fields::from(fields)), true);
+    let vector = || {
+        strukt(
+            "deletionVector",
+            vec![
+                s("storageType"),
+                s("pathOrInlineDv"),
+                int("offset"),
+                int("sizeInBytes"),
+                long("cardinality"),
+                long("maxRowIndex"),
+            ],
+        )
+    };
     let mut add = vec![s("path"), map("partitionValues"), long("size"), long("modificationTime"), bool("dataChange")];
     if stats_json {
         add.push(s("stats"));
     }
     add.push(map("tags"));
+    add.push(vector());
     Arc::new(Schema::new(vec![
         strukt("txn", vec![s("appId"), long("version"), long("lastUpdated")]),
         strukt("add", add),
@@ -502,6 +526,7 @@ fn schema(stats_json: bool) -> SchemaRef {
                 bool("extendedFileMetadata"),
                 map("partitionValues"),
                 long("size"),
+                vector(),
             ],
         ),
         strukt(

@@ -20,8 +20,9 @@ pub(super) const BATCH_ROWS: usize = 4096;
 /// Which columns of a checkpoint a reader takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Columns {
-    /// What a snapshot keeps: `add` without its statistics, the path of a
-    /// `remove`, `metaData` and `protocol`.
+    /// What a snapshot keeps: `add` (its statistics for their row count),
+    /// the path and deletion vector of a `remove` (its key), `metaData`
+    /// and `protocol`.
     State,
     /// Every action, for copying into a new checkpoint (the parsed copies of
     /// statistics and partition values are not read: a checkpoint compactd
@@ -82,8 +83,8 @@ fn wanted(columns: Columns, parts: &[String]) -> bool {
     let (top, field) = (parts[0].as_str(), parts.get(1).map(String::as_str));
     match columns {
         Columns::State => match top {
-            "add" => !matches!(field, Some("stats" | "stats_parsed" | "partitionValues_parsed")),
-            "remove" => field == Some("path"),
+            "add" => !matches!(field, Some("stats_parsed" | "partitionValues_parsed")),
+            "remove" => matches!(field, Some("path" | "deletionVector")),
             "metaData" | "protocol" => true,
             _ => false,
         },
