@@ -51,6 +51,10 @@ Commands ("cmd"):
             rows, ms}], errors: [...]}: `appends` blind appends of `rows` rows
             (columns batch, id, part; id = batch * rows + i), each with
             userMetadata "batch-<n>", stopping at the first error
+  dml_loop  path, statements [SQL with {t} for the table] -> {results: [{i,
+            ok, error?, conflict?}]}: each statement run in turn with
+            userMetadata "dml-<i>"; one that fails is reported (conflict:
+            Delta refused it for a concurrent commit) and the loop goes on
 
 Canonical rows: one JSON object per row with the columns sorted by name,
 written by Spark itself (to_json): dates yyyy-MM-dd, timestamps
@@ -333,6 +337,19 @@ class Judge:
                 break
             done.append({"batch": b, "rows": rows, "ms": int((time.monotonic() - t) * 1000)})
         return {"batches": done, "errors": errors}
+
+    def dml_loop(self, c):
+        table = f"delta.`{c['path']}`"
+        results = []
+        for i, q in enumerate(c["statements"]):
+            try:
+                with confs(self.spark, {"spark.databricks.delta.commitInfo.userMetadata": f"dml-{i}"}):
+                    self.spark.sql(q.replace("{t}", table)).collect()
+                results.append({"i": i, "ok": True})
+            except Exception as e:  # noqa: BLE001 - reported, the loop goes on
+                f = failure(e)
+                results.append({"i": i, "ok": False, "conflict": "Concurrent" in f["error"], **f})
+        return {"results": results}
 
 
 def failure(e):

@@ -53,6 +53,7 @@ pub mod audit;
 pub mod checkpoint;
 pub mod log;
 pub mod orphans;
+pub mod rows;
 pub mod stats;
 pub mod vectors;
 
@@ -259,8 +260,9 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
         by_store_path.iter().filter(|(_, f)| f.deletion_vector.is_some()).map(|(p, f)| (p.clone(), *f)).collect();
     let vectors =
         vectors::Vectors::load(store, &table, &with_vectors, &job.merge.io).await.map_err(|e| job.broken(e))?;
+    let widening = snap.widens_types();
     let fit: Option<std::sync::Arc<dyn parquet::Projection>> =
-        (!vectors.is_empty()).then(|| std::sync::Arc::new(vectors) as _);
+        (!vectors.is_empty() || widening).then(|| std::sync::Arc::new(rows::TableRows { vectors, widening }) as _);
     // Outputs go beside the first input, in its folder as the log writes
     // it (already URI-encoded), so that the partition keeps one folder.
     let log_dir = small[0].path.rfind('/').map(|i| small[0].path[..=i].to_string()).unwrap_or_default();

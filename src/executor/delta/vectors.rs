@@ -20,12 +20,11 @@
 use std::collections::HashMap;
 
 use arrow_array::{BooleanArray, RecordBatch};
-use arrow_schema::SchemaRef;
 use serde_json::Value;
 use store::Store;
 
 use super::log::Add;
-use crate::executor::merge::parquet::{deleted, Projection};
+use crate::executor::merge::parquet::deleted;
 use crate::executor::throttle::Throttle;
 
 /// Which share of a file's rows its vector must delete for the file to be
@@ -74,14 +73,10 @@ impl Vectors {
     pub fn is_empty(&self) -> bool {
         self.positions.is_empty()
     }
-}
 
-impl Projection for Vectors {
-    fn schema(&self) -> Option<SchemaRef> {
-        None
-    }
-
-    fn project(&self, path: &str, first_row: u64, batch: RecordBatch) -> Result<RecordBatch, String> {
+    /// `batch`, the rows of the input `path` from its row `first_row` on,
+    /// without those its vector deletes.
+    pub fn apply(&self, path: &str, first_row: u64, batch: RecordBatch) -> Result<RecordBatch, String> {
         let Some(positions) = self.positions.get(path) else { return Ok(batch) };
         let mut keep = vec![true; batch.num_rows()];
         if !deleted::clear(positions, first_row, &mut keep) {
@@ -90,7 +85,8 @@ impl Projection for Vectors {
         arrow_select::filter::filter_record_batch(&batch, &BooleanArray::from(keep)).map_err(|e| e.to_string())
     }
 
-    fn worth_alone(&self, path: &str) -> bool {
+    /// Whether the input `path` has a vector that deletes rows.
+    pub fn touches(&self, path: &str) -> bool {
         self.positions.get(path).is_some_and(|p| !p.is_empty())
     }
 }

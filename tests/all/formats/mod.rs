@@ -2,7 +2,7 @@
 
 mod delta;
 mod delta_check;
-mod delta_vectors;
+mod delta_features;
 mod iceberg;
 mod iceberg_evolved;
 mod iceberg_policy;

@@ -155,6 +155,11 @@ pub trait Projection: Send + Sync {
     fn worth_alone(&self, _path: &str) -> bool {
         false
     }
+    /// Whether the table lets its columns' types widen, where the union of
+    /// the inputs' schemas is the outputs' ([`schema::Union::widening`]).
+    fn widens(&self) -> bool {
+        false
+    }
 }
 
 /// Footers read at once while schemas are checked.
@@ -215,7 +220,10 @@ async fn plan(
             (path, meta)
         })
         .buffered(FOOTERS_AHEAD);
-    let mut union = schema::Union::default();
+    let mut union = match fit {
+        Some(f) if f.widens() => schema::Union::widening(),
+        _ => schema::Union::default(),
+    };
     let (mut footer_kv, mut arrow_kv) = (spark::KeyValueMerge::default(), spark::KeyValueMerge::default());
     let mut first: Option<(String, spark::Rebase)> = None;
     let mut int96_checks = BTreeMap::new();

@@ -35,12 +35,43 @@ pub(crate) use parquet::arrow::PARQUET_FIELD_ID_META_KEY as FIELD_ID;
 #[derive(Debug, Default)]
 pub struct Union {
     fields: Vec<FieldRef>,
-    /// Field path -> the first file holding the field (named in conflicts).
-    origin: BTreeMap<String, String>,
+    origin: Seen,
     files: usize,
 }
 
+/// What the union has seen: field path -> the first file holding the field
+/// (named in conflicts), and whether the table lets a column's type widen.
+#[derive(Debug, Default)]
+struct Seen {
+    files: BTreeMap<String, String>,
+    widen: bool,
+}
+
+impl std::ops::Deref for Seen {
+    type Target = BTreeMap<String, String>;
+    fn deref(&self) -> &Self::Target {
+        &self.files
+    }
+}
+
+impl std::ops::DerefMut for Seen {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.files
+    }
+}
+
 impl Union {
+    /// A union of files of a table whose columns' types may have widened
+    /// (Delta's type widening): a column typed narrower in some files and
+    /// wider in others takes the wider type, to which its values are cast.
+    /// The widenings are Delta's: integers to wider integers, to doubles
+    /// and to decimals with room for them, floats to doubles, dates to
+    /// timestamps without a zone, decimals to ones of as many integer and
+    /// fraction digits or more.
+    pub fn widening() -> Self {
+        Union { origin: Seen { widen: true, ..Seen::default() }, ..Union::default() }
+    }
+
     /// Folds in `schema`, read from `file`; a conflict is an error naming
     /// the field and both files (the union is not to be used after it).
     pub fn add(&mut self, file: &str, schema: &Schema) -> Result<(), String> {
@@ -76,7 +107,7 @@ fn merge_fields(
     parent: &str,
     file: &str,
     first: bool,
-    origin: &mut BTreeMap<String, String>,
+    origin: &mut Seen,
 ) -> Result<Vec<FieldRef>, String> {
     let mut out: Vec<FieldRef> = Vec::with_capacity(have.len().max(new.len()));
     for h in have {
@@ -113,7 +144,7 @@ fn merge_fields(
     Ok(out)
 }
 
-fn record_origins(f: &Field, at: &str, file: &str, origin: &mut BTreeMap<String, String>) {
+fn record_origins(f: &Field, at: &str, file: &str, origin: &mut Seen) {
     origin.entry(at.to_string()).or_insert_with(|| file.to_string());
     if let DataType::Struct(children) = f.data_type() {
         for c in children {
@@ -123,13 +154,7 @@ fn record_origins(f: &Field, at: &str, file: &str, origin: &mut BTreeMap<String,
 }
 
 /// Two files' versions of the field at `at`.
-fn merge_field(
-    a: &Field,
-    b: &Field,
-    at: &str,
-    file: &str,
-    origin: &mut BTreeMap<String, String>,
-) -> Result<Field, String> {
+fn merge_field(a: &Field, b: &Field, at: &str, file: &str, origin: &mut Seen) -> Result<Field, String> {
     let other = origin.get(at).cloned().unwrap_or_else(|| "an earlier file".into());
     if let (Some(x), Some(y)) = (a.metadata().get(FIELD_ID), b.metadata().get(FIELD_ID)) {
         if x != y {
@@ -177,13 +202,7 @@ fn finer(a: TimeUnit, b: TimeUnit) -> TimeUnit {
 /// The output type for a field typed `a` in earlier files and `b` in
 /// `file`. `Err(None)`: a plain conflict of the two types (the caller words
 /// it); `Err(Some(_))`: a conflict deeper down, already worded.
-fn merge_type(
-    a: &DataType,
-    b: &DataType,
-    at: &str,
-    file: &str,
-    origin: &mut BTreeMap<String, String>,
-) -> Result<DataType, Option<String>> {
+fn merge_type(a: &DataType, b: &DataType, at: &str, file: &str, origin: &mut Seen) -> Result<DataType, Option<String>> {
     use DataType::*;
     if a == b {
         return Ok(a.clone());
@@ -198,6 +217,8 @@ fn merge_type(
             Timestamp(finer(*ua, *ub), za.clone())
         }
         (Decimal128(p, s), Decimal256(q, t)) | (Decimal256(p, s), Decimal128(q, t)) if p == q && s == t => a.clone(),
+        (x, y) if origin.widen && widens(x, y) => y.clone(),
+        (x, y) if origin.widen && widens(y, x) => x.clone(),
         (Struct(fa), Struct(fb)) => {
             let fields = merge_fields(fa.iter().cloned().collect::<Vec<_>>().as_slice(), fb, at, file, false, origin)
                 .map_err(Some)?;
@@ -231,15 +252,38 @@ fn merge_type(
     })
 }
 
+/// Whether a value of type `from` may be read as `to` by Delta's type
+/// widening (PROTOCOL.md "Type Widening").
+fn widens(from: &DataType, to: &DataType) -> bool {
+    use DataType::*;
+    let int_bits = |t: &DataType| match t {
+        Int8 => Some(8),
+        Int16 => Some(16),
+        Int32 => Some(32),
+        Int64 => Some(64),
+        _ => None,
+    };
+    // Decimal digits an integer type needs.
+    let int_digits = |t: &DataType| match t {
+        Int8 => Some(3),
+        Int16 => Some(5),
+        Int32 => Some(10),
+        Int64 => Some(20),
+        _ => None,
+    };
+    match (from, to) {
+        (x, y) if int_bits(x).is_some() && int_bits(y).is_some() => int_bits(x) < int_bits(y),
+        (Int8 | Int16 | Int32 | Float32, Float64) => true,
+        (Date32, Timestamp(TimeUnit::Microsecond, None)) => true,
+        (x, Decimal128(p, s)) if int_digits(x).is_some() => (*p as i32 - *s as i32) >= int_digits(x).unwrap(),
+        (Decimal128(p, s), Decimal128(q, t)) => t >= s && (*q as i32 - *t as i32) >= (*p as i32 - *s as i32),
+        _ => false,
+    }
+}
+
 /// A list element or a map key or value: named as in `a`, whatever `b`
 /// calls it.
-fn merge_child(
-    a: &Field,
-    b: &Field,
-    at: &str,
-    file: &str,
-    origin: &mut BTreeMap<String, String>,
-) -> Result<Field, Option<String>> {
+fn merge_child(a: &Field, b: &Field, at: &str, file: &str, origin: &mut Seen) -> Result<Field, Option<String>> {
     let renamed = b.clone().with_name(a.name());
     merge_field(a, &renamed, at, file, origin).map_err(Some)
 }
@@ -333,6 +377,16 @@ mod tests {
     use arrow_array::types::Int64Type;
     use arrow_array::{Int64Array, LargeStringArray, StringArray};
 
+    impl Union {
+        fn widening_of(schemas: &[&Schema]) -> Fields {
+            let mut u = Union::widening();
+            for (i, s) in schemas.iter().enumerate() {
+                u.add(&format!("f{i}"), s).unwrap();
+            }
+            u.fields()
+        }
+    }
+
     fn union(schemas: &[(&str, Schema)]) -> Result<Schema, String> {
         let mut u = Union::default();
         for (file, s) in schemas {
@@ -358,6 +412,39 @@ mod tests {
         assert_eq!(names, ["id", "l", "added"]);
         assert!(u.field(0).is_nullable(), "nullable in one input: nullable");
         assert_eq!(u.field(1).data_type(), &list("item"), "the first file's child name");
+    }
+
+    #[test]
+    fn a_widened_column_takes_its_wider_type_only_where_the_table_widens_types() {
+        use arrow_array::{Date32Array, Int32Array};
+        let narrow = Schema::new(vec![Field::new("x", DataType::Int32, true), Field::new("d", DataType::Date32, true)]);
+        let ts = DataType::Timestamp(TimeUnit::Microsecond, None);
+        let wide = Schema::new(vec![Field::new("x", DataType::Int64, true), Field::new("d", ts.clone(), true)]);
+        assert!(union(&[("f1", narrow.clone()), ("f2", wide.clone())]).unwrap_err().contains("\"x\""));
+        for order in [[&narrow, &wide], [&wide, &narrow]] {
+            let mut u = Union::widening();
+            for (i, s) in order.iter().enumerate() {
+                u.add(&format!("f{i}"), s).unwrap();
+            }
+            let types: Vec<DataType> = u.fields().iter().map(|f| f.data_type().clone()).collect();
+            assert_eq!(types, vec![DataType::Int64, ts.clone()]);
+        }
+        let out = Arc::new(Schema::new(Union::widening_of(&[&narrow, &wide])));
+        let batch = RecordBatch::try_new(
+            Arc::new(narrow.clone()),
+            vec![Arc::new(Int32Array::from(vec![7])), Arc::new(Date32Array::from(vec![1]))],
+        )
+        .unwrap();
+        let conformed = conform(batch, &out).unwrap();
+        assert_eq!(conformed.column(0).as_primitive::<Int64Type>().value(0), 7);
+        // Never narrower, nor to another kind.
+        assert!(!widens(&DataType::Int64, &DataType::Int32));
+        assert!(!widens(&DataType::Float64, &DataType::Float32));
+        assert!(!widens(&DataType::Int64, &DataType::Float64), "a long does not fit a double");
+        assert!(!widens(&DataType::Decimal128(10, 2), &DataType::Decimal128(10, 3)), "an integer digit lost");
+        assert!(widens(&DataType::Decimal128(10, 2), &DataType::Decimal128(12, 4)));
+        assert!(widens(&DataType::Int32, &DataType::Decimal128(12, 2)));
+        assert!(!widens(&DataType::Int32, &DataType::Decimal128(10, 2)));
     }
 
     #[test]

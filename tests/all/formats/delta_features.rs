@@ -1,0 +1,382 @@
+//! Delta tables with today's features, written by Spark with Delta (the
+//! reference implementation), compacted by three `compactd` processes and
+//! judged by Spark.
+//!
+//! - Deletion vectors, as Spark's `DELETE`, `UPDATE` and `MERGE` leave them
+//!   (merge-on-read):
+//!   the same rows at the new version and at every older one, no rewritten
+//!   file carrying a vector, every vector compactd retired named by its
+//!   `remove`, compactd's checkpoint (vectors included) read by Spark,
+//!   fewer files, and Spark's own `OPTIMIZE`, `VACUUM`, `RESTORE`, change
+//!   data feed and further DML working afterwards; and the same statements
+//!   racing compactions: every row once, every commit kept.
+//! - Type widening (`INT` to `BIGINT`, `FLOAT` to `DOUBLE`): files of both
+//!   types compact together, read back exactly at every version.
+// Real processes and servers: real time.
+#![allow(clippy::disallowed_methods)]
+
+use crate::common;
+
+use std::path::Path;
+use std::time::Instant;
+
+use common::cluster::Cluster;
+use common::parquet::compact_with;
+use common::spark::Spark;
+use serde_json::{json, Value};
+
+use super::spark::{start_three, Verdict};
+
+const SCHEMA: &str = "id BIGINT, part INT, s STRING";
+const APPENDS: i64 = 6;
+/// Rows per partition per append.
+const ROWS: i64 = 40;
+
+/// The rows of append `a`: two partitions, ids unique across appends.
+fn rows(a: i64) -> Vec<Value> {
+    (0..2).flat_map(|part| (0..ROWS).map(move |k| json!([a * 1000 + part * 100 + k, part, format!("a{a}")]))).collect()
+}
+
+/// Every action of the table's log, by version.
+fn log_actions(table: &Path) -> Vec<(u64, Value)> {
+    let mut out = vec![];
+    for e in std::fs::read_dir(table.join("_delta_log")).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(v) = name.strip_suffix(".json").and_then(|v| v.parse::<u64>().ok()) else { continue };
+        for line in std::fs::read_to_string(e.path()).unwrap().lines().filter(|l| !l.trim().is_empty()) {
+            out.push((v, serde_json::from_str(line).unwrap()));
+        }
+    }
+    out.sort_by_key(|(v, _)| *v);
+    out
+}
+
+/// The versions compactd committed.
+fn compactd_versions(actions: &[(u64, Value)]) -> Vec<u64> {
+    let mut v: Vec<u64> = actions
+        .iter()
+        .filter(|(_, a)| {
+            a.pointer("/commitInfo/engineInfo").and_then(Value::as_str).is_some_and(|e| e.starts_with("compactd/"))
+        })
+        .map(|(v, _)| *v)
+        .collect();
+    v.dedup();
+    v
+}
+
+/// The table read by Spark at `version` (else its latest): row count and
+/// digest.
+fn read(spark: &Spark, t: &str, version: Option<u64>) -> Value {
+    let mut cmd = json!({"cmd": "read", "format": "delta", "path": t});
+    if let Some(v) = version {
+        cmd["version"] = json!(v);
+    }
+    let r = spark.call(&cmd);
+    json!({"ok": r["ok"], "count": r["count"], "digest": r["digest"], "error": r["error"]})
+}
+
+#[test]
+fn spark_reads_a_compacted_delta_table_with_deletion_vectors_at_every_version() {
+    let _turn = crate::common::turns::SPARK_DELTA.turn();
+    let test = "deletion vectors";
+    let Some(spark) = Spark::shared() else { return };
+    let started = Instant::now();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let table = data.join("db/s/t");
+    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
+    let t = table.to_str().unwrap();
+    let mut v = Verdict::default();
+    let sql = |q: String| {
+        let out = spark.call(&json!({"cmd": "sql", "sql": q}));
+        assert_eq!(out["ok"], true, "{q}: {out}");
+    };
+    sql(format!(
+        "CREATE TABLE delta.`{t}` ({SCHEMA}) USING delta PARTITIONED BY (part) TBLPROPERTIES \
+         ('delta.enableDeletionVectors' = 'true', 'delta.enableChangeDataFeed' = 'true')"
+    ));
+    for a in 0..APPENDS {
+        spark.run(&json!({"cmd": "write", "format": "delta", "path": t, "schema": SCHEMA, "rows": rows(a),
+                          "partition_by": ["part"]}));
+    }
+    // Merge-on-read: each leaves vectors on the files it touches.
+    sql(format!("DELETE FROM delta.`{t}` WHERE id % 7 = 0"));
+    sql(format!("UPDATE delta.`{t}` SET s = 'updated' WHERE id % 11 = 0"));
+    sql(format!(
+        "MERGE INTO delta.`{t}` AS t USING (SELECT id, part FROM delta.`{t}` WHERE id % 13 = 0) AS src \
+         ON t.id = src.id WHEN MATCHED AND src.id % 2 = 0 THEN DELETE WHEN MATCHED THEN UPDATE SET s = 'merged'"
+    ));
+    let before_actions = log_actions(&table);
+    let latest_before = before_actions.last().unwrap().0;
+    let vectors_written =
+        before_actions.iter().filter(|(_, a)| a.pointer("/add/deletionVector").is_some_and(|d| !d.is_null())).count();
+    assert!(vectors_written >= 3, "Spark wrote {vectors_written} files with deletion vectors: the test tests nothing");
+    let at: Vec<Value> = (0..=latest_before).map(|ver| read(spark, t, Some(ver))).collect();
+    let files_before =
+        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
+    eprintln!(
+        "{test}: Spark wrote versions 0..={latest_before} ({vectors_written} vectors) in {:?}",
+        started.elapsed()
+    );
+
+    start_three(&mut c, &format!("fs://{}", data.display()), "delta");
+    let status = compact_with(&c, "delta");
+    assert_eq!(status["state"], "Done", "{status:#}");
+    let after_actions = log_actions(&table);
+    let ours = compactd_versions(&after_actions);
+    v.check(!ours.is_empty(), || format!("compactd committed nothing: {status:#}"));
+    let latest = after_actions.last().unwrap().0;
+    // Spark's versions end at 9: compactd's first commit is version 10,
+    // whose checkpoint it writes (with the vectors of the files it keeps),
+    // and from which Spark reads versions 10 on.
+    v.check(latest_before == 9 && table.join("_delta_log/00000000000000000010.checkpoint.parquet").exists(), || {
+        format!("no checkpoint of version 10 (Spark's last version {latest_before})")
+    });
+    // No file compactd added carries a vector; each of its removes names
+    // the vector its file had, as the log holds it.
+    let mut active_vectors = std::collections::BTreeMap::new();
+    for (ver, a) in &after_actions {
+        if let Some(add) = a.get("add") {
+            if ours.contains(ver) {
+                v.check(add.get("deletionVector").is_none_or(Value::is_null), || format!("v{ver}: {add}"));
+            }
+            active_vectors.insert(add["path"].as_str().unwrap().to_string(), add.get("deletionVector").cloned());
+        }
+        if let Some(remove) = a.get("remove") {
+            let path = remove["path"].as_str().unwrap();
+            if ours.contains(ver) {
+                let had = active_vectors.get(path).cloned().flatten().filter(|d| !d.is_null());
+                let named = remove.get("deletionVector").cloned().filter(|d| !d.is_null());
+                v.check(had == named, || format!("v{ver} removes {path} naming {named:?}; it had {had:?}"));
+            }
+        }
+    }
+    for ver in 0..=latest {
+        let want = &at[(ver.min(latest_before)) as usize];
+        let got = read(spark, t, Some(ver));
+        v.check(&got == want, || format!("version {ver}: Spark read {got}, want {want}"));
+    }
+    let files_after =
+        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
+    v.check(files_after.as_u64() < files_before.as_u64(), || format!("files {files_before} -> {files_after}"));
+    // compactd's commits change no data: no change rows.
+    let first = ours.first().copied().unwrap_or(latest);
+    let changes = spark.call(&json!({"cmd": "sql",
+        "sql": format!("SELECT * FROM table_changes_by_path('{t}', {first}, {latest})")}));
+    v.check(changes["ok"] == true && changes["rows"] == 0, || {
+        format!("the change data feed of its commits: {changes}")
+    });
+    eprintln!("{test}: compacted ({} commits), files {files_before} -> {files_after}", ours.len());
+
+    // Spark's own maintenance and DML over compactd's files.
+    sql(format!("DELETE FROM delta.`{t}` WHERE id % 5 = 0"));
+    let after_delete = read(spark, t, None);
+    let optimized = spark.call(&json!({"cmd": "optimize", "path": t}));
+    v.check(optimized["ok"] == true, || format!("Spark's OPTIMIZE: {optimized}"));
+    v.check(read(spark, t, None) == after_delete, || "Spark's OPTIMIZE changed the rows".into());
+    // Back to compactd's version (its files still there), then VACUUM.
+    let restore =
+        spark.call(&json!({"cmd": "sql", "sql": format!("RESTORE TABLE delta.`{t}` TO VERSION AS OF {latest}")}));
+    v.check(restore["ok"] == true, || format!("RESTORE: {restore}"));
+    let restored = read(spark, t, None);
+    v.check(restored == at[latest_before as usize], || format!("after RESTORE to {latest}: {restored}"));
+    let vacuumed = spark.call(&json!({"cmd": "vacuum", "path": t}));
+    v.check(vacuumed["ok"] == true, || format!("VACUUM: {vacuumed}"));
+    v.check(read(spark, t, None) == restored, || "VACUUM changed the rows".into());
+    eprintln!("{test}: {:?} in all", started.elapsed());
+    v.finish(test);
+}
+
+/// Statement `i` of the racing DML: deletes, updates and merges in turn,
+/// each over a different slice of the ids.
+fn statement(i: usize) -> String {
+    let k = i / 3;
+    match i % 3 {
+        0 => format!("DELETE FROM {{t}} WHERE id % 17 = {k}"),
+        1 => format!("UPDATE {{t}} SET s = 'u{i}' WHERE id % 13 = {k}"),
+        _ => format!(
+            "MERGE INTO {{t}} AS t USING (SELECT id FROM {{t}} WHERE id % 19 = {k}) AS src ON t.id = src.id \
+             WHEN MATCHED THEN UPDATE SET s = 'm{i}'"
+        ),
+    }
+}
+
+/// What statement `i` does to `rows` (id -> (part, s)).
+fn apply(i: usize, rows: &mut std::collections::BTreeMap<i64, (i64, String)>) {
+    let k = (i / 3) as i64;
+    match i % 3 {
+        0 => rows.retain(|id, _| id % 17 != k),
+        1 => rows.iter_mut().filter(|(id, _)| *id % 13 == k).for_each(|(_, r)| r.1 = format!("u{i}")),
+        _ => rows.iter_mut().filter(|(id, _)| *id % 19 == k).for_each(|(_, r)| r.1 = format!("m{i}")),
+    }
+}
+
+const RACING_STATEMENTS: usize = 12;
+
+#[test]
+fn spark_deletes_updates_and_merges_racing_compaction_lose_no_row_and_no_commit() {
+    let _turn = crate::common::turns::SPARK_DELTA.turn();
+    let test = "DML racing compaction";
+    let Some(spark) = Spark::shared() else { return };
+    let started = Instant::now();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let table = data.join("db/s/t");
+    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
+    let t = table.to_str().unwrap().to_string();
+    let mut v = Verdict::default();
+    let create = spark.call(&json!({"cmd": "sql", "sql": format!(
+        "CREATE TABLE delta.`{t}` ({SCHEMA}) USING delta PARTITIONED BY (part) TBLPROPERTIES \
+         ('delta.enableDeletionVectors' = 'true')")}));
+    assert_eq!(create["ok"], true, "{create}");
+    let mut model = std::collections::BTreeMap::new();
+    for a in 0..APPENDS {
+        let rows = rows(a);
+        spark.run(&json!({"cmd": "write", "format": "delta", "path": t, "schema": SCHEMA, "rows": rows,
+                          "partition_by": ["part"]}));
+        for r in rows {
+            model.insert(r[0].as_i64().unwrap(), (r[1].as_i64().unwrap(), r[2].as_str().unwrap().to_string()));
+        }
+    }
+    start_three(&mut c, &format!("fs://{}", data.display()), "delta");
+    let statements: Vec<String> = (0..RACING_STATEMENTS).map(statement).collect();
+    let cmd = json!({"cmd": "dml_loop", "path": t, "statements": statements});
+    let writer = std::thread::spawn(move || spark.call_within(&cmd, std::time::Duration::from_secs(900)));
+    // Compactions, one after another, while the statements run: each one
+    // a round over the partitions due.
+    let (mut rounds, mut during) = (0, 0);
+    while !writer.is_finished() {
+        let s = compact_with(&c, "delta");
+        v.check(s["state"] == "Done", || format!("a compaction during the statements: {s:#}"));
+        let units = s["table_versions"].as_array().cloned().unwrap_or_default();
+        let committed = units.iter().filter(|u| u["version_after"].as_u64() > u["version_before"].as_u64()).count();
+        during += committed;
+        rounds += 1;
+        if committed == 0 {
+            // Nothing was due: the next statement's commit is what makes
+            // work, so a round at once would only cost a task.
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
+    }
+    let looped = writer.join().unwrap();
+    assert_eq!(looped["ok"], true, "the statements: {looped}");
+    let results = looped["results"].as_array().unwrap();
+    let mut applied = vec![];
+    for r in results {
+        let i = r["i"].as_u64().unwrap() as usize;
+        if r["ok"] == true {
+            apply(i, &mut model);
+            applied.push(i);
+        } else {
+            // Refused for compactd's concurrent commit: the user's
+            // statement failed whole, as beside any other writer.
+            v.check(r["conflict"] == true, || format!("statement {i} failed otherwise: {r}"));
+        }
+    }
+    v.check(during > 0, || format!("no compaction committed during the statements ({rounds} rounds)"));
+    v.check(!applied.is_empty(), || "every statement was refused".into());
+    let last = compact_with(&c, "delta");
+    v.check(last["state"] == "Done", || format!("the last compaction: {last:#}"));
+
+    // Every row exactly once, as the statements that committed left it.
+    let got = spark.run(&json!({"cmd": "read", "format": "delta", "path": t, "lines": true}));
+    let mut seen: std::collections::BTreeMap<i64, (i64, String)> = std::collections::BTreeMap::new();
+    let mut twice = 0;
+    for l in got["lines"].as_array().unwrap() {
+        let r: Value = serde_json::from_str(l.as_str().unwrap()).unwrap();
+        let row = (r["part"].as_i64().unwrap(), r["s"].as_str().unwrap().to_string());
+        twice += usize::from(seen.insert(r["id"].as_i64().unwrap(), row).is_some());
+    }
+    let differ: Vec<_> = model.iter().filter(|(id, r)| seen.get(id) != Some(r)).take(3).collect();
+    let extra = seen.keys().filter(|id| !model.contains_key(id)).count();
+    v.check(twice == 0 && differ.is_empty() && extra == 0, || {
+        format!(
+            "{} rows read, {} expected: {twice} twice, {extra} extra, first differing {differ:?}",
+            seen.len(),
+            model.len()
+        )
+    });
+    // Each statement that committed did so once; none that failed did.
+    let history = spark.run(&json!({"cmd": "history", "path": t}))["history"].as_array().unwrap().clone();
+    for i in 0..RACING_STATEMENTS {
+        let commits = history.iter().filter(|h| h["userMetadata"] == format!("dml-{i}").as_str()).count();
+        let want = usize::from(applied.contains(&i));
+        v.check(commits == want, || format!("statement {i}: {commits} commits, want {want}"));
+    }
+    eprintln!(
+        "{test}: {} of {RACING_STATEMENTS} statements committed, {rounds} compactions ({during} units committed \
+         during), {:?} in all",
+        applied.len(),
+        started.elapsed()
+    );
+    v.finish(test);
+}
+
+#[test]
+fn spark_reads_a_compacted_delta_table_whose_column_types_widened_at_every_version() {
+    let _turn = crate::common::turns::SPARK_DELTA.turn();
+    let test = "type widening";
+    let Some(spark) = Spark::shared() else { return };
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let table = data.join("db/s/t");
+    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
+    let t = table.to_str().unwrap();
+    let mut v = Verdict::default();
+    let sql = |q: String| {
+        let out = spark.call(&json!({"cmd": "sql", "sql": q}));
+        assert_eq!(out["ok"], true, "{q}: {out}");
+    };
+    let (narrow, wide) = ("id BIGINT, part INT, n INT, x FLOAT", "id BIGINT, part INT, n BIGINT, x DOUBLE");
+    sql(format!(
+        "CREATE TABLE delta.`{t}` ({narrow}) USING delta PARTITIONED BY (part) TBLPROPERTIES \
+         ('delta.enableTypeWidening' = 'true')"
+    ));
+    let write = |a: i64, schema: &str, big: bool| {
+        let rows: Vec<Value> = (0..2)
+            .flat_map(|part| {
+                (0..ROWS).map(move |k| {
+                    let id = a * 1000 + part * 100 + k;
+                    let n = if big { (1i64 << 40) + id } else { id };
+                    json!([id, part, n, id as f64 / 8.0])
+                })
+            })
+            .collect();
+        spark.run(&json!({"cmd": "write", "format": "delta", "path": t, "schema": schema, "rows": rows,
+                          "partition_by": ["part"]}));
+    };
+    for a in 0..3 {
+        write(a, narrow, false);
+    }
+    sql(format!("ALTER TABLE delta.`{t}` ALTER COLUMN n TYPE BIGINT"));
+    sql(format!("ALTER TABLE delta.`{t}` ALTER COLUMN x TYPE DOUBLE"));
+    for a in 3..6 {
+        write(a, wide, true);
+    }
+    let latest_before = log_actions(&table).last().unwrap().0;
+    let at: Vec<Value> = (0..=latest_before).map(|ver| read(spark, t, Some(ver))).collect();
+    let files_before =
+        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
+
+    start_three(&mut c, &format!("fs://{}", data.display()), "delta");
+    let status = compact_with(&c, "delta");
+    assert_eq!(status["state"], "Done", "{status:#}");
+    let latest = log_actions(&table).last().unwrap().0;
+    v.check(latest > latest_before, || format!("compactd committed nothing: {status:#}"));
+    for ver in 0..=latest {
+        let want = &at[(ver.min(latest_before)) as usize];
+        let got = read(spark, t, Some(ver));
+        v.check(&got == want, || format!("version {ver}: Spark read {got}, want {want}"));
+    }
+    let files_after =
+        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
+    v.check(files_after.as_u64() < files_before.as_u64(), || format!("files {files_before} -> {files_after}"));
+    // Spark's own work over compactd's files.
+    write(6, wide, true);
+    let optimized = spark.call(&json!({"cmd": "optimize", "path": t}));
+    v.check(optimized["ok"] == true, || format!("Spark's OPTIMIZE: {optimized}"));
+    let all = read(spark, t, None);
+    v.check(all["count"] == 7 * 2 * ROWS, || format!("after Spark's append and OPTIMIZE: {all}"));
+    eprintln!("{test}: files {files_before} -> {files_after}");
+    v.finish(test);
+}
