@@ -328,8 +328,9 @@ impl Visit<'_> {
             problem: format!("not compacted: {why}"),
         })?;
         let mut out: BTreeMap<Name, Listed> = BTreeMap::new();
+        let keys = snap.metadata.partition_keys();
         for f in snap.files.values() {
-            let key = log::partition_key(&snap.metadata.partition_columns, &f.partition_values);
+            let key = log::partition_key(&keys, &f.partition_values);
             let Ok(part) = Name::parse(&key) else { continue };
             out.entry(part).or_default().count(f.size.max(0) as u64, small);
         }

@@ -182,10 +182,11 @@ pub async fn partitions_to_compact(store: &Store, table: &str, target_size: u64)
     // Per partition: its small files, and whether one of its files is due
     // for its deletion vector (then it is due alone).
     let mut due: BTreeMap<String, (usize, bool)> = BTreeMap::new();
+    let keys = snap.metadata.partition_keys();
     for f in snap.files.values() {
         let (small, vector) = (f.size < threshold, vectors::due(f));
         if small || vector {
-            let unit = due.entry(log::partition_key(&snap.metadata.partition_columns, &f.partition_values));
+            let unit = due.entry(log::partition_key(&keys, &f.partition_values));
             let (n, any) = unit.or_default();
             *n += usize::from(small);
             *any |= vector;
@@ -210,7 +211,7 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     store.sweep_stale_temps(&format!("{table}{}", log::LOG_DIR)).await?;
     let snap = log::load(store, &table).await?;
     snap.check_supported().map_err(|why| job.broken(why))?;
-    let cols = snap.metadata.partition_columns.clone();
+    let cols = snap.metadata.partition_keys();
     let mine: Vec<&Add> =
         snap.files.values().filter(|f| log::partition_key(&cols, &f.partition_values) == job.partition).collect();
     let mut stats = BTreeMap::from([("version_before".to_string(), snap.version)]);

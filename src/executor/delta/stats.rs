@@ -40,7 +40,7 @@ use parquet::file::metadata::ParquetMetaData;
 use parquet::file::statistics::Statistics;
 use serde_json::Value;
 
-use super::log::Metadata;
+use super::log::{Metadata, PHYSICAL_NAME};
 use crate::executor::merge::parquet::spark;
 
 /// Leaf columns indexed when the table does not say.
@@ -74,16 +74,22 @@ impl Column {
     }
 }
 
-fn parse_fields(v: &Value) -> Option<Vec<Column>> {
+/// The fields of a struct type `v`, named as data files name them: by their
+/// physical names where the table maps columns (`mapped`).
+fn parse_fields(v: &Value, mapped: bool) -> Option<Vec<Column>> {
     v.get("fields")?
         .as_array()?
         .iter()
         .map(|f| {
-            let name = f.get("name")?.as_str()?.to_string();
+            let physical = f.pointer(&format!("/metadata/{PHYSICAL_NAME}")).and_then(Value::as_str);
+            let name = match physical.filter(|_| mapped) {
+                Some(p) => p.to_string(),
+                None => f.get("name")?.as_str()?.to_string(),
+            };
             Some(match f.get("type")? {
                 Value::String(ty) => Column::Leaf { name, ty: ty.clone() },
                 t if t.get("type").and_then(Value::as_str) == Some("struct") => {
-                    Column::Struct { name, fields: parse_fields(t)? }
+                    Column::Struct { name, fields: parse_fields(t, mapped)? }
                 }
                 _ => Column::Other { name },
             })
@@ -108,10 +114,13 @@ impl Collector {
             None => Some(DEFAULT_STRING_PREFIX),
             Some(s) => s.trim().parse().ok(),
         };
+        // Statistics name columns as data files do (physical names where
+        // the table maps columns).
+        let partitions = meta.partition_keys();
         let schema: Option<Vec<Column>> = serde_json::from_str::<Value>(&meta.schema_string)
             .ok()
-            .and_then(|v| parse_fields(&v))
-            .map(|cols| cols.into_iter().filter(|c| !meta.partition_columns.iter().any(|p| p == c.name())).collect());
+            .and_then(|v| parse_fields(&v, meta.maps_columns()))
+            .map(|cols| cols.into_iter().filter(|c| !partitions.iter().any(|p| p == c.name())).collect());
         let columns = schema.and_then(|data| match setting("delta.dataSkippingStatsColumns") {
             Some(list) => parse_column_list(&list).map(|paths| filter(&data, &paths)),
             None => {

@@ -152,7 +152,8 @@ async fn tables_needing_writer_features_compactd_lacks_are_refused_before_anythi
     for protocol in [
         json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors", "v2Checkpoint"],
             "writerFeatures": ["deletionVectors", "v2Checkpoint"]}),
-        json!({"minReaderVersion": 2, "minWriterVersion": 5}),
+        json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["columnMapping"],
+            "writerFeatures": ["columnMapping", "domainMetadata"]}),
         json!({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "appendOnly"]}),
         json!({"minReaderVersion": 4, "minWriterVersion": 8}),
     ] {

@@ -12,6 +12,9 @@
 //!   racing compactions: every row once, every commit kept.
 //! - Type widening (`INT` to `BIGINT`, `FLOAT` to `DOUBLE`): files of both
 //!   types compact together, read back exactly at every version.
+//! - Column mapping (`name` mode) after renames of a data and a partition
+//!   column, a dropped and an added column: read back exactly at every
+//!   version, statistics and partition values under physical names.
 // Real processes and servers: real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -373,6 +376,89 @@ fn spark_reads_a_compacted_delta_table_whose_column_types_widened_at_every_versi
     v.check(files_after.as_u64() < files_before.as_u64(), || format!("files {files_before} -> {files_after}"));
     // Spark's own work over compactd's files.
     write(6, wide, true);
+    let optimized = spark.call(&json!({"cmd": "optimize", "path": t}));
+    v.check(optimized["ok"] == true, || format!("Spark's OPTIMIZE: {optimized}"));
+    let all = read(spark, t, None);
+    v.check(all["count"] == 7 * 2 * ROWS, || format!("after Spark's append and OPTIMIZE: {all}"));
+    eprintln!("{test}: files {files_before} -> {files_after}");
+    v.finish(test);
+}
+
+#[test]
+fn spark_reads_a_compacted_delta_table_with_renamed_and_dropped_columns_at_every_version() {
+    let _turn = crate::common::turns::SPARK_DELTA.turn();
+    let test = "column mapping";
+    let Some(spark) = Spark::shared() else { return };
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let table = data.join("db/s/t");
+    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
+    let t = table.to_str().unwrap();
+    let mut v = Verdict::default();
+    let sql = |q: String| {
+        let out = spark.call(&json!({"cmd": "sql", "sql": q}));
+        assert_eq!(out["ok"], true, "{q}: {out}");
+    };
+    sql(format!(
+        "CREATE TABLE delta.`{t}` (id BIGINT, part INT, s STRING, old STRING) USING delta PARTITIONED BY (part) \
+         TBLPROPERTIES ('delta.columnMapping.mode' = 'name')"
+    ));
+    let write = |a: i64, schema: &str, partition: &str| {
+        let rows: Vec<Value> = (0..2)
+            .flat_map(|part| (0..ROWS).map(move |k| json!([a * 1000 + part * 100 + k, part, format!("a{a}-{k}"), "x"])))
+            .collect();
+        spark.run(&json!({"cmd": "write", "format": "delta", "path": t, "schema": schema, "rows": rows,
+                          "partition_by": [partition]}));
+    };
+    for a in 0..3 {
+        write(a, "id BIGINT, part INT, s STRING, old STRING", "part");
+    }
+    sql(format!("ALTER TABLE delta.`{t}` RENAME COLUMN s TO label"));
+    sql(format!("ALTER TABLE delta.`{t}` RENAME COLUMN part TO p2"));
+    sql(format!("ALTER TABLE delta.`{t}` DROP COLUMN old"));
+    sql(format!("ALTER TABLE delta.`{t}` ADD COLUMNS (extra STRING)"));
+    for a in 3..6 {
+        write(a, "id BIGINT, p2 INT, label STRING, extra STRING", "p2");
+    }
+    let latest_before = log_actions(&table).last().unwrap().0;
+    let at: Vec<Value> = (0..=latest_before).map(|ver| read(spark, t, Some(ver))).collect();
+    let files_before =
+        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
+
+    start_three(&mut c, &format!("fs://{}", data.display()), "delta");
+    let status = compact_with(&c, "delta");
+    assert_eq!(status["state"], "Done", "{status:#}");
+    let after = log_actions(&table);
+    let ours = compactd_versions(&after);
+    v.check(!ours.is_empty(), || format!("compactd committed nothing: {status:#}"));
+    let latest = after.last().unwrap().0;
+    for ver in 0..=latest {
+        let want = &at[(ver.min(latest_before)) as usize];
+        let got = read(spark, t, Some(ver));
+        v.check(&got == want, || format!("version {ver}: Spark read {got}, want {want}"));
+    }
+    // compactd's files: partition values and statistics under the columns'
+    // physical names, as the protocol asks of a table that maps columns.
+    for (ver, a) in after.iter().filter(|(ver, _)| ours.contains(ver)) {
+        let Some(add) = a.get("add") else { continue };
+        let keys: Vec<&String> = add["partitionValues"].as_object().unwrap().keys().collect();
+        v.check(keys.len() == 1 && keys[0].starts_with("col-"), || format!("v{ver} partition values {keys:?}"));
+        let stats: Value = serde_json::from_str(add["stats"].as_str().unwrap_or("{}")).unwrap();
+        let min = stats["minValues"].as_object().cloned().unwrap_or_default();
+        v.check(!min.is_empty() && min.keys().all(|k| k.starts_with("col-") || k == "id"), || {
+            format!("v{ver} statistics {stats}")
+        });
+    }
+    let files_after =
+        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
+    v.check(files_after.as_u64() < files_before.as_u64(), || format!("files {files_before} -> {files_after}"));
+    // Data skipping by compactd's statistics: ids 5100-5110 are in the
+    // last append's part of partition 1; partition 0's file ends at 5039,
+    // which only its statistics tell Spark.
+    let selective =
+        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "id BETWEEN 5100 AND 5110"}));
+    v.check(selective["files"] == 1 && selective["rows"] == 11, || format!("a selective query read {selective}"));
+    write(6, "id BIGINT, p2 INT, label STRING, extra STRING", "p2");
     let optimized = spark.call(&json!({"cmd": "optimize", "path": t}));
     v.check(optimized["ok"] == true, || format!("Spark's OPTIMIZE: {optimized}"));
     let all = read(spark, t, None);

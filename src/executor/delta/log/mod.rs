@@ -71,10 +71,14 @@ const WRITER_FEATURES: &[&str] = &[
     // the wider; the schema (and its type changes) is left as it is.
     "typeWidening",
     "typeWidening-preview",
+    // Outputs keep the inputs' physical column names and field ids; the
+    // statistics and partition values are keyed by physical names.
+    "columnMapping",
 ];
 /// Reader features whose files compactd copies faithfully (a rewrite keeps
 /// the Parquet types as they are) or reads as the protocol says.
-const READER_FEATURES: &[&str] = &["timestampNtz", "deletionVectors", "typeWidening", "typeWidening-preview"];
+const READER_FEATURES: &[&str] =
+    &["timestampNtz", "deletionVectors", "typeWidening", "typeWidening-preview", "columnMapping"];
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -99,6 +103,38 @@ pub struct Metadata {
     /// The table's schema, as Delta serializes it (JSON).
     #[serde(default, deserialize_with = "null_default")]
     pub schema_string: String,
+}
+
+/// The field metadata key of a column's name in data files where the table
+/// maps columns (PROTOCOL.md "Column Mapping").
+pub const PHYSICAL_NAME: &str = "delta.columnMapping.physicalName";
+
+impl Metadata {
+    /// Whether data files name columns by their physical names
+    /// (`delta.columnMapping.mode` `name` or `id`) rather than the schema's.
+    pub fn maps_columns(&self) -> bool {
+        let mode = self.configuration.get("delta.columnMapping.mode").cloned().flatten();
+        mode.is_some_and(|m| m == "name" || m == "id")
+    }
+
+    /// The keys of an `add`'s partition values, one per partition column:
+    /// the columns' physical names where the table maps columns, else
+    /// their names. Also what a unit's name is made of.
+    pub fn partition_keys(&self) -> Vec<String> {
+        if !self.maps_columns() {
+            return self.partition_columns.clone();
+        }
+        let schema: serde_json::Value = serde_json::from_str(&self.schema_string).unwrap_or_default();
+        let fields = schema.get("fields").and_then(|f| f.as_array()).cloned().unwrap_or_default();
+        self.partition_columns
+            .iter()
+            .map(|c| {
+                let field = fields.iter().find(|f| f.get("name").and_then(|n| n.as_str()) == Some(c));
+                let physical = field.and_then(|f| f.pointer(&format!("/metadata/{PHYSICAL_NAME}")));
+                physical.and_then(|p| p.as_str()).unwrap_or(c).to_string()
+            })
+            .collect()
+    }
 }
 
 /// A field that is absent or null (checkpoint rows carry explicit nulls)
@@ -446,12 +482,6 @@ impl Snapshot {
                 "its protocol (reader {}, writer {}) is newer than compactd knows",
                 p.min_reader_version, p.min_writer_version
             ));
-        }
-        if p.min_reader_version == 2 || (p.min_writer_version >= 5 && p.min_writer_version < 7) {
-            let mode = self.metadata.configuration.get("delta.columnMapping.mode").cloned().flatten();
-            if mode.as_deref().is_some_and(|m| m != "none") || p.min_reader_version == 2 {
-                return Err("it uses column mapping, which compactd does not rewrite".into());
-            }
         }
         let unknown = |have: &Option<Vec<String>>, known: &[&str]| -> Vec<String> {
             have.iter().flatten().filter(|f| !known.contains(&f.as_str())).cloned().collect()
