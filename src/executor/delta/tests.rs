@@ -153,7 +153,7 @@ async fn tables_needing_writer_features_compactd_lacks_are_refused_before_anythi
         json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors", "v2Checkpoint"],
             "writerFeatures": ["deletionVectors", "v2Checkpoint"]}),
         json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["columnMapping"],
-            "writerFeatures": ["columnMapping", "domainMetadata"]}),
+            "writerFeatures": ["columnMapping", "rowTracking", "domainMetadata"]}),
         json!({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "appendOnly"]}),
         json!({"minReaderVersion": 4, "minWriterVersion": 8}),
     ] {

@@ -15,6 +15,8 @@
 //! - Column mapping (`name` mode) after renames of a data and a partition
 //!   column, a dropped and an added column: read back exactly at every
 //!   version, statistics and partition values under physical names.
+//! - Liquid clustering (`CLUSTER BY`): compacted into unclustered files,
+//!   read back exactly; Spark's `OPTIMIZE` clusters again afterwards.
 // Real processes and servers: real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -463,6 +465,55 @@ fn spark_reads_a_compacted_delta_table_with_renamed_and_dropped_columns_at_every
     v.check(optimized["ok"] == true, || format!("Spark's OPTIMIZE: {optimized}"));
     let all = read(spark, t, None);
     v.check(all["count"] == 7 * 2 * ROWS, || format!("after Spark's append and OPTIMIZE: {all}"));
+    eprintln!("{test}: files {files_before} -> {files_after}");
+    v.finish(test);
+}
+
+#[test]
+fn spark_reads_a_compacted_delta_table_clustered_by_a_column_and_optimizes_it_again() {
+    let _turn = crate::common::turns::SPARK_DELTA.turn();
+    let test = "clustering";
+    let Some(spark) = Spark::shared() else { return };
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let table = data.join("db/s/t");
+    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
+    let t = table.to_str().unwrap();
+    let mut v = Verdict::default();
+    let create = spark.call(&json!({"cmd": "sql",
+        "sql": format!("CREATE TABLE delta.`{t}` ({SCHEMA}) USING delta CLUSTER BY (id)")}));
+    assert_eq!(create["ok"], true, "{create}");
+    for a in 0..APPENDS {
+        spark.run(&json!({"cmd": "write", "format": "delta", "path": t, "schema": SCHEMA, "rows": rows(a)}));
+    }
+    let latest_before = log_actions(&table).last().unwrap().0;
+    let at: Vec<Value> = (0..=latest_before).map(|ver| read(spark, t, Some(ver))).collect();
+    let files_before =
+        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
+
+    start_three(&mut c, &format!("fs://{}", data.display()), "delta");
+    let status = compact_with(&c, "delta");
+    assert_eq!(status["state"], "Done", "{status:#}");
+    let after = log_actions(&table);
+    let ours = compactd_versions(&after);
+    v.check(!ours.is_empty(), || format!("compactd committed nothing: {status:#}"));
+    for (ver, a) in after.iter().filter(|(ver, _)| ours.contains(ver)) {
+        if let Some(add) = a.get("add") {
+            v.check(add.pointer("/tags/clusteringProvider").is_none(), || format!("v{ver}: {add}"));
+        }
+    }
+    let latest = after.last().unwrap().0;
+    for ver in 0..=latest {
+        let want = &at[(ver.min(latest_before)) as usize];
+        let got = read(spark, t, Some(ver));
+        v.check(&got == want, || format!("version {ver}: Spark read {got}, want {want}"));
+    }
+    let files_after =
+        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
+    v.check(files_after.as_u64() < files_before.as_u64(), || format!("files {files_before} -> {files_after}"));
+    let optimized = spark.call(&json!({"cmd": "optimize", "path": t}));
+    v.check(optimized["ok"] == true, || format!("Spark's OPTIMIZE: {optimized}"));
+    v.check(read(spark, t, None) == at[latest_before as usize], || "Spark's OPTIMIZE changed the rows".into());
     eprintln!("{test}: files {files_before} -> {files_after}");
     v.finish(test);
 }

@@ -74,6 +74,13 @@ const WRITER_FEATURES: &[&str] = &[
     // Outputs keep the inputs' physical column names and field ids; the
     // statistics and partition values are keyed by physical names.
     "columnMapping",
+    // A commit of compactd's writes no domain metadata, and its checkpoint
+    // writer makes no checkpoint of a log holding some.
+    "domainMetadata",
+    // Liquid clustering: compactd's outputs are unclustered files (no
+    // `clusteringProvider` tag), which the protocol allows; Spark's
+    // `OPTIMIZE` clusters them again.
+    "clustering",
 ];
 /// Reader features whose files compactd copies faithfully (a rewrite keeps
 /// the Parquet types as they are) or reads as the protocol says.
