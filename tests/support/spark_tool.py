@@ -348,7 +348,10 @@ class Judge:
                 results.append({"i": i, "ok": True})
             except Exception as e:  # noqa: BLE001 - reported, the loop goes on
                 f = failure(e)
-                results.append({"i": i, "ok": False, "conflict": "Concurrent" in f["error"], **f})
+                # Delta's conflict checker: io.delta.exceptions.Concurrent*
+                # (Delta 4 names it only by its error class in the message).
+                conflict = f["type"].startswith("Concurrent") or "DELTA_CONCURRENT" in f["error"]
+                results.append({"i": i, "ok": False, "conflict": conflict, **f})
         return {"results": results}
 
 
