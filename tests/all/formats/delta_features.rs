@@ -80,22 +80,90 @@ fn read(spark: &Spark, t: &str, version: Option<u64>) -> Value {
     json!({"ok": r["ok"], "count": r["count"], "digest": r["digest"], "error": r["error"]})
 }
 
+/// Runs `q` in Spark; it must succeed.
+fn sql(spark: &Spark, q: String) {
+    let out = spark.call(&json!({"cmd": "sql", "sql": q}));
+    assert_eq!(out["ok"], true, "{q}: {out}");
+}
+
+/// The files a full scan of the table opens.
+fn files(spark: &Spark, t: &str) -> Value {
+    spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone()
+}
+
+/// A Delta table Spark writes in the data folder of a fresh cluster on fs.
+struct Lake {
+    c: Cluster,
+    data: std::path::PathBuf,
+    table: std::path::PathBuf,
+}
+
+/// What Spark read of the table before compactd touched it: each
+/// version's rows, its latest version, the files a full scan opened.
+struct Before {
+    at: Vec<Value>,
+    latest: u64,
+    files: Value,
+}
+
+/// What the compaction left: the log, compactd's versions, the latest.
+struct After {
+    actions: Vec<(u64, Value)>,
+    ours: Vec<u64>,
+    latest: u64,
+}
+
+impl Lake {
+    fn new() -> Lake {
+        let c = Cluster::fs();
+        let data = c.fs_path().parent().unwrap().join("data");
+        let table = data.join("db/s/t");
+        std::fs::create_dir_all(table.parent().unwrap()).unwrap();
+        Lake { c, data, table }
+    }
+
+    fn t(&self) -> String {
+        self.table.to_str().unwrap().to_string()
+    }
+
+    fn before(&self, spark: &Spark) -> Before {
+        let latest = log_actions(&self.table).last().unwrap().0;
+        let at = (0..=latest).map(|ver| read(spark, &self.t(), Some(ver))).collect();
+        Before { at, latest, files: files(spark, &self.t()) }
+    }
+
+    /// Three nodes compact the table: Spark reads every version as before,
+    /// and a full scan opens fewer files.
+    fn compact(&mut self, spark: &Spark, before: &Before, v: &mut Verdict) -> After {
+        start_three(&mut self.c, &format!("fs://{}", self.data.display()), "delta");
+        let status = compact_with(&self.c, "delta");
+        assert_eq!(status["state"], "Done", "{status:#}");
+        let actions = log_actions(&self.table);
+        let ours = compactd_versions(&actions);
+        v.check(!ours.is_empty(), || format!("compactd committed nothing: {status:#}"));
+        let latest = actions.last().unwrap().0;
+        for ver in 0..=latest {
+            let want = &before.at[ver.min(before.latest) as usize];
+            let got = read(spark, &self.t(), Some(ver));
+            v.check(&got == want, || format!("version {ver}: Spark read {got}, want {want}"));
+        }
+        let after = files(spark, &self.t());
+        v.check(after.as_u64() < before.files.as_u64(), || format!("files {} -> {after}", before.files));
+        eprintln!("files {} -> {after}", before.files);
+        After { actions, ours, latest }
+    }
+}
+
 #[test]
 fn spark_reads_a_compacted_delta_table_with_deletion_vectors_at_every_version() {
     let _turn = crate::common::turns::SPARK_DELTA.turn();
     let test = "deletion vectors";
     let Some(spark) = Spark::shared() else { return };
     let started = Instant::now();
-    let mut c = Cluster::fs();
-    let data = c.fs_path().parent().unwrap().join("data");
-    let table = data.join("db/s/t");
-    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
-    let t = table.to_str().unwrap();
+    let mut lake = Lake::new();
+    let t = &lake.t();
     let mut v = Verdict::default();
-    let sql = |q: String| {
-        let out = spark.call(&json!({"cmd": "sql", "sql": q}));
-        assert_eq!(out["ok"], true, "{q}: {out}");
-    };
+    let sql = |q: String| sql(spark, q);
     sql(format!(
         "CREATE TABLE delta.`{t}` ({SCHEMA}) USING delta PARTITIONED BY (part) TBLPROPERTIES \
          ('delta.enableDeletionVectors' = 'true', 'delta.enableChangeDataFeed' = 'true')"
@@ -111,32 +179,24 @@ fn spark_reads_a_compacted_delta_table_with_deletion_vectors_at_every_version() 
         "MERGE INTO delta.`{t}` AS t USING (SELECT id, part FROM delta.`{t}` WHERE id % 13 = 0) AS src \
          ON t.id = src.id WHEN MATCHED AND src.id % 2 = 0 THEN DELETE WHEN MATCHED THEN UPDATE SET s = 'merged'"
     ));
-    let before_actions = log_actions(&table);
-    let latest_before = before_actions.last().unwrap().0;
+    let before_actions = log_actions(&lake.table);
     let vectors_written =
         before_actions.iter().filter(|(_, a)| a.pointer("/add/deletionVector").is_some_and(|d| !d.is_null())).count();
     assert!(vectors_written >= 3, "Spark wrote {vectors_written} files with deletion vectors: the test tests nothing");
-    let at: Vec<Value> = (0..=latest_before).map(|ver| read(spark, t, Some(ver))).collect();
-    let files_before =
-        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
+    let before = lake.before(spark);
+    let latest_before = before.latest;
     eprintln!(
         "{test}: Spark wrote versions 0..={latest_before} ({vectors_written} vectors) in {:?}",
         started.elapsed()
     );
-
-    start_three(&mut c, &format!("fs://{}", data.display()), "delta");
-    let status = compact_with(&c, "delta");
-    assert_eq!(status["state"], "Done", "{status:#}");
-    let after_actions = log_actions(&table);
-    let ours = compactd_versions(&after_actions);
-    v.check(!ours.is_empty(), || format!("compactd committed nothing: {status:#}"));
-    let latest = after_actions.last().unwrap().0;
+    let After { actions: after_actions, ours, latest } = lake.compact(spark, &before, &mut v);
     // Spark's versions end at 9: compactd's first commit is version 10,
     // whose checkpoint it writes (with the vectors of the files it keeps),
     // and from which Spark reads versions 10 on.
-    v.check(latest_before == 9 && table.join("_delta_log/00000000000000000010.checkpoint.parquet").exists(), || {
-        format!("no checkpoint of version 10 (Spark's last version {latest_before})")
-    });
+    v.check(
+        latest_before == 9 && lake.table.join("_delta_log/00000000000000000010.checkpoint.parquet").exists(),
+        || format!("no checkpoint of version 10 (Spark's last version {latest_before})"),
+    );
     // No file compactd added carries a vector; each of its removes names
     // the vector its file had, as the log holds it.
     let mut active_vectors = std::collections::BTreeMap::new();
@@ -156,14 +216,6 @@ fn spark_reads_a_compacted_delta_table_with_deletion_vectors_at_every_version() 
             }
         }
     }
-    for ver in 0..=latest {
-        let want = &at[(ver.min(latest_before)) as usize];
-        let got = read(spark, t, Some(ver));
-        v.check(&got == want, || format!("version {ver}: Spark read {got}, want {want}"));
-    }
-    let files_after =
-        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
-    v.check(files_after.as_u64() < files_before.as_u64(), || format!("files {files_before} -> {files_after}"));
     // compactd's commits change no data: no change rows.
     let first = ours.first().copied().unwrap_or(latest);
     let changes = spark.call(&json!({"cmd": "sql",
@@ -171,7 +223,7 @@ fn spark_reads_a_compacted_delta_table_with_deletion_vectors_at_every_version() 
     v.check(changes["ok"] == true && changes["rows"] == 0, || {
         format!("the change data feed of its commits: {changes}")
     });
-    eprintln!("{test}: compacted ({} commits), files {files_before} -> {files_after}", ours.len());
+    eprintln!("{test}: compacted ({} commits)", ours.len());
 
     // Spark's own maintenance and DML over compactd's files.
     sql(format!("DELETE FROM delta.`{t}` WHERE id % 5 = 0"));
@@ -184,7 +236,7 @@ fn spark_reads_a_compacted_delta_table_with_deletion_vectors_at_every_version() 
         spark.call(&json!({"cmd": "sql", "sql": format!("RESTORE TABLE delta.`{t}` TO VERSION AS OF {latest}")}));
     v.check(restore["ok"] == true, || format!("RESTORE: {restore}"));
     let restored = read(spark, t, None);
-    v.check(restored == at[latest_before as usize], || format!("after RESTORE to {latest}: {restored}"));
+    v.check(restored == before.at[latest_before as usize], || format!("after RESTORE to {latest}: {restored}"));
     let vacuumed = spark.call(&json!({"cmd": "vacuum", "path": t}));
     v.check(vacuumed["ok"] == true, || format!("VACUUM: {vacuumed}"));
     v.check(read(spark, t, None) == restored, || "VACUUM changed the rows".into());
@@ -224,11 +276,8 @@ fn spark_deletes_updates_and_merges_racing_compaction_lose_no_row_and_no_commit(
     let test = "DML racing compaction";
     let Some(spark) = Spark::shared() else { return };
     let started = Instant::now();
-    let mut c = Cluster::fs();
-    let data = c.fs_path().parent().unwrap().join("data");
-    let table = data.join("db/s/t");
-    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
-    let t = table.to_str().unwrap().to_string();
+    let mut lake = Lake::new();
+    let t = lake.t();
     let mut v = Verdict::default();
     let create = spark.call(&json!({"cmd": "sql", "sql": format!(
         "CREATE TABLE delta.`{t}` ({SCHEMA}) USING delta PARTITIONED BY (part) TBLPROPERTIES \
@@ -243,7 +292,8 @@ fn spark_deletes_updates_and_merges_racing_compaction_lose_no_row_and_no_commit(
             model.insert(r[0].as_i64().unwrap(), (r[1].as_i64().unwrap(), r[2].as_str().unwrap().to_string()));
         }
     }
-    start_three(&mut c, &format!("fs://{}", data.display()), "delta");
+    start_three(&mut lake.c, &format!("fs://{}", lake.data.display()), "delta");
+    let c = &lake.c;
     let statements: Vec<String> = (0..RACING_STATEMENTS).map(statement).collect();
     let cmd = json!({"cmd": "dml_loop", "path": t, "statements": statements});
     let writer = std::thread::spawn(move || spark.call_within(&cmd, std::time::Duration::from_secs(900)));
@@ -251,7 +301,7 @@ fn spark_deletes_updates_and_merges_racing_compaction_lose_no_row_and_no_commit(
     // a round over the partitions due.
     let (mut rounds, mut during) = (0, 0);
     while !writer.is_finished() {
-        let s = compact_with(&c, "delta");
+        let s = compact_with(c, "delta");
         v.check(s["state"] == "Done", || format!("a compaction during the statements: {s:#}"));
         let units = s["table_versions"].as_array().cloned().unwrap_or_default();
         let committed = units.iter().filter(|u| u["version_after"].as_u64() > u["version_before"].as_u64()).count();
@@ -280,7 +330,7 @@ fn spark_deletes_updates_and_merges_racing_compaction_lose_no_row_and_no_commit(
     }
     v.check(during > 0, || format!("no compaction committed during the statements ({rounds} rounds)"));
     v.check(!applied.is_empty(), || "every statement was refused".into());
-    let last = compact_with(&c, "delta");
+    let last = compact_with(c, "delta");
     v.check(last["state"] == "Done", || format!("the last compaction: {last:#}"));
 
     // Every row exactly once, as the statements that committed left it.
@@ -322,16 +372,10 @@ fn spark_reads_a_compacted_delta_table_whose_column_types_widened_at_every_versi
     let _turn = crate::common::turns::SPARK_DELTA.turn();
     let test = "type widening";
     let Some(spark) = Spark::shared() else { return };
-    let mut c = Cluster::fs();
-    let data = c.fs_path().parent().unwrap().join("data");
-    let table = data.join("db/s/t");
-    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
-    let t = table.to_str().unwrap();
+    let mut lake = Lake::new();
+    let t = &lake.t();
     let mut v = Verdict::default();
-    let sql = |q: String| {
-        let out = spark.call(&json!({"cmd": "sql", "sql": q}));
-        assert_eq!(out["ok"], true, "{q}: {out}");
-    };
+    let sql = |q: String| sql(spark, q);
     let (narrow, wide) = ("id BIGINT, part INT, n INT, x FLOAT", "id BIGINT, part INT, n BIGINT, x DOUBLE");
     sql(format!(
         "CREATE TABLE delta.`{t}` ({narrow}) USING delta PARTITIONED BY (part) TBLPROPERTIES \
@@ -358,31 +402,14 @@ fn spark_reads_a_compacted_delta_table_whose_column_types_widened_at_every_versi
     for a in 3..6 {
         write(a, wide, true);
     }
-    let latest_before = log_actions(&table).last().unwrap().0;
-    let at: Vec<Value> = (0..=latest_before).map(|ver| read(spark, t, Some(ver))).collect();
-    let files_before =
-        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
-
-    start_three(&mut c, &format!("fs://{}", data.display()), "delta");
-    let status = compact_with(&c, "delta");
-    assert_eq!(status["state"], "Done", "{status:#}");
-    let latest = log_actions(&table).last().unwrap().0;
-    v.check(latest > latest_before, || format!("compactd committed nothing: {status:#}"));
-    for ver in 0..=latest {
-        let want = &at[(ver.min(latest_before)) as usize];
-        let got = read(spark, t, Some(ver));
-        v.check(&got == want, || format!("version {ver}: Spark read {got}, want {want}"));
-    }
-    let files_after =
-        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
-    v.check(files_after.as_u64() < files_before.as_u64(), || format!("files {files_before} -> {files_after}"));
+    let before = lake.before(spark);
+    lake.compact(spark, &before, &mut v);
     // Spark's own work over compactd's files.
     write(6, wide, true);
     let optimized = spark.call(&json!({"cmd": "optimize", "path": t}));
     v.check(optimized["ok"] == true, || format!("Spark's OPTIMIZE: {optimized}"));
     let all = read(spark, t, None);
     v.check(all["count"] == 7 * 2 * ROWS, || format!("after Spark's append and OPTIMIZE: {all}"));
-    eprintln!("{test}: files {files_before} -> {files_after}");
     v.finish(test);
 }
 
@@ -391,16 +418,10 @@ fn spark_reads_a_compacted_delta_table_with_renamed_and_dropped_columns_at_every
     let _turn = crate::common::turns::SPARK_DELTA.turn();
     let test = "column mapping";
     let Some(spark) = Spark::shared() else { return };
-    let mut c = Cluster::fs();
-    let data = c.fs_path().parent().unwrap().join("data");
-    let table = data.join("db/s/t");
-    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
-    let t = table.to_str().unwrap();
+    let mut lake = Lake::new();
+    let t = &lake.t();
     let mut v = Verdict::default();
-    let sql = |q: String| {
-        let out = spark.call(&json!({"cmd": "sql", "sql": q}));
-        assert_eq!(out["ok"], true, "{q}: {out}");
-    };
+    let sql = |q: String| sql(spark, q);
     sql(format!(
         "CREATE TABLE delta.`{t}` (id BIGINT, part INT, s STRING, old STRING) USING delta PARTITIONED BY (part) \
          TBLPROPERTIES ('delta.columnMapping.mode' = 'name')"
@@ -422,23 +443,8 @@ fn spark_reads_a_compacted_delta_table_with_renamed_and_dropped_columns_at_every
     for a in 3..6 {
         write(a, "id BIGINT, p2 INT, label STRING, extra STRING", "p2");
     }
-    let latest_before = log_actions(&table).last().unwrap().0;
-    let at: Vec<Value> = (0..=latest_before).map(|ver| read(spark, t, Some(ver))).collect();
-    let files_before =
-        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
-
-    start_three(&mut c, &format!("fs://{}", data.display()), "delta");
-    let status = compact_with(&c, "delta");
-    assert_eq!(status["state"], "Done", "{status:#}");
-    let after = log_actions(&table);
-    let ours = compactd_versions(&after);
-    v.check(!ours.is_empty(), || format!("compactd committed nothing: {status:#}"));
-    let latest = after.last().unwrap().0;
-    for ver in 0..=latest {
-        let want = &at[(ver.min(latest_before)) as usize];
-        let got = read(spark, t, Some(ver));
-        v.check(&got == want, || format!("version {ver}: Spark read {got}, want {want}"));
-    }
+    let before = lake.before(spark);
+    let After { actions: after, ours, .. } = lake.compact(spark, &before, &mut v);
     // compactd's files: partition values and statistics under the columns'
     // physical names, as the protocol asks of a table that maps columns.
     for (ver, a) in after.iter().filter(|(ver, _)| ours.contains(ver)) {
@@ -451,9 +457,6 @@ fn spark_reads_a_compacted_delta_table_with_renamed_and_dropped_columns_at_every
             format!("v{ver} statistics {stats}")
         });
     }
-    let files_after =
-        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
-    v.check(files_after.as_u64() < files_before.as_u64(), || format!("files {files_before} -> {files_after}"));
     // Data skipping by compactd's statistics: ids 5100-5110 are in the
     // last append's part of partition 1; partition 0's file ends at 5039,
     // which only its statistics tell Spark.
@@ -465,7 +468,6 @@ fn spark_reads_a_compacted_delta_table_with_renamed_and_dropped_columns_at_every
     v.check(optimized["ok"] == true, || format!("Spark's OPTIMIZE: {optimized}"));
     let all = read(spark, t, None);
     v.check(all["count"] == 7 * 2 * ROWS, || format!("after Spark's append and OPTIMIZE: {all}"));
-    eprintln!("{test}: files {files_before} -> {files_after}");
     v.finish(test);
 }
 
@@ -474,11 +476,8 @@ fn spark_reads_a_compacted_delta_table_clustered_by_a_column_and_optimizes_it_ag
     let _turn = crate::common::turns::SPARK_DELTA.turn();
     let test = "clustering";
     let Some(spark) = Spark::shared() else { return };
-    let mut c = Cluster::fs();
-    let data = c.fs_path().parent().unwrap().join("data");
-    let table = data.join("db/s/t");
-    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
-    let t = table.to_str().unwrap();
+    let mut lake = Lake::new();
+    let t = &lake.t();
     let mut v = Verdict::default();
     let create = spark.call(&json!({"cmd": "sql",
         "sql": format!("CREATE TABLE delta.`{t}` ({SCHEMA}) USING delta CLUSTER BY (id)")}));
@@ -486,34 +485,15 @@ fn spark_reads_a_compacted_delta_table_clustered_by_a_column_and_optimizes_it_ag
     for a in 0..APPENDS {
         spark.run(&json!({"cmd": "write", "format": "delta", "path": t, "schema": SCHEMA, "rows": rows(a)}));
     }
-    let latest_before = log_actions(&table).last().unwrap().0;
-    let at: Vec<Value> = (0..=latest_before).map(|ver| read(spark, t, Some(ver))).collect();
-    let files_before =
-        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
-
-    start_three(&mut c, &format!("fs://{}", data.display()), "delta");
-    let status = compact_with(&c, "delta");
-    assert_eq!(status["state"], "Done", "{status:#}");
-    let after = log_actions(&table);
-    let ours = compactd_versions(&after);
-    v.check(!ours.is_empty(), || format!("compactd committed nothing: {status:#}"));
+    let before = lake.before(spark);
+    let After { actions: after, ours, .. } = lake.compact(spark, &before, &mut v);
     for (ver, a) in after.iter().filter(|(ver, _)| ours.contains(ver)) {
         if let Some(add) = a.get("add") {
             v.check(add.pointer("/tags/clusteringProvider").is_none(), || format!("v{ver}: {add}"));
         }
     }
-    let latest = after.last().unwrap().0;
-    for ver in 0..=latest {
-        let want = &at[(ver.min(latest_before)) as usize];
-        let got = read(spark, t, Some(ver));
-        v.check(&got == want, || format!("version {ver}: Spark read {got}, want {want}"));
-    }
-    let files_after =
-        spark.run(&json!({"cmd": "scan", "format": "delta", "path": t, "where": "true"}))["files"].clone();
-    v.check(files_after.as_u64() < files_before.as_u64(), || format!("files {files_before} -> {files_after}"));
     let optimized = spark.call(&json!({"cmd": "optimize", "path": t}));
     v.check(optimized["ok"] == true, || format!("Spark's OPTIMIZE: {optimized}"));
-    v.check(read(spark, t, None) == at[latest_before as usize], || "Spark's OPTIMIZE changed the rows".into());
-    eprintln!("{test}: files {files_before} -> {files_after}");
+    v.check(read(spark, t, None) == before.at[before.latest as usize], || "Spark's OPTIMIZE changed the rows".into());
     v.finish(test);
 }
