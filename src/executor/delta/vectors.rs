@@ -65,11 +65,6 @@ impl Vectors {
         Ok(Vectors { positions })
     }
 
-    /// Rows deleted from the inputs, for the figures.
-    pub fn rows(&self) -> usize {
-        self.positions.values().map(Vec::len).sum()
-    }
-
     pub fn is_empty(&self) -> bool {
         self.positions.is_empty()
     }
