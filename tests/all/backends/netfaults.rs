@@ -241,27 +241,36 @@ impl Lab {
     fn check_runs(&self, task: &str) -> BTreeMap<u64, Vec<Run>> {
         let runs = self.runs(task);
         if gaps(&runs).iter().any(|g| g.ms <= 0.0) {
-            const WORDS: &[&str] = &[
-                "dispatching again",
-                "manager round failed",
-                "declared offline",
-                "node joined",
-                "elected monitor",
-                "stepping down",
-                "rejoining",
-                "executors killed",
-                "waiting for it to end",
-                "taken back",
-                "vanished",
-            ];
-            for n in ["n1", "n2", "n3"] {
-                let log = std::fs::read_to_string(self.c.log_path(n)).unwrap_or_default();
-                let picked: Vec<&str> = log.lines().filter(|l| WORDS.iter().any(|w| l.contains(w))).collect();
-                eprintln!("--- {n}: {} lines\n{}", picked.len(), picked.join("\n"));
-            }
+            self.print_fates();
         }
         assert_no_overlap(&runs);
         runs
+    }
+
+    /// Prints what the nodes logged about units' and sessions' fates
+    /// (placement, ends, declarations, elections, rejoins, guard kills,
+    /// failed beats): what a failed assertion on them needs to be read.
+    fn print_fates(&self) {
+        const WORDS: &[&str] = &[
+            "dispatching again",
+            "manager round failed",
+            "declared offline",
+            "node joined",
+            "elected monitor",
+            "stepping down",
+            "rejoining",
+            "executors killed",
+            "waiting for it to end",
+            "taken back",
+            "vanished",
+            "heartbeat failed",
+            "election round failed",
+        ];
+        for n in ["n1", "n2", "n3"] {
+            let log = std::fs::read_to_string(self.c.log_path(n)).unwrap_or_default();
+            let picked: Vec<&str> = log.lines().filter(|l| WORDS.iter().any(|w| l.contains(w))).collect();
+            eprintln!("--- {n}: {} lines\n{}", picked.len(), picked.join("\n"));
+        }
     }
 
     /// Rejoins `node` logged (each a new incarnation after its session ran
@@ -321,6 +330,9 @@ fn a_node_cut_from_storage_but_not_from_its_peers_stops_its_runs_before_they_run
     lab.c.wait_nodes(Duration::from_secs(40), "n3 back", |r| alive(r).len() == 3);
     eprintln!("n3 healed: alive again after {:?}", healed_at.elapsed());
     let after = lab.incarnations();
+    if after["n1"] != before["n1"] || after["n2"] != before["n2"] {
+        lab.print_fates();
+    }
     assert_eq!(after["n1"], before["n1"], "n1 rejoined");
     assert_eq!(after["n2"], before["n2"], "n2 rejoined");
     assert!(after["n3"] > before["n3"], "n3 kept its incarnation through a cut longer than its session");
