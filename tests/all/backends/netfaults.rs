@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 use common::cluster::{alive, monitor_of, Cluster};
 use common::load::Load;
 use common::netns::{skewed_clock_env, Net};
-use common::runs::{assert_each_ran_once, assert_no_overlap, gaps, read_runs, recording_command_per_task, Gap, Run};
+use common::runs::{
+    assert_each_ran_once, assert_no_overlap, field_ms, gaps, read_runs, recording_command_per_task, smallest, Gap, Run,
+};
 use common::s3::S3Server;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -286,26 +288,6 @@ impl Lab {
 /// Runs beyond the first of each unit: units dispatched again.
 fn redispatches(runs: &BTreeMap<u64, Vec<Run>>) -> u64 {
     runs.values().map(|l| l.len().saturating_sub(1) as u64).sum()
-}
-
-/// A duration field of a log line (`late=12.5ms`), in ms.
-fn field_ms(line: &str, key: &str) -> Option<f64> {
-    let v = line.split(key).nth(1)?.split_whitespace().next()?;
-    let num: String = v.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
-    let x: f64 = num.parse().ok()?;
-    Some(match &v[num.len()..] {
-        "ns" => x / 1e6,
-        "µs" | "us" => x / 1e3,
-        "ms" => x,
-        "s" => x * 1e3,
-        _ => return None,
-    })
-}
-
-/// The smallest gap, overall and after a run that was killed.
-fn smallest(g: &[Gap]) -> (Option<&Gap>, Option<&Gap>) {
-    let by = |a: &&Gap, b: &&Gap| a.ms.total_cmp(&b.ms);
-    (g.iter().min_by(by), g.iter().filter(|g| !g.before.2).min_by(by))
 }
 
 #[test]

@@ -137,3 +137,23 @@ pub fn assert_each_ran_once(runs: &BTreeMap<u64, Vec<Run>>, moved: Option<(u64, 
         assert!(list[0].ended, "unit {unit} did not finish: {list:?}");
     }
 }
+
+/// A duration field of a log line (`late=12.5ms`), in ms.
+pub fn field_ms(line: &str, key: &str) -> Option<f64> {
+    let v = line.split(key).nth(1)?.split_whitespace().next()?;
+    let num: String = v.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    let x: f64 = num.parse().ok()?;
+    Some(match &v[num.len()..] {
+        "ns" => x / 1e6,
+        "µs" | "us" => x / 1e3,
+        "ms" => x,
+        "s" => x * 1e3,
+        _ => return None,
+    })
+}
+
+/// The smallest gap, overall and after a run that was killed.
+pub fn smallest(g: &[Gap]) -> (Option<&Gap>, Option<&Gap>) {
+    let by = |a: &&Gap, b: &&Gap| a.ms.total_cmp(&b.ms);
+    (g.iter().min_by(by), g.iter().filter(|g| !g.before.2).min_by(by))
+}
