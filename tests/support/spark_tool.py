@@ -42,7 +42,8 @@ Commands ("cmd"):
   checkpoint path -> {version}         (a checkpoint of the latest version)
   sql       sql -> {rows}: runs one statement (such as INSERT OVERWRITE
             DIRECTORY ... SELECT ... FROM range(n): a table Spark generates
-            itself), the number of rows it returned
+            itself), the number of rows it returned; with lines (bool) also
+            -> {lines}: the rows it returned, canonical (below)
   footer    path -> {chunks: [{row_group, column, dictionary_pages,
             data_pages {encoding: count}, non_dictionary_pages}]}: a Parquet
             file's page encoding statistics as Spark's Parquet library
@@ -294,7 +295,11 @@ class Judge:
         return {"version": snap.version()}
 
     def sql(self, c):
-        return {"rows": len(self.spark.sql(c["sql"]).collect())}
+        df = self.spark.sql(c["sql"])
+        if c.get("lines"):
+            lines = canonical(df)
+            return {"rows": len(lines), "lines": lines}
+        return {"rows": len(df.collect())}
 
     def footer(self, c):
         jvm = self.spark._jvm

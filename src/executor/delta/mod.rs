@@ -55,6 +55,7 @@ pub mod log;
 pub mod orphans;
 pub mod rows;
 pub mod stats;
+pub mod tracking;
 pub mod vectors;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -211,6 +212,7 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     store.sweep_stale_temps(&format!("{table}{}", log::LOG_DIR)).await?;
     let snap = log::load(store, &table).await?;
     snap.check_supported().map_err(|why| job.broken(why))?;
+    let tracking = tracking::Tracking::of(&snap).map_err(|why| job.broken(why))?;
     let cols = snap.metadata.partition_keys();
     let mine: Vec<&Add> =
         snap.files.values().filter(|f| log::partition_key(&cols, &f.partition_values) == job.partition).collect();
@@ -262,8 +264,11 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     let vectors =
         vectors::Vectors::load(store, &table, &with_vectors, &job.merge.io).await.map_err(|e| job.broken(e))?;
     let widening = snap.widens_types();
+    let all: Vec<(String, &Add)> = by_store_path.iter().map(|(p, f)| (p.clone(), *f)).collect();
+    let materialize = tracking::Materialize::new(&tracking, &all).map_err(|e| job.broken(e))?;
     let fit: Option<std::sync::Arc<dyn parquet::Projection>> =
-        (!vectors.is_empty() || widening).then(|| std::sync::Arc::new(rows::TableRows { vectors, widening }) as _);
+        (!vectors.is_empty() || widening || materialize.is_some())
+            .then(|| std::sync::Arc::new(rows::TableRows { vectors, widening, tracking: materialize }) as _);
     // Outputs go beside the first input, in its folder as the log writes
     // it (already URI-encoded), so that the partition keeps one folder.
     let log_dir = small[0].path.rfind('/').map(|i| small[0].path[..=i].to_string()).unwrap_or_default();
@@ -354,25 +359,32 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
         if let Some(dv) = &f.deletion_vector {
             remove["deletionVector"] = dv.clone();
         }
+        // As its add has them (row tracking).
+        if let Some(id) = f.base_row_id {
+            remove["baseRowId"] = json!(id);
+        }
+        if let Some(v) = f.default_row_commit_version {
+            remove["defaultRowCommitVersion"] = json!(v);
+        }
         lines.push(json!({ "remove": remove }).to_string());
     }
     let first_part_values = values(small[0]);
     let collector = stats::Collector::new(&snap.metadata);
-    for ((o, (bytes, _)), footer) in staged.outputs.iter().zip(&staged.written).zip(&staged.footers) {
+    let mut adds = vec![];
+    for ((o, (bytes, rows)), footer) in staged.outputs.iter().zip(&staged.written).zip(&staged.footers) {
         let file = o.final_path.rsplit('/').next().unwrap_or_default();
-        lines.push(
-            json!({"add": {
-                "path": format!("{log_dir}{file}"),
-                "partitionValues": &first_part_values,
-                "size": bytes,
-                "modificationTime": now_ms,
-                "dataChange": false,
-                "stats": collector.file_stats(footer),
-            }})
-            .to_string(),
-        );
+        let add = json!({
+            "path": format!("{log_dir}{file}"),
+            "partitionValues": &first_part_values,
+            "size": bytes,
+            "modificationTime": now_ms,
+            "dataChange": false,
+            "stats": collector.file_stats(footer),
+        });
+        adds.push((add, *rows));
     }
-    let body = Body { info, actions: lines.join("\n") };
+    let fresh = tracking.assigns().then(|| tracking::Fresh::after(&snap));
+    let body = Body { info, removes: lines, adds, fresh };
     match commit(store, job, snap.version, &removed, body).await {
         Ok(Landed::Committed { version, retries }) => {
             checkpoint::after_commit(store, &table, version, &snap.metadata, job.merge.now).await;
@@ -423,16 +435,36 @@ enum Landed {
 }
 
 /// A commit's content: its `commitInfo` (first, as the protocol asks of
-/// in-commit timestamps and as readers of the history expect) and the
-/// other actions, one per line.
+/// in-commit timestamps and as readers of the history expect), the
+/// `remove`s (one per line), and the `add`s with the rows each holds,
+/// which get fresh row ids for the version tried where the table tracks
+/// rows.
 struct Body {
     info: serde_json::Value,
-    actions: String,
+    removes: Vec<String>,
+    adds: Vec<(serde_json::Value, u64)>,
+    fresh: Option<tracking::Fresh>,
 }
 
 impl Body {
-    fn bytes(&self) -> bytes::Bytes {
-        format!("{}\n{}", self.info, self.actions).into()
+    /// The commit file's bytes at `version`.
+    fn bytes(&mut self, version: u64) -> bytes::Bytes {
+        let mut lines = vec![self.info.to_string()];
+        lines.extend(self.removes.iter().cloned());
+        if let Some(fresh) = &self.fresh {
+            lines.push(fresh.assign(&mut self.adds, version).to_string());
+        }
+        lines.extend(self.adds.iter().map(|(a, _)| json!({ "add": a }).to_string()));
+        lines.join("\n").into()
+    }
+
+    /// Takes what a commit that won a version before this one changed:
+    /// its timestamp (the body's is not below it) and row tracking's mark.
+    fn step_over(&mut self, winner: &[log::Action]) {
+        self.not_before(log::commit_timestamp(winner));
+        if let Some(fresh) = &mut self.fresh {
+            fresh.step_over(winner);
+        }
     }
 
     /// Raises `commitInfo.timestamp` to `at_least` if it is below.
@@ -459,7 +491,7 @@ async fn commit(
     let mut version = read_version + 1;
     let mut retries = 0u32;
     loop {
-        match store.create(&log::commit_path(table, version), body.bytes()).await? {
+        match store.create(&log::commit_path(table, version), body.bytes(version)).await? {
             Created::Created => return Ok(Landed::Committed { version, retries }),
             Created::Exists => {
                 let Some(winner) = log::read_commit(store, table, version).await? else {
@@ -474,7 +506,7 @@ async fn commit(
                 if let Some(why) = conflict(&winner, removed) {
                     return Ok(Landed::Conflict { version, why });
                 }
-                body.not_before(log::commit_timestamp(&winner));
+                body.step_over(&winner);
                 retries += 1;
                 if retries > MAX_COMMIT_TRIES {
                     return Err(job.broken(format!(

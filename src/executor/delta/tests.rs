@@ -73,7 +73,7 @@ fn info(read: u64) -> serde_json::Value {
 
 /// A unit's commit body: its commitInfo (read version 2), then `lines`.
 fn body(lines: &[String]) -> Body {
-    Body { info: info(2), actions: lines.join("\n") }
+    Body { info: info(2), removes: lines.to_vec(), adds: vec![], fresh: None }
 }
 
 #[tokio::test]
@@ -153,8 +153,8 @@ async fn tables_needing_writer_features_compactd_lacks_are_refused_before_anythi
         json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors", "v2Checkpoint"],
             "writerFeatures": ["deletionVectors", "v2Checkpoint"]}),
         json!({"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["columnMapping"],
-            "writerFeatures": ["columnMapping", "rowTracking", "domainMetadata"]}),
-        json!({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "appendOnly"]}),
+            "writerFeatures": ["columnMapping", "rowTracking", "domainMetadata", "inCommitTimestamp"]}),
+        json!({"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["icebergCompatV2", "appendOnly"]}),
         json!({"minReaderVersion": 4, "minWriterVersion": 8}),
     ] {
         let store = Store::memory().await;

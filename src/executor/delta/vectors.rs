@@ -167,15 +167,7 @@ pub(crate) mod tests {
     }
 
     fn add(dv: Option<Value>, rows: Option<i64>) -> Add {
-        Add {
-            path: "p".into(),
-            partition_values: Default::default(),
-            size: 1,
-            modification_time: 0,
-            tags: None,
-            deletion_vector: dv,
-            num_records: rows,
-        }
+        Add { path: "p".into(), size: 1, deletion_vector: dv, num_records: rows, ..Add::default() }
     }
 
     #[test]

@@ -17,6 +17,11 @@
 //!   version, statistics and partition values under physical names.
 //! - Liquid clustering (`CLUSTER BY`): compacted into unclustered files,
 //!   read back exactly; Spark's `OPTIMIZE` clusters again afterwards.
+//! - Row tracking (with deletion vectors): every row keeps its stable id
+//!   and commit version (`_metadata.row_id`, `row_commit_version`) through
+//!   compactd's rewrite, its files get fresh ids under a raised high-water
+//!   mark, and Spark's DML and `OPTIMIZE` afterwards keep the ids of the
+//!   rows they leave alone.
 // Real processes and servers: real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -495,5 +500,99 @@ fn spark_reads_a_compacted_delta_table_clustered_by_a_column_and_optimizes_it_ag
     let optimized = spark.call(&json!({"cmd": "optimize", "path": t}));
     v.check(optimized["ok"] == true, || format!("Spark's OPTIMIZE: {optimized}"));
     v.check(read(spark, t, None) == before.at[before.latest as usize], || "Spark's OPTIMIZE changed the rows".into());
+    v.finish(test);
+}
+
+/// Every row's id, stable row id and stable commit version, as Spark reads
+/// them at the table's latest version (canonical lines).
+fn row_identities(spark: &Spark, t: &str) -> Vec<Value> {
+    let q = format!(
+        "SELECT id, _metadata.row_id AS row_id, _metadata.row_commit_version AS row_commit_version \
+         FROM delta.`{t}`"
+    );
+    let out = spark.call(&json!({"cmd": "sql", "sql": q, "lines": true}));
+    assert_eq!(out["ok"], true, "{out}");
+    out["lines"].as_array().unwrap().clone()
+}
+
+#[test]
+fn spark_reads_the_same_row_ids_and_commit_versions_after_compactd_compacts_a_row_tracking_table() {
+    let _turn = crate::common::turns::SPARK_DELTA.turn();
+    let test = "row tracking";
+    let Some(spark) = Spark::shared() else { return };
+    let mut lake = Lake::new();
+    let t = &lake.t();
+    let mut v = Verdict::default();
+    let sql = |q: String| sql(spark, q);
+    // With deletion vectors: an UPDATE leaves the rows it rewrote with
+    // materialized ids in new files, and vectors on the old ones.
+    sql(format!(
+        "CREATE TABLE delta.`{t}` ({SCHEMA}) USING delta PARTITIONED BY (part) TBLPROPERTIES \
+         ('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = 'true')"
+    ));
+    for a in 0..APPENDS {
+        spark.run(&json!({"cmd": "write", "format": "delta", "path": t, "schema": SCHEMA, "rows": rows(a),
+                          "partition_by": ["part"]}));
+    }
+    sql(format!("UPDATE delta.`{t}` SET s = 'updated' WHERE id % 11 = 0"));
+    sql(format!("DELETE FROM delta.`{t}` WHERE id % 7 = 0"));
+    let ids_before = row_identities(spark, t);
+    let distinct = |ids: &[Value]| {
+        let ids: std::collections::BTreeSet<String> = ids
+            .iter()
+            .map(|l| serde_json::from_str::<Value>(l.as_str().unwrap()).unwrap()["row_id"].to_string())
+            .collect();
+        ids.len()
+    };
+    assert_eq!(distinct(&ids_before), ids_before.len(), "Spark's row ids are not unique before compaction");
+    let before = lake.before(spark);
+    let After { actions, ours, .. } = lake.compact(spark, &before, &mut v);
+    let ids_after = row_identities(spark, t);
+    let differ = ids_before.iter().zip(&ids_after).filter(|(a, b)| a != b).count();
+    v.check(ids_after.len() == ids_before.len() && differ == 0, || {
+        format!(
+            "{} rows' ids and commit versions before, {} after, {differ} differ; first before {}, after {}",
+            ids_before.len(),
+            ids_after.len(),
+            ids_before[0],
+            ids_after.first().cloned().unwrap_or_default()
+        )
+    });
+    // Each of compactd's commits gives its files fresh ids above the mark
+    // before it, and raises the mark past them.
+    let mut mark = -1i64;
+    for (ver, a) in &actions {
+        if let Some(m) = a.pointer("/domainMetadata/configuration").and_then(Value::as_str) {
+            let m: Value = serde_json::from_str(m).unwrap();
+            let new = m["rowIdHighWaterMark"].as_i64().unwrap();
+            v.check(new >= mark, || format!("v{ver} lowers the mark from {mark} to {new}"));
+            mark = new;
+        }
+        if let (true, Some(add)) = (ours.contains(ver), a.get("add")) {
+            let base = add["baseRowId"].as_i64();
+            v.check(base.is_some() && add["defaultRowCommitVersion"] == json!(ver), || format!("v{ver}: {add}"));
+            let rows = serde_json::from_str::<Value>(add["stats"].as_str().unwrap()).unwrap()["numRecords"].as_i64();
+            v.check(base.zip(rows).is_some_and(|(b, n)| b + n - 1 <= mark), || format!("v{ver}: {add} past {mark}"));
+        }
+    }
+    // Spark's own DML and OPTIMIZE over compactd's files keep the ids of
+    // the rows they do not change, and assign none twice.
+    sql(format!("UPDATE delta.`{t}` SET s = 'again' WHERE id % 5 = 0"));
+    spark.run(&json!({"cmd": "write", "format": "delta", "path": t, "schema": SCHEMA, "rows": rows(APPENDS),
+                      "partition_by": ["part"]}));
+    let optimized = spark.call(&json!({"cmd": "optimize", "path": t}));
+    v.check(optimized["ok"] == true, || format!("Spark's OPTIMIZE: {optimized}"));
+    let ids_last = row_identities(spark, t);
+    v.check(distinct(&ids_last) == ids_last.len(), || "row ids repeat after Spark's DML and OPTIMIZE".into());
+    let kept: std::collections::BTreeSet<&str> = ids_last.iter().filter_map(Value::as_str).collect();
+    let untouched: Vec<&Value> = ids_after
+        .iter()
+        .filter(|l| {
+            let r: Value = serde_json::from_str(l.as_str().unwrap()).unwrap();
+            r["id"].as_i64().unwrap() % 5 != 0
+        })
+        .collect();
+    let lost = untouched.iter().filter(|l| !l.as_str().is_some_and(|l| kept.contains(l))).count();
+    v.check(lost == 0, || format!("{lost} of {} unchanged rows changed id or version", untouched.len()));
     v.finish(test);
 }

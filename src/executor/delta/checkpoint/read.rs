@@ -21,8 +21,8 @@ pub(super) const BATCH_ROWS: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Columns {
     /// What a snapshot keeps: `add` (its statistics for their row count),
-    /// the path and deletion vector of a `remove` (its key), `metaData`
-    /// and `protocol`.
+    /// the path and deletion vector of a `remove` (its key), `metaData`,
+    /// `protocol` and `domainMetadata` (row tracking's high-water mark).
     State,
     /// Every action, for copying into a new checkpoint (the parsed copies of
     /// statistics and partition values are not read: a checkpoint compactd
@@ -85,7 +85,7 @@ fn wanted(columns: Columns, parts: &[String]) -> bool {
         Columns::State => match top {
             "add" => !matches!(field, Some("stats_parsed" | "partitionValues_parsed")),
             "remove" => matches!(field, Some("path" | "deletionVector")),
-            "metaData" | "protocol" => true,
+            "metaData" | "protocol" | "domainMetadata" => true,
             _ => false,
         },
         Columns::All => match top {

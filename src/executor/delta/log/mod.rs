@@ -20,11 +20,12 @@
 //!   metadata, and the active files with what their remove actions must
 //!   repeat (not their statistics). Partition values are shared between
 //!   the files of a partition (a table has few partitions and many files).
-//!   Unknown actions (`txn`, `cdc`, `domainMetadata`, …) are skipped; they
-//!   do not change which files are active.
+//!   Of the domain metadata only row tracking's high-water mark is kept;
+//!   other actions (`txn`, `cdc`, …) are skipped: they do not change which
+//!   files are active.
 //! - [`Snapshot::check_supported`] refuses tables whose protocol asks a
-//!   writer for something compactd does not do (deletion vectors, column
-//!   mapping, row tracking, …): compacting them naively would corrupt them.
+//!   writer for something compactd does not do (a table feature it does
+//!   not know): compacting them naively could corrupt them.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
@@ -35,6 +36,9 @@ use store::Store;
 
 use super::checkpoint::read::{rows as checkpoint_rows, Columns};
 use super::DeltaError;
+
+mod paths;
+pub use paths::{data_path, partition_key, path_key, WHOLE_TABLE};
 
 /// The log folder, relative to the table's folder.
 pub const LOG_DIR: &str = "_delta_log/";
@@ -48,10 +52,6 @@ pub const CHUNK: u64 = 8 << 20;
 
 /// A file's partition values, shared by every file of its partition.
 pub type PartitionValues = Arc<BTreeMap<String, Option<String>>>;
-
-/// The unit name of an unpartitioned table (a partitioned table's units
-/// are named `col=value[,col=value…]`, see [`partition_key`]).
-pub const WHOLE_TABLE: &str = "whole-table";
 
 /// Writer features compactd's OPTIMIZE commit honours: each either does not
 /// constrain a rewrite with `dataChange: false` (the rows are the ones
@@ -81,6 +81,11 @@ const WRITER_FEATURES: &[&str] = &[
     // `clusteringProvider` tag), which the protocol allows; Spark's
     // `OPTIMIZE` clusters them again.
     "clustering",
+    // Outputs get fresh row ids above the high-water mark, which the
+    // commit raises; where tracking is enabled, the rows keep their ids and
+    // commit versions, materialized into the columns the table names
+    // ([`super::tracking`]).
+    "rowTracking",
 ];
 /// Reader features whose files compactd copies faithfully (a rewrite keeps
 /// the Parquet types as they are) or reads as the protocol says.
@@ -157,7 +162,7 @@ where
 /// An active data file, with what a `remove` of it repeats (not its
 /// `stats`: a snapshot holds every active file, and only a checkpoint, which
 /// reads the log itself, needs them).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Add {
     /// As written in the log: a URI-encoded path relative to the table.
@@ -175,6 +180,13 @@ pub struct Add {
     /// rows a deletion vector deletes decides whether it is due.
     #[serde(default, rename = "stats", deserialize_with = "num_records", skip_serializing)]
     pub num_records: Option<i64>,
+    /// Row tracking: the row id of its first row where no materialized one
+    /// overrides it (each next row's is one more), and the version its rows
+    /// were committed at where none does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_row_id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_row_commit_version: Option<i64>,
 }
 
 impl Add {
@@ -227,6 +239,32 @@ pub struct Remove {
     pub deletion_vector: Option<serde_json::Value>,
 }
 
+/// A `domainMetadata` action: a named domain's configuration (a JSON
+/// string), or its removal.
+#[derive(Debug, Clone, Deserialize)]
+pub struct DomainMetadata {
+    pub domain: String,
+    #[serde(default, deserialize_with = "null_default")]
+    pub configuration: String,
+    #[serde(default, deserialize_with = "null_default")]
+    pub removed: bool,
+}
+
+/// The domain where row tracking keeps its high-water mark.
+pub const ROW_TRACKING_DOMAIN: &str = "delta.rowTracking";
+
+impl DomainMetadata {
+    /// The row-id high-water mark this action sets, if it is row
+    /// tracking's.
+    pub fn row_id_high_water(&self) -> Option<i64> {
+        if self.domain != ROW_TRACKING_DOMAIN || self.removed {
+            return None;
+        }
+        let config: serde_json::Value = serde_json::from_str(&self.configuration).ok()?;
+        config.get("rowIdHighWaterMark")?.as_i64()
+    }
+}
+
 /// One line of a commit (or one row of a checkpoint): at most one action.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -236,6 +274,7 @@ pub struct Action {
     pub meta_data: Option<Metadata>,
     pub protocol: Option<Protocol>,
     pub commit_info: Option<serde_json::Value>,
+    pub domain_metadata: Option<DomainMetadata>,
 }
 
 /// The table at one version.
@@ -252,6 +291,9 @@ pub struct Snapshot {
     /// `commitInfo.timestamp` of the commit of [`Snapshot::version`], when
     /// that version was read from a commit that has one.
     pub commit_timestamp: Option<i64>,
+    /// Row tracking's high-water mark: the highest row id assigned so far
+    /// (`None`: none assigned).
+    pub row_id_high_water: Option<i64>,
     /// The distinct partition values met, each allocated once.
     partitions: HashSet<PartitionValues>,
 }
@@ -452,6 +494,11 @@ impl Snapshot {
         }
         if let Some(m) = a.meta_data {
             self.metadata = m;
+        }
+        if let Some(d) = a.domain_metadata {
+            if d.domain == ROW_TRACKING_DOMAIN {
+                self.row_id_high_water = d.row_id_high_water();
+            }
         }
         if let Some(r) = a.remove {
             // Only the file with the vector it names: a commit that puts a
@@ -691,77 +738,6 @@ async fn load_from(store: &Store, table: &str, hint: Option<u64>) -> Result<Snap
 /// `commitInfo.timestamp` of a commit's actions, if it has one.
 pub fn commit_timestamp(actions: &[Action]) -> Option<i64> {
     actions.iter().filter_map(|a| a.commit_info.as_ref()).find_map(|c| c.get("timestamp")?.as_i64())
-}
-
-/// A null partition value in a unit name (Hive's name for it).
-const NULL_PARTITION: &str = "__HIVE_DEFAULT_PARTITION__";
-
-/// Characters escaped in a partition value of a unit name (Hive's set for
-/// folder names, and `,` which separates columns in the name).
-fn escaped(c: char) -> bool {
-    c.is_control() || "\"#%'*/:=?\\\u{7f}{[]^,".contains(c)
-}
-
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if escaped(c) {
-            let mut buf = [0u8; 4];
-            for b in c.encode_utf8(&mut buf).bytes() {
-                out.push_str(&format!("%{b:02X}"));
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// The unit name of a partition: `col=value` for each partition column in
-/// the table's order, joined by `,` (values escaped as Hive escapes folder
-/// names; a null value is `__HIVE_DEFAULT_PARTITION__`); [`WHOLE_TABLE`] for
-/// an unpartitioned table.
-pub fn partition_key(columns: &[String], values: &BTreeMap<String, Option<String>>) -> String {
-    if columns.is_empty() {
-        return WHOLE_TABLE.to_string();
-    }
-    columns
-        .iter()
-        .map(|c| {
-            // The protocol treats an empty partition value as null.
-            let v = values.get(c).cloned().flatten().filter(|v| !v.is_empty());
-            let v = match v {
-                None => NULL_PARTITION.to_string(),
-                // The literal string would read as null: its first `_` escaped.
-                Some(v) if v == NULL_PARTITION => format!("%5F{}", &v[1..]),
-                Some(v) => escape(&v),
-            };
-            format!("{}={v}", escape(c))
-        })
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// What identifies a file across actions: its path decoded (writers may
-/// encode the same path differently in an `add` and its `remove`; readers
-/// match them decoded, as Spark does).
-pub fn path_key(path: &str) -> String {
-    percent_encoding::percent_decode_str(path).decode_utf8_lossy().into_owned()
-}
-
-/// The store path of a file the log names by `path` (relative to `table`).
-pub fn data_path(table: &str, path: &str) -> Result<String, DeltaError> {
-    let decoded = percent_encoding::percent_decode_str(path).decode_utf8().map_err(|_| DeltaError::Table {
-        table: table.to_string(),
-        problem: format!("file path {path:?} is not UTF-8 once decoded"),
-    })?;
-    if decoded.contains("://") || decoded.starts_with('/') || decoded.split('/').any(|p| p == ".." || p == ".") {
-        return Err(DeltaError::Table {
-            table: table.to_string(),
-            problem: format!("file {path:?} is not inside the table's folder; compactd compacts only files there"),
-        });
-    }
-    Ok(format!("{table}{decoded}"))
 }
 
 #[cfg(test)]

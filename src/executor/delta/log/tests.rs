@@ -1,3 +1,4 @@
+use super::paths::NULL_PARTITION;
 use super::*;
 
 #[test]

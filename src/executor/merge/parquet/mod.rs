@@ -64,7 +64,7 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::TimestampMicrosecondType;
 use arrow_array::RecordBatch;
-use arrow_schema::{Schema, SchemaRef};
+use arrow_schema::{FieldRef, Schema, SchemaRef};
 use futures::StreamExt;
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::async_writer::AsyncArrowWriter;
@@ -159,6 +159,12 @@ pub trait Projection: Send + Sync {
     /// the inputs' schemas is the outputs' ([`schema::Union::widening`]).
     fn widens(&self) -> bool {
         false
+    }
+    /// Columns every output holds beyond the union of the inputs' (where
+    /// [`Projection::schema`] is `None`), nullable: an input without one
+    /// reads as nulls there before [`Projection::project`] fills them.
+    fn extra_fields(&self) -> Vec<FieldRef> {
+        vec![]
     }
 }
 
@@ -282,7 +288,16 @@ async fn plan(
     }
     let schema = match fit.and_then(Projection::schema) {
         Some(table) => table,
-        None => Arc::new(Schema::new_with_metadata(union.fields(), arrow)),
+        None => {
+            let mut fields: Vec<FieldRef> = union.fields().iter().cloned().collect();
+            for extra in fit.map(Projection::extra_fields).unwrap_or_default() {
+                match fields.iter_mut().find(|f| f.name() == extra.name()) {
+                    Some(f) => *f = extra,
+                    None => fields.push(extra),
+                }
+            }
+            Arc::new(Schema::new_with_metadata(fields, arrow))
+        }
     };
     let key_values = footer.into_iter().map(|(key, value)| KeyValue { key, value }).collect();
     let plain = dictionaries.plain_columns(&schema);
