@@ -182,6 +182,8 @@ pub fn one_task_per_table(p: &PolicyDefinition) -> bool {
 }
 
 #[cfg(test)]
+mod format_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod view_tests;

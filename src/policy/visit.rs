@@ -315,23 +315,24 @@ impl Visit<'_> {
     /// count (files a compaction removed stay in the folders until Delta's
     /// VACUUM, and would make a compact table look due forever).
     async fn list_delta(&mut self, dir: &str, small: u64) -> Result<Listing, PolicyError> {
-        use crate::executor::delta::{log, DeltaError};
+        use crate::executor::delta::{log, vectors, writable, DeltaError};
+        let malformed = |problem| PolicyError::Malformed { path: dir.to_string(), problem };
         let snap = match log::load(self.data, dir).await {
             Ok(s) => s,
             Err(DeltaError::Store(e)) => return Err(e.into()),
-            Err(e) => return Err(PolicyError::Malformed { path: dir.to_string(), problem: e.to_string() }),
+            Err(e) => return Err(malformed(e.to_string())),
         };
         self.requests += snap.reads;
         // A table its units would refuse is reported, not planned.
-        snap.check_supported().map_err(|why| PolicyError::Malformed {
-            path: dir.to_string(),
-            problem: format!("not compacted: {why}"),
-        })?;
+        writable(&snap).map_err(|why| malformed(format!("not compacted: {why}")))?;
         let mut out: BTreeMap<Name, Listed> = BTreeMap::new();
         let keys = snap.metadata.partition_keys();
         for f in snap.files.values() {
             let key = log::partition_key(&keys, &f.partition_values);
             let Ok(part) = Name::parse(&key) else { continue };
+            // A file whose deletion vector deletes enough of its rows counts
+            // as small, whatever its size: its rewrite retires them.
+            let small = if vectors::due(f) { u64::MAX } else { small };
             out.entry(part).or_default().count(f.size.max(0) as u64, small);
         }
         // The table folder itself: another format's metadata beside the log

@@ -173,12 +173,20 @@ fn fnv64(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
+/// What row tracking asks of a unit of the table at `snap`, or why
+/// compactd must not write to it: a protocol it cannot honour, or row ids
+/// it could not keep.
+pub fn writable(snap: &log::Snapshot) -> Result<tracking::Tracking, String> {
+    snap.check_supported()?;
+    tracking::Tracking::of(snap)
+}
+
 /// The active files of each partition that has two or more files under
 /// the small threshold of `target_size`: the units of a task, from the
 /// table's own log.
 pub async fn partitions_to_compact(store: &Store, table: &str, target_size: u64) -> Result<Vec<String>, DeltaError> {
     let snap = log::load(store, table).await?;
-    snap.check_supported().map_err(|why| DeltaError::Table { table: table.into(), problem: why })?;
+    writable(&snap).map_err(|why| DeltaError::Table { table: table.into(), problem: why })?;
     let threshold = parquet::small_threshold(target_size) as i64;
     // Per partition: its small files, and whether one of its files is due
     // for its deletion vector (then it is due alone).
@@ -211,8 +219,7 @@ pub async fn run(store: &Store, job: &DeltaJob) -> Result<(Outcome, BTreeMap<Str
     // not yet unlinked from its temp has two names until then.
     store.sweep_stale_temps(&format!("{table}{}", log::LOG_DIR)).await?;
     let snap = log::load(store, &table).await?;
-    snap.check_supported().map_err(|why| job.broken(why))?;
-    let tracking = tracking::Tracking::of(&snap).map_err(|why| job.broken(why))?;
+    let tracking = writable(&snap).map_err(|why| job.broken(why))?;
     let cols = snap.metadata.partition_keys();
     let mine: Vec<&Add> =
         snap.files.values().filter(|f| log::partition_key(&cols, &f.partition_values) == job.partition).collect();
