@@ -17,7 +17,8 @@
 //!   version, statistics and partition values under physical names.
 //! - Liquid clustering (`CLUSTER BY`): compacted into unclustered files,
 //!   read back exactly; Spark's `OPTIMIZE` clusters again afterwards.
-//! - Row tracking (with deletion vectors): every row keeps its stable id
+//! - Row tracking (with deletion vectors, columns mapped by `id` and one
+//!   renamed): every row keeps its stable id
 //!   and commit version (`_metadata.row_id`, `row_commit_version`) through
 //!   compactd's rewrite, its files get fresh ids under a raised high-water
 //!   mark, and Spark's DML and `OPTIMIZE` afterwards keep the ids of the
@@ -528,7 +529,8 @@ fn spark_reads_the_same_row_ids_and_commit_versions_after_compactd_compacts_a_ro
     // materialized ids in new files, and vectors on the old ones.
     sql(format!(
         "CREATE TABLE delta.`{t}` ({SCHEMA}) USING delta PARTITIONED BY (part) TBLPROPERTIES \
-         ('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = 'true')"
+         ('delta.enableRowTracking' = 'true', 'delta.enableDeletionVectors' = 'true', \
+         'delta.columnMapping.mode' = 'id')"
     ));
     for a in 0..APPENDS {
         spark.run(&json!({"cmd": "write", "format": "delta", "path": t, "schema": SCHEMA, "rows": rows(a),
@@ -536,6 +538,10 @@ fn spark_reads_the_same_row_ids_and_commit_versions_after_compactd_compacts_a_ro
     }
     sql(format!("UPDATE delta.`{t}` SET s = 'updated' WHERE id % 11 = 0"));
     sql(format!("DELETE FROM delta.`{t}` WHERE id % 7 = 0"));
+    // Columns mapped by id: data files name them by field id, which the
+    // rewrite keeps; a rename changes only the schema.
+    sql(format!("ALTER TABLE delta.`{t}` RENAME COLUMN s TO label"));
+    sql(format!("ALTER TABLE delta.`{t}` RENAME COLUMN label TO s"));
     let ids_before = row_identities(spark, t);
     let distinct = |ids: &[Value]| {
         let ids: std::collections::BTreeSet<String> = ids
