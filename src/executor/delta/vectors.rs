@@ -118,6 +118,15 @@ async fn read(store: &Store, table: &str, dv: &Value, io: &Throttle) -> Result<V
     }
 }
 
+/// The store path of the file holding the vector `dv` describes, if it is
+/// in one (`u`) and its name decodes.
+pub fn file_of(table: &str, dv: &Value) -> Option<String> {
+    if dv.get("storageType")?.as_str()? != "u" {
+        return None;
+    }
+    relative_file(dv.get("pathOrInlineDv")?.as_str()?).ok().map(|f| format!("{table}{f}"))
+}
+
 /// The file, relative to the table's folder, of a `u` vector whose
 /// `pathOrInlineDv` is `at`.
 fn relative_file(at: &str) -> Result<String, String> {

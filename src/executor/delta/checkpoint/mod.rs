@@ -117,6 +117,20 @@ pub async fn write(
     if version == 0 || !version.is_multiple_of(interval) {
         return Ok(None);
     }
+    write_at(store, table, version, meta, now).await
+}
+
+/// Writes the checkpoint of `version` whatever the interval (retention
+/// makes one so that the log behind it can go); `None` when it is there
+/// already.
+pub async fn write_at(
+    store: &Store,
+    table: &str,
+    version: u64,
+    meta: &Metadata,
+    now: SystemTime,
+) -> Result<Option<Written>, DeltaError> {
+    let refuse = |problem: String| DeltaError::Table { table: table.to_string(), problem };
     if setting(meta, "delta.checkpoint.writeStatsAsStruct").is_some_and(|v| v.trim().eq_ignore_ascii_case("true")) {
         return Err(refuse(
             "delta.checkpoint.writeStatsAsStruct is true, and compactd writes statistics as JSON only: no checkpoint"

@@ -21,7 +21,8 @@ pub(super) const BATCH_ROWS: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Columns {
     /// What a snapshot keeps: `add` (its statistics for their row count),
-    /// the path and deletion vector of a `remove` (its key), `metaData`,
+    /// the path, deletion vector and time of a `remove` (its key, and for
+    /// retention its age), `metaData`,
     /// `protocol` and `domainMetadata` (row tracking's high-water mark).
     State,
     /// Every action, for copying into a new checkpoint (the parsed copies of
@@ -84,7 +85,7 @@ fn wanted(columns: Columns, parts: &[String]) -> bool {
     match columns {
         Columns::State => match top {
             "add" => !matches!(field, Some("stats_parsed" | "partitionValues_parsed")),
-            "remove" => matches!(field, Some("path" | "deletionVector")),
+            "remove" => matches!(field, Some("path" | "deletionVector" | "deletionTimestamp")),
             "metaData" | "protocol" | "domainMetadata" => true,
             _ => false,
         },

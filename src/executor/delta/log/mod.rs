@@ -237,6 +237,22 @@ pub struct Remove {
     pub path: String,
     #[serde(default)]
     pub deletion_vector: Option<serde_json::Value>,
+    /// When the file stopped being active (ms since the epoch): retention
+    /// counts from it.
+    #[serde(default)]
+    pub deletion_timestamp: Option<i64>,
+}
+
+/// A file a retained version may still read although the newest does not:
+/// a `remove` not undone by a later `add` of the same file and vector.
+#[derive(Debug, Clone)]
+pub struct Tombstone {
+    pub path: String,
+    pub deletion_vector: Option<serde_json::Value>,
+    pub deletion_timestamp: Option<i64>,
+    /// The version whose commit removed it (for a checkpoint's tombstone,
+    /// the checkpoint's version: no earlier than the real one).
+    pub version: u64,
 }
 
 /// A `domainMetadata` action: a named domain's configuration (a JSON
@@ -294,6 +310,9 @@ pub struct Snapshot {
     /// Row tracking's high-water mark: the highest row id assigned so far
     /// (`None`: none assigned).
     pub row_id_high_water: Option<i64>,
+    /// The tombstones by file and vector key, when the load was asked to
+    /// keep them ([`load_with_tombstones`]).
+    pub tombstones: Option<BTreeMap<(String, Option<String>), Tombstone>>,
     /// The distinct partition values met, each allocated once.
     partitions: HashSet<PartitionValues>,
 }
@@ -509,8 +528,16 @@ impl Snapshot {
             if self.files.get(&key).is_some_and(|f| f.dv_id() == dv) {
                 self.files.remove(&key);
             }
+            if let Some(t) = &mut self.tombstones {
+                let Remove { path, deletion_vector, deletion_timestamp } = r;
+                let version = self.version;
+                t.insert((key, dv), Tombstone { path, deletion_vector, deletion_timestamp, version });
+            }
         }
         if let Some(mut add) = a.add {
+            if let Some(t) = &mut self.tombstones {
+                t.remove(&(path_key(&add.path), add.dv_id()));
+            }
             match self.partitions.get(&add.partition_values) {
                 Some(shared) => add.partition_values = shared.clone(),
                 None => {
@@ -640,16 +667,26 @@ struct LastCheckpoint {
 
 /// The table at its newest version.
 pub async fn load(store: &Store, table: &str) -> Result<Snapshot, DeltaError> {
+    load_keeping(store, table, false).await
+}
+
+/// The table at its newest version, with its tombstones
+/// ([`Snapshot::tombstones`]): what retention must not delete.
+pub async fn load_with_tombstones(store: &Store, table: &str) -> Result<Snapshot, DeltaError> {
+    load_keeping(store, table, true).await
+}
+
+async fn load_keeping(store: &Store, table: &str, tombstones: bool) -> Result<Snapshot, DeltaError> {
     let log = format!("{table}{LOG_DIR}");
     // A hint only: a missing or unreadable one means listing the whole log.
     let hint = match store.read(&format!("{log}_last_checkpoint")).await {
         Ok(Some(b)) => serde_json::from_slice::<LastCheckpoint>(&b).ok().map(|c| c.version),
         _ => None,
     };
-    match load_from(store, table, hint).await {
+    match load_from(store, table, hint, tombstones).await {
         // A hint naming a checkpoint that is not there whole (cleaned up,
         // or being written): the whole log decides, as Spark and delta-rs do.
-        Err(LoadError::BadHint) => match load_from(store, table, None).await {
+        Err(LoadError::BadHint) => match load_from(store, table, None, tombstones).await {
             Ok(s) => Ok(s),
             Err(LoadError::Delta(e)) => Err(e),
             Err(LoadError::BadHint) => unreachable!("no hint given"),
@@ -676,7 +713,7 @@ impl From<store::StoreError> for LoadError {
     }
 }
 
-async fn load_from(store: &Store, table: &str, hint: Option<u64>) -> Result<Snapshot, LoadError> {
+async fn load_from(store: &Store, table: &str, hint: Option<u64>, tombstones: bool) -> Result<Snapshot, LoadError> {
     let log = format!("{table}{LOG_DIR}");
     let bad = |problem: String| LoadError::Delta(DeltaError::Table { table: table.to_string(), problem });
     let after = hint.map(|v| format!("{log}{v:020}"));
@@ -689,9 +726,12 @@ async fn load_from(store: &Store, table: &str, hint: Option<u64>) -> Result<Snap
     };
     let checkpoint = listing.newest_complete_checkpoint(newest);
     let mut snap = Snapshot::default();
+    snap.tombstones = tombstones.then(BTreeMap::new);
     snap.reads = 1 + listing.requests;
     let first = match &checkpoint {
         Some((v, parts)) => {
+            // Set first: a tombstone records the version that removed it.
+            snap.version = *v;
             for (path, len) in parts {
                 // A row group at a time: a checkpoint can be larger than memory.
                 let rows = checkpoint_rows(store, path, *len, Columns::State).await?;
@@ -712,6 +752,7 @@ async fn load_from(store: &Store, table: &str, hint: Option<u64>) -> Result<Snap
             return Err(bad(format!("the log has no commit {v} (it goes up to {newest}): the log is not contiguous")));
         };
         let mut timestamp = None;
+        snap.version = v;
         let found = for_each_line(store, path, *len, |number, line| {
             if let Some(a) = parse_line(path, number, line)? {
                 if let Some(t) = a.commit_info.as_ref().and_then(|c| c.get("timestamp")?.as_i64()) {
