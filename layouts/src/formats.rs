@@ -106,6 +106,9 @@ pub enum ExecutorKind {
     /// partition (spec and partition tuple) and stages its outputs, then one
     /// last unit commits them all as one `replace` snapshot.
     Iceberg,
+    /// Built in: a table's retention (a Delta table's `VACUUM` and log
+    /// cleanup), one unit per table.
+    Expire,
     /// A command template run by `sh -c`.
     Command,
     /// Succeeds at once, in process: measures the scheduler alone
@@ -121,17 +124,19 @@ impl ExecutorKind {
             ExecutorKind::Parquet => "parquet",
             ExecutorKind::Delta => "delta",
             ExecutorKind::Iceberg => "iceberg",
+            ExecutorKind::Expire => "expire",
             ExecutorKind::Command => "command",
             ExecutorKind::Noop => "noop",
         }
     }
 
     /// Every kind this version knows (and runs).
-    pub const ALL: [ExecutorKind; 6] = [
+    pub const ALL: [ExecutorKind; 7] = [
         ExecutorKind::Merge,
         ExecutorKind::Parquet,
         ExecutorKind::Delta,
         ExecutorKind::Iceberg,
+        ExecutorKind::Expire,
         ExecutorKind::Command,
         ExecutorKind::Noop,
     ];

@@ -101,6 +101,8 @@ pub enum Command {
     /// (internal) the merge executor, run by workers as a child process.
     #[command(name = "__merge", hide = true)]
     Merge(tasks::MergeArgs),
+    #[command(name = "__expire", hide = true)]
+    Expire(tasks::ExpireArgs),
     /// (internal) kills a daemon's executors when the daemon dies; started
     /// by `run` (see `executor::reaper`).
     #[command(name = "__reaper", hide = true)]
@@ -203,7 +205,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     }
     let store = match cli.command {
         // The merge executor's --root is a data root: no links followed.
-        Command::Merge(_) => store::Store::open_data_with_options(&uri, &options).await?,
+        Command::Merge(_) | Command::Expire(_) => store::Store::open_data_with_options(&uri, &options).await?,
         _ => store::Store::open_with_options(&uri, &options, |op| op).await?,
     };
     // Commands that read a cluster: a root without a tree is a wrong --root
@@ -242,6 +244,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Reassign(args) => tasks::reassign(store, args).await,
         Command::History(args) => tasks::history(store, args).await,
         Command::Merge(args) => tasks::merge(store, args).await,
+        Command::Expire(args) => tasks::expire(store, args).await,
         Command::Define(args) => jobs::define(store, args).await,
         Command::Trigger(args) => jobs::trigger(store, args).await,
         Command::Jobs(args) => jobs::list(store, args).await,

@@ -51,6 +51,11 @@ pub enum TaskExecutorArg {
     /// An Apache Iceberg table: each unit is one partition; one commit (a
     /// `replace` snapshot) for the whole task.
     Iceberg,
+    /// A Delta table's retention (`VACUUM` and log cleanup) as one unit:
+    /// `--param expire.older-than=DURATION`, `expire.log-older-than`,
+    /// `expire.retain-last=N`, `expire.force=true` (default: the table's
+    /// own retention).
+    Expire,
 }
 
 #[derive(Debug, clap::Args)]
@@ -131,7 +136,11 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
             TaskExecutorArg::Parquet => ExecutorKind::Parquet,
             TaskExecutorArg::Delta => ExecutorKind::Delta,
             TaskExecutorArg::Iceberg => ExecutorKind::Iceberg,
+            TaskExecutorArg::Expire => ExecutorKind::Expire,
         };
+        if kind == ExecutorKind::Expire && (!spec.partitions.is_empty() || spec.shards.is_some()) {
+            anyhow::bail!("--executor expire runs on a whole table: no --partition or --shards");
+        }
         spec.executor = Some(ExecutorSpec { kind, command: None, command_name: None, timeout_ms: None });
     }
     if args.command_name.is_some() || args.command.is_some() {
@@ -167,6 +176,18 @@ pub async fn submit(store: Store, args: SubmitArgs) -> anyhow::Result<i32> {
     // With the data backend known, a table the executor must not change is
     // refused here, before a task exists (otherwise its manager fails it).
     let kind = spec.executor.as_ref().map(|e| e.kind).unwrap_or(ExecutorKind::Merge);
+    if kind == ExecutorKind::Expire {
+        crate::executor::expire::check_params(&spec.params).map_err(|e| anyhow::anyhow!("refused: --param {e}"))?;
+        if let Some(data) = &args.data {
+            let data = Store::open_data_with_options(&store::RootUri::parse(data)?, store.options())
+                .await
+                .with_context(|| format!("--data {data}"))?;
+            let dir = tasks::table_dir(&spec.db, &spec.schema, &spec.table);
+            if let Some(why) = tasks::discover::expire_refusal(&data, &dir, &spec.params).await? {
+                anyhow::bail!("refused: {why}");
+            }
+        }
+    }
     if let (Some(data), true) = (&args.data, kind.is_builtin_merge()) {
         // Limits first: no listing for a request that is refused anyway.
         layouts::limits::check_partitions(&spec.partitions)?;
@@ -371,6 +392,10 @@ pub async fn status(store: Store, args: StatusArgs) -> anyhow::Result<i32> {
     }
     for f in &s.failures {
         super::outln!("unit {} failed: {}", f.unit, f.error.as_deref().unwrap_or("(no error recorded)"));
+    }
+    if !s.stats.is_empty() {
+        let figures: Vec<String> = s.stats.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        super::outln!("figures: {}", figures.join(", "));
     }
     if !s.table_versions.is_empty() {
         super::outln!("{:<6} {:<28} {:>10} {:>10}  RESULT", "UNIT", "PARTITION", "VERSION", "COMMITTED");
@@ -583,6 +608,50 @@ pub struct MergeArgs {
     /// (`col=value[,col=value…]`, or `whole-table`); --dir is the table.
     #[arg(long)]
     pub partition: Option<String>,
+}
+
+/// `compactd __expire`: one unit of an `expire` task, the retention of
+/// one table (the task's `expire.*` parameters reach it as
+/// `COMPACTD_PARAM_EXPIRE_*`).
+#[derive(Debug, clap::Args)]
+pub struct ExpireArgs {
+    /// The table's folder, `<db>/<schema>/<table>/`.
+    #[arg(long)]
+    pub dir: String,
+    /// Name what would be deleted; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Scheduler root whose --fence-dir must still exist right before anything is deleted.
+    #[arg(long, requires = "fence_dir")]
+    pub fence_root: Option<String>,
+    #[arg(long, requires = "fence_root")]
+    pub fence_dir: Option<String>,
+}
+
+pub async fn expire(data: Store, args: ExpireArgs) -> anyhow::Result<i32> {
+    if args.dir.split('/').any(|p| p == ".." || p == ".") || args.dir.starts_with('/') {
+        anyhow::bail!("invalid table folder {:?}", args.dir);
+    }
+    let param = |k: &str| std::env::var(format!("COMPACTD_PARAM_{}", k.replace(['.', '-'], "_").to_uppercase())).ok();
+    let mut retention = crate::executor::expire::retention(param)?;
+    retention.dry_run = args.dry_run;
+    let fence = match (args.fence_root, args.fence_dir) {
+        (Some(root), Some(dir)) => {
+            Some((Store::open_with_options(&store::RootUri::parse(&root)?, data.options(), |op| op).await?, dir))
+        }
+        _ => None,
+    };
+    let job = crate::executor::expire::ExpireJob {
+        table: format!("{}/", args.dir.trim_end_matches('/')),
+        retention,
+        fence,
+        // The CLI edge: the one place this child process reads the clock.
+        now: crate::clock::wall_time(&*crate::clock::SystemClock::shared()),
+    };
+    let (outcome, stats) = crate::executor::expire::run(&data, &job).await?;
+    println!("{outcome}");
+    println!("{}{}", crate::executor::STATS_PREFIX, serde_json::to_string(&stats)?);
+    Ok(0)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

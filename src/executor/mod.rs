@@ -21,6 +21,8 @@
 
 pub mod delta;
 
+pub mod expire;
+
 mod groups;
 pub use groups::{Groups, Tripped};
 
@@ -204,6 +206,15 @@ pub fn spawn(
                 .ok_or_else(|| std::io::Error::other("the command executor needs a command template (--command)"))?;
             let mut c = tokio::process::Command::new("sh");
             c.arg("-c").arg(render(template, &req.vars, &req.params));
+            c
+        }
+        ExecutorKind::Expire => {
+            let mut c = tokio::process::Command::new(std::env::current_exe()?);
+            let table = format!("{}/{}/{}/", req.var("db"), req.var("schema"), req.var("table"));
+            c.args(["--root", &req.data_uri, "__expire", "--dir", &table]);
+            if let Some((root, folder)) = &req.fence {
+                c.args(["--fence-root", root, "--fence-dir", folder]);
+            }
             c
         }
         ExecutorKind::Merge | ExecutorKind::Parquet | ExecutorKind::Delta | ExecutorKind::Iceberg => {

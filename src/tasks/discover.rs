@@ -85,6 +85,14 @@ async fn plan_units(
     };
     let command = !kind.is_builtin_merge();
     let table = table_dir(&info.db_name, &info.schema_name, &info.table_name);
+    if kind == ExecutorKind::Expire {
+        // A table's retention is one unit: the whole table.
+        plan.cannot_run = expire_refusal(data, &table, &info.run.params).await?;
+        if plan.cannot_run.is_none() {
+            plan.units = vec![Unit::Whole];
+        }
+        return Ok(plan);
+    }
     plan.units = if let Some(n) = info.run.shards {
         (0..n).map(|index| Unit::Shard(Shard { index, total: n })).collect()
     } else if !info.run.partitions.is_empty() {
@@ -300,6 +308,40 @@ pub async fn refusal(
 ) -> store::Result<Option<String>> {
     let partition = partition.map(|p| format!("{dir}{p}/"));
     crate::table::format::judge(data, dir, listed, partition.as_deref(), kind).await
+}
+
+/// Why an `expire` task cannot run on the table at `dir`: it is not a
+/// Delta table, or one of a format compactd must not change.
+pub async fn expire_refusal(
+    data: &Store,
+    dir: &str,
+    params: &std::collections::BTreeMap<String, String>,
+) -> store::Result<Option<String>> {
+    use crate::executor::delta::{expire, DeltaError};
+    let retention = match crate::executor::expire::retention(|k| params.get(k).cloned()) {
+        Ok(r) => r,
+        Err(e) => return Ok(Some(e.to_string())),
+    };
+    let log = format!("{dir}{}", crate::executor::delta::log::LOG_DIR);
+    let delta = data.list(&log).await.is_ok_and(|e| !e.is_empty());
+    if delta {
+        match expire::refusal(data, dir, &retention).await {
+            Ok(None) => {}
+            Ok(Some(why)) => return Ok(Some(why)),
+            Err(DeltaError::Store(e)) if !e.is_bad_file() && !e.is_permanent() => return Err(e),
+            Err(e) => return Ok(Some(format!("{e} (on the data backend {})", data.uri()))),
+        }
+    }
+    Ok(match refusal(data, dir, None, None, ExecutorKind::Delta).await? {
+        Some(why) => Some(format!("the expire executor runs Delta retention only: {why}")),
+        None if !delta => Some(format!(
+            "{dir} on the data backend {} is not a Delta table (no {log}): the expire executor runs a Delta \
+             table's retention (an Iceberg table's is not built yet; a folder table's merge deletes what it \
+             replaces)",
+            data.uri()
+        )),
+        None => None,
+    })
 }
 
 /// The folders `<dir><partition>/`, sorted; names that do not validate or

@@ -28,6 +28,10 @@ venv .ci/install-parquet-tools.sh makes (.venv-parquet/bin/python).
           that are NOT on disk (never read: over any target size, compaction
           leaves them be; they make a log that is large to replay). Local
           tables only. Prints {"version", "bytes", "adds"}.
+  vacuum-dry --table URI
+          deltalake's VACUUM with a zero retention, the check off, as a dry
+          run: prints {"version", "files", "named_missing"}: the files it would
+          delete that exist, and how many it named that do not (tombstones).
   files   --table PATH [--parts P]
           deltalake's own replay: the active files, and for partitions 0..P-1
           the number of files and the rows they hold. Prints {"version",
@@ -479,11 +483,25 @@ def files(a):
     return out
 
 
+def vacuum_dry(a):
+    # deltalake's own VACUUM, retention check off, deleting nothing: the
+    # files it would delete.
+    dt = Table(a.table).dt()
+    # full: every file the listing holds that no retained version reads, not
+    # only the log's tombstones (its default, "lite", mode).
+    would = dt.vacuum(retention_hours=0, dry_run=True, enforce_retention_duration=False, full=True)
+    # It names the tombstones the log still holds whether their files exist
+    # or not: only those on the backend are left to delete.
+    t = Table(a.table)
+    there = [p for p in would if t.fs.get_file_info(t.data_path(p)).type != pafs.FileType.NotFound]
+    return {"version": dt.version(), "files": sorted(there), "named_missing": len(would) - len(there)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     cmds = {"gen": gen, "check": check, "writer": writer, "reader": reader, "expect": expect, "bulk": bulk,
-            "files": files}
+            "files": files, "vacuum-dry": vacuum_dry}
     p = {name: sub.add_parser(name) for name in cmds}
     for q in p.values():
         q.add_argument("--table", required=True)

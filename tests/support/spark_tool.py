@@ -39,6 +39,8 @@ Commands ("cmd"):
   vacuum    path -> {operation, deleted} (VACUUM ... RETAIN 0 HOURS, the
             retention check off; the last history entry, VACUUM END, and
             its numDeletedFiles)
+  vacuum_dry path -> {files}           (VACUUM ... RETAIN 0 HOURS DRY RUN, the
+            retention check off: the files it would delete)
   checkpoint path -> {version}         (a checkpoint of the latest version)
   sql       sql -> {rows}: runs one statement (such as INSERT OVERWRITE
             DIRECTORY ... SELECT ... FROM range(n): a table Spark generates
@@ -284,6 +286,12 @@ class Judge:
         last = DeltaTable.forPath(self.spark, path).history(1).collect()
         metrics = dict(last[0]["operationMetrics"] or {}) if last else {}
         return {"operation": last[0]["operation"] if last else None, "deleted": int(metrics.get("numDeletedFiles", -1))}
+
+    def vacuum_dry(self, c):
+        path = c["path"]
+        with confs(self.spark, {"spark.databricks.delta.retentionDurationCheck.enabled": "false"}):
+            rows = self.spark.sql(f"VACUUM delta.`{path}` RETAIN 0 HOURS DRY RUN").collect()
+        return {"files": [r[0] for r in rows]}
 
     def checkpoint(self, c):
         jvm = self.spark._jvm

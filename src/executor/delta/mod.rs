@@ -51,6 +51,7 @@
 
 pub mod audit;
 pub mod checkpoint;
+pub mod expire;
 pub mod log;
 pub mod orphans;
 pub mod rows;

@@ -230,6 +230,15 @@ impl HdfsCluster {
         self.command("restart-datanodes");
     }
 
+    /// The NameNode's count of what is below `uri` (a URI of this cluster,
+    /// or a path): (folders, files, bytes), as `hdfs dfs -count` gives them.
+    pub fn count(&self, uri: &str) -> (u64, u64, u64) {
+        let path = uri.strip_prefix(self.url.as_str()).unwrap_or(uri);
+        let answer = self.command(&format!("count {path}"));
+        let n: Vec<u64> = answer.split_whitespace().map(|w| w.parse().expect("a count")).collect();
+        (n[0], n[1], n[2])
+    }
+
     /// Client RPCs the NameNode has processed since the cluster started.
     pub fn namenode_rpcs(&self) -> u64 {
         self.command("rpcs").parse().expect("a count")

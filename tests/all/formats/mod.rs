@@ -2,6 +2,7 @@
 
 mod delta;
 mod delta_check;
+mod delta_expire;
 mod delta_features;
 mod iceberg;
 mod iceberg_evolved;

@@ -253,6 +253,12 @@ fn expect(block: &Block, out: &str, dir: &Path) {
         assert_eq!(counts, ["12", "15"], "{}: the Delta block's counts\n{out}", block.at());
         assert!(out.contains("COMMITTED") && out.contains("day=2026-11-25"), "{}: status\n{out}", block.at());
         assert!(out.contains("ok: no anomalies"), "{}: check --data\n{out}", block.at());
+    } else if t.contains("--executor expire") {
+        // 15 data files before and after the table's own retention, 3 after
+        // a forced one; the short retention refused by name.
+        let counts: Vec<&str> = out.lines().map(str::trim).filter(|l| l.parse::<u32>().is_ok()).collect();
+        assert_eq!(counts, ["15", "15", "3"], "{}: the retention block's counts\n{out}", block.at());
+        assert!(out.contains("data_files_deleted"), "{}: status\n{out}", block.at());
     } else if t.contains("cp -r fixtures/iceberg/lake") {
         // 9 versions before, 10 after (one replace for the task); the commit
         // unit in `status`; no orphans.

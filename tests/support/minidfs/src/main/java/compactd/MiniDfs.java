@@ -198,6 +198,13 @@ public final class MiniDfs {
                 waitOutOfSafeMode();
                 return "OK";
             }
+            case "count": {
+                // The NameNode's own count of what is below a path (as
+                // `hdfs dfs -count`): folders, files, bytes.
+                org.apache.hadoop.fs.ContentSummary c = cluster.getFileSystem(Math.max(active, 0))
+                        .getContentSummary(new org.apache.hadoop.fs.Path(w[1]));
+                return "OK " + c.getDirectoryCount() + " " + c.getFileCount() + " " + c.getLength();
+            }
             case "stop-datanode":
                 stopped.push(cluster.stopDataNode(Integer.parseInt(w[1])));
                 return "OK";
