@@ -16,6 +16,7 @@ use std::time::Duration;
 use common::cluster::{alive, monitor_of, Cluster, BIN};
 use common::hdfs::HdfsCluster;
 use common::parquet::{compact_with, copy_dir, delta_tool};
+use common::s3::S3Server;
 use common::spark::Spark;
 use serde_json::{json, Value};
 
@@ -219,6 +220,47 @@ fn a_sigkilled_expire_leaves_a_table_deltalake_reads_and_the_rerun_finishes() {
         assert_eq!(vacuum["files"], json!([]), "{what}: {vacuum}");
     }
     assert_eq!(killed, KILLS.len());
+}
+
+#[test]
+fn on_s3_expire_deletes_by_the_listings_ages_and_deltalake_finds_nothing_more() {
+    let _turn = crate::common::turns::waits();
+    let s3 = S3Server::shared();
+    let data_uri = s3.new_bucket("expire-data");
+    let env = s3.env();
+    // s3://bucket/prefix?endpoint=… → s3://bucket/prefix/db/s/t?endpoint=…
+    let (base, query) = data_uri.split_once('?').unwrap();
+    let t = format!("{base}/db/s/t?{query}");
+    let generated = delta_tool(&["gen", "--table", &t, "--appends", "20", "--partitions", "2", "--rows", "50"], &env);
+    let compactd = |args: &[&str], params: &[(&str, &str)]| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["--root", &data_uri]).args(args).envs(env.iter().map(|(k, v)| (k, v)));
+        for (k, v) in params {
+            cmd.env(format!("COMPACTD_PARAM_EXPIRE_{k}"), v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    for part in ["part=0", "part=1"] {
+        compactd(
+            &["__merge", "--dir", "db/s/t/", "--task", "by-hand", "--round", "1", "--attempt", "1", "--target-size",
+                "8388608", "--format", "delta", "--partition", part],
+            &[],
+        );
+    }
+    // The table's own retention: every object is younger than a week.
+    let kept = compactd(&["__expire", "--dir", "db/s/t/"], &[]);
+    assert!(kept.contains("0 data files"), "{kept}");
+    let out = compactd(&["__expire", "--dir", "db/s/t/"], &[("OLDER_THAN", "0"), ("LOG_OLDER_THAN", "0"), ("FORCE", "true")]);
+    assert!(out.contains("20 data files"), "the 20 replaced objects deleted: {out}");
+    // The log now starts at the newest version's checkpoint: deltalake and
+    // the log replay read it alike.
+    let newest = (generated["version"].as_u64().unwrap() + 2).to_string();
+    let c = delta_tool(&["check", "--table", &t, "--min-version", &newest], &env);
+    assert_eq!((&c["files"], &c["rows"]), (&json!(2), &generated["rows"]), "{c}");
+    let vacuum = delta_tool(&["vacuum-dry", "--table", &t], &env);
+    assert_eq!(vacuum["files"], json!([]), "deltalake would delete more: {vacuum}");
 }
 
 #[test]
