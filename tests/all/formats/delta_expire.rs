@@ -32,9 +32,15 @@ fn start_three(c: &mut Cluster, data: &str) {
 /// Submits an `expire` task of `db.s.t` with `params`; its `status --json`
 /// once it ended.
 fn expire(c: &Cluster, params: &[&str]) -> Value {
+    let with: Vec<String> = params.iter().map(|p| format!("--param={p}")).collect();
+    expire_with(c, &with.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// [`expire`] with `args` added to the `submit` command as they are.
+fn expire_with(c: &Cluster, extra: &[&str]) -> Value {
     let mut args = vec!["submit", "--db", "db", "--schema", "s", "--table", "t", "--executor", "expire"];
-    for p in params {
-        args.extend(["--param", p]);
+    for a in extra {
+        args.push(a);
     }
     args.extend(["--wait", "--json"]);
     let out = c.compactd_within(common::cluster::WAIT_LIMIT, &args);
@@ -148,6 +154,13 @@ fn expire_on_fs_keeps_the_tables_own_retention_refuses_a_shorter_one_and_forced_
         .output()
         .unwrap();
     assert!(!old.status.success(), "version 0 still reads: {}", String::from_utf8_lossy(&old.stdout));
+    // On a schedule: a repeat task, each round the same retention.
+    let mut params: Vec<String> = FORCED_ZERO.iter().map(|p| format!("--param={p}")).collect();
+    params.extend(["--repeat", "2", "--interval", "1s"].map(String::from));
+    let s = expire_with(&c, &params.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!((&s["state"], &s["round"]), (&json!("Done"), &json!(2)), "{s:#}");
+    assert_eq!(s["stats"]["data_files_deleted"], 0, "nothing left to delete in round 2: {s:#}");
+    assert_eq!(data_files(&table).len(), 4);
     eprintln!("fs: {} data files before, {at_2} with the last two versions kept, {} after", before.len(), left.len());
 }
 
@@ -243,16 +256,17 @@ fn on_s3_expire_deletes_by_the_listings_ages_and_deltalake_finds_nothing_more() 
         String::from_utf8_lossy(&out.stdout).to_string()
     };
     for part in ["part=0", "part=1"] {
+        let unit = ["--round", "1", "--attempt", "1", "--target-size", "8388608", "--format", "delta"];
         compactd(
-            &["__merge", "--dir", "db/s/t/", "--task", "by-hand", "--round", "1", "--attempt", "1", "--target-size",
-                "8388608", "--format", "delta", "--partition", part],
+            &[&["__merge", "--dir", "db/s/t/", "--task", "by-hand"][..], &unit, &["--partition", part]].concat(),
             &[],
         );
     }
     // The table's own retention: every object is younger than a week.
     let kept = compactd(&["__expire", "--dir", "db/s/t/"], &[]);
     assert!(kept.contains("0 data files"), "{kept}");
-    let out = compactd(&["__expire", "--dir", "db/s/t/"], &[("OLDER_THAN", "0"), ("LOG_OLDER_THAN", "0"), ("FORCE", "true")]);
+    let out =
+        compactd(&["__expire", "--dir", "db/s/t/"], &[("OLDER_THAN", "0"), ("LOG_OLDER_THAN", "0"), ("FORCE", "true")]);
     assert!(out.contains("20 data files"), "the 20 replaced objects deleted: {out}");
     // The log now starts at the newest version's checkpoint: deltalake and
     // the log replay read it alike.
