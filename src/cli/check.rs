@@ -1,6 +1,8 @@
 //! `compactd check`: report every anomaly in the tree (exit 1 if any), and
 //! on stderr the leftovers of finished tasks that the monitor's next sweep
-//! removes (`pending sweep: …`, exit 0 for those alone); with
+//! removes (`pending sweep: …`, exit 0 for those alone) and Delta versions a
+//! retention made unreadable as the table's own retention allows
+//! (`expired: …`; exit 0 for those alone); with
 //! `--data`, also audit the Delta and Iceberg tables of a data backend,
 //! table by table: orphans the `delta` and `iceberg` executors left, Delta
 //! versions and the current Iceberg snapshot whose active files are
@@ -53,17 +55,30 @@ pub async fn run(store: store::Store, args: CheckArgs) -> anyhow::Result<i32> {
     if let Some(uri) = &args.data {
         let data = open_data(store.options(), uri).await?;
         let mut fates = Fates::new(&store);
+        // The CLI edge: the one place this command reads the clock (which
+        // removed files the tables' own retention has expired).
+        let now = crate::clock::wall_time(&*crate::clock::SystemClock::shared());
+        let now_ms = now.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
         for table in orphans::tables(&data, args.table.as_deref()).await? {
             if args.table.is_some() && iceberg_orphans::is_table(&data, &table).await {
                 continue;
             }
-            let a = match audit::audit(&data, &table).await {
+            let a = match audit::audit(&data, &table, now_ms).await {
                 Ok(a) => a,
                 Err(e) => {
                     found.push(layouts::Anomaly::new(&table, format!("Delta table not checked: {e}")));
                     continue;
                 }
             };
+            if !a.expired.is_empty() {
+                // Not damage: the table's own retention allowed a VACUUM
+                // to delete them, and Delta's log outlives its files.
+                eprintln!(
+                    "expired: {table}: Delta versions {} cannot be read: files they name were removed since, longer \
+                     ago than the table's delta.deletedFileRetentionDuration, and deleted by a retention",
+                    audit::show(&a.expired)
+                );
+            }
             if !a.damaged.is_empty() {
                 found.push(layouts::Anomaly::new(
                     &table,

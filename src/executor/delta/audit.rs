@@ -35,6 +35,11 @@ pub struct Audit {
     pub orphans: Vec<Orphan>,
     /// Versions whose active files include one that does not exist.
     pub damaged: Vec<RangeInclusive<u64>>,
+    /// Versions that cannot be read because a retention deleted their
+    /// files as the table's own retention allows: each file they miss was
+    /// removed since, longer ago than `delta.deletedFileRetentionDuration`
+    /// (Delta's log outlives its files: 30 days against 7 by default).
+    pub expired: Vec<RangeInclusive<u64>>,
     /// Versions within `oldest..=newest` the log cannot rebuild.
     pub unrebuildable: Vec<RangeInclusive<u64>>,
     /// Distinct files named active by some version and absent, and a few
@@ -120,9 +125,31 @@ async fn read_actions(
     }
 }
 
-/// Audits the table at `table` (`<db>/<schema>/<table>/`).
-pub async fn audit(store: &Store, table: &str) -> Result<Audit, DeltaError> {
+/// The files a missing one of which is damage, not a retention's work:
+/// the newest version's, and those removed within the table's retention
+/// (by path key), as of wall time `now_ms`.
+async fn still_needed(store: &Store, table: &str, now_ms: i64) -> Result<BTreeSet<String>, DeltaError> {
+    let state = log::load_with_tombstones(store, table).await?;
+    let retention = match state.metadata.configuration.get("delta.deletedFileRetentionDuration").cloned().flatten() {
+        Some(s) => super::checkpoint::parse_interval(&s).unwrap_or(super::expire::DEFAULT_FILE_RETENTION),
+        None => super::expire::DEFAULT_FILE_RETENTION,
+    };
+    let cutoff = now_ms - retention.as_millis() as i64;
+    let mut out: BTreeSet<String> = state.files.keys().cloned().collect();
+    for ((key, _), t) in state.tombstones.iter().flatten() {
+        // Delta reads a tombstone without a time as removed at 0.
+        if t.deletion_timestamp.unwrap_or(0) > cutoff {
+            out.insert(key.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// Audits the table at `table` (`<db>/<schema>/<table>/`) at wall time
+/// `now_ms` (which tombstones the table's retention has expired).
+pub async fn audit(store: &Store, table: &str, now_ms: i64) -> Result<Audit, DeltaError> {
     let bad = |problem: String| DeltaError::Table { table: table.to_string(), problem };
+    let needed = still_needed(store, table, now_ms).await?;
     let listing = log::list_log(store, table, None).await?;
     orphans::refuse_unread(table, &listing)?;
     let Some(&newest) = listing.commits.keys().next_back() else {
@@ -168,8 +195,10 @@ pub async fn audit(store: &Store, table: &str) -> Result<Audit, DeltaError> {
             orphans::note_refs(table, &actions, &mut refs);
             r.apply(actions, &mut ever_missing, &mut out.examples)?;
         }
-        if !r.missing.is_empty() {
+        if r.missing.keys().any(|k| needed.contains(k)) {
             push(&mut out.damaged, v);
+        } else if !r.missing.is_empty() {
+            push(&mut out.expired, v);
         }
         replay = Some(r);
     }
@@ -198,6 +227,8 @@ mod tests {
     use serde_json::json;
 
     const T: &str = "db/s/t/";
+    /// Day 100 (ms since the epoch).
+    const NOW: i64 = 100 * 86_400_000;
 
     async fn commit(store: &Store, v: u64, actions: &[serde_json::Value]) {
         let body: Vec<String> = actions.iter().map(|a| a.to_string()).collect();
@@ -218,21 +249,34 @@ mod tests {
         commit(&store, 0, &v0).await;
         commit(&store, 1, &[add("a.parquet")]).await;
         commit(&store, 2, &[add("b%20c.parquet")]).await;
-        commit(&store, 3, &[json!({"remove": {"path": "a.parquet", "dataChange": true}})]).await;
+        // Removed on day 99, within the week the table keeps its files.
+        let removed_day_99 =
+            |p: &str| json!({"remove": {"path": p, "dataChange": true, "deletionTimestamp": NOW - 86_400_000}});
+        commit(&store, 3, &[removed_day_99("a.parquet")]).await;
         commit(&store, 4, &[add("d.parquet")]).await;
-        commit(&store, 5, &[json!({"remove": {"path": "d.parquet", "dataChange": true}})]).await;
+        commit(&store, 5, &[removed_day_99("d.parquet")]).await;
         store.put(&format!("{T}b c.parquet"), b"x".to_vec()).await.unwrap();
         store.put(&format!("{T}compactd-x-r1-u0123456789abcdef-a1-0.parquet"), b"x".to_vec()).await.unwrap();
-        let a = audit(&store, T).await.unwrap();
+        let a = audit(&store, T, NOW).await.unwrap();
         assert_eq!((a.oldest, a.newest), (0, 5));
         assert_eq!(show(&a.damaged), "1-2, 4");
+        assert!(a.expired.is_empty());
         assert_eq!(a.missing_files, 2);
         assert_eq!(a.examples, vec![format!("{T}a.parquet"), format!("{T}d.parquet")]);
         assert!(a.unrebuildable.is_empty());
         assert_eq!(a.orphans.len(), 1, "{:?}", a.orphans);
+        // Ten days later the table's retention has passed: a VACUUM may
+        // have deleted a and d, so versions 1-2 and 4 are expired, not
+        // damaged; b, still active, is what damage would be.
+        let later = audit(&store, T, NOW + 10 * 86_400_000).await.unwrap();
+        assert_eq!((show(&later.damaged), show(&later.expired)), (String::new(), "1-2, 4".to_string()));
+        store.delete(&format!("{T}b c.parquet")).await.unwrap();
+        let later = audit(&store, T, NOW + 10 * 86_400_000).await.unwrap();
+        assert_eq!(show(&later.damaged), "2-5");
+        store.put(&format!("{T}b c.parquet"), b"x".to_vec()).await.unwrap();
         // A gap the log cannot bridge up to the newest version fails the audit, naming it.
         store.delete(&log::commit_path(T, 4)).await.unwrap();
-        let err = audit(&store, T).await.unwrap_err().to_string();
-        assert!(err.contains("version 5 cannot be rebuilt"), "{err}");
+        let err = audit(&store, T, NOW).await.unwrap_err().to_string();
+        assert!(err.contains("no commit 4") && err.contains("not contiguous"), "{err}");
     }
 }

@@ -154,6 +154,11 @@ fn expire_on_fs_keeps_the_tables_own_retention_refuses_a_shorter_one_and_forced_
         .output()
         .unwrap();
     assert!(!old.status.success(), "version 0 still reads: {}", String::from_utf8_lossy(&old.stdout));
+    // `check --data` names no anomaly: versions a retention made unreadable
+    // are printed apart.
+    let check = c.compactd(&["check", "--data", &data_uri]);
+    let err = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "check: {}{err}", String::from_utf8_lossy(&check.stdout));
     // On a schedule: a repeat task, each round the same retention.
     let mut params: Vec<String> = FORCED_ZERO.iter().map(|p| format!("--param={p}")).collect();
     params.extend(["--repeat", "2", "--interval", "1s"].map(String::from));
