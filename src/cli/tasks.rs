@@ -621,7 +621,7 @@ pub struct ExpireArgs {
     /// Name what would be deleted; delete nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Scheduler root whose --fence-dir must still exist right before anything is deleted.
+    /// Scheduler root whose --fence-dir must still exist when the run starts.
     #[arg(long, requires = "fence_dir")]
     pub fence_root: Option<String>,
     #[arg(long, requires = "fence_root")]

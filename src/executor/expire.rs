@@ -84,7 +84,9 @@ pub struct ExpireJob {
     pub table: String,
     pub retention: Retention,
     /// The scheduler tree and the subtask's folder that must still exist
-    /// right before anything is deleted.
+    /// when the run starts (a unit whose subtask was taken from it deletes
+    /// nothing; one that loses it while deleting deletes what its
+    /// successor would: the same files, by the same rules).
     pub fence: Option<(Store, String)>,
     pub now: SystemTime,
 }
@@ -92,8 +94,9 @@ pub struct ExpireJob {
 /// Runs the retention; the outcome's line and its counters.
 pub async fn run(data: &Store, job: &ExpireJob) -> Result<(String, BTreeMap<String, u64>), ExpireError> {
     let refused = |problem: &str| ExpireError::Refused { table: job.table.clone(), problem: problem.to_string() };
-    let delta =
-        !data.list(&format!("{}{}", job.table, super::delta::log::LOG_DIR)).await.unwrap_or_default().is_empty();
+    // A listing that fails (a backend down) fails the unit, to be retried:
+    // it says nothing of the table's format.
+    let delta = !data.list(&format!("{}{}", job.table, super::delta::log::LOG_DIR)).await?.is_empty();
     if !delta {
         if super::iceberg::orphans::is_table(data, &job.table).await {
             return Err(refused(

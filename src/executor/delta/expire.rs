@@ -182,19 +182,16 @@ pub async fn run(store: &Store, table: &str, r: &Retention, now: SystemTime) -> 
     let mut out = Expired { version: snap.version, ..Expired::default() };
 
     let data_cutoff = now_ms - data_retention.as_millis() as i64;
-    let needed = needed_files(table, &snap, data_cutoff, keep_from);
+    let log_entries: Vec<store::Entry> = store.list_stream(&format!("{table}{LOG_DIR}"), false).try_collect().await?;
+    let log_times: BTreeMap<&str, Option<i64>> = log_entries.iter().map(|e| (e.path.as_str(), e.modified_ms)).collect();
+    // A checkpoint keeps the tombstones of the table's own retention only:
+    // a longer one asked for must read them from the commits.
+    let own = table_retention(&snap, table, "delta.deletedFileRetentionDuration", DEFAULT_FILE_RETENTION)?;
+    let reach = Reach { data_cutoff, keep_from, longer: data_retention > own };
+    let Needed { paths: needed, removed_at } = needed(store, table, &snap, &reach, &log_times).await?;
     let columns = snap.metadata.partition_keys();
     let files: Vec<store::Entry> = store.list_stream(table, true).try_collect().await?;
     let present: BTreeSet<&str> = files.iter().map(|e| e.path.as_str()).collect();
-    // Tombstoned files by store path, with the newest version that removed
-    // them: deleting one makes the versions before it unreadable.
-    let mut removed_at: BTreeMap<String, u64> = BTreeMap::new();
-    for t in snap.tombstones.iter().flat_map(|t| t.values()) {
-        if let Ok(p) = log::data_path(table, &t.path) {
-            let v = removed_at.entry(p).or_default();
-            *v = (*v).max(t.version);
-        }
-    }
     let log_dir = format!("{table}{LOG_DIR}");
     let mut doomed = vec![];
     for e in files.iter().filter(|e| !e.is_dir && e.special.is_none() && !e.path.starts_with(&log_dir)) {
@@ -240,51 +237,120 @@ pub async fn run(store: &Store, table: &str, r: &Retention, now: SystemTime) -> 
         .flatten()
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("false"));
     if cleanup {
-        clean_log(store, table, &snap, now, now_ms - log_retention.as_millis() as i64, keep_from, r, &mut out).await?;
+        let cutoff = now_ms - log_retention.as_millis() as i64;
+        clean_log(store, table, &snap, (now, cutoff), keep_from, r, &log_entries, &mut out).await?;
     }
     Ok(out)
 }
 
-/// Store paths of the files a retained version reads: the newest
-/// version's files and vectors, and the tombstones removed after
-/// `data_cutoff` (by time) or by a version after `keep_from`.
-fn needed_files(table: &str, snap: &Snapshot, data_cutoff: i64, keep_from: u64) -> BTreeSet<String> {
-    let mut needed = BTreeSet::new();
-    let mut note = |path: &str, dv: Option<&serde_json::Value>| {
-        // A path that does not decode names no file of this folder.
-        if let Ok(p) = log::data_path(table, path) {
-            needed.insert(p);
-        }
-        if let Some(f) = dv.and_then(|dv| vectors::file_of(table, dv)) {
-            needed.insert(f);
-        }
-    };
-    for f in snap.files.values() {
-        note(&f.path, f.deletion_vector.as_ref());
-    }
-    for t in snap.tombstones.iter().flat_map(|t| t.values()) {
-        // Delta reads a tombstone without a time as removed at 0.
-        if t.deletion_timestamp.unwrap_or(0) > data_cutoff || t.version > keep_from {
-            note(&t.path, t.deletion_vector.as_ref());
-        }
-    }
-    needed
+/// How far back retained versions reach.
+struct Reach {
+    /// Files removed after this (ms) are kept.
+    data_cutoff: i64,
+    /// Files removed by a version after this one are kept.
+    keep_from: u64,
+    /// The data retention is longer than the table's own, which is all a
+    /// checkpoint's tombstones cover.
+    longer: bool,
 }
 
-/// Store paths named (added or removed) by commits after `version`.
+/// What retained versions read, and when each removed file went.
+struct Needed {
+    /// Store paths: data files, deletion vector files, change data files.
+    paths: BTreeSet<String>,
+    /// Removed files by store path, with the newest version that removed
+    /// them: deleting one makes the versions before it unreadable.
+    removed_at: BTreeMap<String, u64>,
+}
+
+impl Needed {
+    fn keep(&mut self, table: &str, path: &str, dv: Option<&serde_json::Value>) -> Result<(), DeltaError> {
+        // A file named outside the table's folder (an absolute path) is
+        // refused: its store path, and so whether it is kept, is unknown.
+        self.paths.insert(log::data_path(table, path)?);
+        if let Some(f) = dv.and_then(|dv| vectors::file_of(table, dv)) {
+            self.paths.insert(f);
+        }
+        Ok(())
+    }
+
+    fn removed(&mut self, table: &str, path: &str, version: u64) -> Result<(), DeltaError> {
+        let v = self.removed_at.entry(log::data_path(table, path)?).or_default();
+        *v = (*v).max(version);
+        Ok(())
+    }
+}
+
+/// The files retained versions read: the newest version's files and
+/// vectors; the tombstones removed after the cutoff or by a version after
+/// `keep_from`; and, read from the commits, the change data files of those
+/// versions and the tombstones a checkpoint no longer holds (removed longer
+/// ago than the table's own retention, or before the checkpoint the
+/// snapshot started from). `log_times`: the log's files and their ages.
+async fn needed(
+    store: &Store,
+    table: &str,
+    snap: &Snapshot,
+    reach: &Reach,
+    log_times: &BTreeMap<&str, Option<i64>>,
+) -> Result<Needed, DeltaError> {
+    let mut out = Needed { paths: BTreeSet::new(), removed_at: BTreeMap::new() };
+    let kept = |ts: Option<i64>, version: u64| {
+        // Delta reads a tombstone without a time as removed at 0.
+        ts.unwrap_or(0) > reach.data_cutoff || version > reach.keep_from
+    };
+    for f in snap.files.values() {
+        out.keep(table, &f.path, f.deletion_vector.as_ref())?;
+    }
+    for t in snap.tombstones.iter().flat_map(|t| t.values()) {
+        out.removed(table, &t.path, t.version)?;
+        if kept(t.deletion_timestamp, t.version) {
+            out.keep(table, &t.path, t.deletion_vector.as_ref())?;
+        }
+    }
+    for v in 0..=snap.version {
+        let path = log::commit_path(table, v);
+        let Some(&modified) = log_times.get(path.as_str()) else { continue };
+        let young = modified.is_none_or(|m| m > reach.data_cutoff);
+        if !(v > reach.keep_from || (reach.longer && young)) {
+            continue;
+        }
+        let Some(actions) = log::read_commit_file(store, &path, None).await? else { continue };
+        for a in actions {
+            if let Some(r) = a.remove {
+                out.removed(table, &r.path, v)?;
+                if kept(r.deletion_timestamp, v) {
+                    out.keep(table, &r.path, r.deletion_vector.as_ref())?;
+                }
+            }
+            if let Some(c) = a.cdc.filter(|_| v > reach.keep_from) {
+                out.keep(table, &c.path, None)?;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Store paths named by commits after `version`: the files they add or
+/// remove, and those files' deletion vectors.
 async fn named_since(store: &Store, table: &str, version: u64) -> Result<BTreeSet<String>, DeltaError> {
     let after = log::commit_path(table, version);
     let listing = log::list_log(store, table, Some(&after)).await?;
-    let mut out = BTreeSet::new();
+    let mut out = Needed { paths: BTreeSet::new(), removed_at: BTreeMap::new() };
     for (v, (path, len)) in &listing.commits {
         if *v <= version {
             continue;
         }
-        if let Some(actions) = log::read_commit_file(store, path, *len).await? {
-            super::orphans::note_refs(table, &actions, &mut out);
+        for a in log::read_commit_file(store, path, *len).await?.unwrap_or_default() {
+            if let Some(add) = &a.add {
+                out.keep(table, &add.path, add.deletion_vector.as_ref())?;
+            }
+            if let Some(r) = &a.remove {
+                out.keep(table, &r.path, r.deletion_vector.as_ref())?;
+            }
         }
     }
-    Ok(out)
+    Ok(out.paths)
 }
 
 /// Deletes the Hadoop checksum beside `path` (`.<name>.crc`), which a
@@ -312,20 +378,19 @@ async fn clean_log(
     store: &Store,
     table: &str,
     snap: &Snapshot,
-    now: SystemTime,
-    cutoff: i64,
+    (now, cutoff): (SystemTime, i64),
     keep_from: u64,
     r: &Retention,
+    entries: &[store::Entry],
     out: &mut Expired,
 ) -> Result<(), DeltaError> {
-    let dir = format!("{table}{LOG_DIR}");
-    let entries: Vec<store::Entry> = store.list_stream(&dir, false).try_collect().await?;
     let listing = log::list_log(store, table, None).await?;
+    let times: BTreeMap<&str, Option<i64>> = entries.iter().map(|e| (e.path.as_str(), e.modified_ms)).collect();
     // The commits old enough to go, from the oldest up to the first that is not.
     let first = listing.commits.keys().next().copied().unwrap_or(0);
     let mut expirable = first;
     for (v, (path, _)) in &listing.commits {
-        let old = entries.iter().find(|e| &e.path == path).and_then(|e| e.modified_ms).is_some_and(|m| m <= cutoff);
+        let old = times.get(path.as_str()).copied().flatten().is_some_and(|m| m <= cutoff);
         if *v != expirable || !old || *v >= keep_from {
             break;
         }
@@ -353,6 +418,18 @@ async fn clean_log(
         }
     }
     let Some(base) = base.filter(|b| *b > 0) else { return Ok(()) };
+    // A hint naming a checkpoint about to go (a run killed between its
+    // checkpoint and the hint's update) goes first: the hint is optional,
+    // and without it readers list the log, while one naming a missing
+    // checkpoint misleads those that open it directly.
+    let hint = format!("{table}{LOG_DIR}_last_checkpoint");
+    let hinted = match store.read(&hint).await? {
+        Some(b) => serde_json::from_slice::<serde_json::Value>(&b).ok().and_then(|v| v.get("version")?.as_u64()),
+        None => None,
+    };
+    if hinted.is_some_and(|v| v < base) && !r.dry_run {
+        store.delete(&hint).await?;
+    }
     let mut doomed: Vec<&store::Entry> =
         entries.iter().filter(|e| !e.is_dir && log_version(e.name()).is_some_and(|v| v < base)).collect();
     doomed.sort_by_key(|e| (log_version(e.name()), e.name().ends_with(".json")));

@@ -38,11 +38,15 @@ async fn table(configuration: serde_json::Value) -> (tempfile::TempDir, Store) {
         add("b.parquet", Some(dv(dv_b))),
     ];
     let v1 = [remove("a.parquet", 50, None), remove("b.parquet", 50, Some(dv(dv_b))), add("c.parquet", None)];
-    let v2 = [remove("c.parquet", 99, None), add("d.parquet", None)];
+    let cdc =
+        json!({"cdc": {"path": "_change_data/cdc-2.parquet", "partitionValues": {}, "size": 1, "dataChange": false}});
+    let v2 = [remove("c.parquet", 99, None), add("d.parquet", None), cdc.to_string()];
     for (v, (lines, at)) in [(&v0[..], 1), (&v1[..], 50), (&v2[..], 99)].into_iter().enumerate() {
         put(&store, dir.path(), &log::commit_path(TABLE, v as u64), lines.join("\n").into_bytes(), at).await;
     }
-    for (f, at) in [("a.parquet", 1), ("b.parquet", 1), ("c.parquet", 50), ("d.parquet", 99)] {
+    for (f, at) in
+        [("a.parquet", 1), ("b.parquet", 1), ("c.parquet", 50), ("d.parquet", 99), ("_change_data/cdc-2.parquet", 99)]
+    {
         put(&store, dir.path(), &format!("{TABLE}{f}"), b"data".to_vec(), at).await;
     }
     let b_vector = vectors::file_of(TABLE, &dv(dv_b)).unwrap();
@@ -98,6 +102,8 @@ async fn a_retention_shorter_than_the_tables_own_is_refused_unless_forced() {
     .await;
     run(&own, TABLE, &r, now()).await.unwrap();
     assert_eq!(files(&store).await, before, "a refused run deletes nothing");
+    let forced = Retention { force: true, ..r };
+    assert!(run(&store, TABLE, &forced, now()).await.unwrap().data_files_deleted > 0);
 }
 
 #[tokio::test]
@@ -137,6 +143,7 @@ async fn a_forced_zero_retention_keeps_the_newest_version_and_retain_last_keeps_
     let out = run(&store, TABLE, &r, now()).await.unwrap();
     let left = files(&store).await;
     assert!(left.contains(&"c.parquet".to_string()), "version 1 is among the last 2: {left:?}");
+    assert!(left.contains(&"_change_data/cdc-2.parquet".to_string()), "version 2's change data: {left:?}");
     assert_eq!(out.checkpoint_written, Some(1), "{out}");
     assert!(left.contains(&format!("_delta_log/{:020}.json", 1)), "{left:?}");
     assert!(!left.contains(&format!("_delta_log/{:020}.json", 0)), "{left:?}");
@@ -145,7 +152,8 @@ async fn a_forced_zero_retention_keeps_the_newest_version_and_retain_last_keeps_
     let left = files(&store).await;
     assert!(!left.contains(&"c.parquet".to_string()), "{left:?}");
     assert!(left.contains(&"d.parquet".to_string()), "{left:?}");
-    assert_eq!((out.data_files_deleted, out.oldest_readable, out.checkpoint_written), (1, 2, Some(2)), "{out}");
+    assert!(!left.contains(&"_change_data/cdc-2.parquet".to_string()), "change data goes by age: {left:?}");
+    assert_eq!((out.data_files_deleted, out.oldest_readable, out.checkpoint_written), (2, 2, Some(2)), "{out}");
     // Run again: nothing left to do.
     let again = run(&store, TABLE, &forced(Duration::ZERO), now()).await.unwrap();
     assert_eq!((again.data_files_deleted, again.log_files_deleted, again.checkpoint_written), (0, 0, None), "{again}");
@@ -163,6 +171,66 @@ async fn a_dry_run_deletes_nothing_and_names_what_a_run_deletes() {
     assert_eq!(dry.deleted[..dry.data_files_deleted as usize], wet.deleted[..wet.data_files_deleted as usize]);
 }
 
+#[tokio::test]
+async fn retained_versions_behind_a_checkpoint_that_dropped_their_tombstones_keep_their_files() {
+    // A checkpoint of version 2 written on day 100 keeps the tombstones of
+    // the last week only: c's, not a's and b's (removed on day 50).
+    let (_dir, store) = table(json!({})).await;
+    let snap = log::load(&store, TABLE).await.unwrap();
+    checkpoint::write_at(&store, TABLE, 2, &snap.metadata, now()).await.unwrap().unwrap();
+    let cp = log::load_with_tombstones(&store, TABLE).await.unwrap();
+    assert_eq!(cp.tombstones.as_ref().unwrap().len(), 1, "the checkpoint dropped a's and b's tombstones");
+    // Every version kept by count: a and b (and b's vector) stay.
+    let r = Retention { retain_last: 3, ..Retention::default() };
+    run(&store, TABLE, &r, now()).await.unwrap();
+    let left = files(&store).await;
+    for kept in ["a.parquet", "b.parquet"] {
+        assert!(left.contains(&kept.to_string()), "{kept} is read by version 0: {left:?}");
+    }
+    assert!(left.iter().any(|f| f.starts_with("deletion_vector_")), "b's vector: {left:?}");
+    // By time: a retention of 60 days, longer than the table's week, keeps
+    // what was removed on day 50 too.
+    let r = Retention { older_than: Some(Duration::from_secs(60 * 86_400)), retain_last: 1, ..Retention::default() };
+    run(&store, TABLE, &r, now()).await.unwrap();
+    assert!(files(&store).await.contains(&"a.parquet".to_string()));
+    // The table's own week: they go.
+    run(&store, TABLE, &Retention { retain_last: 1, ..Retention::default() }, now()).await.unwrap();
+    assert!(!files(&store).await.contains(&"a.parquet".to_string()));
+}
+
+#[tokio::test]
+async fn a_table_naming_a_file_by_an_absolute_path_is_refused() {
+    let (dir, store) = table(json!({})).await;
+    let abs = format!("file://{}/{TABLE}abs.parquet", dir.path().display());
+    let line =
+        json!({"add": {"path": abs, "partitionValues": {}, "size": 1, "modificationTime": 1, "dataChange": true}});
+    put(&store, dir.path(), &log::commit_path(TABLE, 3), line.to_string().into_bytes(), 99).await;
+    put(&store, dir.path(), &format!("{TABLE}abs.parquet"), b"x".to_vec(), 1).await;
+    let before = files(&store).await;
+    let e = run(&store, TABLE, &forced(Duration::ZERO), now()).await.unwrap_err().to_string();
+    assert!(e.contains("not inside the table's folder"), "{e}");
+    assert_eq!(files(&store).await, before);
+}
+
+#[tokio::test]
+async fn a_hint_naming_a_checkpoint_that_goes_goes_first() {
+    // Checkpoints of versions 1 and 2, the hint still naming 1 (a run killed
+    // between its checkpoint and the hint's update).
+    let (_dir, store) = table(json!({})).await;
+    let meta = log::load(&store, TABLE).await.unwrap().metadata.clone();
+    let hint = format!("{TABLE}{LOG_DIR}_last_checkpoint");
+    checkpoint::write_at(&store, TABLE, 1, &meta, now()).await.unwrap().unwrap();
+    let stale = store.read(&hint).await.unwrap().unwrap();
+    checkpoint::write_at(&store, TABLE, 2, &meta, now()).await.unwrap().unwrap();
+    store.put(&hint, stale).await.unwrap();
+    let out = run(&store, TABLE, &forced(Duration::ZERO), now()).await.unwrap();
+    assert!(out.deleted.iter().any(|p| p.ends_with(&format!("{:020}.checkpoint.parquet", 1))), "{out}");
+    assert_eq!(store.read(&hint).await.unwrap(), None, "the hint named a deleted checkpoint");
+    assert_eq!(log::load(&store, TABLE).await.unwrap().version, 2);
+}
+
+/// What `run` checks right before deleting: the files (and vectors) the
+/// commits after the version it read name.
 #[tokio::test]
 async fn a_file_a_commit_made_since_names_is_kept() {
     let (_dir, store) = table(json!({})).await;

@@ -291,6 +291,14 @@ pub struct Action {
     pub protocol: Option<Protocol>,
     pub commit_info: Option<serde_json::Value>,
     pub domain_metadata: Option<DomainMetadata>,
+    /// A change data file (`_change_data/`): read by the change feed of
+    /// its version only.
+    pub cdc: Option<Cdc>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Cdc {
+    pub path: String,
 }
 
 /// The table at one version.
