@@ -152,16 +152,23 @@ fn ms(t: SystemTime) -> i64 {
     t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-/// The data and log retentions `r` asks of the table `snap` is a version
-/// of, or why it must not run there.
-fn retentions(table: &str, snap: &Snapshot, r: &Retention) -> Result<(Duration, Duration), DeltaError> {
+/// The retentions `r` asks of the table `snap` is a version of, or why it
+/// must not run there.
+struct Retentions {
+    data: Duration,
+    log: Duration,
+    /// The table's own data retention: all a checkpoint's tombstones cover.
+    own_data: Duration,
+}
+
+fn retentions(table: &str, snap: &Snapshot, r: &Retention) -> Result<Retentions, DeltaError> {
     snap.check_supported()
         .map_err(|why| DeltaError::Table { table: table.to_string(), problem: format!("nothing expired: {why}") })?;
-    let own = table_retention(snap, table, "delta.deletedFileRetentionDuration", DEFAULT_FILE_RETENTION)?;
-    let data = effective(table, r.older_than, own, "delta.deletedFileRetentionDuration", r.force)?;
-    let own = table_retention(snap, table, "delta.logRetentionDuration", DEFAULT_LOG_RETENTION)?;
-    let log = effective(table, r.log_older_than, own, "delta.logRetentionDuration", r.force)?;
-    Ok((data, log))
+    let own_data = table_retention(snap, table, "delta.deletedFileRetentionDuration", DEFAULT_FILE_RETENTION)?;
+    let data = effective(table, r.older_than, own_data, "delta.deletedFileRetentionDuration", r.force)?;
+    let own_log = table_retention(snap, table, "delta.logRetentionDuration", DEFAULT_LOG_RETENTION)?;
+    let log = effective(table, r.log_older_than, own_log, "delta.logRetentionDuration", r.force)?;
+    Ok(Retentions { data, log, own_data })
 }
 
 /// Why the retention `r` must not run on the table at `table`, asked
@@ -176,7 +183,7 @@ pub async fn refusal(store: &Store, table: &str, r: &Retention) -> Result<Option
 /// wall time `now`.
 pub async fn run(store: &Store, table: &str, r: &Retention, now: SystemTime) -> Result<Expired, DeltaError> {
     let snap = log::load_with_tombstones(store, table).await?;
-    let (data_retention, log_retention) = retentions(table, &snap, r)?;
+    let Retentions { data: data_retention, log: log_retention, own_data } = retentions(table, &snap, r)?;
     let now_ms = ms(now);
     let keep_from = (snap.version + 1).saturating_sub(r.retain_last.max(1));
     let mut out = Expired { version: snap.version, ..Expired::default() };
@@ -186,8 +193,7 @@ pub async fn run(store: &Store, table: &str, r: &Retention, now: SystemTime) -> 
     let log_times: BTreeMap<&str, Option<i64>> = log_entries.iter().map(|e| (e.path.as_str(), e.modified_ms)).collect();
     // A checkpoint keeps the tombstones of the table's own retention only:
     // a longer one asked for must read them from the commits.
-    let own = table_retention(&snap, table, "delta.deletedFileRetentionDuration", DEFAULT_FILE_RETENTION)?;
-    let reach = Reach { data_cutoff, keep_from, longer: data_retention > own };
+    let reach = Reach { data_cutoff, keep_from, longer: data_retention > own_data };
     let Needed { paths: needed, removed_at } = needed(store, table, &snap, &reach, &log_times).await?;
     let columns = snap.metadata.partition_keys();
     let files: Vec<store::Entry> = store.list_stream(table, true).try_collect().await?;
