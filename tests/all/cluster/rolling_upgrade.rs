@@ -130,6 +130,11 @@ fn a_new_node_joining_old_ones_keeps_the_switch_down_until_they_are_gone() {
     for n in ["n1", "n2"] {
         start(&mut c, &old, n, dir);
     }
+    // The new node joins a cluster of old ones: they are members first. A
+    // new node starting at the same moment as old ones on a fresh tree may
+    // find no trace of them and put the newest layout in force
+    // (layouts/PROTOCOL.md, "A fresh tree starts at the newest layout").
+    c.wait_nodes(Duration::from_secs(30), "2 old nodes alive", |r| alive(r).len() == 2);
     start(&mut c, BIN, "n3", dir);
     c.wait_nodes(Duration::from_secs(30), "2 old and 1 new node alive", |r| alive(r).len() == 3);
     let id = submit(&c, BIN, 30);
