@@ -632,8 +632,7 @@ pub async fn expire(data: Store, args: ExpireArgs) -> anyhow::Result<i32> {
     if args.dir.split('/').any(|p| p == ".." || p == ".") || args.dir.starts_with('/') {
         anyhow::bail!("invalid table folder {:?}", args.dir);
     }
-    let param = |k: &str| std::env::var(format!("COMPACTD_PARAM_{}", k.replace(['.', '-'], "_").to_uppercase())).ok();
-    let mut retention = crate::executor::expire::retention(param)?;
+    let mut retention = crate::executor::expire::retention(crate::executor::param_from_env)?;
     retention.dry_run = args.dry_run;
     let fence = match (args.fence_root, args.fence_dir) {
         (Some(root), Some(dir)) => {
@@ -718,8 +717,7 @@ pub async fn merge(data: Store, args: MergeArgs) -> anyhow::Result<i32> {
         let clock = crate::clock::SystemClock::shared();
         let mut job = crate::executor::iceberg::IcebergJob::new(job, partition, clock);
         // The task's parameters, as the worker passes parameters to executors.
-        let param =
-            |k: &str| std::env::var(format!("COMPACTD_PARAM_{}", k.replace(['.', '-'], "_").to_uppercase())).ok();
+        let param = crate::executor::param_from_env;
         job.catalog = crate::executor::iceberg::catalog::Catalog::from_params(&param).await?;
         job.sizing =
             crate::executor::iceberg::Sizing::from_params(param, args.target_size).map_err(anyhow::Error::msg)?;

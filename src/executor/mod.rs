@@ -131,6 +131,12 @@ pub fn render(template: &str, vars: &BTreeMap<&'static str, String>, params: &BT
     out
 }
 
+/// A task parameter as a built-in executor's child process reads it: from
+/// the `COMPACTD_PARAM_<NAME>` the worker set (`None`: not set).
+pub fn param_from_env(name: &str) -> Option<String> {
+    std::env::var(format!("COMPACTD_PARAM_{}", env_name(name))).ok()
+}
+
 fn env_name(key: &str) -> String {
     key.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect()
 }
