@@ -646,6 +646,7 @@ pub async fn expire(data: Store, args: ExpireArgs) -> anyhow::Result<i32> {
         fence,
         // The CLI edge: the one place this child process reads the clock.
         now: crate::clock::wall_time(&*crate::clock::SystemClock::shared()),
+        catalog: crate::executor::iceberg::catalog::Catalog::from_params(crate::executor::param_from_env).await?,
     };
     let (outcome, stats) = crate::executor::expire::run(&data, &job).await?;
     println!("{outcome}");

@@ -2,9 +2,10 @@
 //! the same fencing, retries and history as a compaction. It reads the
 //! task's `expire.*` parameters, finds the table's format and runs that
 //! format's retention: a Delta table's `VACUUM` and log cleanup
-//! ([`super::delta::expire`]). Other tables are refused by name: an
-//! Iceberg table's `expire_snapshots` is not built yet, and a folder
-//! table's `merge` already deletes what it replaces.
+//! ([`super::delta::expire`]), an Iceberg file-system table's
+//! `expire_snapshots` ([`super::iceberg::expire`]). Other tables are
+//! refused by name: a folder table's `merge` already deletes what it
+//! replaces.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -14,12 +15,15 @@ use store::Store;
 use super::delta::expire::{self as delta_expire, Retention};
 
 /// Data files no version younger than this reads are deleted (default:
-/// the table's own, Delta's `delta.deletedFileRetentionDuration`).
+/// the table's own, Delta's `delta.deletedFileRetentionDuration`; for
+/// Iceberg, snapshots older than this expire: the table's
+/// `history.expire.max-snapshot-age-ms`).
 pub const OLDER_THAN_PARAM: &str = "expire.older-than";
 /// Log entries older than this are deleted (default: the table's own,
 /// Delta's `delta.logRetentionDuration`).
 pub const LOG_OLDER_THAN_PARAM: &str = "expire.log-older-than";
-/// The newest N versions stay readable whatever their age (default 1).
+/// The newest N versions stay readable whatever their age (default 1;
+/// Iceberg: the table's `history.expire.min-snapshots-to-keep`).
 pub const RETAIN_LAST_PARAM: &str = "expire.retain-last";
 /// `true`: retentions shorter than the table's own are allowed.
 pub const FORCE_PARAM: &str = "expire.force";
@@ -40,11 +44,11 @@ pub fn retention(param: impl Fn(&str) -> Option<String>) -> Result<Retention, Pa
             .transpose()
     };
     let retain_last = match param(RETAIN_LAST_PARAM) {
-        None => 1,
-        Some(s) => s.trim().parse::<u64>().ok().filter(|n| *n >= 1).ok_or_else(|| ParamError {
+        None => None,
+        Some(s) => Some(s.trim().parse::<u64>().ok().filter(|n| *n >= 1).ok_or_else(|| ParamError {
             param: RETAIN_LAST_PARAM,
             problem: format!("{s:?} is not a whole number of versions, at least 1"),
-        })?,
+        })?),
     };
     let force = match param(FORCE_PARAM).as_deref().map(str::trim) {
         None | Some("false") => false,
@@ -72,6 +76,8 @@ pub enum ExpireError {
     #[error(transparent)]
     Delta(#[from] super::delta::DeltaError),
     #[error(transparent)]
+    Iceberg(#[from] super::iceberg::IcebergError),
+    #[error(transparent)]
     Store(#[from] store::StoreError),
     #[error("{table}: {problem}")]
     Refused { table: String, problem: String },
@@ -89,6 +95,8 @@ pub struct ExpireJob {
     /// successor would: the same files, by the same rules).
     pub fence: Option<(Store, String)>,
     pub now: SystemTime,
+    /// Where an Iceberg table's current version is (the task's catalog).
+    pub catalog: super::iceberg::catalog::Catalog,
 }
 
 /// Runs the retention; the outcome's line and its counters.
@@ -97,22 +105,21 @@ pub async fn run(data: &Store, job: &ExpireJob) -> Result<(String, BTreeMap<Stri
     // A listing that fails (a backend down) fails the unit, to be retried:
     // it says nothing of the table's format.
     let delta = !data.list(&format!("{}{}", job.table, super::delta::log::LOG_DIR)).await?.is_empty();
-    if !delta {
-        if super::iceberg::orphans::is_table(data, &job.table).await {
-            return Err(refused(
-                "an Iceberg table: its retention (expire_snapshots) is not built into compactd yet; run Spark's \
-                 expire_snapshots",
-            ));
-        }
+    let iceberg = !delta && super::iceberg::orphans::is_table(data, &job.table).await;
+    if !delta && !iceberg {
         return Err(refused(
-            "not a Delta table (no _delta_log/): expire runs on Delta tables; a folder table's merge deletes what it \
-             replaces",
+            "neither a Delta table (no _delta_log/) nor an Iceberg one (no metadata/*.metadata.json): expire runs on \
+             table formats; a folder table's merge deletes what it replaces",
         ));
     }
     if let Some((sched, fence)) = &job.fence {
         if !super::merge::fence_holds(sched, fence).await? {
             return Err(ExpireError::Fenced { table: job.table.clone(), fence: fence.clone() });
         }
+    }
+    if iceberg {
+        let out = super::iceberg::expire::run(data, &job.catalog, &job.table, &job.retention, job.now).await?;
+        return Ok((out.to_string(), out.stats()));
     }
     let out = delta_expire::run(data, &job.table, &job.retention, job.now).await?;
     Ok((out.to_string(), out.stats()))

@@ -310,14 +310,16 @@ pub async fn refusal(
     crate::table::format::judge(data, dir, listed, partition.as_deref(), kind).await
 }
 
-/// Why an `expire` task cannot run on the table at `dir`: it is not a
-/// Delta table, or one of a format compactd must not change.
+/// Why an `expire` task cannot run on the table at `dir`: it is neither a
+/// Delta nor an Iceberg table, or one of a format compactd must not
+/// change, or its retention is refused.
 pub async fn expire_refusal(
     data: &Store,
     dir: &str,
     params: &std::collections::BTreeMap<String, String>,
 ) -> store::Result<Option<String>> {
     use crate::executor::delta::{expire, DeltaError};
+    use crate::executor::iceberg::{self, IcebergError};
     let retention = match crate::executor::expire::retention(|k| params.get(k).cloned()) {
         Ok(r) => r,
         Err(e) => return Ok(Some(e.to_string())),
@@ -331,13 +333,27 @@ pub async fn expire_refusal(
             Err(DeltaError::Store(e)) if !e.is_bad_file() && !e.is_permanent() => return Err(e),
             Err(e) => return Ok(Some(format!("{e} (on the data backend {})", data.uri()))),
         }
+    } else if iceberg::orphans::is_table(data, dir).await {
+        let checked = async {
+            let cat = iceberg::catalog::Catalog::from_params(|k| params.get(k).cloned()).await?;
+            iceberg::expire::refusal(data, &cat, dir, &retention).await
+        };
+        match checked.await {
+            Ok(None) => {}
+            Ok(Some(why)) => return Ok(Some(why)),
+            Err(IcebergError::Store(e)) if !e.is_bad_file() && !e.is_permanent() => return Err(e),
+            Err(e) => return Ok(Some(format!("{e} (on the data backend {})", data.uri()))),
+        }
+        return Ok(refusal(data, dir, None, None, ExecutorKind::Iceberg)
+            .await?
+            .map(|why| format!("the expire executor runs only on the table formats it knows: {why}")));
     }
     Ok(match refusal(data, dir, None, None, ExecutorKind::Delta).await? {
         Some(why) => Some(format!("the expire executor runs Delta retention only: {why}")),
         None if !delta => Some(format!(
-            "{dir} on the data backend {} is not a Delta table (no {log}): the expire executor runs a Delta \
-             table's retention (an Iceberg table's is not built yet; a folder table's merge deletes what it \
-             replaces)",
+            "{dir} on the data backend {} is neither a Delta table (no {log}) nor an Iceberg one (no \
+             {dir}metadata/*.metadata.json): the expire executor runs a table format's retention (a folder table's \
+             merge deletes what it replaces)",
             data.uri()
         )),
         None => None,

@@ -60,8 +60,8 @@ pub struct Retention {
     /// Log entries older than this are deleted (behind a checkpoint).
     pub log_older_than: Option<Duration>,
     /// The newest this many versions stay readable whatever their age
-    /// (at least 1: the newest).
-    pub retain_last: u64,
+    /// (at least 1: the newest; `None`: the table's own, Delta's 1).
+    pub retain_last: Option<u64>,
     /// Retentions shorter than the table's own are allowed.
     pub force: bool,
     /// Name what would be deleted; delete nothing.
@@ -185,7 +185,7 @@ pub async fn run(store: &Store, table: &str, r: &Retention, now: SystemTime) -> 
     let snap = log::load_with_tombstones(store, table).await?;
     let Retentions { data: data_retention, log: log_retention, own_data } = retentions(table, &snap, r)?;
     let now_ms = ms(now);
-    let keep_from = (snap.version + 1).saturating_sub(r.retain_last.max(1));
+    let keep_from = (snap.version + 1).saturating_sub(r.retain_last.unwrap_or(1).max(1));
     let mut out = Expired { version: snap.version, ..Expired::default() };
 
     let data_cutoff = now_ms - data_retention.as_millis() as i64;
@@ -224,8 +224,8 @@ pub async fn run(store: &Store, table: &str, r: &Retention, now: SystemTime) -> 
     });
     for e in doomed {
         if !r.dry_run {
-            store.delete(&e.path).await?;
             delete_checksum(store, &e.path, &present).await?;
+            store.delete(&e.path).await?;
         }
         out.oldest_readable = out.oldest_readable.max(removed_at.get(&e.path).copied().unwrap_or(0));
         out.data_files_deleted += 1;
@@ -361,7 +361,13 @@ async fn named_since(store: &Store, table: &str, version: u64) -> Result<BTreeSe
 
 /// Deletes the Hadoop checksum beside `path` (`.<name>.crc`), which a
 /// local file system's Hadoop writer leaves and deletes with its file.
-async fn delete_checksum(store: &Store, path: &str, present: &BTreeSet<&str>) -> Result<(), DeltaError> {
+/// Called before the file's own delete: a run killed between the two
+/// leaves the file, which the rerun deletes, not a checksum nothing names.
+pub(crate) async fn delete_checksum(
+    store: &Store,
+    path: &str,
+    present: &BTreeSet<&str>,
+) -> Result<(), store::StoreError> {
     let (dir, name) = path.rsplit_once('/').map_or(("", path), |(d, n)| (d, n));
     let crc = if dir.is_empty() { format!(".{name}.crc") } else { format!("{dir}/.{name}.crc") };
     if present.contains(crc.as_str()) {
@@ -442,8 +448,8 @@ async fn clean_log(
     let present: BTreeSet<&str> = entries.iter().map(|e| e.path.as_str()).collect();
     for e in doomed {
         if !r.dry_run {
-            store.delete(&e.path).await?;
             delete_checksum(store, &e.path, &present).await?;
+            store.delete(&e.path).await?;
         }
         out.log_files_deleted += 1;
         out.log_bytes_freed += e.len.unwrap_or(0);

@@ -47,7 +47,7 @@ struct Listing {
     foreign: Option<String>,
 }
 
-fn version_of(name: &str) -> Option<u64> {
+pub(super) fn version_of(name: &str) -> Option<u64> {
     let n = name.strip_prefix('v')?.strip_suffix(".metadata.json")?;
     (!n.is_empty() && n.len() < 19 && n.bytes().all(|b| b.is_ascii_digit())).then(|| n.parse().ok())?
 }

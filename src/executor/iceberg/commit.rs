@@ -607,8 +607,16 @@ fn metadata(
     }
     m["refs"]["main"]["snapshot-id"] = json!(snapshot_id);
     m["last-updated-ms"] = json!(now);
+    log_previous(&mut m, t, last_updated);
+    m
+}
+
+/// Names `t`'s metadata file in the next version's `metadata-log` (as of
+/// `last_updated`, its own time), trimmed to the table's
+/// `write.metadata.previous-versions-max` (default 100) as Java does.
+pub(super) fn log_previous(m: &mut Json, t: &super::table::Table, last_updated: i64) {
     let previous = t.file_uri(&catalog::version_path(&t.dir, t.version));
-    push(&mut m, "metadata-log", json!({"timestamp-ms": last_updated, "metadata-file": previous}));
+    push(m, "metadata-log", json!({"timestamp-ms": last_updated, "metadata-file": previous}));
     let max = t
         .properties()
         .get("write.metadata.previous-versions-max")
@@ -620,7 +628,6 @@ fn metadata(
             log.drain(..log.len() - max);
         }
     }
-    m
 }
 
 /// With the table's `write.metadata.delete-after-commit.enabled`, the
@@ -628,7 +635,7 @@ fn metadata(
 /// does (past `write.metadata.previous-versions-max`) are deleted, as
 /// Java's `deleteRemovedMetadataFiles` does after its commits. Best
 /// effort: a file left is one more old version, which readers skip.
-async fn remove_dropped_metadata(store: &Store, base: &super::table::Table, meta: &Json) {
+pub(super) async fn remove_dropped_metadata(store: &Store, base: &super::table::Table, meta: &Json) {
     let enabled = base.properties().get("write.metadata.delete-after-commit.enabled").cloned();
     if !enabled.is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return;

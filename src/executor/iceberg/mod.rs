@@ -50,6 +50,7 @@ pub mod catalog;
 pub mod commit;
 pub mod defaults;
 pub mod deletes;
+pub mod expire;
 pub mod group;
 pub mod manifest;
 pub mod metrics;

@@ -294,6 +294,18 @@ impl Cluster {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// Submits an `expire` task of `db.s.t` with `extra` added to the
+    /// `submit` command as they are, waits; its `status --json`.
+    pub fn expire(&self, extra: &[&str]) -> Value {
+        let mut args = vec!["submit", "--db", "db", "--schema", "s", "--table", "t", "--executor", "expire"];
+        args.extend_from_slice(extra);
+        args.extend(["--wait", "--json"]);
+        let out = self.compactd_within(WAIT_LIMIT, &args);
+        let id: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("submit: {e}: {}\n{}", String::from_utf8_lossy(&out.stderr), self.logs_text()));
+        self.status(id["id"].as_str().unwrap())
+    }
+
     /// Polls `status <task> --json` until `ok` holds or `timeout` passes. A
     /// poll whose command fails counts as `null` (the next one retries).
     pub fn wait_status(&self, task: &str, timeout: Duration, what: &str, ok: impl Fn(&Value) -> bool) -> Value {

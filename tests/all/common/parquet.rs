@@ -59,6 +59,24 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     assert!(st.success());
 }
 
+/// The table's files below `dir`, relative, sorted (hidden ones too).
+pub fn files_below(dir: &std::path::Path) -> Vec<String> {
+    let mut out = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push(e.path().strip_prefix(dir).unwrap().to_str().unwrap().to_string());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Submits the table `db.s.t` with the parquet executor, waits for it to
 /// end and returns its `status --json`.
 pub fn compact_table(c: &Cluster) -> Value {

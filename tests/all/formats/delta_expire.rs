@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::cluster::{alive, monitor_of, Cluster, BIN};
 use common::hdfs::HdfsCluster;
-use common::parquet::{compact_with, copy_dir, delta_tool};
+use common::parquet::{compact_with, copy_dir, delta_tool, files_below as files_of};
 use common::s3::S3Server;
 use common::spark::Spark;
 use serde_json::{json, Value};
@@ -33,38 +33,7 @@ fn start_three(c: &mut Cluster, data: &str) {
 /// once it ended.
 fn expire(c: &Cluster, params: &[&str]) -> Value {
     let with: Vec<String> = params.iter().map(|p| format!("--param={p}")).collect();
-    expire_with(c, &with.iter().map(String::as_str).collect::<Vec<_>>())
-}
-
-/// [`expire`] with `args` added to the `submit` command as they are.
-fn expire_with(c: &Cluster, extra: &[&str]) -> Value {
-    let mut args = vec!["submit", "--db", "db", "--schema", "s", "--table", "t", "--executor", "expire"];
-    for a in extra {
-        args.push(a);
-    }
-    args.extend(["--wait", "--json"]);
-    let out = c.compactd_within(common::cluster::WAIT_LIMIT, &args);
-    let id: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("submit: {e}: {}\n{}", String::from_utf8_lossy(&out.stderr), c.logs_text()));
-    c.status(id["id"].as_str().unwrap())
-}
-
-/// The table's files below `dir`, relative, sorted (hidden ones too).
-fn files_of(dir: &Path) -> Vec<String> {
-    let mut out = vec![];
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let e = e.unwrap();
-            if e.file_type().unwrap().is_dir() {
-                stack.push(e.path());
-            } else {
-                out.push(e.path().strip_prefix(dir).unwrap().to_str().unwrap().to_string());
-            }
-        }
-    }
-    out.sort();
-    out
+    c.expire(&with.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 fn data_files(dir: &Path) -> Vec<String> {
@@ -162,7 +131,7 @@ fn expire_on_fs_keeps_the_tables_own_retention_refuses_a_shorter_one_and_forced_
     // On a schedule: a repeat task, each round the same retention.
     let mut params: Vec<String> = FORCED_ZERO.iter().map(|p| format!("--param={p}")).collect();
     params.extend(["--repeat", "2", "--interval", "1s"].map(String::from));
-    let s = expire_with(&c, &params.iter().map(String::as_str).collect::<Vec<_>>());
+    let s = c.expire(&params.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!((&s["state"], &s["round"]), (&json!("Done"), &json!(2)), "{s:#}");
     assert_eq!(s["stats"]["data_files_deleted"], 0, "nothing left to delete in round 2: {s:#}");
     assert_eq!(data_files(&table).len(), 4);

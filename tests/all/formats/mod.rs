@@ -6,6 +6,7 @@ mod delta_expire;
 mod delta_features;
 mod iceberg;
 mod iceberg_evolved;
+mod iceberg_expire;
 mod iceberg_policy;
 mod iceberg_rest;
 mod iceberg_sizing;

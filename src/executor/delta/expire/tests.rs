@@ -83,7 +83,7 @@ fn forced(older_than: Duration) -> Retention {
     Retention {
         older_than: Some(older_than),
         log_older_than: Some(older_than),
-        retain_last: 1,
+        retain_last: Some(1),
         force: true,
         dry_run: false,
     }
@@ -93,7 +93,7 @@ fn forced(older_than: Duration) -> Retention {
 async fn a_retention_shorter_than_the_tables_own_is_refused_unless_forced() {
     let (_dir, store) = table(json!({})).await;
     let before = files(&store).await;
-    let r = Retention { older_than: Some(Duration::from_secs(3600)), retain_last: 1, ..Retention::default() };
+    let r = Retention { older_than: Some(Duration::from_secs(3600)), retain_last: Some(1), ..Retention::default() };
     let e = run(&store, TABLE, &r, now()).await.unwrap_err().to_string();
     assert!(e.contains("delta.deletedFileRetentionDuration (7d)") && e.contains("expire.force=true"), "{e}");
     // The table's own, shorter, is its to choose.
@@ -109,7 +109,7 @@ async fn a_retention_shorter_than_the_tables_own_is_refused_unless_forced() {
 #[tokio::test]
 async fn the_default_retention_deletes_only_what_no_version_of_the_last_week_reads() {
     let (_dir, store) = table(json!({})).await;
-    let out = run(&store, TABLE, &Retention { retain_last: 1, ..Retention::default() }, now()).await.unwrap();
+    let out = run(&store, TABLE, &Retention { retain_last: Some(1), ..Retention::default() }, now()).await.unwrap();
     let left = files(&store).await;
     // a and b were removed on day 50 (and b's vector with it), c on day 99:
     // c stays for the versions of the last week.
@@ -139,7 +139,7 @@ async fn the_default_retention_deletes_only_what_no_version_of_the_last_week_rea
 async fn a_forced_zero_retention_keeps_the_newest_version_and_retain_last_keeps_more() {
     let (_dir, store) = table(json!({})).await;
     let mut r = forced(Duration::ZERO);
-    r.retain_last = 2;
+    r.retain_last = Some(2);
     let out = run(&store, TABLE, &r, now()).await.unwrap();
     let left = files(&store).await;
     assert!(left.contains(&"c.parquet".to_string()), "version 1 is among the last 2: {left:?}");
@@ -181,7 +181,7 @@ async fn retained_versions_behind_a_checkpoint_that_dropped_their_tombstones_kee
     let cp = log::load_with_tombstones(&store, TABLE).await.unwrap();
     assert_eq!(cp.tombstones.as_ref().unwrap().len(), 1, "the checkpoint dropped a's and b's tombstones");
     // Every version kept by count: a and b (and b's vector) stay.
-    let r = Retention { retain_last: 3, ..Retention::default() };
+    let r = Retention { retain_last: Some(3), ..Retention::default() };
     run(&store, TABLE, &r, now()).await.unwrap();
     let left = files(&store).await;
     for kept in ["a.parquet", "b.parquet"] {
@@ -190,11 +190,12 @@ async fn retained_versions_behind_a_checkpoint_that_dropped_their_tombstones_kee
     assert!(left.iter().any(|f| f.starts_with("deletion_vector_")), "b's vector: {left:?}");
     // By time: a retention of 60 days, longer than the table's week, keeps
     // what was removed on day 50 too.
-    let r = Retention { older_than: Some(Duration::from_secs(60 * 86_400)), retain_last: 1, ..Retention::default() };
+    let r =
+        Retention { older_than: Some(Duration::from_secs(60 * 86_400)), retain_last: Some(1), ..Retention::default() };
     run(&store, TABLE, &r, now()).await.unwrap();
     assert!(files(&store).await.contains(&"a.parquet".to_string()));
     // The table's own week: they go.
-    run(&store, TABLE, &Retention { retain_last: 1, ..Retention::default() }, now()).await.unwrap();
+    run(&store, TABLE, &Retention { retain_last: Some(1), ..Retention::default() }, now()).await.unwrap();
     assert!(!files(&store).await.contains(&"a.parquet".to_string()));
 }
 

@@ -145,6 +145,8 @@ public class IcebergTool {
       case "add_column": return addColumn(c);
       case "set_properties": return setProperties(c);
       case "rewrite_manifests": return rewriteManifests(c);
+      case "expire_plan": return expirePlan(c);
+      case "unreachable": return unreachable(c);
       case "rewrite": return rewrite(c);
       case "append_loop_start": return loopStart(c);
       case "append_loop_wait": return loopWait();
@@ -707,6 +709,65 @@ public class IcebergTool {
     c.get("properties").fields().forEachRemaining(e -> u.set(e.getKey(), e.getValue().asText()));
     u.commit();
     return JSON.createObjectNode();
+  }
+
+  /**
+   * Java's own snapshot expiry with the given `older_than` (ms since the epoch) and `retain_last`, applied but not
+   * committed: the snapshot ids it would expire (what `ExpireSnapshots.apply` returns).
+   */
+  static ObjectNode expirePlan(JsonNode c) {
+    Table t = load(c);
+    org.apache.iceberg.ExpireSnapshots e = t.expireSnapshots().expireOlderThan(c.get("older_than").asLong());
+    if (c.has("retain_last")) e = e.retainLast(c.get("retain_last").asInt());
+    ObjectNode out = JSON.createObjectNode();
+    ArrayNode expired = out.putArray("expired");
+    for (Snapshot s : e.apply()) expired.add(s.snapshotId());
+    return out;
+  }
+
+  /**
+   * The files below the table's location that nothing the current metadata reaches names, as Iceberg's
+   * `remove_orphan_files` finds them: reachable are the current and logged metadata files, the version hint, every
+   * snapshot's manifest list and manifests and the files they list, and statistics files.
+   */
+  static ObjectNode unreachable(JsonNode c) {
+    Table t = load(c);
+    Set<String> reachable = new HashSet<>();
+    java.util.function.Consumer<String> add = p -> reachable.add(new org.apache.hadoop.fs.Path(p).toUri().getPath());
+    org.apache.iceberg.ReachableFileUtil.metadataFileLocations(t, false).forEach(add);
+    add.accept(org.apache.iceberg.ReachableFileUtil.versionHintLocation(t));
+    org.apache.iceberg.ReachableFileUtil.manifestListLocations(t).forEach(add);
+    org.apache.iceberg.ReachableFileUtil.statisticsFilesLocations(t).forEach(add);
+    for (Snapshot s : t.snapshots()) {
+      for (org.apache.iceberg.ManifestFile m : s.allManifests(t.io())) {
+        add.accept(m.path());
+        try (CloseableIterable<String> paths = org.apache.iceberg.ManifestFiles.readPaths(m, t.io(), t.specs())) {
+          paths.forEach(add);
+        } catch (java.io.IOException ex) {
+          throw new RuntimeException(ex);
+        }
+      }
+    }
+    ObjectNode out = JSON.createObjectNode();
+    ArrayNode orphans = out.putArray("unreachable");
+    int files = 0;
+    try {
+      org.apache.hadoop.fs.Path root = new org.apache.hadoop.fs.Path(t.location());
+      org.apache.hadoop.fs.RemoteIterator<org.apache.hadoop.fs.LocatedFileStatus> it =
+          root.getFileSystem(CONF).listFiles(root, true);
+      while (it.hasNext()) {
+        String p = it.next().getPath().toUri().getPath();
+        String name = p.substring(p.lastIndexOf('/') + 1);
+        // Hidden files (Hadoop's checksums) are not the table's, as remove_orphan_files skips them.
+        if (name.startsWith(".") || name.startsWith("_")) continue;
+        files++;
+        if (!reachable.contains(p)) orphans.add(p);
+      }
+    } catch (java.io.IOException ex) {
+      throw new RuntimeException(ex);
+    }
+    out.put("files", files);
+    return out;
   }
 
   /** Java's own manifest rewrite: every manifest written again in the table's format version. */
