@@ -6,7 +6,10 @@
 //! age, refused a shorter one, forced to two snapshots then one; SIGKILL at
 //! each step of a run (after the metadata commit, among the data,
 //! manifest, list and metadata deletes) then rerun to the files an unkilled
-//! run leaves.
+//! run leaves; on a real HDFS a table of 2,000 small files Spark wrote,
+//! compacted, then expired: the NameNode's count, Spark's reads of the
+//! snapshots kept and its error for an expired one, Java's own expiry
+//! planning nothing more and its reachability finding nothing unreached.
 // Real processes and servers: real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -17,9 +20,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::cluster::{Cluster, BIN};
+use common::hdfs::HdfsCluster;
 use common::iceberg::{pyiceberg_read, Java};
 use common::iceberg_table::{before, compact_table, live_in, make_table, start_three};
 use common::parquet::{copy_dir, files_below as files_of};
+use common::spark::Spark;
 use serde_json::{json, Value};
 
 const SOLE: &str = "iceberg.sole-writer=true";
@@ -255,4 +260,84 @@ fn a_sigkilled_iceberg_expire_leaves_a_table_java_reads_and_the_rerun_finishes()
         killed += 1;
     }
     assert_eq!(killed, KILLS.len());
+}
+
+#[test]
+fn on_hdfs_a_compacted_then_expired_iceberg_table_of_2000_files_leaves_the_namenode_what_spark_still_reads() {
+    let _turn = crate::common::turns::SPARK_ICEBERG.turn();
+    let Some(spark) = Spark::iceberg() else { return };
+    let hdfs = HdfsCluster::shared();
+    let (root, data_uri) = (hdfs.new_root("iceberg-expire-tree"), hdfs.new_root("iceberg-expire-data"));
+    let t = format!("{data_uri}/db/s/t");
+    spark.run(&json!({"cmd": "catalog", "name": "x", "warehouse": format!("{data_uri}/db")}));
+    spark.run(&json!({"cmd": "sql", "sql": "CREATE TABLE x.s.t (id BIGINT, s STRING, part STRING) USING iceberg \
+        PARTITIONED BY (part) TBLPROPERTIES ('format-version'='2', 'write.spark.fanout.enabled'='true', \
+        'write.distribution-mode'='none')"}));
+    // One append of 2,000 files: 100 tasks, each writing a range of 30 ids
+    // into the 20 partitions (`id % 20`).
+    spark.run(&json!({"cmd": "sql", "sql": "INSERT INTO x.s.t SELECT /*+ REPARTITION_BY_RANGE(100, id) */ id, \
+        concat('row-', id), concat('p', id % 20) FROM range(3000)"}));
+    let (_, files_written, bytes_written) = hdfs.count(&t);
+    assert!(files_written > 2000, "{files_written} files");
+    let mut c = Cluster::on(root, vec![]);
+    start_three(&mut c, &data_uri);
+    let compacted = compact_table(&c, "t", &[]);
+    assert_eq!(compacted["state"], "Done", "{compacted:#}");
+    let (_, files_compacted, bytes_compacted) = hdfs.count(&t);
+    spark.run(&json!({"cmd": "sql", "sql": "INSERT INTO x.s.t VALUES (5000, 'late', 'p0'), (5001, 'late', 'p1')"}));
+    let snapshots: Vec<i64> = spark.run(&json!({"cmd": "query",
+        "sql": "SELECT snapshot_id FROM x.s.t.snapshots ORDER BY committed_at"}))["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["snapshot_id"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(snapshots.len(), 3, "the append, compactd's replace, the insert: {snapshots:?}");
+    let read = |snapshot: Option<i64>| spark.call(&json!({"cmd": "table", "table": "x.s.t", "snapshot": snapshot}));
+    let (want_2, want_3) = (read(Some(snapshots[1])), read(None));
+    assert_eq!((&want_2["count"], &want_3["count"]), (&json!(3000), &json!(3002)));
+
+    // Forced to zero, the last two snapshots kept: the append's files go.
+    let rpcs = hdfs.namenode_rpcs_settled();
+    let s = expire(&c, &["expire.older-than=0", "expire.force=true", "expire.retain-last=2"]);
+    assert_eq!(s["state"], "Done", "{s:#}");
+    let expire_rpcs = hdfs.namenode_rpcs_settled() - rpcs;
+    let (_, files_after, bytes_after) = hdfs.count(&t);
+    assert_eq!(read(None)["digest"], want_3["digest"], "Spark reads the same rows at the newest snapshot");
+    assert_eq!(read(Some(snapshots[1]))["digest"], want_2["digest"], "and at the one before it");
+    let gone = read(Some(snapshots[0]));
+    assert_eq!(gone["ok"], false, "the first snapshot is expired: {gone}");
+    assert!(gone["error"].as_str().is_some_and(|e| e.contains(&snapshots[0].to_string())), "Spark's own error: {gone}");
+
+    // The newest only: Spark's own expiry and orphan search find nothing more.
+    let s = expire(&c, &["expire.older-than=0", "expire.force=true"]);
+    assert_eq!(s["state"], "Done", "{s:#}");
+    let (_, files_final, bytes_final) = hdfs.count(&t);
+    assert_eq!(read(None)["digest"], want_3["digest"]);
+    // Java Iceberg's own expiry, planned with the same settings, expires
+    // nothing more, and its reachability (the rule of `remove_orphan_files`)
+    // finds nothing below the table that the metadata does not reach.
+    // Spark's procedures themselves never finish on this HDFS, even on a
+    // table compactd never touched (docs/formats/iceberg.md).
+    let java = Java::shared();
+    let plan = java.run(&json!({"cmd": "expire_plan", "location": t, "older_than": now_ms(), "retain_last": 1}));
+    assert_eq!(plan["expired"], json!([]), "Java would expire more: {plan}");
+    let orphans = unreachable(java, &t);
+    assert_eq!(orphans["unreachable"], json!([]), "{orphans}");
+    assert_eq!(orphans["files"], files_final, "{orphans}");
+    let live = spark.run(&json!({"cmd": "query", "sql": "SELECT count(*) AS n FROM x.s.t.files"}))["rows"][0]["n"]
+        .as_str()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap();
+    let metadata = files_final - live;
+    eprintln!(
+        "hdfs: files (bytes) on the NameNode: {files_written} ({bytes_written}) written, {files_compacted} \
+         ({bytes_compacted}) compacted, {files_after} ({bytes_after}) expired keeping 2 snapshots ({expire_rpcs} \
+         NameNode RPCs), {files_final} ({bytes_final}) keeping 1: {live} live files and {metadata} of metadata ({})",
+        s["stats"]
+    );
+    // Left beside the live files: the metadata versions the log keeps, the
+    // hint, one manifest list and its manifests.
+    assert!(metadata <= 12, "{files_final} files on the NameNode for {live} live ones ({s:#})");
 }
