@@ -253,6 +253,17 @@ fn expect(block: &Block, out: &str, dir: &Path) {
         assert_eq!(counts, ["12", "15"], "{}: the Delta block's counts\n{out}", block.at());
         assert!(out.contains("COMMITTED") && out.contains("day=2026-11-25"), "{}: status\n{out}", block.at());
         assert!(out.contains("ok: no anomalies"), "{}: check --data\n{out}", block.at());
+    } else if t.contains("--executor expire") && t.contains("$D/lake") {
+        // The Iceberg table's retention: 18 data files before, the 2
+        // compacted ones after a forced expiry; the short age refused.
+        let counts: Vec<&str> = out.lines().map(str::trim).filter(|l| l.parse::<u32>().is_ok()).collect();
+        assert_eq!(counts, ["18", "2"], "{}: the Iceberg retention block's counts\n{out}", block.at());
+        assert!(out.contains("history.expire.max-snapshot-age-ms (5d)"), "{}: the refusal\n{out}", block.at());
+        assert!(
+            out.contains("snapshots_expired") && out.contains("data_files_deleted"),
+            "{}: status\n{out}",
+            block.at()
+        );
     } else if t.contains("--executor expire") {
         // 15 data files before and after the table's own retention, 3 after
         // a forced one; the short retention refused by name.

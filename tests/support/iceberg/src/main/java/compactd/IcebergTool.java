@@ -146,6 +146,7 @@ public class IcebergTool {
       case "set_properties": return setProperties(c);
       case "rewrite_manifests": return rewriteManifests(c);
       case "expire_plan": return expirePlan(c);
+      case "expire": return expire(c);
       case "unreachable": return unreachable(c);
       case "rewrite": return rewrite(c);
       case "append_loop_start": return loopStart(c);
@@ -722,6 +723,18 @@ public class IcebergTool {
     ObjectNode out = JSON.createObjectNode();
     ArrayNode expired = out.putArray("expired");
     for (Snapshot s : e.apply()) expired.add(s.snapshotId());
+    return out;
+  }
+
+  /** Java's own snapshot expiry, committed, its files deleted (for the retention benchmark). */
+  static ObjectNode expire(JsonNode c) {
+    Table t = load(c);
+    org.apache.iceberg.ExpireSnapshots e = t.expireSnapshots().expireOlderThan(c.get("older_than").asLong());
+    if (c.has("retain_last")) e = e.retainLast(c.get("retain_last").asInt());
+    long start = System.nanoTime();
+    e.commit();
+    ObjectNode out = JSON.createObjectNode();
+    out.put("seconds", (System.nanoTime() - start) / 1e9);
     return out;
   }
 
