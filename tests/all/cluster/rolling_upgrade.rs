@@ -140,8 +140,17 @@ fn a_new_node_joining_old_ones_keeps_the_switch_down_until_they_are_gone() {
     let id = submit(&c, BIN, 30);
     done(&c, &id);
     ran_once(&c, dir, 30);
+    // The first task's shards were placed when its manager last read the
+    // member list, which may predate the new node: a second task, placed
+    // once every manager has seen it for a whole task's length, gives it
+    // its share.
+    let id = submit(&c, BIN, 30);
+    done(&c, &id);
+    for i in 0..30 {
+        assert_eq!(lines(&dir.join(format!("end.{i}"))), 2, "shard {i} of each task ran to its end once");
+    }
     let on_new = (0..30).filter(|i| std::fs::read_to_string(dir.join(format!("end.{i}"))).unwrap().contains("n3"));
-    assert!(on_new.count() > 0, "the new node ran nothing");
+    assert!(on_new.count() > 0, "the new node ran nothing of the second task");
     // Well past a session: still layout 2 while the old nodes live.
     std::thread::sleep(Duration::from_secs(3));
     let rows = c.nodes();
