@@ -709,6 +709,30 @@ impl Store {
         }
     }
 
+    /// Deletes objects, in batches where the backend has them (S3's
+    /// `DeleteObjects`, up to 1,000 keys a request; elsewhere one by one);
+    /// a missing object counts as deleted. Within one call no order is
+    /// kept: a caller whose crash safety needs an order calls once per step.
+    pub async fn delete_many(&self, paths: &[String]) -> Result<()> {
+        let Some(first) = paths.first() else { return Ok(()) };
+        if self.beneath.is_some() {
+            for p in paths {
+                self.delete(p).await?;
+            }
+            return Ok(());
+        }
+        if let Some(v) = &self.versions {
+            for p in paths {
+                v.remove(p);
+            }
+        }
+        match self.op.delete_iter(paths.iter().map(String::as_str)).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(self.err("delete_many", first, e)),
+        }
+    }
+
     /// Deletes a folder and everything below it.
     pub async fn delete_all(&self, dir: &str) -> Result<()> {
         debug_assert!(dir.ends_with('/'));

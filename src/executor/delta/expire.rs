@@ -222,11 +222,15 @@ pub async fn run(store: &Store, table: &str, r: &Retention, now: SystemTime) -> 
         out.files_kept += u64::from(named);
         !named
     });
+    if !r.dry_run {
+        // In batches where the backend has them (S3): data files go in any
+        // order. Hadoop's checksums first (see `delete_checksum`).
+        let sums: Vec<String> =
+            doomed.iter().map(|e| checksum_of(&e.path)).filter(|c| present.contains(c.as_str())).collect();
+        store.delete_many(&sums).await?;
+        store.delete_many(&doomed.iter().map(|e| e.path.clone()).collect::<Vec<_>>()).await?;
+    }
     for e in doomed {
-        if !r.dry_run {
-            delete_checksum(store, &e.path, &present).await?;
-            store.delete(&e.path).await?;
-        }
         out.oldest_readable = out.oldest_readable.max(removed_at.get(&e.path).copied().unwrap_or(0));
         out.data_files_deleted += 1;
         out.data_bytes_freed += e.len.unwrap_or(0);
@@ -359,17 +363,20 @@ async fn named_since(store: &Store, table: &str, version: u64) -> Result<BTreeSe
     Ok(out.paths)
 }
 
+/// The Hadoop checksum beside `path` (`.<name>.crc`).
+pub(crate) fn checksum_of(path: &str) -> String {
+    match path.rsplit_once('/') {
+        Some((dir, name)) => format!("{dir}/.{name}.crc"),
+        None => format!(".{path}.crc"),
+    }
+}
+
 /// Deletes the Hadoop checksum beside `path` (`.<name>.crc`), which a
 /// local file system's Hadoop writer leaves and deletes with its file.
 /// Called before the file's own delete: a run killed between the two
 /// leaves the file, which the rerun deletes, not a checksum nothing names.
-pub(crate) async fn delete_checksum(
-    store: &Store,
-    path: &str,
-    present: &BTreeSet<&str>,
-) -> Result<(), store::StoreError> {
-    let (dir, name) = path.rsplit_once('/').map_or(("", path), |(d, n)| (d, n));
-    let crc = if dir.is_empty() { format!(".{name}.crc") } else { format!("{dir}/.{name}.crc") };
+async fn delete_checksum(store: &Store, path: &str, present: &BTreeSet<&str>) -> Result<(), store::StoreError> {
+    let crc = checksum_of(path);
     if present.contains(crc.as_str()) {
         store.delete(&crc).await?;
     }

@@ -542,13 +542,19 @@ pub async fn run(
         (doomed(&all.lists), 3),
         (stale.into_iter().filter(|p| sizes.contains_key(p.as_str())).collect(), 4),
     ];
-    let present: BTreeSet<&str> = sizes.keys().copied().collect();
     for (paths, kind) in steps {
+        if !r.dry_run {
+            // Hadoop's checksums first: a run killed between the two leaves
+            // files the rerun finds, not checksums nothing names.
+            let sums: Vec<String> = paths
+                .iter()
+                .map(|p| crate::executor::delta::expire::checksum_of(p))
+                .filter(|c| sizes.contains_key(c.as_str()))
+                .collect();
+            store.delete_many(&sums).await?;
+            store.delete_many(&paths).await?;
+        }
         for p in paths {
-            if !r.dry_run {
-                crate::executor::delta::expire::delete_checksum(store, &p, &present).await?;
-                store.delete(&p).await?;
-            }
             out.bytes_freed += sizes.get(p.as_str()).copied().unwrap_or(0);
             *match kind {
                 0 => &mut out.data_files_deleted,

@@ -149,6 +149,16 @@ async fn conformance(what: &str, s: &Store) {
     s.delete("c/a/one").await.unwrap();
     s.delete("c/a/one").await.unwrap();
     assert!(s.read("c/a/one").await.unwrap().is_none(), "{what}");
+    // Many at once (S3: one batch request), missing ones among them.
+    let many: Vec<String> = (0..1005).map(|i| format!("c/m/{i:04}")).collect();
+    for p in many.iter().step_by(2) {
+        s.put(p, b"x".to_vec()).await.unwrap();
+    }
+    s.put("c/m/kept", b"x".to_vec()).await.unwrap();
+    s.delete_many(&many).await.unwrap();
+    s.delete_many(&[]).await.unwrap();
+    let left: Vec<String> = s.list_stream("c/m/", true).map_ok(|e| e.path).try_collect().await.unwrap();
+    assert_eq!(left, vec!["c/m/kept".to_string()], "{what}: delete_many");
     s.delete_all("c/").await.unwrap();
     assert!(s.list("c/").await.unwrap().is_empty(), "{what}: delete_all");
     let left: Vec<String> = s.list_stream("c/", true).map_ok(|e| e.path).try_collect().await.unwrap();
