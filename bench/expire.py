@@ -59,8 +59,11 @@ spark.stop()
 
 
 class Spark:
-    def __init__(self):
-        self.p = subprocess.Popen([SPARK_PY, "-c", SESSION, "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    """A Spark session in a child (`session`, run by `python`): one JSON
+    command a line on its stdin, one JSON answer a line."""
+
+    def __init__(self, python=SPARK_PY, session=SESSION):
+        self.p = subprocess.Popen([python, "-c", session, "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL, text=True, cwd="/tmp")
         self.started = self.answer("the session's start")
 

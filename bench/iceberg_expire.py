@@ -36,6 +36,7 @@ SPARK_PY = os.path.join(REPO, ".venv-spark-iceberg", "bin", "python")
 TOOLS = os.path.join(REPO, "tests", "support")
 sys.path.insert(0, HERE)
 from hdfs import MiniDfs  # noqa: E402
+import expire  # noqa: E402
 from expire import count  # noqa: E402
 
 # One session for the whole run: commands on stdin, one JSON answer each.
@@ -95,30 +96,12 @@ class Java:
         self.p.wait(timeout=60)
 
 
-class Spark:
+class Spark(expire.Spark):
     def __init__(self):
-        self.p = subprocess.Popen([SPARK_PY, "-c", SESSION], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True, cwd="/tmp")
-        self.started = self.answer("the session's start")
-
-    def answer(self, what):
-        # Ivy prints its settings on stdout before the session's own lines.
-        while line := self.p.stdout.readline():
-            if line.startswith("{"):
-                return json.loads(line)
-        raise SystemExit(f"Spark ended during {what}")
-
-    def __call__(self, **c):
-        self.p.stdin.write(json.dumps(c) + "\n")
-        self.p.stdin.flush()
-        return self.answer(c)
+        super().__init__(SPARK_PY, SESSION)
 
     def sql(self, q):
         return self(cmd="sql", sql=q)
-
-    def stop(self):
-        self.p.stdin.close()
-        self.p.wait(timeout=120)
 
 
 def main():

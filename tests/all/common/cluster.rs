@@ -306,6 +306,17 @@ impl Cluster {
         self.status(id["id"].as_str().unwrap())
     }
 
+    /// `submit` of an `expire` task of `db.s.t` with `--data` (which judges
+    /// the table at once) and `params`, not waiting: its output.
+    pub fn expire_with_data(&self, data: &str, params: &[&str]) -> Output {
+        let mut args = vec!["submit", "--db", "db", "--schema", "s", "--table", "t", "--executor", "expire"];
+        args.extend(["--data", data]);
+        for p in params {
+            args.extend(["--param", p]);
+        }
+        self.compactd(&args)
+    }
+
     /// Polls `status <task> --json` until `ok` holds or `timeout` passes. A
     /// poll whose command fails counts as `null` (the next one retries).
     pub fn wait_status(&self, task: &str, timeout: Duration, what: &str, ok: impl Fn(&Value) -> bool) -> Value {

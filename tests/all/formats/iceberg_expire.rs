@@ -90,23 +90,7 @@ fn expire_on_fs_keeps_the_tables_own_age_refuses_a_shorter_one_and_forced_leaves
     let s = expire(&c, &["expire.older-than=1h"]);
     assert_eq!(s["state"], "Failed", "{s:#}");
     assert!(s.to_string().contains("history.expire.max-snapshot-age-ms (5d)"), "{s:#}");
-    let out = c.compactd(&[
-        "submit",
-        "--db",
-        "db",
-        "--schema",
-        "s",
-        "--table",
-        "t",
-        "--executor",
-        "expire",
-        "--data",
-        &data_uri,
-        "--param",
-        "expire.older-than=1h",
-        "--param",
-        SOLE,
-    ]);
+    let out = c.expire_with_data(&data_uri, &["expire.older-than=1h", SOLE]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("expire.force=true"), "submit --data refuses it: {err}");
     assert_eq!(files_of(&table), files);
