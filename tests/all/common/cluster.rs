@@ -373,3 +373,17 @@ pub fn monitor_of(rows: &[Value]) -> Option<String> {
 pub fn alive(rows: &[Value]) -> Vec<String> {
     rows.iter().filter(|r| r["alive"] == true).map(|r| r["id"].as_str().unwrap().to_string()).collect()
 }
+
+/// `compactd __expire` of `db/s/t/` on the fs data root `root`, run by hand
+/// as a unit of an `expire` task with the task parameters `params`
+/// (`expire.force` …, given to the child as `COMPACTD_PARAM_EXPIRE_FORCE`).
+pub fn expire_unit(root: &std::path::Path, params: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--root", &format!("fs://{}", root.display()), "__expire", "--dir", "db/s/t/"]);
+    for (k, v) in params {
+        let name: String =
+            k.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect();
+        cmd.env(format!("COMPACTD_PARAM_{name}"), v);
+    }
+    cmd
+}

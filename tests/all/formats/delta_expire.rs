@@ -154,12 +154,10 @@ fn a_sigkilled_expire_leaves_a_table_deltalake_reads_and_the_rerun_finishes() {
     }
     let version = generated["version"].as_u64().unwrap() + 2;
     let run = |root: &Path| {
-        let mut cmd = Command::new(BIN);
-        cmd.args(["--root", &format!("fs://{}", root.display()), "__expire", "--dir", "db/s/t/"]);
-        for (k, v) in [("OLDER_THAN", "0"), ("LOG_OLDER_THAN", "0"), ("FORCE", "true")] {
-            cmd.env(format!("COMPACTD_PARAM_EXPIRE_{k}"), v);
-        }
-        cmd
+        common::cluster::expire_unit(
+            root,
+            &[("expire.older-than", "0"), ("expire.log-older-than", "0"), ("expire.force", "true")],
+        )
     };
     // The run that is not killed: what every rerun must end at.
     let whole = tmp.path().join("whole");

@@ -17,9 +17,9 @@ use crate::common;
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
-use common::cluster::{Cluster, BIN};
+use common::cluster::Cluster;
 use common::hdfs::HdfsCluster;
 use common::iceberg::{pyiceberg_read, Java};
 use common::iceberg_table::{before, compact_table, live_in, make_table, start_three};
@@ -193,12 +193,10 @@ fn a_sigkilled_iceberg_expire_leaves_a_table_java_reads_and_the_rerun_finishes()
         "properties": {"write.metadata.previous-versions-max": "3"}}));
     let want_rows = java.run(&json!({"cmd": "read", "location": location}));
     let run = |root: &Path| {
-        let mut cmd = Command::new(BIN);
-        cmd.args(["--root", &format!("fs://{}", root.display()), "__expire", "--dir", "db/s/t/"]);
-        for (k, v) in [("EXPIRE_OLDER_THAN", "0"), ("EXPIRE_FORCE", "true"), ("ICEBERG_SOLE_WRITER", "true")] {
-            cmd.env(format!("COMPACTD_PARAM_{k}"), v);
-        }
-        cmd
+        common::cluster::expire_unit(
+            root,
+            &[("expire.older-than", "0"), ("expire.force", "true"), ("iceberg.sole-writer", "true")],
+        )
     };
     // The run that is not killed: what every rerun must end at. The copies
     // keep the table's absolute location: each is moved into the
