@@ -9,7 +9,7 @@ Starts the test launcher's MiniDFSCluster (`bash .ci/install-hdfs.sh`) and a
 Spark 4.1 session with Iceberg 1.12's runtime (`bash .ci/install-spark-iceberg.sh`,
 `local[2]`) whose Hadoop catalog lives on it, and the tests' Java Iceberg
 1.12 tool (`bash .ci/install-iceberg.sh`). Spark writes the same table
-twice: one append of FILES small files (100 tasks, each a range of ids into
+three times: one append of FILES small files (100 tasks, each a range of ids into
 FILES/100 partitions with Iceberg's fanout writer), then compacts each with
 its own `rewrite_data_files` (the same for both: what is measured is the
 retention). Then table A is expired by `compactd __expire` (zero age,
@@ -113,7 +113,7 @@ def main():
         raise SystemExit("--files must be a multiple of 100 (100 tasks, one file per partition each)")
     dfs = MiniDfs("/tmp")
     spark = Spark()
-    roots = {k: f"{dfs.url}/bench-{k}" for k in "ab"}
+    roots = {k: f"{dfs.url}/bench-{k}" for k in "abc"}
     tables = {k: f"{r}/db/s/t" for k, r in roots.items()}
     out = {"files": a.files, "spark_session_s": spark.started["session_s"]}
     parts, rows = a.files // 100, a.files * 3 // 2
@@ -152,6 +152,14 @@ def main():
     out["java_rpcs"] = dfs.rpcs() - rpcs
     java.stop()
     out["b_expired"] = count(dfs, tables["b"])
+
+    now = spark.sql("SELECT CAST(current_timestamp() AS STRING) AS t")["rows"][0]["t"]
+    rpcs = dfs.rpcs()
+    v = spark.sql(f"CALL c.system.expire_snapshots(table => 's.t', older_than => TIMESTAMP '{now}', retain_last => 1)")
+    out["spark_s"] = v["s"]
+    out["spark_rpcs"] = dfs.rpcs() - rpcs
+    out["spark_deleted"] = v["rows"][0]
+    out["c_expired"] = count(dfs, tables["c"])
     after = {k: spark.sql(q)["rows"] for k, q in read.items()}
     for k in tables:
         if before[k] != after[k]:

@@ -58,6 +58,9 @@ def session():
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
+        # As in spark_tool.session: without it, expire_snapshots and
+        # remove_orphan_files never finish on HDFS.
+        .config("spark.locality.wait", "0")
         .config("spark.driver.memory", os.environ.get("COMPACTD_SPARK_DRIVER_MEMORY", "3g"))
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC -XX:TieredStopAtLevel=1")
@@ -82,6 +85,19 @@ class IcebergJudge(spark_tool.Judge):
     def query(self, c):
         rows = self.spark.sql(c["sql"]).collect()
         return {"rows": [{k: None if v is None else str(v) for k, v in r.asDict().items()} for r in rows]}
+
+    def age(self, c):
+        """Sets the modification time of every file below `location` to
+        `mtime_ms` (through Hadoop's FileSystem, so on HDFS too)."""
+        jvm = self.spark._jvm
+        path = jvm.org.apache.hadoop.fs.Path(c["location"])
+        fs = path.getFileSystem(self.spark._jsc.hadoopConfiguration())
+        files = fs.listFiles(path, True)
+        n = 0
+        while files.hasNext():
+            fs.setTimes(files.next().getPath(), int(c["mtime_ms"]), -1)
+            n += 1
+        return {"files": n}
 
     def table(self, c):
         if c.get("snapshot") is not None:

@@ -110,6 +110,12 @@ def session():
         # Listings (VACUUM's above all) are Spark jobs of this many tasks:
         # 10,000 by default, a minute for a table of a few files.
         .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
+        # Tasks reading HDFS prefer the DataNodes' host (127.0.0.1), which is
+        # not the driver's address here; delay scheduling then waits for a
+        # slot there that never comes, and a stage whose sibling finished
+        # first can wait forever (Iceberg's expire_snapshots did). One
+        # executor has no locality to wait for.
+        .config("spark.locality.wait", "0")
         .config("spark.driver.memory", "3g")
         .config("spark.sql.session.timeZone", "UTC")
         # Legacy rebasing of timestamps uses the JVM's zone: UTC, as the

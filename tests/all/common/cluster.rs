@@ -387,3 +387,19 @@ pub fn expire_unit(root: &std::path::Path, params: &[(&str, &str)]) -> Command {
     }
     cmd
 }
+
+/// Runs `work` (an `expire`, say) on a thread of its own while `read`
+/// reads again and again from this one until `work` ended: `work`'s
+/// result, and how many reads started while it ran (the first starts at
+/// once, so there is always one). Each read asserts what it must see.
+pub fn reading_during<T: Send>(work: impl FnOnce() -> T + Send, mut read: impl FnMut()) -> (T, usize) {
+    std::thread::scope(|s| {
+        let running = s.spawn(work);
+        let mut reads = 0;
+        while !running.is_finished() {
+            read();
+            reads += 1;
+        }
+        (running.join().expect("the work panicked"), reads)
+    })
+}

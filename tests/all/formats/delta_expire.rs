@@ -1,7 +1,8 @@
 //! The `expire` executor on Delta tables, judged by tools nobody here
 //! wrote: deltalake (its reads and its own `VACUUM` dry run) on fs, where
 //! the executor is also SIGKILLed at exact points of a run and rerun; Spark
-//! (reads, time travel, `VACUUM … DRY RUN`) and the NameNode's own count on
+//! (reads, time travel, a reader pinned at the oldest version kept during
+//! the run, `VACUUM … DRY RUN`) and the NameNode's own count on
 //! a real HDFS, for a table of 2,000 small files compacted, then expired.
 // Real processes and servers: real time.
 #![allow(clippy::disallowed_methods)]
@@ -13,7 +14,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::cluster::{alive, monitor_of, Cluster, BIN};
+use common::cluster::{alive, monitor_of, reading_during, Cluster, BIN};
 use common::hdfs::HdfsCluster;
 use common::parquet::{compact_with, copy_dir, delta_tool, files_below as files_of};
 use common::s3::S3Server;
@@ -271,11 +272,16 @@ fn on_hdfs_a_compacted_then_expired_table_of_2000_files_leaves_the_namenode_what
     let want_2 = read(None)["lines"].clone();
     assert_eq!((want_1.as_array().map(Vec::len), want_2.as_array().map(Vec::len)), (Some(2000), Some(2010)));
 
-    // Forced to zero, the last two versions kept: version 0's files go.
+    // Forced to zero, the last two versions kept: version 0's files go,
+    // while a reader pinned at version 1, the oldest kept, reads every row
+    // of it again and again.
     let rpcs = hdfs.namenode_rpcs_settled();
     let mut params = FORCED_ZERO.to_vec();
     params.push("expire.retain-last=2");
-    let s = expire(&c, &params);
+    let (s, reads) = reading_during(
+        || expire(&c, &params),
+        || assert_eq!(read(Some(1))["lines"], want_1, "the reader pinned at version 1, during the expiry"),
+    );
     assert_eq!(s["state"], "Done", "{s:#}");
     let expire_rpcs = hdfs.namenode_rpcs_settled() - rpcs;
     let (_, files_after, bytes_after) = hdfs.count(&t);
@@ -307,6 +313,6 @@ fn on_hdfs_a_compacted_then_expired_table_of_2000_files_leaves_the_namenode_what
     eprintln!(
         "hdfs: files (bytes) on the NameNode: {files_written} ({bytes_written}) written, {files_compacted} \
          ({bytes_compacted}) compacted, {files_after} ({bytes_after}) expired keeping 2 versions ({expire_rpcs} \
-         NameNode RPCs), {files_final} ({bytes_final}) keeping 1: {live} live files and {metadata} of the log"
+         NameNode RPCs, {reads} pinned reads meanwhile), {files_final} ({bytes_final}) keeping 1: {live} live files and {metadata} of the log"
     );
 }

@@ -8,8 +8,11 @@
 //! manifest, list and metadata deletes) then rerun to the files an unkilled
 //! run leaves; on a real HDFS a table of 2,000 small files Spark wrote,
 //! compacted, then expired: the NameNode's count, Spark's reads of the
-//! snapshots kept and its error for an expired one, Java's own expiry
-//! planning nothing more and its reachability finding nothing unreached.
+//! snapshots kept (one pinned at the oldest, again and again during the
+//! run) and its error for an expired one, then Spark's own
+//! `remove_orphan_files` (dry run) and `expire_snapshots` finding nothing,
+//! Java's expiry planning nothing more and its reachability finding nothing
+//! unreached.
 // Real processes and servers: real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -19,7 +22,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::Stdio;
 
-use common::cluster::Cluster;
+use common::cluster::{reading_during, Cluster};
 use common::hdfs::HdfsCluster;
 use common::iceberg::{pyiceberg_read, Java};
 use common::iceberg_table::{before, compact_table, live_in, make_table, start_three};
@@ -279,9 +282,14 @@ fn on_hdfs_a_compacted_then_expired_iceberg_table_of_2000_files_leaves_the_namen
     let (want_2, want_3) = (read(Some(snapshots[1])), read(None));
     assert_eq!((&want_2["count"], &want_3["count"]), (&json!(3000), &json!(3002)));
 
-    // Forced to zero, the last two snapshots kept: the append's files go.
+    // Forced to zero, the last two snapshots kept: the append's files go,
+    // while a reader pinned at compactd's replace, the oldest kept, reads
+    // every row of it again and again.
     let rpcs = hdfs.namenode_rpcs_settled();
-    let s = expire(&c, &["expire.older-than=0", "expire.force=true", "expire.retain-last=2"]);
+    let (s, reads) = reading_during(
+        || expire(&c, &["expire.older-than=0", "expire.force=true", "expire.retain-last=2"]),
+        || assert_eq!(read(Some(snapshots[1]))["digest"], want_2["digest"], "the pinned reader, during the expiry"),
+    );
     assert_eq!(s["state"], "Done", "{s:#}");
     let expire_rpcs = hdfs.namenode_rpcs_settled() - rpcs;
     let (_, files_after, bytes_after) = hdfs.count(&t);
@@ -291,22 +299,40 @@ fn on_hdfs_a_compacted_then_expired_iceberg_table_of_2000_files_leaves_the_namen
     assert_eq!(gone["ok"], false, "the first snapshot is expired: {gone}");
     assert!(gone["error"].as_str().is_some_and(|e| e.contains(&snapshots[0].to_string())), "Spark's own error: {gone}");
 
-    // The newest only: Spark's own expiry and orphan search find nothing more.
+    // The newest only: Spark's own expiry and orphan search find nothing
+    // more, nor do Java's expiry planned with the same settings and its
+    // reachability (the rule of `remove_orphan_files`).
     let s = expire(&c, &["expire.older-than=0", "expire.force=true"]);
     assert_eq!(s["state"], "Done", "{s:#}");
     let (_, files_final, bytes_final) = hdfs.count(&t);
     assert_eq!(read(None)["digest"], want_3["digest"]);
-    // Java Iceberg's own expiry, planned with the same settings, expires
-    // nothing more, and its reachability (the rule of `remove_orphan_files`)
-    // finds nothing below the table that the metadata does not reach.
-    // Spark's procedures themselves never finish on this HDFS, even on a
-    // table compactd never touched (docs/formats/iceberg.md).
     let java = Java::shared();
     let plan = java.run(&json!({"cmd": "expire_plan", "location": t, "older_than": now_ms(), "retain_last": 1}));
     assert_eq!(plan["expired"], json!([]), "Java would expire more: {plan}");
     let orphans = unreachable(java, &t);
     assert_eq!(orphans["unreachable"], json!([]), "{orphans}");
     assert_eq!(orphans["files"], files_final, "{orphans}");
+    // remove_orphan_files refuses an age under a day: every file of the
+    // table is made two days old first, so that all are candidates.
+    spark.run(&json!({"cmd": "age", "location": t, "mtime_ms": now_ms() - 2 * 86_400_000}));
+    // A procedure's arguments are literals.
+    let at = |sql: &str| spark.run(&json!({"cmd": "query", "sql": sql}))["rows"][0]["t"].as_str().unwrap().to_string();
+    let (day_ago, now) = (
+        at("SELECT CAST(current_timestamp() - INTERVAL 25 HOURS AS STRING) AS t"),
+        at("SELECT CAST(current_timestamp() AS STRING) AS t"),
+    );
+    let orphans = spark
+        .run(&json!({"cmd": "query", "sql": format!("CALL x.system.remove_orphan_files(table => 's.t', \
+        older_than => TIMESTAMP '{day_ago}', dry_run => true)")}));
+    assert_eq!(orphans["rows"], json!([]), "Spark's remove_orphan_files would delete: {orphans}");
+    let expired = spark.run(&json!({"cmd": "query", "sql": format!("CALL x.system.expire_snapshots(table => 's.t', \
+        older_than => TIMESTAMP '{now}', retain_last => 1)")}));
+    let deleted = &expired["rows"][0];
+    let counts: Vec<&str> = deleted.as_object().unwrap().values().filter_map(Value::as_str).collect();
+    assert!(counts.len() >= 5 && counts.iter().all(|n| *n == "0"), "Spark's expire_snapshots deleted: {expired}");
+    let after_spark = hdfs.count(&t).1;
+    assert!((files_final..=files_final + 1).contains(&after_spark), "{files_final} files, then {after_spark}");
+    assert_eq!(read(None)["digest"], want_3["digest"]);
     let live = spark.run(&json!({"cmd": "query", "sql": "SELECT count(*) AS n FROM x.s.t.files"}))["rows"][0]["n"]
         .as_str()
         .unwrap()
@@ -316,7 +342,7 @@ fn on_hdfs_a_compacted_then_expired_iceberg_table_of_2000_files_leaves_the_namen
     eprintln!(
         "hdfs: files (bytes) on the NameNode: {files_written} ({bytes_written}) written, {files_compacted} \
          ({bytes_compacted}) compacted, {files_after} ({bytes_after}) expired keeping 2 snapshots ({expire_rpcs} \
-         NameNode RPCs), {files_final} ({bytes_final}) keeping 1: {live} live files and {metadata} of metadata ({})",
+         NameNode RPCs, {reads} pinned reads meanwhile), {files_final} ({bytes_final}) keeping 1: {live} live files and {metadata} of metadata ({})",
         s["stats"]
     );
     // Left beside the live files: the metadata versions the log keeps, the
