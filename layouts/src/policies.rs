@@ -184,9 +184,25 @@ pub struct PolicyDefinition {
     /// position deletes remove makes a file due.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_file_threshold: Option<u64>,
+    /// `delta` and `iceberg`: the table's retention (an `expire` task of
+    /// the whole table) is due this long after it last ran; absent: the
+    /// policy runs none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire_every_ms: Option<u64>,
+    /// The retention's `expire.older-than`; absent: the table's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire_older_than_ms: Option<u64>,
+    /// The retention's `expire.retain-last`; absent: the table's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire_retain_last: Option<u64>,
     pub wall_ms: u64,
     pub by: String,
 }
+
+/// The name a table's retention is decided under in `Decisions/` and shown
+/// under in a [`TableSummary`]'s detail: reserved (a partition folder whose
+/// name starts with a dot is never planned), so no partition has it.
+pub const EXPIRE_DECISION: &str = ".expire";
 
 /// A policy's minimum file age when it names none: 10 minutes, longer than
 /// a writer takes between putting a file down and committing it (a Delta
@@ -287,9 +303,18 @@ pub struct TableSummary {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub capped: bool,
     /// The partitions with small files, most small files first (at most
-    /// [`MAX_SUMMARY_PARTITIONS`]).
+    /// [`MAX_SUMMARY_PARTITIONS`]); before them the table's retention
+    /// ([`EXPIRE_DECISION`]) when its policy runs one or one is in flight.
     #[serde(default)]
     pub detail: Vec<PartitionSummary>,
+    /// Files and bytes the policy's retention tasks deleted, summed over
+    /// those the planner saw end, up to and including [`Self::expire_counted`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub expired_files: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub expired_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire_counted: Option<TaskId>,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -200,6 +200,9 @@ pub async fn tables(store: Store, args: TablesArgs) -> anyhow::Result<i32> {
             if let Some(c) = &t.last_compaction {
                 super::outln!("  last compaction: {}", c.describe());
             }
+            if let Some(r) = &t.retention {
+                super::outln!("  retention: {r}");
+            }
         }
     }
     Ok(if bad.is_empty() { 0 } else { 1 })

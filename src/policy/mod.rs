@@ -17,9 +17,11 @@
 //! not handed to a less specific one while it is paused). The tree and its
 //! formats are in `layouts::policies`.
 
+mod decide;
 pub mod define;
 mod owner;
 pub mod planner;
+pub mod retention;
 pub mod share;
 pub mod spec;
 mod track;

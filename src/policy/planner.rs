@@ -452,14 +452,21 @@ impl Planner {
         let (_, order) = allocate(&demands, free);
         // A slot is a partition; an Iceberg table's share of them is one
         // task, whose committer commits them together.
+        // The retention is a task of its own, never in a compaction's; on
+        // such a table it runs alone too, as its next task waits for the
+        // running one.
         let mut picks: Vec<(usize, Vec<usize>)> = vec![];
         for idx in order {
             let t = self.tracks.by_table.get_mut(&keys[idx]).expect("listed above");
             let Some(i) = t.queue.pop_front() else { continue };
-            let together = super::one_task_per_table(&t.item.policy);
-            match picks.iter_mut().find(|(k, _)| together && *k == idx) {
-                Some((_, group)) => group.push(i),
-                None => picks.push((idx, vec![i])),
+            let retention = |i: usize| super::retention::is_retention(&t.summary.detail[i]);
+            let alone = super::one_task_per_table(&t.item.policy);
+            match picks.iter_mut().find(|(k, _)| *k == idx) {
+                Some((_, group)) if alone && (retention(i) || group.iter().any(|&j| retention(j))) => {
+                    t.queue.push_front(i);
+                }
+                Some((_, group)) if alone => group.push(i),
+                _ => picks.push((idx, vec![i])),
             }
         }
         let mut sent = vec![];
@@ -485,8 +492,10 @@ impl Planner {
                         let d = &summary.detail[i];
                         in_flight.insert(d.partition.clone(), (d.task, order));
                         sent.extend(d.task);
-                        summary.last_compaction_wall_ms = Some(wall_ms);
-                        summary.last_task = d.task.or(summary.last_task);
+                        if !super::retention::is_retention(d) {
+                            summary.last_compaction_wall_ms = Some(wall_ms);
+                            summary.last_task = d.task.or(summary.last_task);
+                        }
                     }
                 }
                 Err(e) => report.errors.push(format!("deciding {}: {e}", track::key(item))),

@@ -41,6 +41,9 @@ struct PolicyFile {
     min_file_age: Option<String>,
     file_group_size: Option<Size>,
     delete_file_threshold: Option<u64>,
+    expire_every: Option<String>,
+    expire_older_than: Option<String>,
+    expire_retain_last: Option<u64>,
 }
 
 /// A size: bytes, or a string with a unit (`"128MiB"`).
@@ -61,6 +64,10 @@ pub const DEFAULT_MIN_INTERVAL_MS: u64 = 10 * 60 * 1000;
 pub const MAX_MIN_SMALL_FILES: u64 = 1_000_000_000;
 /// The largest `weight`.
 pub const MAX_WEIGHT: u32 = 1_000_000;
+/// The shortest `expire-every`: a retention lists the whole table and
+/// reads its metadata, more often than this it would cost more than it
+/// frees.
+pub const MIN_EXPIRE_EVERY_MS: u64 = 60 * 1000;
 
 /// Parses and checks a policy file; `path` names it in errors.
 pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
@@ -141,10 +148,30 @@ pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
     let file_group_size = size("file-group-size", &f.file_group_size, units::MAX_SIZE)?;
     let delete_file_threshold =
         count("delete-file-threshold", f.delete_file_threshold, 1, u32::MAX.into(), " (delete files)")?;
+    let expire_every_ms = duration("expire-every", &f.expire_every)?;
+    let expire_older_than_ms = duration("expire-older-than", &f.expire_older_than)?;
+    let expire_retain_last = count("expire-retain-last", f.expire_retain_last, 1, u32::MAX.into(), " (versions)")?;
+    if let Some(ms) = expire_every_ms.filter(|ms| *ms < MIN_EXPIRE_EVERY_MS) {
+        return Err(bad(format!("{}: {ms} ms is under the minimum of 1m", at("expire-every"))));
+    }
+    if expire_every_ms.is_some() && !matches!(f.executor.as_str(), "delta" | "iceberg") {
+        let why = "only delta and iceberg tables keep old versions to expire (a folder table's merge deletes what it replaces)";
+        return Err(bad(format!("{}: {why}", at("expire-every"))));
+    }
+    for (key, set) in
+        [("expire-older-than", expire_older_than_ms.is_some()), ("expire-retain-last", expire_retain_last.is_some())]
+    {
+        if set && expire_every_ms.is_none() {
+            return Err(bad(format!("{}: set with expire-every (how often the retention runs)", at(key))));
+        }
+    }
     Ok(PolicyDefinition {
         min_file_age_ms,
         file_group_size,
         delete_file_threshold,
+        expire_every_ms,
+        expire_older_than_ms,
+        expire_retain_last,
         name,
         version: 0,
         tables: f.tables,
@@ -331,6 +358,39 @@ mod tests {
         let e =
             parse("w.toml", &format!("{base}executor = \"parquet\"\nsole-writer = true\n")).unwrap_err().to_string();
         assert!(e.contains("line 5, key `sole-writer`"), "{e}");
+    }
+
+    #[test]
+    fn a_retention_is_for_delta_and_iceberg_tables_at_most_once_a_minute() {
+        let base = "name = \"w\"\ntables = [\"a/b/c\"]\nmin-small-files = 4\n";
+        let p = parse("w.toml", &format!("{base}executor = \"delta\"\nexpire-every = \"1d\"\n")).unwrap();
+        assert_eq!((p.expire_every_ms, p.expire_older_than_ms, p.expire_retain_last), (Some(86_400_000), None, None));
+        let text = format!(
+            "{base}executor = \"iceberg\"\nexpire-every = \"6h\"\nexpire-older-than = \"3d\"\nexpire-retain-last = 5\n"
+        );
+        let p = parse("w.toml", &text).unwrap();
+        assert_eq!(
+            (p.expire_every_ms, p.expire_older_than_ms, p.expire_retain_last),
+            (Some(21_600_000), Some(259_200_000), Some(5))
+        );
+        let cases = [
+            ("expire-every = \"1d\"\n", "line 4, key `expire-every`", "only delta and iceberg"),
+            ("executor = \"delta\"\nexpire-every = \"10s\"\n", "line 5, key `expire-every`", "minimum of 1m"),
+            (
+                "executor = \"delta\"\nexpire-older-than = \"1d\"\n",
+                "line 5, key `expire-older-than`",
+                "with expire-every",
+            ),
+            (
+                "executor = \"delta\"\nexpire-every = \"1d\"\nexpire-retain-last = 0\n",
+                "line 6, key `expire-retain-last`",
+                "at least 1",
+            ),
+        ];
+        for (lines, at, says) in cases {
+            let e = parse("w.toml", &format!("{base}{lines}")).unwrap_err().to_string();
+            assert!(e.contains(at) && e.contains(says), "{lines}: {e}");
+        }
     }
 
     #[test]

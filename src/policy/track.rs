@@ -291,7 +291,9 @@ pub fn state_text(s: &TableSummary, blocked: Option<&str>, p: &PolicyDefinition,
     if let Some(h) = s.hold.as_deref().or(blocked) {
         return h.to_string();
     }
-    let held: Vec<u64> = s.detail.iter().filter_map(|d| d.due_at_wall_ms).filter(|t| *t > wall_ms).collect();
+    let retention = s.detail.iter().find(|d| super::retention::is_retention(d));
+    let partitions = s.detail.iter().filter(|d| !super::retention::is_retention(d));
+    let held: Vec<u64> = partitions.filter_map(|d| d.due_at_wall_ms).filter(|t| *t > wall_ms).collect();
     let min_interval = held.iter().min().map(|first| {
         format!("{} partition(s) held by min-interval, the first due at {}", held.len(), super::at(*first))
     });
@@ -307,10 +309,18 @@ pub fn state_text(s: &TableSummary, blocked: Option<&str>, p: &PolicyDefinition,
         )),
         (q, false) => parts.push(format!("{q} due partition(s) waiting for a free slot")),
     }
-    if s.in_flight > 0 {
-        parts.push(format!("compacting {} partition(s)", s.in_flight));
+    let expiring = retention.filter(|d| d.in_flight);
+    let compacting = s.in_flight.saturating_sub(u64::from(expiring.is_some()));
+    if compacting > 0 {
+        parts.push(format!("compacting {compacting} partition(s)"));
+    }
+    if let Some(d) = expiring {
+        parts.push(d.why.clone());
     }
     parts.extend(min_interval);
+    if let Some(next) = retention.and_then(|d| d.due_at_wall_ms).filter(|t| *t > wall_ms) {
+        parts.push(format!("retention next at {}", super::at(next)));
+    }
     if parts.is_empty() {
         "nothing due".into()
     } else {

@@ -39,6 +39,11 @@ pub struct TableView {
     /// from `Scheduler/` (archived).
     #[serde(rename = "lastCompaction", skip_serializing_if = "Option::is_none")]
     pub last_compaction: Option<crate::tasks::view::TableChange>,
+    /// The table's retention (`expire-every`) in words: what it freed
+    /// (`expiredFiles`, `expiredBytes`), when it last ran, what it waits
+    /// for; absent when its policy runs none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention: Option<String>,
     #[serde(flatten)]
     pub summary: TableSummary,
 }
@@ -49,7 +54,8 @@ pub struct TableView {
 pub struct TableStatus {
     /// One of `policy-deleted`, `paused`, `refused`, `write-in-progress`,
     /// `cannot-submit`, `outside-windows`, `waiting-for-schedule`,
-    /// `capped`, `queued`, `compacting`, `min-interval`, `nothing-due`.
+    /// `capped`, `queued`, `compacting`, `expiring` (the table's retention
+    /// runs, no compaction), `min-interval`, `nothing-due`.
     pub state: &'static str,
     /// In words, naming the instants in the policy's zone too.
     pub reason: String,
@@ -98,13 +104,17 @@ pub fn status(s: &TableSummary, policy: Option<&PolicyRow>, gate: Option<&Gate>,
         Some(g) => return TableStatus::new("cannot-submit", g.describe(p), None),
         None => {}
     }
-    let first_due = s.detail.iter().filter_map(|d| d.due_at_wall_ms).filter(|t| *t > wall_ms).min();
+    let partitions = s.detail.iter().filter(|d| !super::retention::is_retention(d));
+    let first_due = partitions.filter_map(|d| d.due_at_wall_ms).filter(|t| *t > wall_ms).min();
+    let expiring = s.detail.iter().any(|d| super::retention::is_retention(d) && d.in_flight);
     let state = if s.capped {
         "capped"
     } else if s.queued > 0 {
         "queued"
-    } else if s.in_flight > 0 {
+    } else if s.in_flight > u64::from(expiring) {
         "compacting"
+    } else if expiring {
+        "expiring"
     } else if first_due.is_some() {
         "min-interval"
     } else {
@@ -182,6 +192,7 @@ pub async fn tables(
                     policy_deleted: deleted,
                     status,
                     last_compaction,
+                    retention: super::retention::describe(&summary),
                     summary,
                 })
             }

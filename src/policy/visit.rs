@@ -1,8 +1,9 @@
 //! One visit of a table by the planner: its partitions as listed on the
 //! data backend (resumable across rounds where the backend lists from a
-//! key, see [`TableCursor`]), its `Decisions/` and `Summary`; judging each
-//! partition, taking decisions exactly once (see the module doc of
-//! [`super::planner`]) and writing the summary when it changed.
+//! key, see [`TableCursor`]), its `Decisions/` (followed by
+//! [`super::decide`]) and `Summary`; judging each partition and the
+//! table's retention ([`super::retention`]), and writing the summary when
+//! it changed. Decisions are taken by [`super::decide`].
 //!
 //! A visit counts the backend requests it makes in `requests` (a listing
 //! page is 1,000 entries on S3), so the round can hold its budget.
@@ -11,15 +12,14 @@ use std::collections::BTreeMap;
 
 use futures::TryStreamExt;
 use layouts::formats::{encode, ExecutorKind, ExecutorSpec};
-use layouts::policies::{
-    self as paths, DecisionClaim, DecisionFile, DecisionTask, PartitionSummary, PolicyDefinition, TableSummary,
-};
-use layouts::{Name, NodeId, TaskId, TaskState};
-use store::{Created, Store};
+use layouts::policies::{self as paths, PartitionSummary, PolicyDefinition, TableSummary};
+use layouts::{Name, NodeId, TaskId};
+use store::Store;
 
 use super::define::read_json;
-use super::{Owned, PlanReport, PolicyError, TARGET_SIZE_PARAM};
-use crate::tasks::{self, TaskError, TaskSpec};
+use super::retention::is_retention;
+use super::{Owned, PlanReport, PolicyError};
+use crate::tasks;
 
 /// Entries in one listing page on S3 (and what a page is counted as
 /// elsewhere).
@@ -32,14 +32,6 @@ pub(super) struct Listed {
     bytes: u64,
     small_files: u64,
     small_bytes: u64,
-}
-
-/// The newest decision of a partition, from the `Decisions/` listing.
-#[derive(Default, Clone, Copy)]
-struct Newest {
-    seq: u64,
-    claim: bool,
-    task: bool,
 }
 
 /// Where a table's listing stopped when a round's budget ran out: the
@@ -169,6 +161,8 @@ impl Visit<'_> {
         let mut names: Vec<&Name> = listed.keys().chain(newest.keys()).collect();
         names.sort();
         names.dedup();
+        // The table's retention is not a partition: judged apart below.
+        names.retain(|n| n.as_str() != paths::EXPIRE_DECISION);
         let mut detail = vec![];
         let mut last_compaction = prev.last_compaction_wall_ms;
         let mut newest_task = prev.last_compaction_wall_ms.zip(prev.last_task);
@@ -208,6 +202,15 @@ impl Visit<'_> {
                 detail.push(d);
             }
         }
+        let mut freed = TableSummary {
+            expired_files: prev.expired_files,
+            expired_bytes: prev.expired_bytes,
+            expire_counted: prev.expire_counted,
+            ..TableSummary::default()
+        };
+        let before = prev_detail.get(paths::EXPIRE_DECISION).copied();
+        let retention = self.retention(&newest, before, &mut freed, report).await?;
+        detail.extend(retention);
         if let Some(why) = &hold {
             for d in detail.iter_mut().filter(|d| d.due) {
                 d.due = false;
@@ -223,8 +226,11 @@ impl Visit<'_> {
         }
         let in_flight: Vec<(String, Option<TaskId>)> =
             detail.iter().filter(|d| d.in_flight).map(|d| (d.partition.clone(), d.task)).collect();
-        // Most small files first: the fair share submits in this order.
-        detail.sort_by(|a, b| b.small_files.cmp(&a.small_files).then_with(|| a.partition.cmp(&b.partition)));
+        // The retention first, then most small files first: the fair share
+        // submits in this order.
+        detail.sort_by(|a, b| {
+            (!is_retention(a), b.small_files, &a.partition).cmp(&(!is_retention(b), a.small_files, &b.partition))
+        });
         detail.truncate(layouts::policies::MAX_SUMMARY_PARTITIONS);
         let summary = TableSummary {
             db: o.db.to_string(),
@@ -246,6 +252,9 @@ impl Visit<'_> {
             queued: 0,
             capped: false,
             detail,
+            expired_files: freed.expired_files,
+            expired_bytes: freed.expired_bytes,
+            expire_counted: freed.expire_counted,
         };
         Ok(Judged { summary, prev, in_flight })
     }
@@ -371,162 +380,6 @@ impl Visit<'_> {
         Ok(Listing::Done(Tallied { listed: out, findings, foreign_file: None }))
     }
 
-    /// Each partition's newest decision, and the files of older ones.
-    async fn list_decisions(&mut self) -> Result<(BTreeMap<Name, Newest>, Vec<String>), PolicyError> {
-        let o = self.item;
-        self.requests += 1;
-        let mut newest: BTreeMap<Name, Newest> = BTreeMap::new();
-        let mut all = vec![];
-        for e in self.store.list(&paths::decisions_dir(&o.db, &o.schema, &o.table)).await? {
-            let Some((part, seq, file)) = paths::parse_decision(e.name()) else { continue };
-            let n = newest.entry(part.clone()).or_default();
-            if seq > n.seq {
-                *n = Newest { seq, claim: false, task: false };
-            }
-            if seq == n.seq {
-                match file {
-                    DecisionFile::Claim => n.claim = true,
-                    DecisionFile::Task => n.task = true,
-                }
-            }
-            all.push((part, seq, e.path));
-        }
-        let stale = all
-            .into_iter()
-            .filter(|(p, seq, _)| newest.get(p).is_some_and(|n| *seq < n.seq))
-            .map(|(_, _, p)| p)
-            .collect();
-        Ok((newest, stale))
-    }
-
-    /// Brings the partition's newest decision forward: is its task still
-    /// running, and when did it start?
-    async fn follow(
-        &mut self,
-        name: &Name,
-        n: Newest,
-        newest: &BTreeMap<Name, Newest>,
-        before: Option<&PartitionSummary>,
-        d: &mut PartitionSummary,
-        report: &mut PlanReport,
-    ) -> Result<(), PolicyError> {
-        let o = self.item;
-        let path = |f| paths::decision(&o.db, &o.schema, &o.table, name, n.seq, f);
-        // Seen ended at this sequence number: nothing to read.
-        if let Some(b) = before.filter(|b| b.seq == n.seq && !b.in_flight && b.task.is_some()) {
-            d.last_compaction_wall_ms = b.last_compaction_wall_ms;
-            return Ok(());
-        }
-        if !n.task {
-            if !n.claim {
-                return Ok(());
-            }
-            self.requests += 1;
-            let claim = match read_json::<DecisionClaim>(self.store, &path(DecisionFile::Claim)).await {
-                Ok(Some(c)) => c,
-                Ok(None) => return Ok(()),
-                Err(e) => {
-                    blocked(d, e);
-                    return Ok(());
-                }
-            };
-            d.in_flight = true;
-            d.last_compaction_wall_ms = Some(claim.wall_ms);
-            d.why = "being submitted".into();
-            self.recover(name, n.seq, &claim, newest, d, report).await?;
-            return Ok(());
-        }
-        let task = match d.task {
-            Some(t) => t,
-            None => {
-                self.requests += 1;
-                match read_json::<DecisionTask>(self.store, &path(DecisionFile::Task)).await {
-                    Ok(Some(t)) => {
-                        d.last_compaction_wall_ms = Some(t.wall_ms);
-                        t.task
-                    }
-                    Ok(None) => return Ok(()),
-                    Err(e) => {
-                        blocked(d, e);
-                        return Ok(());
-                    }
-                }
-            }
-        };
-        d.task = Some(task);
-        self.requests += 1;
-        let dir = tasks::read_dir(self.store, &task).await?;
-        let mut ended = matches!(dir.state, Some(TaskState::Done | TaskState::Failed))
-            || (dir.state.is_none() && !dir.has_info && dir.terms.is_empty());
-        d.in_flight = !ended;
-        d.why = format!("being compacted by task {task}");
-        if dir.state == Some(TaskState::Cancel) {
-            // Stopped: its units' executors may still run until their
-            // workers notice (see PlannerConfig::stop_settle).
-            let seen = before.filter(|b| b.seq == n.seq).and_then(|b| b.stopped_seen_wall_ms).unwrap_or(self.wall_ms);
-            d.stopped_seen_wall_ms = Some(seen);
-            let until = seen.saturating_add(self.settle_ms);
-            ended = self.wall_ms >= until;
-            d.in_flight = !ended;
-            d.why = format!(
-                "task {task} was stopped: waiting {} s more for its executors to end",
-                until.saturating_sub(self.wall_ms).div_ceil(1000)
-            );
-        }
-        if ended {
-            d.why.clear();
-        }
-        Ok(())
-    }
-
-    /// A claim without a recorded task (see the module doc).
-    async fn recover(
-        &mut self,
-        name: &Name,
-        seq: u64,
-        claim: &DecisionClaim,
-        newest: &BTreeMap<Name, Newest>,
-        d: &mut PartitionSummary,
-        report: &mut PlanReport,
-    ) -> Result<(), PolicyError> {
-        self.requests += 2;
-        if let Some(id) = tasks::find_marked(self.store, paths::MARKER_PARAM, &claim.marker, claim.wall_ms).await? {
-            return self.record(name, seq, id, d).await;
-        }
-        let mine = claim.by == self.me.as_str();
-        if self.dry {
-            return Ok(());
-        }
-        if mine || self.wall_ms >= claim.wall_ms.saturating_add(crate::jobs::drive::CLAIM_GRACE_MS) {
-            // A group's claim submits the group: its other partitions'
-            // claims find the task by the marker. The group is the claims
-            // its author won, not all it tried: a partition whose newest
-            // claim is another planner's (its create came back Exists) is
-            // that planner's to submit.
-            let o = self.item;
-            let mut spec_parts = vec![];
-            for p in claim.partitions.iter().filter_map(|p| Name::parse(p).ok()) {
-                if &p == name {
-                    spec_parts.push(p);
-                    continue;
-                }
-                let Some(m) = newest.get(&p).filter(|m| m.claim && !m.task) else { continue };
-                self.requests += 1;
-                let path = paths::decision(&o.db, &o.schema, &o.table, &p, m.seq, DecisionFile::Claim);
-                if let Ok(Some(c)) = read_json::<DecisionClaim>(self.store, &path).await {
-                    if c.marker == claim.marker {
-                        spec_parts.push(p);
-                    }
-                }
-            }
-            if !spec_parts.contains(name) {
-                spec_parts = vec![name.clone()];
-            }
-            self.submit(std::slice::from_mut(d), &[(0, name.clone(), seq)], spec_parts, claim, report).await?;
-        }
-        Ok(())
-    }
-
     /// Sets why the partition is or is not due.
     fn judge(&self, p: &PolicyDefinition, d: &mut PartitionSummary) {
         if d.in_flight {
@@ -568,196 +421,6 @@ impl Visit<'_> {
         d.due = true;
         d.why = reasons.join(", ");
     }
-
-    /// Takes the next decision of the due partitions `idxs` of `detail`:
-    /// one task for them all (several: an `iceberg` table's, whose
-    /// committer commits them together). Returns those now in flight.
-    pub async fn decide(
-        &mut self,
-        detail: &mut [PartitionSummary],
-        idxs: &[usize],
-        report: &mut PlanReport,
-    ) -> Result<Vec<usize>, PolicyError> {
-        let o = self.item;
-        let named: Vec<(usize, Name)> =
-            idxs.iter().filter_map(|&i| Name::parse(&detail[i].partition).ok().map(|n| (i, n))).collect();
-        let group: Vec<String> =
-            if named.len() > 1 { named.iter().map(|(_, n)| n.to_string()).collect() } else { vec![] };
-        let mut marker: Option<String> = None;
-        let mut claimed = vec![];
-        let mut now = vec![];
-        for (i, name) in named {
-            let d = &mut detail[i];
-            let seq = d.seq + 1;
-            let claim = DecisionClaim {
-                policy: o.policy.name.clone(),
-                policy_version: o.policy.version,
-                by: self.me.to_string(),
-                wall_ms: self.wall_ms,
-                // The group's task carries the first claim's marker: any
-                // of its partitions' claims finds it.
-                marker: marker.clone().unwrap_or_else(|| paths::marker(&o.db, &o.schema, &o.table, &name, seq)),
-                why: d.why.clone(),
-                partitions: group.clone(),
-            };
-            if self.dry {
-                report.submitted.push(format!("{}/{}/{}/{name}: {}", o.db, o.schema, o.table, d.why));
-                d.why = format!("would submit: {}", d.why);
-                d.due = false;
-                now.push(i);
-                continue;
-            }
-            self.requests += 1;
-            let path = paths::decision(&o.db, &o.schema, &o.table, &name, seq, DecisionFile::Claim);
-            d.seq = seq;
-            d.task = None;
-            d.in_flight = true;
-            d.due = false;
-            d.last_compaction_wall_ms = Some(self.wall_ms);
-            now.push(i);
-            match self.store.create(&path, encode(&claim)).await {
-                Ok(Created::Exists) => {
-                    // Another planner took this decision: it submits.
-                    d.why = "being submitted by another planner".into();
-                    continue;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    // The claim may stand all the same (a lost reply): the
-                    // partition stays in flight for the next visit to
-                    // recover. The claims won so far are submitted now, so
-                    // that the table's task holds them before another starts.
-                    report.errors.push(format!("deciding {}/{}/{}/{name}: {e}", o.db, o.schema, o.table));
-                    break;
-                }
-            }
-            marker.get_or_insert_with(|| claim.marker.clone());
-            claimed.push((i, name, seq, claim));
-        }
-        let Some((_, _, _, claim)) = claimed.first() else { return Ok(now) };
-        let claim = claim.clone();
-        let parts: Vec<(usize, Name, u64)> = claimed.into_iter().map(|(i, n, seq, _)| (i, n, seq)).collect();
-        let spec_parts = parts.iter().map(|(_, n, _)| n.clone()).collect();
-        self.submit(detail, &parts, spec_parts, &claim, report).await?;
-        Ok(now.into_iter().filter(|&i| detail[i].in_flight).collect())
-    }
-
-    /// Submits the task of a decision (`claim`) for `spec_parts`, and
-    /// records it in the decisions of `parts` (indices into `detail`).
-    async fn submit(
-        &mut self,
-        detail: &mut [PartitionSummary],
-        parts: &[(usize, Name, u64)],
-        spec_parts: Vec<Name>,
-        claim: &DecisionClaim,
-        report: &mut PlanReport,
-    ) -> Result<(), PolicyError> {
-        let o = self.item;
-        let mut spec = TaskSpec::table(o.db.clone(), o.schema.clone(), o.table.clone());
-        spec.partitions = spec_parts;
-        spec.executor = Some(executor_of(&o.policy));
-        spec.params.insert(paths::MARKER_PARAM.into(), claim.marker.clone());
-        spec.params.insert(TARGET_SIZE_PARAM.into(), o.policy.target_size.to_string());
-        if matches!(spec.executor.as_ref().map(|e| e.kind), Some(ExecutorKind::Merge | ExecutorKind::Parquet)) {
-            let age = format!("{}ms", o.policy.min_file_age_ms());
-            spec.params.insert(crate::executor::merge::MIN_AGE_PARAM.into(), age);
-        }
-        if o.policy.sole_writer {
-            spec.params.insert(crate::executor::iceberg::catalog::SOLE_WRITER_PARAM.into(), "true".into());
-        }
-        if let Some(n) = o.policy.file_group_size {
-            spec.params.insert(crate::executor::iceberg::group::GROUP_BYTES_PARAM.into(), n.to_string());
-        }
-        if let Some(n) = o.policy.delete_file_threshold {
-            spec.params.insert(crate::executor::iceberg::DELETE_FILES_PARAM.into(), n.to_string());
-        }
-        self.requests += 6;
-        // Unit keys hold commas (`spec0,part="p0"`): one partition a word.
-        let names = spec.partitions.iter().map(Name::as_str).collect::<Vec<_>>().join(" ");
-        match tasks::submit_placed(self.store, spec, self.wall_ms).await {
-            Ok(placed) => {
-                report.managers.push(placed.manager);
-                report.submitted.push(format!("{}/{}/{}/{names} {}", o.db, o.schema, o.table, placed.id));
-                self.decisions += 1;
-                for (i, name, seq) in parts {
-                    self.record(name, *seq, placed.id, &mut detail[*i]).await?;
-                }
-                Ok(())
-            }
-            Err(e @ (TaskError::Invalid(_) | TaskError::Limit(_))) => {
-                let problem = match e {
-                    TaskError::Invalid(problem) => problem,
-                    e => e.to_string(),
-                };
-                for (i, name, seq) in parts {
-                    self.give_up(name, *seq, problem.clone(), &mut detail[*i]).await?;
-                }
-                Ok(())
-            }
-            // No live node, a store error: the claim is ours; the next
-            // visit submits again.
-            Err(e) => {
-                for (i, _, _) in parts {
-                    detail[*i].why = format!("submitting failed, retried next visit: {e}");
-                }
-                Ok(())
-            }
-        }
-    }
-
-    async fn record(&mut self, name: &Name, seq: u64, id: TaskId, d: &mut PartitionSummary) -> Result<(), PolicyError> {
-        let o = self.item;
-        let t = DecisionTask { task: id, by: self.me.to_string(), wall_ms: self.wall_ms };
-        let path = paths::decision(&o.db, &o.schema, &o.table, name, seq, DecisionFile::Task);
-        self.requests += 1;
-        if self.store.create(&path, encode(&t)).await? == Created::Exists {
-            if let Ok(Some(other)) = read_json::<DecisionTask>(self.store, &path).await {
-                if other.task != id {
-                    tracing::warn!(partition = %name, duplicate = %id, kept = %other.task, "stopping a duplicate planner task");
-                    let _ = tasks::stop(self.store, &id, "planner: duplicate", self.wall_ms).await;
-                }
-                d.task = Some(other.task);
-            }
-        } else {
-            d.task = Some(id);
-        }
-        d.in_flight = true;
-        d.why = format!("being compacted by task {}", d.task.map(|t| t.to_string()).unwrap_or_default());
-        Ok(())
-    }
-
-    /// A task that can never be submitted: the claim goes, the reason stays
-    /// in the summary, and the partition is judged again next pass.
-    async fn give_up(
-        &mut self,
-        name: &Name,
-        seq: u64,
-        problem: String,
-        d: &mut PartitionSummary,
-    ) -> Result<(), PolicyError> {
-        let o = self.item;
-        tracing::warn!(table = %format!("{}/{}/{}", o.db, o.schema, o.table), partition = %name, "planner cannot submit: {problem}");
-        self.requests += 1;
-        self.store.delete(&paths::decision(&o.db, &o.schema, &o.table, name, seq, DecisionFile::Claim)).await?;
-        d.seq = seq - 1;
-        d.in_flight = false;
-        d.why = format!("cannot submit: {problem}");
-        Ok(())
-    }
-}
-
-/// A partition whose newest decision file is bad (not one compactd wrote,
-/// or unreadable): whether a task runs for it is unknown, so it is held as
-/// in flight (never submitted twice) until the file is removed; the rest
-/// of the table is planned as usual.
-fn blocked(d: &mut PartitionSummary, e: PolicyError) {
-    if matches!(e, PolicyError::Store(_)) {
-        tracing::warn!("planner: {e}");
-    } else {
-        tracing::warn!("planner: a bad decision file holds its partition until it is removed: {e}");
-    }
-    d.in_flight = true;
-    d.why = format!("held: {e} (remove it to plan the partition again; `compactd check` names it)");
 }
 
 /// Counts one listed entry of table folder `dir` in its partition.

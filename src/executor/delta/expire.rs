@@ -480,6 +480,10 @@ impl Expired {
         s.insert("log_bytes_freed".into(), self.log_bytes_freed);
         s.insert("files_kept".into(), self.files_kept);
         s.insert("compactd_unnamed_kept".into(), self.compactd_unnamed_kept);
+        // The same two names as an Iceberg retention's: what a policy's
+        // `tables` view sums.
+        s.insert("files_deleted".into(), self.data_files_deleted + self.log_files_deleted);
+        s.insert("bytes_freed".into(), self.data_bytes_freed + self.log_bytes_freed);
         if let Some(v) = self.checkpoint_written {
             s.insert("checkpoint_written".into(), v);
         }

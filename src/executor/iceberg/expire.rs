@@ -105,6 +105,16 @@ impl Expired {
             ("metadata_files_deleted", self.metadata_files_deleted),
             ("bytes_freed", self.bytes_freed),
             ("files_kept", self.files_kept),
+            // The same name as a Delta retention's: what a policy's
+            // `tables` view sums.
+            (
+                "files_deleted",
+                self.data_files_deleted
+                    + self.delete_files_deleted
+                    + self.manifests_deleted
+                    + self.lists_deleted
+                    + self.metadata_files_deleted,
+            ),
         ] {
             m.insert(k.to_string(), v);
         }

@@ -355,15 +355,15 @@ pub fn render_index(v: &ClusterView) -> String {
     } else {
         b.push_str(
             "<table id=\"tables\"><tr><th>table</th><th>policy</th><th>partitions</th><th>small files</th>\
-             <th>small bytes</th><th>in flight</th><th>last compaction</th><th>what it changed</th><th>checked</th>\
-             <th>state</th></tr>",
+             <th>small bytes</th><th>in flight</th><th>last compaction</th><th>what it changed</th>\
+             <th>retention</th><th>checked</th><th>state</th></tr>",
         );
         for t in &v.tables {
             let s = &t.summary;
             let state = format!("{}: {}", t.status.state, t.status.reason);
             let _ = write!(
                 b,
-                "<tr data-table=\"{name}\" data-state=\"{st}\"><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr data-table=\"{name}\" data-state=\"{st}\"><td>{name}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&s.policy),
                 s.partitions,
                 s.small_files,
@@ -371,6 +371,7 @@ pub fn render_index(v: &ClusterView) -> String {
                 s.in_flight,
                 esc(&time(s.last_compaction_wall_ms)),
                 esc(&t.last_compaction.as_ref().map(|c| c.describe()).unwrap_or_default()),
+                esc(t.retention.as_deref().unwrap_or("")),
                 esc(&time(Some(s.checked_wall_ms))),
                 esc(&state),
                 st = t.status.state,

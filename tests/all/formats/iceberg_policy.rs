@@ -3,7 +3,8 @@
 //! the policy commits one `replace` snapshot per task, not one per
 //! partition; a partition that comes due while the table's task runs waits
 //! for it; `compactd tables` shows what the last compaction changed as
-//! `status` has it.
+//! `status` has it; a policy's retention (`expire-every`) runs as a task of
+//! its own and `tables` shows what it freed.
 // Real processes and servers: real time.
 #![allow(clippy::disallowed_methods)]
 
@@ -29,6 +30,11 @@ fn table_row(c: &Cluster) -> Option<Value> {
 fn start_with_policy(c: &mut Cluster, data: &std::path::Path, extra: &str) {
     c.start_with("n1", &["--data", &format!("fs://{}", data.display()), "--plan-interval", "1s"]);
     c.wait_nodes(Duration::from_secs(30), "a node and a monitor", |r| alive(r).len() == 1 && monitor_of(r).is_some());
+    apply_policy(c, extra);
+}
+
+/// Applies (a new version of) the policy `ice` of [`start_with_policy`].
+fn apply_policy(c: &Cluster, extra: &str) {
     let policy = c.fs_path().parent().unwrap().join("ice.toml");
     std::fs::write(
         &policy,
@@ -227,6 +233,104 @@ fn a_partition_due_while_its_iceberg_tables_task_runs_waits_for_it_and_gets_a_ta
     };
     assert_eq!(removed(replaces[0]), first_inputs, "the first task: p0 and p1");
     assert!(removed(replaces[1]).iter().all(|f| f.contains("/part=p9/")), "the second: p9 alone");
+    let now = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!((&now["count"], &now["digest"]), (&want["count"], &want["digest"]));
+}
+
+#[test]
+fn a_policys_retention_runs_as_a_task_of_its_own_and_tables_shows_what_it_freed() {
+    let _turn = crate::common::turns::waits();
+    let java = Java::shared();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let location = data.join("db/s/t").display().to_string();
+    make_table(java, &location, 4, 3);
+    // The table's own age: none (the retention keeps only what Iceberg's
+    // minimum of one snapshot needs).
+    java.run(&json!({"cmd": "set_properties", "location": location,
+        "properties": {"history.expire.max-snapshot-age-ms": "0"}}));
+    let inputs = before(java, &location).live;
+    start_with_policy(&mut c, &data, "");
+    let start = std::time::Instant::now();
+    while ["p0", "p1", "p2"].iter().any(|p| live_in(java, &location, p).len() != 1) {
+        assert!(start.elapsed() < Duration::from_secs(120), "not compacted: {:#?}\n{}", table_row(&c), c.logs_text());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(inputs.iter().all(|f| std::path::Path::new(f.trim_start_matches("file:")).exists()), "kept for readers");
+    let want = java.run(&json!({"cmd": "read", "location": location}));
+    // The same policy with a retention: due at once (it never ran), its
+    // own task, which deletes the replaced inputs.
+    apply_policy(&c, "expire-every = \"1h\"\n");
+    let start = std::time::Instant::now();
+    let row = loop {
+        let row = table_row(&c);
+        if row.as_ref().is_some_and(|r| r["expiredFiles"].as_u64().is_some_and(|n| n > 0) && r["inFlight"] == 0) {
+            break row.unwrap();
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "not expired: {row:#?}\n{}", c.logs_text());
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(inputs.iter().all(|f| !std::path::Path::new(f.trim_start_matches("file:")).exists()), "{row:#}");
+    let now = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!((&now["count"], &now["digest"]), (&want["count"], &want["digest"]));
+    // One retention task (the one whose figures are a retention's).
+    let statuses: Vec<Value> = task_ids(&c).iter().map(|id| c.status(id)).collect();
+    let expire: Vec<&Value> = statuses.iter().filter(|s| s["stats"].get("files_deleted").is_some()).collect();
+    assert_eq!((statuses.len(), expire.len()), (2, 1), "a compaction and a retention: {statuses:#?}");
+    let status = expire[0];
+    assert_eq!(status["state"], "Done", "{status:#}");
+    assert!(status["stats"]["data_files_deleted"].as_u64() >= Some(inputs.len() as u64), "{status:#}");
+    assert_eq!(row["expiredFiles"], status["stats"]["files_deleted"], "tables sums what status has: {row:#}");
+    assert_eq!(row["expiredBytes"], status["stats"]["bytes_freed"], "{row:#}");
+    // Java's own expiry with the table's settings finds nothing more.
+    let plan = java.run(&json!({"cmd": "expire_plan", "location": location,
+        "older_than": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64,
+        "retain_last": 1}));
+    assert_eq!(plan["expired"], json!([]), "{plan}");
+    // The next one waits an hour; `tables` and the status page say so.
+    let retention = row["retention"].as_str().unwrap_or_default();
+    assert!(retention.starts_with(&format!("freed {} files", row["expiredFiles"])), "{row:#}");
+    assert!(retention.contains("retention every 1h: next at"), "{row:#}");
+    let text = String::from_utf8_lossy(&c.compactd(&["tables"]).stdout).to_string();
+    assert!(text.contains(&format!("  retention: {retention}")), "{text}");
+    let rows = c.nodes();
+    let addr = rows.iter().find_map(|r| r["addr"].as_str()).expect("a node with an address");
+    let (code, page) = common::http::get(addr, "/").unwrap();
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains(&format!("freed {} files", row["expiredFiles"])), "{page}");
+}
+
+#[test]
+fn an_iceberg_tables_retention_due_with_its_compaction_runs_alone_first() {
+    let _turn = crate::common::turns::waits();
+    let java = Java::shared();
+    let mut c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let location = data.join("db/s/t").display().to_string();
+    make_table(java, &location, 3, 2);
+    let want = java.run(&json!({"cmd": "read", "location": location}));
+    start_with_policy(&mut c, &data, "expire-every = \"1h\"\n");
+    let start = std::time::Instant::now();
+    loop {
+        let row = table_row(&c);
+        let compacted = ["p0", "p1"].iter().all(|p| live_in(java, &location, p).len() == 1);
+        if compacted && row.as_ref().is_some_and(|r| r["inFlight"] == 0 && r["expireCounted"].is_string()) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "{row:#?}\n{}", c.logs_text());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Both were due at the first visit: the retention went first, as a
+    // task of its own, and the compaction only once it had ended (one task
+    // of an Iceberg table at a time).
+    let statuses: Vec<Value> = task_ids(&c).iter().map(|id| c.status(id)).collect();
+    assert_eq!(statuses.len(), 2, "{statuses:#?}");
+    let (retention, compaction): (Vec<&Value>, Vec<&Value>) =
+        statuses.iter().partition(|s| s["stats"].get("files_deleted").is_some());
+    assert_eq!((retention.len(), compaction.len()), (1, 1), "{statuses:#?}");
+    let ended = retention[0]["finished_wall_ms"].as_u64().expect("the retention ended");
+    let started = compaction[0]["started_wall_ms"].as_u64().expect("the compaction started");
+    assert!(ended <= started, "the compaction started before the retention ended: {statuses:#?}");
     let now = java.run(&json!({"cmd": "read", "location": location}));
     assert_eq!((&now["count"], &now["digest"]), (&want["count"], &want["digest"]));
 }
