@@ -27,6 +27,8 @@
  *   COMPACTD_KILL_BASENAME  for unlinks, instead of COMPACTD_KILL_PATH:
  *                       the last segment of the name equals it exactly
  *   COMPACTD_KILL_NTH   kill at the Nth matching call (default 1)
+ *   COMPACTD_KILL_SIGNAL  STOP: SIGSTOP at the Nth call only, instead of
+ *                       SIGKILL (the test sends SIGCONT)
  *
  * Unset, the shim only forwards. Built by the tests with `cc -shared -fPIC`.
  */
@@ -68,14 +70,23 @@ static int path_matches(const char *path) {
     return path_matches_as_given(real);
 }
 
-static void die_now(void) { kill(getpid(), SIGKILL); }
+/* COMPACTD_KILL_SIGNAL=STOP: stopped instead of killed, once, so that a
+ * test acts while the process waits right there (another writer's commit)
+ * and then lets it go on with SIGCONT. */
+static int stopping(void) {
+    const char *s = getenv("COMPACTD_KILL_SIGNAL");
+    return s && strcmp(s, "STOP") == 0;
+}
+
+static void die_now(void) { kill(getpid(), stopping() ? SIGSTOP : SIGKILL); }
 
 /* Counts matching calls; kills at the Nth (COMPACTD_KILL_NTH, default 1). */
 static void die(void) {
     static long seen = 0;
     const char *n = getenv("COMPACTD_KILL_NTH");
     long want = (n && *n) ? atol(n) : 1;
-    if (++seen >= want) die_now();
+    ++seen;
+    if (seen == want || (seen > want && !stopping())) die_now();
 }
 
 static int fd_matches(int fd) {

@@ -23,6 +23,29 @@ pub fn shim() -> &'static Path {
     })
 }
 
+/// Arms `cmd` to be SIGSTOPped (once) at the `nth` file operation of kind
+/// `at` whose path contains `pattern`: the test acts while it waits there,
+/// then sends SIGCONT ([`wait_stopped`] finds the moment).
+pub fn arm_stop(cmd: &mut Command, at: &str, pattern: &str, nth: u32) {
+    arm(cmd, at, pattern, nth);
+    cmd.env("COMPACTD_KILL_SIGNAL", "STOP");
+}
+
+/// Waits (at most a minute) until process `pid` is stopped.
+// A real process: real time.
+#[allow(clippy::disallowed_methods)]
+pub fn wait_stopped(pid: u32) {
+    for _ in 0..6000 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state follows the command's name in parentheses.
+        if stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T')) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("process {pid} never stopped at its armed point");
+}
+
 /// Arms `cmd` to be SIGKILLed at the `nth` file operation of kind `at`
 /// whose path contains `pattern`.
 pub fn arm(cmd: &mut Command, at: &str, pattern: &str, nth: u32) {

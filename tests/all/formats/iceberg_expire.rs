@@ -6,7 +6,9 @@
 //! age, refused a shorter one, forced to two snapshots then one; SIGKILL at
 //! each step of a run (after the metadata commit, among the data,
 //! manifest, list and metadata deletes) then rerun to the files an unkilled
-//! run leaves; on a real HDFS a table of 2,000 small files Spark wrote,
+//! run leaves; a writer committing while the expiry is stopped right
+//! before its commit (its commit loses, it reads and plans again, the
+//! append stays); on a real HDFS a table of 2,000 small files Spark wrote,
 //! compacted, then expired: the NameNode's count, Spark's reads of the
 //! snapshots kept (one pinned at the oldest, again and again during the
 //! run) and its error for an expired one, then Spark's own
@@ -25,7 +27,7 @@ use std::process::Stdio;
 use common::cluster::{reading_during, Cluster};
 use common::hdfs::HdfsCluster;
 use common::iceberg::{pyiceberg_read, Java};
-use common::iceberg_table::{before, compact_table, live_in, make_table, start_three};
+use common::iceberg_table::{before, compact_table, live_in, make_table, rows, start_three};
 use common::parquet::{copy_dir, files_below as files_of};
 use common::spark::Spark;
 use serde_json::{json, Value};
@@ -120,8 +122,15 @@ fn expire_on_fs_keeps_the_tables_own_age_refuses_a_shorter_one_and_forced_leaves
 
     // Forced, the newest snapshot only: its files alone stay, Java and
     // pyiceberg read the same rows, an expired snapshot no longer reads.
+    // An unfinished compaction's output, which no metadata names yet, stays
+    // too (then it goes, as its task's commit or `vacuum-orphans` would
+    // decide, so that the checks below see the table alone).
+    let unfinished = table.join("data/part=p0/compactd-t9-r1-u0123456789abcdef-a1-0.parquet");
+    std::fs::write(&unfinished, b"an output its task has not committed yet").unwrap();
     let s = expire(&c, &["expire.older-than=0", "expire.force=true"]);
     assert_eq!(s["state"], "Done", "{s:#}");
+    assert!(unfinished.exists(), "a file no metadata names is not the expiry's: {s:#}");
+    std::fs::remove_file(&unfinished).unwrap();
     assert_eq!(snapshot_ids(java, &location), vec![old.current]);
     assert_eq!(s["stats"]["delete_files_deleted"], 1, "the delete file the compaction applied: {s:#}");
     let now = java.run(&json!({"cmd": "read", "location": location}));
@@ -245,6 +254,49 @@ fn a_sigkilled_iceberg_expire_leaves_a_table_java_reads_and_the_rerun_finishes()
         killed += 1;
     }
     assert_eq!(killed, KILLS.len());
+}
+
+#[test]
+fn a_writer_committing_while_the_expiry_is_about_to_commit_loses_nothing() {
+    let _turn = crate::common::turns::waits();
+    let java = Java::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let table = tmp.path().join("db/s/t");
+    std::fs::create_dir_all(table.parent().unwrap()).unwrap();
+    let location = table.to_str().unwrap().to_string();
+    make_table(java, &location, 4, 2);
+    let version = || {
+        let hint = std::fs::read_to_string(table.join("metadata/version-hint.text")).unwrap();
+        hint.trim().parse::<u64>().unwrap()
+    };
+    let read = version();
+    // The expiry stops right before it creates its new metadata version:
+    // its plan is made from version `read`.
+    let mut cmd = common::cluster::expire_unit(
+        tmp.path(),
+        &[("expire.older-than", "0"), ("expire.force", "true"), ("iceberg.sole-writer", "true")],
+    );
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    common::killat::arm_stop(&mut cmd, "create-before", ".metadata.json", 1);
+    let child = cmd.spawn().unwrap();
+    common::killat::wait_stopped(child.id());
+    // Meanwhile a writer commits version `read + 1`: an append.
+    java.run(&json!({"cmd": "append", "location": location, "rows": rows(100, 30, 2), "files": 1}));
+    assert_eq!(version(), read + 1);
+    let want = java.run(&json!({"cmd": "read", "location": location}));
+    let appended = java.run(&json!({"cmd": "snapshots", "location": location}))["current"].as_i64().unwrap();
+    unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Its create found the writer's version: it read the table again and
+    // committed the next, over the append, which no snapshot loses.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("in metadata version {}", read + 2)), "{text}");
+    assert_eq!(version(), read + 2);
+    assert_eq!(snapshot_ids(java, &location), vec![appended], "the append is the snapshot kept: {text}");
+    let now = java.run(&json!({"cmd": "read", "location": location}));
+    assert_eq!((&now["count"], &now["digest"]), (&want["count"], &want["digest"]), "{text}");
+    assert_eq!(unreachable(java, &location)["unreachable"], json!([]), "{text}");
 }
 
 #[test]
