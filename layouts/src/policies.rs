@@ -185,10 +185,13 @@ pub struct PolicyDefinition {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_file_threshold: Option<u64>,
     /// `delta` and `iceberg`: the table's retention (an `expire` task of
-    /// the whole table) is due this long after it last ran; absent: the
-    /// policy runs none.
+    /// the whole table) is due this long after it was last decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expire_every_ms: Option<u64>,
+    /// Or at each fire of this cron expression, in `time_zone`; with
+    /// neither, the policy runs no retention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire_schedule: Option<String>,
     /// The retention's `expire.older-than`; absent: the table's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expire_older_than_ms: Option<u64>,
@@ -210,6 +213,11 @@ pub const EXPIRE_DECISION: &str = ".expire";
 pub const DEFAULT_MIN_FILE_AGE_MS: u64 = 10 * 60 * 1000;
 
 impl PolicyDefinition {
+    /// Whether the policy runs a retention (`expire-every`).
+    pub fn runs_retention(&self) -> bool {
+        self.expire_every_ms.is_some() || self.expire_schedule.is_some()
+    }
+
     /// [`PolicyDefinition::min_file_age_ms`] with its default applied.
     pub fn min_file_age_ms(&self) -> u64 {
         self.min_file_age_ms.unwrap_or(DEFAULT_MIN_FILE_AGE_MS)

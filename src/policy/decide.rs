@@ -195,7 +195,7 @@ impl Visit<'_> {
         let name = Name::parse(paths::EXPIRE_DECISION).expect("a valid name");
         let n = newest.get(&name).copied().unwrap_or_default();
         let p = &*self.item.policy;
-        if p.expire_every_ms.is_none() && n.seq == 0 {
+        if !p.runs_retention() && n.seq == 0 {
             return Ok(None);
         }
         let mut d = PartitionSummary {
@@ -214,7 +214,7 @@ impl Visit<'_> {
             }
         }
         super::retention::judge(p, &mut d, self.wall_ms);
-        if p.expire_every_ms.is_none() && !d.in_flight {
+        if !p.runs_retention() && !d.in_flight {
             return Ok(None);
         }
         Ok(Some(d))

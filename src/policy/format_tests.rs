@@ -131,3 +131,24 @@ async fn a_retention_is_a_task_of_its_own_decided_once_per_period_and_never_doub
     assert!(tree.exists(&task).await.unwrap(), "the found task is recorded");
     assert_eq!(task_ids(&tree).await.len(), before + r.submitted.len());
 }
+
+#[tokio::test]
+async fn a_scheduled_retention_waits_for_its_next_fire_and_runs_once_per_fire() {
+    let (tree, data) = stores().await;
+    apply(&tree, "executor = \"delta\"\nexpire-every = \"0 3 * * *\"").await;
+    delta_table(&data).await;
+    // 01:00 UTC: the partitions are due, the retention at 03:00.
+    let r = pass(&mut planner("n1"), &tree, &data, T0).await;
+    assert_eq!(r.submitted.len(), 2, "{:?}", r.submitted);
+    let views = super::view::tables(&tree, usize::MAX, &mut vec![], T0).await.unwrap();
+    let retention = views[0].retention.clone().unwrap_or_default();
+    assert!(retention.contains("retention on schedule 0 3 * * * (UTC): next at 2026-11-25T03:00:00Z"), "{retention}");
+    let r = pass(&mut planner("n1"), &tree, &data, T0 + 2 * HOUR + 1000).await;
+    assert_eq!(r.submitted.len(), 1, "{:?}", r.submitted);
+    assert!(r.submitted[0].starts_with("db/public/t1/.expire "), "{:?}", r.submitted);
+    for id in task_ids(&tree).await {
+        finish(&tree, &id).await;
+    }
+    let r = pass(&mut planner("n1"), &tree, &data, T0 + 3 * HOUR).await;
+    assert!(r.submitted.iter().all(|s| !s.contains(".expire")), "once per fire: {:?}", r.submitted);
+}

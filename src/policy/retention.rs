@@ -1,5 +1,6 @@
 //! A table's retention under its policy (`expire-every`): an `expire` task
-//! of the whole table, due that long after the last one was decided, with
+//! of the whole table, due that long after the last one was decided (or at
+//! the fires of a cron schedule), with
 //! the policy's `expire-older-than` and `expire-retain-last` or else the
 //! table's own settings.
 //!
@@ -19,6 +20,7 @@ use store::Store;
 
 use super::Owned;
 use crate::executor::expire::{OLDER_THAN_PARAM, RETAIN_LAST_PARAM};
+use crate::schedule::Cron;
 use crate::tasks::{self, TaskSpec};
 
 /// Whether a summary row is the table's retention rather than a partition.
@@ -76,23 +78,46 @@ pub(super) fn task_spec(o: &Owned) -> TaskSpec {
     spec
 }
 
-/// Sets whether the retention is due, and why.
+/// Sets whether the retention is due, and why: `expire-every` after it
+/// was last decided, or at the newest fire of its schedule since (one run
+/// for any number of missed fires; a retention that never ran waits for
+/// the schedule's next fire, as a scheduled policy does).
 pub(super) fn judge(p: &PolicyDefinition, d: &mut PartitionSummary, wall_ms: u64) {
     if d.in_flight {
         return;
     }
-    let Some(every) = p.expire_every_ms else {
-        d.why = "the policy runs no retention".into();
-        return;
+    let last = d.last_compaction_wall_ms;
+    let (rule, next) = match (&p.expire_schedule, p.expire_every_ms) {
+        (Some(expr), _) => {
+            let cron = match Cron::parse(expr, &p.time_zone) {
+                Ok(c) => c,
+                Err(e) => {
+                    d.why = format!("the retention's schedule: {e}");
+                    return;
+                }
+            };
+            let next = match cron.due(last, wall_ms) {
+                Some(_) => None,
+                None => Some(cron.next_after(wall_ms).unwrap_or(u64::MAX)),
+            };
+            (format!("on schedule {cron}"), next)
+        }
+        (None, Some(every)) => {
+            let next = last.map(|l| l.saturating_add(every)).filter(|n| wall_ms < *n);
+            (format!("every {}", humantime::format_duration(std::time::Duration::from_millis(every))), next)
+        }
+        (None, None) => {
+            d.why = "the policy runs no retention".into();
+            return;
+        }
     };
-    let every_text = humantime::format_duration(std::time::Duration::from_millis(every));
-    if let Some(next) = d.last_compaction_wall_ms.map(|last| last.saturating_add(every)).filter(|n| wall_ms < *n) {
+    if let Some(next) = next {
         d.due_at_wall_ms = Some(next);
-        d.why = format!("retention every {every_text}: next at {}", super::at(next));
+        d.why = format!("retention {rule}: next at {}", super::at(next));
         return;
     }
     d.due = true;
-    d.why = format!("retention due (every {every_text})");
+    d.why = format!("retention due ({rule})");
 }
 
 /// Adds what the ended retention task `task` deleted to `summary`

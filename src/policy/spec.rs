@@ -148,20 +148,34 @@ pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
     let file_group_size = size("file-group-size", &f.file_group_size, units::MAX_SIZE)?;
     let delete_file_threshold =
         count("delete-file-threshold", f.delete_file_threshold, 1, u32::MAX.into(), " (delete files)")?;
-    let expire_every_ms = duration("expire-every", &f.expire_every)?;
+    // `expire-every`: a duration, or else a cron expression in the
+    // policy's zone.
+    let (expire_every_ms, expire_schedule) = match f.expire_every.as_deref() {
+        None => (None, None),
+        Some(text) => match units::parse_duration_or_zero(text) {
+            Ok(d) => (Some(units::millis(d)), None),
+            Err(as_duration) => match Cron::parse(text, &time_zone) {
+                Ok(_) => (None, Some(text.to_string())),
+                Err(as_cron) => {
+                    let why = format!("neither a duration ({as_duration}) nor a cron expression ({as_cron})");
+                    return Err(bad(format!("{}: {why}", at("expire-every"))));
+                }
+            },
+        },
+    };
     let expire_older_than_ms = duration("expire-older-than", &f.expire_older_than)?;
     let expire_retain_last = count("expire-retain-last", f.expire_retain_last, 1, u32::MAX.into(), " (versions)")?;
     if let Some(ms) = expire_every_ms.filter(|ms| *ms < MIN_EXPIRE_EVERY_MS) {
         return Err(bad(format!("{}: {ms} ms is under the minimum of 1m", at("expire-every"))));
     }
-    if expire_every_ms.is_some() && !matches!(f.executor.as_str(), "delta" | "iceberg") {
+    if f.expire_every.is_some() && !matches!(f.executor.as_str(), "delta" | "iceberg") {
         let why = "only delta and iceberg tables keep old versions to expire (a folder table's merge deletes what it replaces)";
         return Err(bad(format!("{}: {why}", at("expire-every"))));
     }
     for (key, set) in
         [("expire-older-than", expire_older_than_ms.is_some()), ("expire-retain-last", expire_retain_last.is_some())]
     {
-        if set && expire_every_ms.is_none() {
+        if set && f.expire_every.is_none() {
             return Err(bad(format!("{}: set with expire-every (how often the retention runs)", at(key))));
         }
     }
@@ -170,6 +184,7 @@ pub fn parse(path: &str, text: &str) -> Result<PolicyDefinition, PolicyError> {
         file_group_size,
         delete_file_threshold,
         expire_every_ms,
+        expire_schedule,
         expire_older_than_ms,
         expire_retain_last,
         name,
@@ -361,7 +376,7 @@ mod tests {
     }
 
     #[test]
-    fn a_retention_is_for_delta_and_iceberg_tables_at_most_once_a_minute() {
+    fn a_retention_is_for_delta_and_iceberg_tables_every_minute_or_more_or_on_a_cron() {
         let base = "name = \"w\"\ntables = [\"a/b/c\"]\nmin-small-files = 4\n";
         let p = parse("w.toml", &format!("{base}executor = \"delta\"\nexpire-every = \"1d\"\n")).unwrap();
         assert_eq!((p.expire_every_ms, p.expire_older_than_ms, p.expire_retain_last), (Some(86_400_000), None, None));
@@ -373,7 +388,10 @@ mod tests {
             (p.expire_every_ms, p.expire_older_than_ms, p.expire_retain_last),
             (Some(21_600_000), Some(259_200_000), Some(5))
         );
+        let p = parse("w.toml", &format!("{base}executor = \"delta\"\nexpire-every = \"0 3 * * *\"\n")).unwrap();
+        assert_eq!((p.expire_every_ms, p.expire_schedule.as_deref()), (None, Some("0 3 * * *")));
         let cases = [
+            ("executor = \"delta\"\nexpire-every = \"soon\"\n", "line 5, key `expire-every`", "nor a cron expression"),
             ("expire-every = \"1d\"\n", "line 4, key `expire-every`", "only delta and iceberg"),
             ("executor = \"delta\"\nexpire-every = \"10s\"\n", "line 5, key `expire-every`", "minimum of 1m"),
             (
