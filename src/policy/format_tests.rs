@@ -14,17 +14,7 @@ async fn a_delta_tables_partitions_are_judged_by_its_log_not_by_its_folders() {
     let (tree, data) = stores().await;
     apply(&tree, "executor = \"delta\"").await;
     let log = "db/public/t1/_delta_log/";
-    let add = |p: &str, f: usize| {
-        serde_json::json!({"add": {"path": format!("part={p}/f{f}.parquet"), "partitionValues": {"part": p},
-            "size": 100, "modificationTime": 1, "dataChange": true}})
-        .to_string()
-    };
-    let mut v0 = vec![
-        serde_json::json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}).to_string(),
-        serde_json::json!({"metaData": {"id": "x", "partitionColumns": ["part"], "configuration": {}}}).to_string(),
-    ];
-    v0.extend((0..5).map(|f| add("1", f)));
-    v0.extend((0..6).map(|f| add("2", f)));
+    let mut v0 = first_commit(&[("1", 5), ("2", 6)]);
     // part=3: large files whose vectors delete a tenth of their rows (small
     // by that: their rewrite retires the deletes), part=4 a hundredth.
     for (p, gone) in [("3", 100), ("4", 10)] {
@@ -61,20 +51,27 @@ async fn a_delta_tables_partitions_are_judged_by_its_log_not_by_its_folders() {
     assert_eq!(info.run.executor.as_ref().map(|e| e.kind), Some(formats::ExecutorKind::Delta));
 }
 
-/// A Delta table `db/public/t1` of two partitions with five small files
-/// each (due at a policy's four).
-async fn delta_table(data: &Store) {
-    let add = |p: &str, f: usize| {
-        serde_json::json!({"add": {"path": format!("part={p}/f{f}.parquet"), "partitionValues": {"part": p},
-            "size": 100, "modificationTime": 1, "dataChange": true}})
-        .to_string()
-    };
+/// The first commit of a Delta table partitioned by `part`: protocol,
+/// metadata, and small files (100 bytes) in each `(partition, files)`.
+fn first_commit(parts: &[(&str, usize)]) -> Vec<String> {
     let mut v0 = vec![
         serde_json::json!({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}).to_string(),
         serde_json::json!({"metaData": {"id": "x", "partitionColumns": ["part"], "configuration": {}}}).to_string(),
     ];
-    v0.extend((0..5).map(|f| add("1", f)));
-    v0.extend((0..5).map(|f| add("2", f)));
+    for (p, files) in parts {
+        v0.extend((0..*files).map(|f| {
+            serde_json::json!({"add": {"path": format!("part={p}/f{f}.parquet"), "partitionValues": {"part": p},
+                "size": 100, "modificationTime": 1, "dataChange": true}})
+            .to_string()
+        }));
+    }
+    v0
+}
+
+/// A Delta table `db/public/t1` of two partitions with five small files
+/// each (due at a policy's four).
+async fn delta_table(data: &Store) {
+    let v0 = first_commit(&[("1", 5), ("2", 5)]);
     data.put(&format!("db/public/t1/_delta_log/{:020}.json", 0), v0.join("\n")).await.unwrap();
 }
 

@@ -25,6 +25,26 @@ fn table_row(c: &Cluster) -> Option<Value> {
     rows.as_array()?.iter().find(|t| t["db"] == "db" && t["schema"] == "s" && t["table"] == "t").cloned()
 }
 
+/// A cluster on fs and, in its data folder, the table `db/s/t` Java wrote
+/// with `appends` appends over `parts` partitions: the cluster, the data
+/// folder and the table's location.
+fn fs_table(java: &Java, appends: u64, parts: u64) -> (Cluster, std::path::PathBuf, String) {
+    let c = Cluster::fs();
+    let data = c.fs_path().parent().unwrap().join("data");
+    let location = data.join("db/s/t").display().to_string();
+    make_table(java, &location, appends, parts);
+    (c, data, location)
+}
+
+/// Waits (two minutes at most) until each of `parts` has one live file.
+fn wait_compacted(java: &Java, c: &Cluster, location: &str, parts: &[&str]) {
+    let start = std::time::Instant::now();
+    while parts.iter().any(|p| live_in(java, location, p).len() != 1) {
+        assert!(start.elapsed() < Duration::from_secs(120), "not compacted: {:#?}\n{}", table_row(c), c.logs_text());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// Starts one node over `data` planning every second, and applies the
 /// policy `ice` over `db/s/*` with the iceberg executor and `extra` lines.
 fn start_with_policy(c: &mut Cluster, data: &std::path::Path, extra: &str) {
@@ -52,21 +72,14 @@ fn apply_policy(c: &Cluster, extra: &str) {
 fn a_policy_commits_a_tables_due_partitions_as_one_snapshot_and_tables_shows_what_it_changed() {
     let _turn = crate::common::turns::waits();
     let java = Java::shared();
-    let mut c = Cluster::fs();
-    let data = c.fs_path().parent().unwrap().join("data");
-    let location = data.join("db/s/t").display().to_string();
-    make_table(java, &location, 4, 3);
+    let (mut c, data, location) = fs_table(java, 4, 3);
     let old = before(java, &location);
     assert_eq!(old.live.len(), 24, "eight small files in each of three partitions");
     let old_read = &old.reads[&old.current];
     start_with_policy(&mut c, &data, "");
     // The three due partitions go to one task, whose commit is one
     // `replace` of them all.
-    let start = std::time::Instant::now();
-    while ["p0", "p1", "p2"].iter().any(|p| live_in(java, &location, p).len() != 1) {
-        assert!(start.elapsed() < Duration::from_secs(120), "not compacted: {:#?}\n{}", table_row(&c), c.logs_text());
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    wait_compacted(java, &c, &location, &["p0", "p1", "p2"]);
     for p in ["p0", "p1", "p2"] {
         assert!(live_in(java, &location, p)[0].contains("/compactd-"), "{p}");
     }
@@ -163,13 +176,10 @@ fn stopped_commit(c: &Cluster, task: &str) -> i32 {
 fn a_partition_due_while_its_iceberg_tables_task_runs_waits_for_it_and_gets_a_task_of_its_own() {
     let _turn = crate::common::turns::waits();
     let java = Java::shared();
-    let mut c = Cluster::fs();
+    let (mut c, data, location) = fs_table(java, 2, 2);
     // The commit waits before it commits: long enough for this test to
     // find its process and stop it before it has committed.
     c.env = vec![("COMPACTD_TEST_MERGE_DELAY_MS".into(), "6000".into())];
-    let data = c.fs_path().parent().unwrap().join("data");
-    let location = data.join("db/s/t").display().to_string();
-    make_table(java, &location, 2, 2);
     let first_inputs = before(java, &location).live;
     start_with_policy(&mut c, &data, "min-interval = \"1s\"\n");
     let start = std::time::Instant::now();
@@ -241,21 +251,14 @@ fn a_partition_due_while_its_iceberg_tables_task_runs_waits_for_it_and_gets_a_ta
 fn a_policys_retention_runs_as_a_task_of_its_own_and_tables_shows_what_it_freed() {
     let _turn = crate::common::turns::waits();
     let java = Java::shared();
-    let mut c = Cluster::fs();
-    let data = c.fs_path().parent().unwrap().join("data");
-    let location = data.join("db/s/t").display().to_string();
-    make_table(java, &location, 4, 3);
+    let (mut c, data, location) = fs_table(java, 4, 3);
     // The table's own age: none (the retention keeps only what Iceberg's
     // minimum of one snapshot needs).
     java.run(&json!({"cmd": "set_properties", "location": location,
         "properties": {"history.expire.max-snapshot-age-ms": "0"}}));
     let inputs = before(java, &location).live;
     start_with_policy(&mut c, &data, "");
-    let start = std::time::Instant::now();
-    while ["p0", "p1", "p2"].iter().any(|p| live_in(java, &location, p).len() != 1) {
-        assert!(start.elapsed() < Duration::from_secs(120), "not compacted: {:#?}\n{}", table_row(&c), c.logs_text());
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    wait_compacted(java, &c, &location, &["p0", "p1", "p2"]);
     assert!(inputs.iter().all(|f| std::path::Path::new(f.trim_start_matches("file:")).exists()), "kept for readers");
     let want = java.run(&json!({"cmd": "read", "location": location}));
     // The same policy with a retention: due at once (it never ran), its
@@ -304,10 +307,7 @@ fn a_policys_retention_runs_as_a_task_of_its_own_and_tables_shows_what_it_freed(
 fn an_iceberg_tables_retention_due_with_its_compaction_runs_alone_first() {
     let _turn = crate::common::turns::waits();
     let java = Java::shared();
-    let mut c = Cluster::fs();
-    let data = c.fs_path().parent().unwrap().join("data");
-    let location = data.join("db/s/t").display().to_string();
-    make_table(java, &location, 3, 2);
+    let (mut c, data, location) = fs_table(java, 3, 2);
     let want = java.run(&json!({"cmd": "read", "location": location}));
     start_with_policy(&mut c, &data, "expire-every = \"1h\"\n");
     let start = std::time::Instant::now();
