@@ -89,6 +89,23 @@ def count(dfs, uri):
     return {"folders": dirs, "files": files, "bytes": size}
 
 
+def compactd_expire(binary, dfs, root, **params):
+    """Runs `compactd __expire` of `db/s/t/` below `root` with a forced zero
+    retention (and `params`, as `COMPACTD_PARAM_…` variables), timed with
+    the NameNode's RPCs: `compactd_s`, `compactd_rpcs`, `compactd_outcome`."""
+    env = dict(os.environ, COMPACTD_PARAM_EXPIRE_OLDER_THAN="0", COMPACTD_PARAM_EXPIRE_FORCE="true", RUST_LOG="warn",
+               **params)
+    rpcs = dfs.rpcs()
+    t0 = time.monotonic()
+    r = subprocess.run([binary, "--root", root, "__expire", "--dir", "db/s/t/"], capture_output=True, text=True,
+                       env=env)
+    took = time.monotonic() - t0
+    spent = dfs.rpcs() - rpcs
+    if r.returncode != 0:
+        raise SystemExit(f"expire: {r.stderr}")
+    return {"compactd_s": took, "compactd_rpcs": spent, "compactd_outcome": r.stdout.strip().splitlines()[0]}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
@@ -111,17 +128,7 @@ def main():
         out[f"{k}_compacted"] = count(dfs, t)
     before = {k: spark(cmd="read", path=t) for k, t in tables.items()}
 
-    env = dict(os.environ, COMPACTD_PARAM_EXPIRE_OLDER_THAN="0", COMPACTD_PARAM_EXPIRE_LOG_OLDER_THAN="0",
-               COMPACTD_PARAM_EXPIRE_FORCE="true", RUST_LOG="warn")
-    rpcs = dfs.rpcs()
-    t0 = time.monotonic()
-    r = subprocess.run([a.binary, "--root", roots["a"], "__expire", "--dir", "db/s/t/"], capture_output=True,
-                       text=True, env=env)
-    out["compactd_s"] = time.monotonic() - t0
-    out["compactd_rpcs"] = dfs.rpcs() - rpcs
-    if r.returncode != 0:
-        raise SystemExit(f"expire: {r.stderr}")
-    out["compactd_outcome"] = r.stdout.strip().splitlines()[0]
+    out.update(compactd_expire(a.binary, dfs, roots["a"], COMPACTD_PARAM_EXPIRE_LOG_OLDER_THAN="0"))
     out["a_expired"] = count(dfs, tables["a"])
 
     spark(cmd="load", path=tables["b"])

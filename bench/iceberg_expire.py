@@ -130,16 +130,7 @@ def main():
     read = {k: f"SELECT count(*) AS n, sum(id) AS s FROM {k}.s.t" for k in tables}
     before = {k: spark.sql(q)["rows"] for k, q in read.items()}
 
-    env = dict(os.environ, COMPACTD_PARAM_EXPIRE_OLDER_THAN="0", COMPACTD_PARAM_EXPIRE_FORCE="true", RUST_LOG="warn")
-    rpcs = dfs.rpcs()
-    t0 = time.monotonic()
-    r = subprocess.run([a.binary, "--root", roots["a"], "__expire", "--dir", "db/s/t/"], capture_output=True,
-                       text=True, env=env)
-    out["compactd_s"] = time.monotonic() - t0
-    out["compactd_rpcs"] = dfs.rpcs() - rpcs
-    if r.returncode != 0:
-        raise SystemExit(f"expire: {r.stderr}")
-    out["compactd_outcome"] = r.stdout.strip().splitlines()[0]
+    out.update(expire.compactd_expire(a.binary, dfs, roots["a"]))
     out["a_expired"] = count(dfs, tables["a"])
 
     java = Java()
